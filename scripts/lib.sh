@@ -1,0 +1,116 @@
+# Shared helpers for the run and test scripts: install and start LocalStack and PostgreSQL
+# from nothing, reuse what an earlier run left in the cache, and stop only what we started.
+# shellcheck shell=bash
+
+UPCOMMIT_CACHE="${UPCOMMIT_CACHE:-$HOME/.cache/upcommit}"
+LOCALSTACK_VENV="$UPCOMMIT_CACHE/localstack-venv"
+LOCALSTACK_VERSION="4.13.1"
+LOCALSTACK_ADDR="${LOCALSTACK_ADDR:-127.0.0.1:4566}"
+export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
+export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+
+log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# Python venv with localstack-core pinned to versions that run on Python 3.11.
+ensure_localstack_installed() {
+  if [ -x "$LOCALSTACK_VENV/bin/python" ] &&
+    "$LOCALSTACK_VENV/bin/python" -c "import localstack, boto3" 2>/dev/null &&
+    [ -f "$LOCALSTACK_VENV/.installed-$LOCALSTACK_VERSION" ]; then
+    return 0
+  fi
+  log "installing LocalStack $LOCALSTACK_VERSION into $LOCALSTACK_VENV"
+  mkdir -p "$UPCOMMIT_CACHE"
+  python3 -m venv "$LOCALSTACK_VENV"
+  "$LOCALSTACK_VENV/bin/pip" install --quiet --disable-pip-version-check \
+    "localstack-core[runtime]==$LOCALSTACK_VERSION" \
+    'cbor2<5.7' 'pyopenssl<24.3' 'cryptography<44' service_identity boto3
+  touch "$LOCALSTACK_VENV/.installed-$LOCALSTACK_VERSION"
+}
+
+localstack_up() { curl -fsS "http://$LOCALSTACK_ADDR/_localstack/health" 2>/dev/null | grep -q '"s3": "\(available\|running\)"'; }
+
+# Starts LocalStack's S3 on the host with signature validation on, unless one already answers.
+# Sets STARTED_LOCALSTACK_PID when this call started it.
+start_localstack() {
+  ensure_localstack_installed
+  if localstack_up; then
+    log "LocalStack already answers on $LOCALSTACK_ADDR"
+    return 0
+  fi
+  local logdir="$UPCOMMIT_CACHE/logs"
+  mkdir -p "$logdir"
+  log "starting LocalStack on $LOCALSTACK_ADDR (log: $logdir/localstack.log)"
+  (
+    cd "$UPCOMMIT_CACHE" &&
+      SERVICES=s3 S3_SKIP_SIGNATURE_VALIDATION=0 GATEWAY_LISTEN="$LOCALSTACK_ADDR" \
+        LOCALSTACK_HOST="$LOCALSTACK_ADDR" DISABLE_EVENTS=1 DNS_ADDRESS=0 \
+        exec "$LOCALSTACK_VENV/bin/python" -m localstack.runtime.main
+  ) >"$logdir/localstack.log" 2>&1 &
+  STARTED_LOCALSTACK_PID=$!
+  for _ in $(seq 1 120); do
+    if localstack_up; then log "LocalStack is up"; return 0; fi
+    if ! kill -0 "$STARTED_LOCALSTACK_PID" 2>/dev/null; then
+      tail -n 40 "$logdir/localstack.log" >&2
+      log "LocalStack exited during start"
+      return 1
+    fi
+    sleep 1
+  done
+  tail -n 40 "$logdir/localstack.log" >&2
+  log "LocalStack did not become ready in 120 s"
+  return 1
+}
+
+pg_bindir() {
+  local d
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+ensure_postgres_installed() {
+  if pg_bindir >/dev/null; then return 0; fi
+  log "installing PostgreSQL from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq postgresql >/dev/null
+}
+
+# Starts a throwaway PostgreSQL cluster on a loopback port in a temporary directory.
+# Sets PG_URL (admin URL) and PG_DATADIR.
+start_postgres() {
+  ensure_postgres_installed
+  local bin port
+  bin=$(pg_bindir)
+  port="${UPCOMMIT_PG_PORT:-54329}"
+  PG_DATADIR=$(mktemp -d /tmp/upcommit-pg.XXXXXX)
+  local as=()
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    chown postgres "$PG_DATADIR"
+    as=(runuser -u postgres --)
+  fi
+  log "starting PostgreSQL on 127.0.0.1:$port ($PG_DATADIR)"
+  "${as[@]}" "$bin/initdb" -D "$PG_DATADIR/data" -U postgres --auth=trust -E UTF8 >"$PG_DATADIR/initdb.log" 2>&1 ||
+    { cat "$PG_DATADIR/initdb.log" >&2; return 1; }
+  "${as[@]}" "$bin/pg_ctl" -D "$PG_DATADIR/data" -l "$PG_DATADIR/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $PG_DATADIR -c max_connections=400 -c fsync=off" start >/dev/null ||
+    { cat "$PG_DATADIR/server.log" >&2; return 1; }
+  PG_URL="postgres://postgres@127.0.0.1:$port/postgres"
+  PG_AS=("${as[@]}")
+  PG_BIN="$bin"
+}
+
+stop_postgres() {
+  [ -n "${PG_DATADIR:-}" ] || return 0
+  "${PG_AS[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATADIR/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$PG_DATADIR"
+}
+
+stop_localstack() {
+  [ -n "${STARTED_LOCALSTACK_PID:-}" ] || return 0
+  kill "$STARTED_LOCALSTACK_PID" 2>/dev/null || true
+  wait "$STARTED_LOCALSTACK_PID" 2>/dev/null || true
+}

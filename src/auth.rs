@@ -1,0 +1,226 @@
+//! Bearer tokens: compact JWTs signed HS256 with the configured secret. `sub` is the user id,
+//! `exp` is required, `"admin": true` marks an admin. Identity comes from the token only.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+/// Who is calling, as proven by a valid token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub user_id: String,
+    pub admin: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing bearer token")]
+    Missing,
+    #[error("malformed token")]
+    Malformed,
+    #[error("bad token signature")]
+    BadSignature,
+    #[error("token expired")]
+    Expired,
+    #[error("token not yet valid")]
+    NotYetValid,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    sub: String,
+    exp: i64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    admin: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    iat: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nbf: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Header {
+    alg: String,
+}
+
+const MAX_TOKEN_BYTES: usize = 4096;
+const MAX_SUB_BYTES: usize = 128;
+
+fn mac(secret: &[u8]) -> Hmac<Sha256> {
+    // HMAC takes keys of any length; this cannot fail.
+    <Hmac<Sha256> as Mac>::new_from_slice(secret)
+        .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"))
+}
+
+/// Mints a token (for `upcommit token` and tests).
+pub fn issue(secret: &[u8], sub: &str, admin: bool, ttl_secs: i64, now_unix: i64) -> String {
+    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = Claims {
+        sub: sub.to_owned(),
+        exp: now_unix + ttl_secs,
+        admin,
+        iat: Some(now_unix),
+        nbf: None,
+    };
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap_or_default());
+    let signing_input = format!("{header}.{payload}");
+    let mut m = mac(secret);
+    m.update(signing_input.as_bytes());
+    let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
+    format!("{signing_input}.{sig}")
+}
+
+/// Verifies a compact token. Only HS256 is accepted (no `none`, no algorithm confusion); the
+/// signature is compared in constant time before the claims are trusted.
+pub fn verify(secret: &[u8], token: &str, now_unix: i64) -> Result<Identity, AuthError> {
+    if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
+        return Err(AuthError::Malformed);
+    }
+    let mut parts = token.split('.');
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(AuthError::Malformed);
+    };
+    let decode = |part: &str| {
+        URL_SAFE_NO_PAD
+            .decode(part)
+            .map_err(|_| AuthError::Malformed)
+    };
+    let header: Header = serde_json::from_slice(&decode(h)?).map_err(|_| AuthError::Malformed)?;
+    if header.alg != "HS256" {
+        return Err(AuthError::Malformed);
+    }
+    let signature = decode(s)?;
+    let mut m = mac(secret);
+    m.update(h.as_bytes());
+    m.update(b".");
+    m.update(p.as_bytes());
+    m.verify_slice(&signature)
+        .map_err(|_| AuthError::BadSignature)?;
+    let claims: Claims = serde_json::from_slice(&decode(p)?).map_err(|_| AuthError::Malformed)?;
+    if claims.sub.is_empty()
+        || claims.sub.len() > MAX_SUB_BYTES
+        || claims.sub.chars().any(char::is_control)
+    {
+        return Err(AuthError::Malformed);
+    }
+    if claims.exp <= now_unix {
+        return Err(AuthError::Expired);
+    }
+    if claims.nbf.is_some_and(|nbf| nbf > now_unix) {
+        return Err(AuthError::NotYetValid);
+    }
+    Ok(Identity {
+        user_id: claims.sub,
+        admin: claims.admin,
+    })
+}
+
+/// Parses `1h`, `30m`, `45s`, `2d` or plain seconds.
+pub fn parse_ttl(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let (num, unit) = match s.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&s[..i], c),
+        _ => (s, 's'),
+    };
+    let n: i64 = num.parse().ok().filter(|n| *n > 0)?;
+    let mult = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+    const NOW: i64 = 1_800_000_000;
+
+    #[test]
+    fn issued_tokens_verify() {
+        let t = issue(SECRET, "alice", false, 3600, NOW);
+        assert_eq!(
+            verify(SECRET, &t, NOW),
+            Ok(Identity {
+                user_id: "alice".into(),
+                admin: false
+            })
+        );
+        let t = issue(SECRET, "root", true, 3600, NOW);
+        assert!(verify(SECRET, &t, NOW).is_ok_and(|i| i.admin));
+    }
+
+    #[test]
+    fn wrong_secret_expired_and_tampered_tokens_fail() {
+        let t = issue(SECRET, "alice", false, 60, NOW);
+        assert_eq!(
+            verify(b"another-secret-0123456789", &t, NOW),
+            Err(AuthError::BadSignature)
+        );
+        assert_eq!(verify(SECRET, &t, NOW + 60), Err(AuthError::Expired));
+        // Flip the payload to claim admin while keeping the old signature.
+        let parts: Vec<&str> = t.split('.').collect();
+        let forged = URL_SAFE_NO_PAD.encode(format!(
+            r#"{{"sub":"alice","exp":{},"admin":true}}"#,
+            NOW + 60
+        ));
+        assert_eq!(
+            verify(SECRET, &format!("{}.{forged}.{}", parts[0], parts[2]), NOW),
+            Err(AuthError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn malformed_tokens_and_other_algorithms_fail() {
+        let none_header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#);
+        let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"a","exp":{}}}"#, NOW + 60));
+        for bad in [
+            String::new(),
+            "abc".into(),
+            "a.b".into(),
+            "a.b.c.d".into(),
+            format!("{none_header}.{payload}."),
+            "!!!.???.***".into(),
+            "x".repeat(5000),
+        ] {
+            assert_eq!(
+                verify(SECRET, &bad, NOW),
+                Err(AuthError::Malformed),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn exp_is_required() {
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+        let payload = URL_SAFE_NO_PAD.encode(br#"{"sub":"alice"}"#);
+        let input = format!("{header}.{payload}");
+        let mut m = mac(SECRET);
+        m.update(input.as_bytes());
+        let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
+        assert_eq!(
+            verify(SECRET, &format!("{input}.{sig}"), NOW),
+            Err(AuthError::Malformed)
+        );
+    }
+
+    #[test]
+    fn ttl_parsing() {
+        assert_eq!(parse_ttl("1h"), Some(3600));
+        assert_eq!(parse_ttl("30m"), Some(1800));
+        assert_eq!(parse_ttl("2d"), Some(172_800));
+        assert_eq!(parse_ttl("45"), Some(45));
+        assert_eq!(parse_ttl("0"), None);
+        assert_eq!(parse_ttl("1y"), None);
+        assert_eq!(parse_ttl(""), None);
+    }
+}

@@ -1,0 +1,119 @@
+//! The catalog: uploads, file handles and the quota ledger in SQL. One trait, two
+//! implementations (SQLite, the embedded default; PostgreSQL, for production) that share one
+//! body of queries, and one contract-test suite run against both.
+
+mod errors;
+mod postgres;
+mod queries;
+mod sqlite;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::domain::ids::{FileId, UploadId};
+use crate::domain::quota::QuotaLimits;
+use crate::domain::records::{FileHandle, Upload, UploadState};
+
+pub use errors::CatalogError;
+pub use postgres::PostgresCatalog;
+pub use sqlite::SqliteCatalog;
+
+/// A request to move an upload into `promoting` under a new lease.
+#[derive(Debug, Clone)]
+pub struct LeaseRequest<'a> {
+    pub upload_id: &'a UploadId,
+    /// The state and lease token the caller saw; the update only applies if both still hold.
+    pub expected_state: UploadState,
+    pub expected_token: Option<&'a str>,
+    pub final_key: &'a str,
+    pub token: &'a str,
+    pub until: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait Catalog: Send + Sync + 'static {
+    /// Cheap round trip for readiness.
+    async fn ping(&self) -> Result<(), CatalogError>;
+
+    /// Records a presigned upload and charges the owner's daily quota in one transaction:
+    /// either both happen or neither. Over the limit → [`CatalogError::QuotaExceeded`].
+    async fn create_upload(
+        &self,
+        upload: &Upload,
+        day: NaiveDate,
+        limits: QuotaLimits,
+    ) -> Result<(), CatalogError>;
+
+    /// Records an upload without charging quota: uploads imported from the layout that
+    /// predates `tmp/` (legacy keys), which were charged when they were issued.
+    async fn import_upload(&self, upload: &Upload) -> Result<(), CatalogError>;
+
+    async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError>;
+    async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError>;
+
+    /// Compare-and-set into `promoting`. `Ok(false)`: someone else moved the upload first.
+    /// [`CatalogError::FinalKeyTaken`]: another upload already holds that final key.
+    async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError>;
+
+    /// `promoting → issued`, releasing the final key, when nothing was copied yet.
+    async fn release_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+
+    /// Ends a lease early but keeps `promoting` and the final key: a copy may have happened,
+    /// so the next commit must take over and roll forward rather than start afresh.
+    async fn expire_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+
+    /// `promoting → rejected`, releasing the final key.
+    async fn reject(
+        &self,
+        id: &UploadId,
+        token: &str,
+        code: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+
+    /// Inserts the handle and moves the upload `promoting → committed` in one transaction,
+    /// only while `token` still holds the lease. `Ok(None)`: the lease was lost.
+    async fn record_handle(
+        &self,
+        handle: &FileHandle,
+        token: &str,
+    ) -> Result<Option<FileHandle>, CatalogError>;
+
+    async fn handle_by_id(&self, id: &FileId) -> Result<Option<FileHandle>, CatalogError>;
+    async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError>;
+
+    /// (uploads, bytes) charged to `owner` on `day`.
+    async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError>;
+}
+
+/// Opens the catalog named by a `DATABASE_URL` and runs its migrations.
+pub async fn connect(
+    url: &str,
+    max_connections: u32,
+) -> Result<std::sync::Arc<dyn Catalog>, CatalogError> {
+    if url.starts_with("sqlite:") {
+        Ok(std::sync::Arc::new(
+            SqliteCatalog::connect(url, max_connections).await?,
+        ))
+    } else {
+        Ok(std::sync::Arc::new(
+            PostgresCatalog::connect(url, max_connections).await?,
+        ))
+    }
+}
+
+/// Runs the migrations only (`upcommit migrate`).
+pub async fn migrate(url: &str) -> Result<(), CatalogError> {
+    connect(url, 1).await.map(|_| ())
+}

@@ -1,0 +1,35 @@
+//! PostgreSQL, for production: several replicas share it, and its row-level conditional
+//! updates and unique constraints are what make concurrent commits safe across them.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Pool, Postgres};
+
+use super::queries::impl_catalog;
+use super::CatalogError;
+
+pub struct PostgresCatalog {
+    pool: Pool<Postgres>,
+}
+
+impl PostgresCatalog {
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, CatalogError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| CatalogError::Other(format!("migrations: {e}")))?;
+        Ok(Self { pool })
+    }
+
+    pub fn pool(&self) -> &Pool<Postgres> {
+        &self.pool
+    }
+}
+
+impl_catalog!(PostgresCatalog, Postgres, "BEGIN");

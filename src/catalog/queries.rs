@@ -1,0 +1,391 @@
+//! The one body of SQL both backends run. It is a macro because sqlx's query builder is typed
+//! by database: the same text compiles once per backend, so the two implementations cannot
+//! drift apart. Placeholders are `$n`, which both SQLite and PostgreSQL accept; every value is
+//! a bound parameter.
+
+use chrono::{DateTime, Utc};
+
+use super::CatalogError;
+use crate::domain::ids::{FileId, UploadId};
+use crate::domain::records::{FileHandle, Upload, UploadState};
+
+pub(super) const UPLOAD_COLUMNS: &str =
+    "id, owner, profile, content_type, declared_size, key, method, state, \
+     final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline";
+
+pub(super) const HANDLE_COLUMNS: &str =
+    "id, upload_id, key, size, content_type, etag, profile, created_by, created_at";
+
+/// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
+#[allow(clippy::type_complexity)]
+pub(super) struct UploadRow {
+    pub id: String,
+    pub owner: String,
+    pub profile: String,
+    pub content_type: String,
+    pub declared_size: i64,
+    pub key: String,
+    pub method: String,
+    pub state: String,
+    pub final_key: Option<String>,
+    pub reject_code: Option<String>,
+    pub lease_token: Option<String>,
+    pub lease_until: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub commit_deadline: DateTime<Utc>,
+}
+
+impl TryFrom<UploadRow> for Upload {
+    type Error = CatalogError;
+    fn try_from(r: UploadRow) -> Result<Self, CatalogError> {
+        Ok(Upload {
+            id: UploadId::parse(&r.id)
+                .ok_or_else(|| CatalogError::Corrupt(format!("upload id {:?}", r.id)))?,
+            owner: r.owner,
+            profile: r.profile,
+            content_type: r.content_type,
+            declared_size: r.declared_size,
+            key: r.key,
+            method: r.method,
+            state: UploadState::parse(&r.state)
+                .ok_or_else(|| CatalogError::Corrupt(format!("state {:?}", r.state)))?,
+            final_key: r.final_key,
+            reject_code: r.reject_code,
+            lease_token: r.lease_token,
+            lease_until: r.lease_until,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            commit_deadline: r.commit_deadline,
+        })
+    }
+}
+
+pub(super) struct HandleRow {
+    pub id: String,
+    pub upload_id: String,
+    pub key: String,
+    pub size: i64,
+    pub content_type: String,
+    pub etag: String,
+    pub profile: String,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<HandleRow> for FileHandle {
+    type Error = CatalogError;
+    fn try_from(r: HandleRow) -> Result<Self, CatalogError> {
+        Ok(FileHandle {
+            id: FileId::parse(&r.id)
+                .ok_or_else(|| CatalogError::Corrupt(format!("file id {:?}", r.id)))?,
+            upload_id: UploadId::parse(&r.upload_id)
+                .ok_or_else(|| CatalogError::Corrupt(format!("upload id {:?}", r.upload_id)))?,
+            key: r.key,
+            size: r.size,
+            content_type: r.content_type,
+            etag: r.etag,
+            profile: r.profile,
+            created_by: r.created_by,
+            created_at: r.created_at,
+        })
+    }
+}
+
+/// Implements [`super::Catalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
+/// `$begin` is the statement that opens a write transaction (SQLite takes its write lock up
+/// front with `BEGIN IMMEDIATE`, so concurrent writers queue instead of failing).
+macro_rules! impl_catalog {
+    ($ty:ty, $db:ty, $begin:expr) => {
+        impl $ty {
+            fn upload_row(row: &<$db as sqlx::Database>::Row) -> Result<$crate::domain::records::Upload, CatalogError> {
+                use sqlx::Row;
+                $crate::domain::records::Upload::try_from(super::queries::UploadRow {
+                    id: row.try_get("id")?,
+                    owner: row.try_get("owner")?,
+                    profile: row.try_get("profile")?,
+                    content_type: row.try_get("content_type")?,
+                    declared_size: row.try_get("declared_size")?,
+                    key: row.try_get("key")?,
+                    method: row.try_get("method")?,
+                    state: row.try_get("state")?,
+                    final_key: row.try_get("final_key")?,
+                    reject_code: row.try_get("reject_code")?,
+                    lease_token: row.try_get("lease_token")?,
+                    lease_until: row.try_get("lease_until")?,
+                    created_at: row.try_get("created_at")?,
+                    expires_at: row.try_get("expires_at")?,
+                    commit_deadline: row.try_get("commit_deadline")?,
+                })
+            }
+
+            fn handle_row(row: &<$db as sqlx::Database>::Row) -> Result<$crate::domain::records::FileHandle, CatalogError> {
+                use sqlx::Row;
+                $crate::domain::records::FileHandle::try_from(super::queries::HandleRow {
+                    id: row.try_get("id")?,
+                    upload_id: row.try_get("upload_id")?,
+                    key: row.try_get("key")?,
+                    size: row.try_get("size")?,
+                    content_type: row.try_get("content_type")?,
+                    etag: row.try_get("etag")?,
+                    profile: row.try_get("profile")?,
+                    created_by: row.try_get("created_by")?,
+                    created_at: row.try_get("created_at")?,
+                })
+            }
+
+            async fn insert_upload<'e, E>(exec: E, u: &$crate::domain::records::Upload) -> Result<(), CatalogError>
+            where
+                E: sqlx::Executor<'e, Database = $db>,
+            {
+                sqlx::query(
+                    "INSERT INTO uploads (id, owner, profile, content_type, declared_size, key, method, state, \
+                     final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $13)",
+                )
+                .bind(u.id.as_str())
+                .bind(&u.owner)
+                .bind(&u.profile)
+                .bind(&u.content_type)
+                .bind(u.declared_size)
+                .bind(&u.key)
+                .bind(&u.method)
+                .bind(u.state.as_str())
+                .bind(&u.final_key)
+                .bind(&u.reject_code)
+                .bind(&u.lease_token)
+                .bind(u.lease_until)
+                .bind(u.created_at)
+                .bind(u.expires_at)
+                .bind(u.commit_deadline)
+                .execute(exec)
+                .await?;
+                Ok(())
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl super::Catalog for $ty {
+            #[tracing::instrument(skip_all)]
+            async fn ping(&self) -> Result<(), CatalogError> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %upload.id, size_bytes = upload.declared_size))]
+            async fn create_upload(
+                &self,
+                upload: &$crate::domain::records::Upload,
+                day: chrono::NaiveDate,
+                limits: $crate::domain::quota::QuotaLimits,
+            ) -> Result<(), CatalogError> {
+                let (max_uploads, max_bytes) = limits.as_sql_bounds();
+                if upload.declared_size > max_bytes {
+                    return Err(CatalogError::QuotaExceeded);
+                }
+                let mut tx = self.pool.begin_with($begin).await?;
+                // One statement charges the ledger: the insert starts the day, the conditional
+                // update adds to it only while both sums stay within the limits.
+                let charged = sqlx::query(
+                    "INSERT INTO quota_usage (owner, day, uploads, bytes) VALUES ($1, $2, 1, $3) \
+                     ON CONFLICT (owner, day) DO UPDATE SET uploads = quota_usage.uploads + 1, \
+                     bytes = quota_usage.bytes + excluded.bytes \
+                     WHERE quota_usage.uploads + 1 <= $4 AND quota_usage.bytes + excluded.bytes <= $5",
+                )
+                .bind(&upload.owner)
+                .bind(day.to_string())
+                .bind(upload.declared_size)
+                .bind(max_uploads)
+                .bind(max_bytes)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if charged == 0 {
+                    tx.rollback().await?;
+                    return Err(CatalogError::QuotaExceeded);
+                }
+                Self::insert_upload(&mut *tx, upload).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn import_upload(&self, upload: &$crate::domain::records::Upload) -> Result<(), CatalogError> {
+                Self::insert_upload(&self.pool, upload).await
+            }
+
+            #[tracing::instrument(skip_all)]
+            async fn upload_by_key(&self, key: &str) -> Result<Option<$crate::domain::records::Upload>, CatalogError> {
+                let sql = format!("SELECT {} FROM uploads WHERE key = $1", super::queries::UPLOAD_COLUMNS);
+                let row = sqlx::query(&sql).bind(key).fetch_optional(&self.pool).await?;
+                row.as_ref().map(Self::upload_row).transpose()
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %id))]
+            async fn upload_by_id(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+            ) -> Result<Option<$crate::domain::records::Upload>, CatalogError> {
+                let sql = format!("SELECT {} FROM uploads WHERE id = $1", super::queries::UPLOAD_COLUMNS);
+                let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
+                row.as_ref().map(Self::upload_row).transpose()
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %req.upload_id))]
+            async fn take_lease(&self, req: &super::LeaseRequest<'_>) -> Result<bool, CatalogError> {
+                let n = sqlx::query(
+                    "UPDATE uploads SET state = 'promoting', final_key = $1, lease_token = $2, lease_until = $3, \
+                     updated_at = $4 WHERE id = $5 AND state = $6 AND COALESCE(lease_token, '') = $7",
+                )
+                .bind(req.final_key)
+                .bind(req.token)
+                .bind(req.until)
+                .bind(req.now)
+                .bind(req.upload_id.as_str())
+                .bind(req.expected_state.as_str())
+                .bind(req.expected_token.unwrap_or(""))
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %id))]
+            async fn release_lease(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+                token: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let n = sqlx::query(
+                    "UPDATE uploads SET state = 'issued', final_key = NULL, lease_token = NULL, lease_until = NULL, \
+                     updated_at = $1 WHERE id = $2 AND state = 'promoting' AND lease_token = $3",
+                )
+                .bind(now)
+                .bind(id.as_str())
+                .bind(token)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %id))]
+            async fn expire_lease(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+                token: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let n = sqlx::query(
+                    "UPDATE uploads SET lease_until = $1, updated_at = $1 \
+                     WHERE id = $2 AND state = 'promoting' AND lease_token = $3",
+                )
+                .bind(now)
+                .bind(id.as_str())
+                .bind(token)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %id, error.code = code))]
+            async fn reject(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+                token: &str,
+                code: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let n = sqlx::query(
+                    "UPDATE uploads SET state = 'rejected', reject_code = $1, final_key = NULL, lease_token = NULL, \
+                     lease_until = NULL, updated_at = $2 WHERE id = $3 AND state = 'promoting' AND lease_token = $4",
+                )
+                .bind(code)
+                .bind(now)
+                .bind(id.as_str())
+                .bind(token)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %handle.upload_id, file.id = %handle.id))]
+            async fn record_handle(
+                &self,
+                handle: &$crate::domain::records::FileHandle,
+                token: &str,
+            ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
+                // The state change goes first so that only the lease holder inserts at all.
+                let moved = sqlx::query(
+                    "UPDATE uploads SET state = 'committed', lease_token = NULL, lease_until = NULL, updated_at = $1 \
+                     WHERE id = $2 AND state = 'promoting' AND lease_token = $3",
+                )
+                .bind(handle.created_at)
+                .bind(handle.upload_id.as_str())
+                .bind(token)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if moved == 0 {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                sqlx::query(
+                    "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(handle.id.as_str())
+                .bind(handle.upload_id.as_str())
+                .bind(&handle.key)
+                .bind(handle.size)
+                .bind(&handle.content_type)
+                .bind(&handle.etag)
+                .bind(&handle.profile)
+                .bind(&handle.created_by)
+                .bind(handle.created_at)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(Some(handle.clone()))
+            }
+
+            #[tracing::instrument(skip_all, fields(file.id = %id))]
+            async fn handle_by_id(
+                &self,
+                id: &$crate::domain::ids::FileId,
+            ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
+                let sql = format!("SELECT {} FROM file_handles WHERE id = $1", super::queries::HANDLE_COLUMNS);
+                let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
+                row.as_ref().map(Self::handle_row).transpose()
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %id))]
+            async fn handle_by_upload(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+            ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
+                let sql = format!("SELECT {} FROM file_handles WHERE upload_id = $1", super::queries::HANDLE_COLUMNS);
+                let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
+                row.as_ref().map(Self::handle_row).transpose()
+            }
+
+            async fn quota_usage(&self, owner: &str, day: chrono::NaiveDate) -> Result<(i64, i64), CatalogError> {
+                use sqlx::Row;
+                let row = sqlx::query("SELECT uploads, bytes FROM quota_usage WHERE owner = $1 AND day = $2")
+                    .bind(owner)
+                    .bind(day.to_string())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                match row {
+                    Some(r) => Ok((r.try_get("uploads")?, r.try_get("bytes")?)),
+                    None => Ok((0, 0)),
+                }
+            }
+        }
+    };
+}
+
+pub(super) use impl_catalog;

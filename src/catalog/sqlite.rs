@@ -1,0 +1,54 @@
+//! SQLite, the embedded default: WAL mode, a busy timeout, and write transactions that take
+//! the write lock up front (`BEGIN IMMEDIATE`) so concurrent commits queue rather than fail
+//! with "database is locked".
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Pool, Sqlite};
+
+use super::queries::impl_catalog;
+use super::CatalogError;
+
+pub struct SqliteCatalog {
+    pool: Pool<Sqlite>,
+}
+
+impl SqliteCatalog {
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, CatalogError> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| CatalogError::Other(format!("DATABASE_URL: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        if let Some(parent) = options
+            .get_filename()
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                CatalogError::Unavailable(format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .map_err(|e| CatalogError::Other(format!("migrations: {e}")))?;
+        Ok(Self { pool })
+    }
+
+    /// The pool, for tests that inspect the real tables.
+    pub fn pool(&self) -> &Pool<Sqlite> {
+        &self.pool
+    }
+}
+
+impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");

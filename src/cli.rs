@@ -1,0 +1,92 @@
+//! The command line: `serve`, `migrate`, `token`. Each dispatches into library functions.
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Settings;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "upcommit",
+    version,
+    about = "Direct-to-S3 uploads in two phases: presign, then commit"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service (runs the database migrations first).
+    Serve,
+    /// Run the database migrations and exit.
+    Migrate,
+    /// Print a bearer token for local use, signed with UPCOMMIT_JWT_SECRET.
+    Token {
+        /// The user id (`sub` claim).
+        #[arg(long)]
+        sub: String,
+        /// Mark the token as an admin's.
+        #[arg(long)]
+        admin: bool,
+        /// Lifetime: 30m, 1h, 2d or seconds.
+        #[arg(long, default_value = "1h")]
+        ttl: String,
+    },
+}
+
+/// Runs a command; returns the process exit code.
+pub async fn run(cli: Cli) -> i32 {
+    let settings = match Settings::load() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("upcommit: {e}");
+            return 2;
+        }
+    };
+    crate::telemetry::init(settings.log_format);
+    match cli.command {
+        Command::Serve => match crate::startup::Application::build(settings).await {
+            Ok(app) => match app.run_until_stopped().await {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!(error = %e, "server failed");
+                    1
+                }
+            },
+            Err(e) => {
+                eprintln!("upcommit: cannot start: {e}");
+                1
+            }
+        },
+        Command::Migrate => match crate::catalog::migrate(settings.database.url.expose()).await {
+            Ok(()) => {
+                eprintln!("upcommit: migrations applied");
+                0
+            }
+            Err(e) => {
+                eprintln!("upcommit: migrations failed: {e}");
+                1
+            }
+        },
+        Command::Token { sub, admin, ttl } => {
+            let Some(ttl) = crate::auth::parse_ttl(&ttl) else {
+                eprintln!("upcommit: --ttl: expected 30m, 1h, 2d or seconds, got {ttl:?}");
+                return 2;
+            };
+            if sub.is_empty() {
+                eprintln!("upcommit: --sub must not be empty");
+                return 2;
+            }
+            let token = crate::auth::issue(
+                settings.auth.jwt_secret.expose().as_bytes(),
+                &sub,
+                admin,
+                ttl,
+                chrono::Utc::now().timestamp(),
+            );
+            println!("{token}");
+            0
+        }
+    }
+}

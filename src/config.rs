@@ -1,0 +1,520 @@
+//! Typed settings, loaded once: built-in defaults, then an optional TOML file named by
+//! `UPCOMMIT_CONFIG`, then environment variables. A bad value fails at start with a message
+//! that names the setting.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::domain::content::ContentType;
+use crate::domain::keys::FinalPrefix;
+use crate::domain::profile::{builtin_profiles, Profile};
+use crate::domain::quota::QuotaLimits;
+
+const GIB: u64 = 1024 * 1024 * 1024;
+
+/// A secret that never shows in `Debug` output or logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// All settings of the service.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Address the HTTP server binds (`UPCOMMIT_LISTEN`, default `127.0.0.1:8080`; port 0 picks one).
+    pub listen: String,
+    pub database: DatabaseSettings,
+    pub s3: S3Settings,
+    pub auth: AuthSettings,
+    pub uploads: UploadSettings,
+    /// Per-user daily limits (`UPCOMMIT_QUOTA_DAILY_UPLOADS`, `UPCOMMIT_QUOTA_DAILY_BYTES`; 0 = unlimited).
+    pub quota: QuotaLimits,
+    pub http: HttpSettings,
+    /// `text` or `json` (`UPCOMMIT_LOG_FORMAT`).
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    /// `sqlite://…` (default `sqlite://data/upcommit.db`) or `postgres://…` (`DATABASE_URL`).
+    pub url: SecretString,
+    /// Pool size (`UPCOMMIT_DB_MAX_CONNECTIONS`, default 16).
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct S3Settings {
+    /// The upload bucket (`UPCOMMIT_BUCKET`, default `upcommit-local`).
+    pub bucket: String,
+    /// A custom endpoint such as LocalStack's; setting it selects path-style addressing
+    /// (`UPCOMMIT_S3_ENDPOINT`).
+    pub endpoint: Option<String>,
+    /// Region (`AWS_REGION`, then `AWS_DEFAULT_REGION`, default `us-east-1`).
+    pub region: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    /// HS256 key for bearer tokens (`UPCOMMIT_JWT_SECRET`, required, at least 16 bytes).
+    pub jwt_secret: SecretString,
+}
+
+#[derive(Debug, Clone)]
+pub struct UploadSettings {
+    /// Lifetime of presigned upload URLs in seconds (`UPCOMMIT_PRESIGN_EXPIRY_SECS`, default 900).
+    pub presign_expiry_secs: u64,
+    /// How long after presign a commit is accepted, in seconds (`UPCOMMIT_COMMIT_WINDOW_SECS`,
+    /// default 86400). Must stay well under the 7-day tmp expiry.
+    pub commit_window_secs: u64,
+    /// How long one commit holds an upload before another may take over, in seconds
+    /// (`UPCOMMIT_COMMIT_LEASE_SECS`, default 30).
+    pub commit_lease_secs: u64,
+    /// Lifetime of download URLs in seconds (`UPCOMMIT_DOWNLOAD_EXPIRY_SECS`, default 300).
+    pub download_expiry_secs: u64,
+    /// Largest object a single CopyObject may promote (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default 5 GiB).
+    pub max_single_copy_bytes: u64,
+    /// Key prefixes of the layout that predates `tmp/`, committed in place
+    /// (`UPCOMMIT_LEGACY_PREFIXES`, comma-separated, default none).
+    pub legacy_prefixes: Vec<FinalPrefix>,
+    /// Upload profiles (TOML `[[profiles]]`; default `image` and `recording`).
+    pub profiles: Vec<Profile>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Request timeout in seconds (`UPCOMMIT_REQUEST_TIMEOUT_SECS`, default 30).
+    pub request_timeout_secs: u64,
+    /// Largest request body in bytes (`UPCOMMIT_BODY_LIMIT_BYTES`, default 65536).
+    pub body_limit_bytes: usize,
+}
+
+/// The TOML file's shape: every field optional, names as in the environment without prefix.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    listen: Option<String>,
+    database_url: Option<String>,
+    db_max_connections: Option<u32>,
+    bucket: Option<String>,
+    s3_endpoint: Option<String>,
+    region: Option<String>,
+    jwt_secret: Option<String>,
+    quota_daily_uploads: Option<u64>,
+    quota_daily_bytes: Option<u64>,
+    presign_expiry_secs: Option<u64>,
+    commit_window_secs: Option<u64>,
+    commit_lease_secs: Option<u64>,
+    download_expiry_secs: Option<u64>,
+    max_single_copy_bytes: Option<u64>,
+    legacy_prefixes: Option<Vec<String>>,
+    request_timeout_secs: Option<u64>,
+    body_limit_bytes: Option<usize>,
+    log_format: Option<String>,
+    profiles: Option<Vec<FileProfile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileProfile {
+    name: String,
+    content_types: Vec<String>,
+    max_size: u64,
+    final_prefix: String,
+}
+
+/// Reads one setting: environment first, then file, then default.
+struct Source<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Source<'_> {
+    fn string(&self, env: &str, file: Option<String>, default: &str) -> String {
+        (self.env)(env)
+            .filter(|v| !v.is_empty())
+            .or(file)
+            .unwrap_or_else(|| default.to_owned())
+    }
+
+    fn number<T: std::str::FromStr + Copy>(
+        &self,
+        env: &str,
+        file: Option<T>,
+        default: T,
+    ) -> Result<T, ConfigError> {
+        match (self.env)(env).filter(|v| !v.is_empty()) {
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| ConfigError(format!("{env}: expected a whole number, got {v:?}"))),
+            None => Ok(file.unwrap_or(default)),
+        }
+    }
+}
+
+impl Settings {
+    /// Loads from the process environment and the file named by `UPCOMMIT_CONFIG`.
+    pub fn load() -> Result<Self, ConfigError> {
+        let env = |k: &str| std::env::var(k).ok();
+        let file =
+            match env("UPCOMMIT_CONFIG").filter(|p| !p.is_empty()) {
+                Some(path) => Some(std::fs::read_to_string(&path).map_err(|e| {
+                    ConfigError(format!("UPCOMMIT_CONFIG: cannot read {path}: {e}"))
+                })?),
+                None => None,
+            };
+        Self::from_sources(file.as_deref(), &env)
+    }
+
+    /// Loads from the given environment only (no process environment): for tests and tools.
+    pub fn from_map(vars: &HashMap<String, String>) -> Result<Self, ConfigError> {
+        Self::from_sources(None, &|k| vars.get(k).cloned())
+    }
+
+    pub fn from_sources(
+        file: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let f: FileSettings = match file {
+            Some(text) => {
+                toml::from_str(text).map_err(|e| ConfigError(format!("UPCOMMIT_CONFIG: {e}")))?
+            }
+            None => FileSettings::default(),
+        };
+        let src = Source { env };
+
+        let jwt_secret = src.string("UPCOMMIT_JWT_SECRET", f.jwt_secret, "");
+        if jwt_secret.len() < 16 {
+            return Err(ConfigError(
+                "UPCOMMIT_JWT_SECRET: required, at least 16 bytes".into(),
+            ));
+        }
+        let database_url = src.string("DATABASE_URL", f.database_url, "sqlite://data/upcommit.db");
+        if !(database_url.starts_with("sqlite:")
+            || database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://"))
+        {
+            return Err(ConfigError(
+                "DATABASE_URL: expected sqlite://… or postgres://…".into(),
+            ));
+        }
+        let bucket = src.string("UPCOMMIT_BUCKET", f.bucket, "upcommit-local");
+        if !valid_bucket_name(&bucket) {
+            return Err(ConfigError(format!(
+                "UPCOMMIT_BUCKET: {bucket:?} is not a valid bucket name"
+            )));
+        }
+        let endpoint = (env)("UPCOMMIT_S3_ENDPOINT")
+            .filter(|v| !v.is_empty())
+            .or(f.s3_endpoint);
+        if let Some(e) = &endpoint {
+            if crate::signing::S3Location::path_style(e, &bucket).is_none() {
+                return Err(ConfigError(format!(
+                    "UPCOMMIT_S3_ENDPOINT: expected http(s)://host[:port], got {e:?}"
+                )));
+            }
+        }
+        let region = (env)("AWS_REGION")
+            .or_else(|| (env)("AWS_DEFAULT_REGION"))
+            .filter(|v| !v.is_empty())
+            .or(f.region)
+            .unwrap_or_else(|| "us-east-1".into());
+
+        let legacy_raw: Vec<String> = match (env)("UPCOMMIT_LEGACY_PREFIXES") {
+            Some(v) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            None => f.legacy_prefixes.unwrap_or_default(),
+        };
+        let legacy_prefixes = legacy_raw
+            .iter()
+            .map(|p| {
+                FinalPrefix::parse(p)
+                    .map_err(|e| ConfigError(format!("UPCOMMIT_LEGACY_PREFIXES: {p:?}: {e:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let profiles = match f.profiles {
+            Some(list) => list
+                .into_iter()
+                .map(parse_profile)
+                .collect::<Result<Vec<_>, _>>()?,
+            None => builtin_profiles(),
+        };
+        if profiles.is_empty() {
+            return Err(ConfigError(
+                "profiles: at least one profile is required".into(),
+            ));
+        }
+
+        let log_format = match src
+            .string("UPCOMMIT_LOG_FORMAT", f.log_format, "text")
+            .as_str()
+        {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(ConfigError(format!(
+                    "UPCOMMIT_LOG_FORMAT: expected text or json, got {other:?}"
+                )))
+            }
+        };
+
+        let uploads = UploadSettings {
+            presign_expiry_secs: src.number(
+                "UPCOMMIT_PRESIGN_EXPIRY_SECS",
+                f.presign_expiry_secs,
+                900,
+            )?,
+            commit_window_secs: src.number(
+                "UPCOMMIT_COMMIT_WINDOW_SECS",
+                f.commit_window_secs,
+                86_400,
+            )?,
+            commit_lease_secs: src.number("UPCOMMIT_COMMIT_LEASE_SECS", f.commit_lease_secs, 30)?,
+            download_expiry_secs: src.number(
+                "UPCOMMIT_DOWNLOAD_EXPIRY_SECS",
+                f.download_expiry_secs,
+                300,
+            )?,
+            max_single_copy_bytes: src.number(
+                "UPCOMMIT_MAX_SINGLE_COPY_BYTES",
+                f.max_single_copy_bytes,
+                5 * GIB,
+            )?,
+            legacy_prefixes,
+            profiles,
+        };
+        if !(1..=604_800).contains(&uploads.presign_expiry_secs) {
+            return Err(ConfigError(
+                "UPCOMMIT_PRESIGN_EXPIRY_SECS: must be 1..=604800 (S3's limit)".into(),
+            ));
+        }
+        if uploads.commit_window_secs < uploads.presign_expiry_secs
+            || uploads.commit_window_secs > 6 * 86_400
+        {
+            return Err(ConfigError(
+                "UPCOMMIT_COMMIT_WINDOW_SECS: must be at least the presign expiry and at most 6 days (the tmp rule expires objects after 7)".into(),
+            ));
+        }
+        if !(1..=3600).contains(&uploads.commit_lease_secs) {
+            return Err(ConfigError(
+                "UPCOMMIT_COMMIT_LEASE_SECS: must be 1..=3600".into(),
+            ));
+        }
+        if !(1..=604_800).contains(&uploads.download_expiry_secs) {
+            return Err(ConfigError(
+                "UPCOMMIT_DOWNLOAD_EXPIRY_SECS: must be 1..=604800".into(),
+            ));
+        }
+
+        Ok(Self {
+            listen: src.string("UPCOMMIT_LISTEN", f.listen, "127.0.0.1:8080"),
+            database: DatabaseSettings {
+                url: SecretString::new(database_url),
+                max_connections: src
+                    .number("UPCOMMIT_DB_MAX_CONNECTIONS", f.db_max_connections, 16)?
+                    .max(1),
+            },
+            s3: S3Settings {
+                bucket,
+                endpoint,
+                region,
+            },
+            auth: AuthSettings {
+                jwt_secret: SecretString::new(jwt_secret),
+            },
+            uploads,
+            quota: QuotaLimits {
+                daily_uploads: src.number(
+                    "UPCOMMIT_QUOTA_DAILY_UPLOADS",
+                    f.quota_daily_uploads,
+                    500,
+                )?,
+                daily_bytes: src.number(
+                    "UPCOMMIT_QUOTA_DAILY_BYTES",
+                    f.quota_daily_bytes,
+                    5 * GIB,
+                )?,
+            },
+            http: HttpSettings {
+                request_timeout_secs: src
+                    .number("UPCOMMIT_REQUEST_TIMEOUT_SECS", f.request_timeout_secs, 30)?
+                    .max(1),
+                body_limit_bytes: src.number(
+                    "UPCOMMIT_BODY_LIMIT_BYTES",
+                    f.body_limit_bytes,
+                    64 * 1024,
+                )?,
+            },
+            log_format,
+        })
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.uploads.profiles.iter().find(|p| p.name == name)
+    }
+}
+
+fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
+    let at = |what: &str| format!("profiles.{}: {what}", p.name);
+    if p.name.is_empty()
+        || p.name.len() > 32
+        || !p
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return Err(ConfigError(at("name must be 1-32 of [a-z0-9_-]")));
+    }
+    let content_types = p
+        .content_types
+        .iter()
+        .map(|t| {
+            ContentType::parse(t)
+                .map_err(|_| ConfigError(at(&format!("content type {t:?} is malformed"))))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if content_types.is_empty() || p.max_size == 0 {
+        return Err(ConfigError(at(
+            "needs content_types and a max_size above 0",
+        )));
+    }
+    let final_prefix = FinalPrefix::parse(&p.final_prefix).map_err(|e| {
+        ConfigError(at(&format!(
+            "final_prefix {:?}: {e:?} (must end with / and not be under tmp/)",
+            p.final_prefix
+        )))
+    })?;
+    Ok(Profile {
+        name: p.name,
+        content_types,
+        max_size: p.max_size,
+        final_prefix,
+    })
+}
+
+fn valid_bucket_name(b: &str) -> bool {
+    (3..=63).contains(&b.len())
+        && b.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+        && !b.starts_with(['-', '.'])
+        && !b.ends_with(['-', '.'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_apply_when_only_the_secret_is_set() {
+        let s = Settings::from_map(&env(&[("UPCOMMIT_JWT_SECRET", "0123456789abcdef")]))
+            .expect("loads");
+        assert_eq!(s.listen, "127.0.0.1:8080");
+        assert_eq!(s.database.url.expose(), "sqlite://data/upcommit.db");
+        assert_eq!(s.uploads.presign_expiry_secs, 900);
+        assert_eq!(s.uploads.profiles.len(), 2);
+        assert!(s.quota.daily_uploads > 0 && s.quota.daily_bytes > 0);
+        assert!(s.s3.endpoint.is_none());
+    }
+
+    #[test]
+    fn bad_values_name_their_setting() {
+        let cases = [
+            (vec![], "UPCOMMIT_JWT_SECRET"),
+            (
+                vec![("UPCOMMIT_QUOTA_DAILY_BYTES", "lots")],
+                "UPCOMMIT_QUOTA_DAILY_BYTES",
+            ),
+            (vec![("DATABASE_URL", "mysql://x")], "DATABASE_URL"),
+            (vec![("UPCOMMIT_BUCKET", "Bad_Bucket")], "UPCOMMIT_BUCKET"),
+            (
+                vec![("UPCOMMIT_S3_ENDPOINT", "localhost:4566")],
+                "UPCOMMIT_S3_ENDPOINT",
+            ),
+            (
+                vec![("UPCOMMIT_LEGACY_PREFIXES", "tmp/")],
+                "UPCOMMIT_LEGACY_PREFIXES",
+            ),
+            (
+                vec![("UPCOMMIT_COMMIT_WINDOW_SECS", "10")],
+                "UPCOMMIT_COMMIT_WINDOW_SECS",
+            ),
+            (vec![("UPCOMMIT_LOG_FORMAT", "xml")], "UPCOMMIT_LOG_FORMAT"),
+        ];
+        for (extra, name) in cases {
+            let mut vars = env(&extra);
+            if name != "UPCOMMIT_JWT_SECRET" {
+                vars.insert("UPCOMMIT_JWT_SECRET".into(), "0123456789abcdef".into());
+            }
+            let err = Settings::from_map(&vars).expect_err(name).0;
+            assert!(err.starts_with(name), "{err}");
+        }
+    }
+
+    #[test]
+    fn file_profiles_replace_the_builtins_and_env_wins_over_file() {
+        let file = r#"
+            listen = "0.0.0.0:9000"
+            jwt_secret = "file-secret-0123456789"
+            [[profiles]]
+            name = "doc"
+            content_types = ["application/pdf"]
+            max_size = 1000
+            final_prefix = "docs/"
+        "#;
+        let vars = env(&[("UPCOMMIT_LISTEN", "127.0.0.1:1")]);
+        let s = Settings::from_sources(Some(file), &|k| vars.get(k).cloned()).expect("loads");
+        assert_eq!(s.listen, "127.0.0.1:1");
+        assert_eq!(s.auth.jwt_secret.expose(), "file-secret-0123456789");
+        assert_eq!(s.uploads.profiles.len(), 1);
+        assert!(s.profile("doc").is_some() && s.profile("image").is_none());
+
+        let bad = file.replace("docs/", "TMP/docs/");
+        let err = Settings::from_sources(Some(&bad), &|_| None)
+            .expect_err("reserved prefix")
+            .0;
+        assert!(err.contains("profiles.doc"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let s = Settings::from_map(&env(&[("UPCOMMIT_JWT_SECRET", "super-secret-value-1")]))
+            .expect("loads");
+        assert!(!format!("{s:?}").contains("super-secret-value-1"));
+    }
+}

@@ -1,0 +1,10 @@
+//! Pure domain rules: keys, pairing, profiles, content types, quotas. No I/O lives here, so every
+//! rule can be tested exhaustively next to its code.
+
+pub mod content;
+pub mod ids;
+pub mod keys;
+pub mod profile;
+pub mod quota;
+pub mod records;
+pub mod sniff;

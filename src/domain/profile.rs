@@ -1,0 +1,198 @@
+//! Upload profiles: which content types a kind of upload may have, how large it may be, and
+//! under which prefix its committed objects live.
+
+use serde::Serialize;
+
+use super::content::{ContentType, ContentTypeError};
+use super::keys::{FilenameError, FinalPrefix};
+
+pub const MIB: u64 = 1024 * 1024;
+
+/// One kind of upload, as configured.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub content_types: Vec<ContentType>,
+    pub max_size: u64,
+    pub final_prefix: FinalPrefix,
+}
+
+/// Why a presign request is refused before anything is recorded or signed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PresignRejection {
+    UnknownProfile,
+    ContentTypeMissing,
+    ContentTypeMalformed,
+    ContentTypeNotAllowed,
+    SizeInvalid,
+    SizeTooLarge { max: u64 },
+    FilenameTooLong,
+    FilenameControlCharacter,
+}
+
+impl From<FilenameError> for PresignRejection {
+    fn from(e: FilenameError) -> Self {
+        match e {
+            FilenameError::TooLong => Self::FilenameTooLong,
+            FilenameError::ControlCharacter => Self::FilenameControlCharacter,
+        }
+    }
+}
+
+impl From<ContentTypeError> for PresignRejection {
+    fn from(e: ContentTypeError) -> Self {
+        match e {
+            ContentTypeError::Empty => Self::ContentTypeMissing,
+            ContentTypeError::Malformed => Self::ContentTypeMalformed,
+        }
+    }
+}
+
+/// A declared size as it arrives in JSON: any number, possibly negative, fractional or huge.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RawSize {
+    Integer(i128),
+    NotInteger,
+}
+
+impl Profile {
+    /// Checks the declared content type against the allow-list and returns its canonical form.
+    pub fn accept_content_type(&self, raw: Option<&str>) -> Result<ContentType, PresignRejection> {
+        let ct = ContentType::parse(raw.ok_or(PresignRejection::ContentTypeMissing)?)?;
+        if self.content_types.contains(&ct) {
+            Ok(ct)
+        } else {
+            Err(PresignRejection::ContentTypeNotAllowed)
+        }
+    }
+
+    /// Sizes are 1..=max bytes.
+    pub fn accept_size(&self, raw: RawSize) -> Result<u64, PresignRejection> {
+        match raw {
+            RawSize::Integer(n) if n <= 0 => Err(PresignRejection::SizeInvalid),
+            RawSize::Integer(n) if n > i128::from(self.max_size) => {
+                Err(PresignRejection::SizeTooLarge { max: self.max_size })
+            }
+            RawSize::Integer(n) => u64::try_from(n).map_err(|_| PresignRejection::SizeInvalid),
+            RawSize::NotInteger => Err(PresignRejection::SizeInvalid),
+        }
+    }
+}
+
+fn types(list: &[&str]) -> Vec<ContentType> {
+    list.iter()
+        .filter_map(|t| ContentType::parse(t).ok())
+        .collect()
+}
+
+/// The built-in profiles, used when the configuration names none.
+pub fn builtin_profiles() -> Vec<Profile> {
+    let prefix = |p: &str| {
+        FinalPrefix::parse(p).unwrap_or_else(|e| unreachable!("built-in prefix {p}: {e:?}"))
+    };
+    vec![
+        Profile {
+            name: "image".into(),
+            content_types: types(&["image/jpeg", "image/png", "image/webp", "image/heic"]),
+            max_size: 20 * MIB,
+            final_prefix: prefix("media/images/"),
+        },
+        Profile {
+            name: "recording".into(),
+            content_types: types(&[
+                "audio/mpeg",
+                "audio/mp4",
+                "audio/aac",
+                "audio/ogg",
+                "audio/webm",
+                "audio/wav",
+            ]),
+            max_size: 500 * MIB,
+            final_prefix: prefix("media/recordings/"),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image() -> Profile {
+        builtin_profiles().remove(0)
+    }
+
+    #[test]
+    fn builtin_profiles_match_the_documented_defaults() {
+        let all = builtin_profiles();
+        assert_eq!(all[0].name, "image");
+        assert_eq!(all[0].content_types.len(), 4);
+        assert_eq!(all[0].max_size, 20 * MIB);
+        assert_eq!(all[1].name, "recording");
+        assert_eq!(all[1].content_types.len(), 6);
+        assert_eq!(all[1].max_size, 500 * MIB);
+        assert_eq!(all[1].final_prefix.as_str(), "media/recordings/");
+    }
+
+    #[test]
+    fn content_types_outside_the_allow_list_are_refused() {
+        let p = image();
+        for bad in [
+            "text/html",
+            "image/svg+xml",
+            "application/xhtml+xml",
+            "application/javascript",
+        ] {
+            assert_eq!(
+                p.accept_content_type(Some(bad)),
+                Err(PresignRejection::ContentTypeNotAllowed)
+            );
+        }
+        assert_eq!(
+            p.accept_content_type(None),
+            Err(PresignRejection::ContentTypeMissing)
+        );
+        assert_eq!(
+            p.accept_content_type(Some("")),
+            Err(PresignRejection::ContentTypeMissing)
+        );
+        assert_eq!(
+            p.accept_content_type(Some("image/png\r\nX: y")),
+            Err(PresignRejection::ContentTypeMalformed)
+        );
+        assert_eq!(
+            p.accept_content_type(Some("IMAGE/PNG; charset=utf-8"))
+                .map(|c| c.to_string()),
+            Ok("image/png".into())
+        );
+    }
+
+    #[test]
+    fn sizes_must_be_positive_integers_within_the_maximum() {
+        let p = image();
+        assert_eq!(
+            p.accept_size(RawSize::Integer(0)),
+            Err(PresignRejection::SizeInvalid)
+        );
+        assert_eq!(
+            p.accept_size(RawSize::Integer(-5)),
+            Err(PresignRejection::SizeInvalid)
+        );
+        assert_eq!(
+            p.accept_size(RawSize::NotInteger),
+            Err(PresignRejection::SizeInvalid)
+        );
+        assert_eq!(
+            p.accept_size(RawSize::Integer(i128::from(20 * MIB) + 1)),
+            Err(PresignRejection::SizeTooLarge { max: 20 * MIB })
+        );
+        assert_eq!(
+            p.accept_size(RawSize::Integer(1 << 70)),
+            Err(PresignRejection::SizeTooLarge { max: 20 * MIB })
+        );
+        assert_eq!(p.accept_size(RawSize::Integer(1)), Ok(1));
+        assert_eq!(
+            p.accept_size(RawSize::Integer(i128::from(20 * MIB))),
+            Ok(20 * MIB)
+        );
+    }
+}

@@ -1,0 +1,123 @@
+//! The records the catalog keeps: uploads (one per presign) and file handles (one per commit).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::ids::{FileId, UploadId};
+
+/// Where an upload is in its life. Transitions are conditional updates in the catalog:
+/// `issued → promoting` (a commit holds the lease), `promoting → committed` (handle recorded),
+/// `promoting → issued` (validation failed before anything was copied; retry allowed),
+/// `promoting → rejected` (the bytes are not what was declared; final).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadState {
+    Issued,
+    Promoting,
+    Committed,
+    Rejected,
+}
+
+impl UploadState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Issued => "issued",
+            Self::Promoting => "promoting",
+            Self::Committed => "committed",
+            Self::Rejected => "rejected",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "issued" => Self::Issued,
+            "promoting" => Self::Promoting,
+            "committed" => Self::Committed,
+            "rejected" => Self::Rejected,
+            _ => return None,
+        })
+    }
+}
+
+/// How the client uploads the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum UploadMethod {
+    Put,
+    Post,
+}
+
+impl UploadMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Put => "PUT",
+            Self::Post => "POST",
+        }
+    }
+}
+
+/// One presigned upload.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    pub id: UploadId,
+    pub owner: String,
+    pub profile: String,
+    pub content_type: String,
+    pub declared_size: i64,
+    /// The key the client uploads to: a tmp key, or a legacy key committed in place.
+    pub key: String,
+    pub method: String,
+    pub state: UploadState,
+    pub final_key: Option<String>,
+    pub reject_code: Option<String>,
+    pub lease_token: Option<String>,
+    pub lease_until: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    /// When the presigned URL stops working.
+    pub expires_at: DateTime<Utc>,
+    /// After this, a commit answers 410: the tmp object may already be gone.
+    pub commit_deadline: DateTime<Utc>,
+}
+
+/// A committed file: the API's file handle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileHandle {
+    pub id: FileId,
+    pub upload_id: UploadId,
+    pub key: String,
+    pub size: i64,
+    pub content_type: String,
+    pub etag: String,
+    pub profile: String,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Serialize for FileId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl Serialize for UploadId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_their_names() {
+        for s in [
+            UploadState::Issued,
+            UploadState::Promoting,
+            UploadState::Committed,
+            UploadState::Rejected,
+        ] {
+            assert_eq!(UploadState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(UploadState::parse("ISSUED"), None);
+    }
+}

@@ -1,0 +1,230 @@
+//! `AppError`: every way a request can fail, each with its HTTP status and stable snake_case
+//! `code`. Foreign errors (database, S3) are mapped here and nowhere else; internal detail is
+//! logged once at the boundary and never sent to the client.
+
+use axum::http::StatusCode;
+
+use crate::auth::AuthError;
+use crate::catalog::CatalogError;
+use crate::domain::keys::FinalKeyError;
+use crate::domain::profile::PresignRejection;
+use crate::storage::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    Unauthorized(AuthError),
+    #[error("only admins may choose a final key")]
+    FinalKeyForbidden,
+    #[error("no such route")]
+    RouteNotFound,
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+    #[error("no upload with this key")]
+    UploadNotFound,
+    #[error("no file with this id")]
+    FileNotFound,
+    #[error("the object has not been uploaded yet (or the upload did not complete)")]
+    ObjectNotUploaded,
+    #[error("the commit window of this upload has passed")]
+    UploadExpired,
+    #[error("{}", presign_message(*.0))]
+    Presign(PresignRejection),
+    #[error("{}", final_key_message(*.0))]
+    FinalKey(FinalKeyError),
+    #[error("invalid JSON body: {0}")]
+    InvalidJson(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("method must be PUT or POST")]
+    MethodInvalid,
+    #[error("expected Content-Type: application/json")]
+    UnsupportedMediaType,
+    #[error("request body too large")]
+    PayloadTooLarge,
+    #[error("the final key is already taken by another file")]
+    FinalKeyConflict,
+    #[error("the object changed after it was validated; nothing was promoted")]
+    ObjectChanged,
+    #[error("the uploaded object's Content-Type differs from the declared one")]
+    ContentTypeMismatch,
+    #[error("the uploaded object's size differs from the declared one")]
+    SizeMismatch,
+    #[error("the uploaded bytes are not of the declared type")]
+    ContentMismatch,
+    #[error("objects this large need a multipart copy, which this server does not do yet")]
+    ObjectTooLargeToPromote,
+    #[error("this upload was rejected earlier ({0})")]
+    UploadRejected(String),
+    #[error("daily upload quota reached")]
+    QuotaExceeded { retry_after_secs: u64 },
+    #[error("another commit of this upload is in progress; retry shortly")]
+    CommitInProgress,
+    #[error("request timed out")]
+    Timeout,
+    #[error("a dependency is unavailable; retry shortly")]
+    Unavailable(String),
+    #[error("internal error")]
+    Internal(String),
+}
+
+fn presign_message(r: PresignRejection) -> String {
+    match r {
+        PresignRejection::UnknownProfile => "unknown upload profile".into(),
+        PresignRejection::ContentTypeMissing => "content_type is required".into(),
+        PresignRejection::ContentTypeMalformed => "content_type is not a valid media type".into(),
+        PresignRejection::ContentTypeNotAllowed => {
+            "content_type is not allowed for this profile".into()
+        }
+        PresignRejection::SizeInvalid => "size must be a whole number of bytes above 0".into(),
+        PresignRejection::SizeTooLarge { max } => {
+            format!("size exceeds this profile's maximum of {max} bytes")
+        }
+        PresignRejection::FilenameTooLong => "filename is longer than 255 bytes".into(),
+        PresignRejection::FilenameControlCharacter => "filename contains control characters".into(),
+    }
+}
+
+fn final_key_message(e: FinalKeyError) -> String {
+    match e {
+        FinalKeyError::Reserved => {
+            "final_key resolves under tmp/, which is reserved for uncommitted uploads".into()
+        }
+        FinalKeyError::Empty => "final_key is empty".into(),
+        FinalKeyError::TooLong => "final_key is longer than 1024 bytes".into(),
+        FinalKeyError::InvalidCharacter => {
+            "final_key may hold only A-Z a-z 0-9 and - _ . / + = @ , !".into()
+        }
+        FinalKeyError::InvalidSegment => {
+            "final_key has an empty, '.' or '..' segment, or a leading or trailing '/'".into()
+        }
+    }
+}
+
+impl AppError {
+    pub fn status(&self) -> StatusCode {
+        use AppError::*;
+        match self {
+            Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            FinalKeyForbidden => StatusCode::FORBIDDEN,
+            RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded => {
+                StatusCode::NOT_FOUND
+            }
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            UploadExpired => StatusCode::GONE,
+            Presign(_) | FinalKey(_) | InvalidJson(_) | InvalidRequest(_) | MethodInvalid => {
+                StatusCode::BAD_REQUEST
+            }
+            UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            FinalKeyConflict | ObjectChanged => StatusCode::CONFLICT,
+            ContentTypeMismatch
+            | SizeMismatch
+            | ContentMismatch
+            | ObjectTooLargeToPromote
+            | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            CommitInProgress | Unavailable(_) | Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable code clients switch on. Never rename one; add new ones.
+    pub fn code(&self) -> &str {
+        use AppError::*;
+        match self {
+            Unauthorized(_) => "unauthorized",
+            FinalKeyForbidden => "final_key_forbidden",
+            RouteNotFound => "not_found",
+            MethodNotAllowed => "method_not_allowed",
+            UploadNotFound => "upload_not_found",
+            FileNotFound => "file_not_found",
+            ObjectNotUploaded => "object_not_uploaded",
+            UploadExpired => "upload_expired",
+            Presign(r) => match r {
+                PresignRejection::UnknownProfile => "profile_unknown",
+                PresignRejection::ContentTypeMissing => "content_type_required",
+                PresignRejection::ContentTypeMalformed => "content_type_invalid",
+                PresignRejection::ContentTypeNotAllowed => "content_type_not_allowed",
+                PresignRejection::SizeInvalid => "size_invalid",
+                PresignRejection::SizeTooLarge { .. } => "size_too_large",
+                PresignRejection::FilenameTooLong => "filename_too_long",
+                PresignRejection::FilenameControlCharacter => "filename_invalid",
+            },
+            FinalKey(FinalKeyError::Reserved) => "final_key_reserved",
+            FinalKey(_) => "final_key_invalid",
+            InvalidJson(_) => "invalid_json",
+            InvalidRequest(_) => "invalid_request",
+            MethodInvalid => "method_invalid",
+            UnsupportedMediaType => "unsupported_media_type",
+            PayloadTooLarge => "payload_too_large",
+            FinalKeyConflict => "final_key_conflict",
+            ObjectChanged => "object_changed",
+            ContentTypeMismatch => "content_type_mismatch",
+            SizeMismatch => "size_mismatch",
+            ContentMismatch => "content_mismatch",
+            ObjectTooLargeToPromote => "object_too_large_to_promote",
+            UploadRejected(code) => code,
+            QuotaExceeded { .. } => "quota_exceeded",
+            CommitInProgress => "commit_in_progress",
+            Timeout => "request_timeout",
+            Unavailable(_) => "service_unavailable",
+            Internal(_) => "internal_error",
+        }
+    }
+
+    /// Seconds a client should wait before retrying, where a retry can succeed.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            AppError::QuotaExceeded { retry_after_secs } => Some(*retry_after_secs),
+            AppError::CommitInProgress | AppError::Unavailable(_) | AppError::Timeout => Some(1),
+            _ => None,
+        }
+    }
+
+    /// The message sent to the client: internal detail stays in the logs.
+    pub fn public_message(&self) -> String {
+        match self {
+            AppError::Unauthorized(_) => {
+                "missing, malformed, expired or wrongly signed bearer token".into()
+            }
+            AppError::UploadRejected(code) => format!("this upload was rejected earlier: {code}"),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl From<CatalogError> for AppError {
+    fn from(e: CatalogError) -> Self {
+        match e {
+            CatalogError::Unavailable(m) => AppError::Unavailable(format!("database: {m}")),
+            CatalogError::QuotaExceeded => AppError::QuotaExceeded {
+                retry_after_secs: 60,
+            },
+            CatalogError::FinalKeyTaken => AppError::FinalKeyConflict,
+            other => AppError::Internal(format!("database: {other}")),
+        }
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(m) => AppError::Unavailable(format!("object store: {m}")),
+            StoreError::PreconditionFailed => AppError::ObjectChanged,
+            other => AppError::Internal(format!("object store: {other}")),
+        }
+    }
+}
+
+impl From<PresignRejection> for AppError {
+    fn from(r: PresignRejection) -> Self {
+        AppError::Presign(r)
+    }
+}
+
+impl From<FinalKeyError> for AppError {
+    fn from(e: FinalKeyError) -> Self {
+        AppError::FinalKey(e)
+    }
+}

@@ -1,0 +1,42 @@
+//! The one JSON error envelope: `{"error": {"code", "message"}}`. Internal errors are logged
+//! here, once, with their detail; the client sees only the code and a generic message.
+
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::error::AppError;
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        match &self {
+            AppError::Internal(detail) => {
+                tracing::error!(error.code = self.code(), error.detail = %detail, "request failed")
+            }
+            AppError::Unavailable(detail) => {
+                tracing::warn!(error.code = self.code(), error.detail = %detail, "dependency unavailable")
+            }
+            _ => tracing::info!(
+                error.code = self.code(),
+                status = status.as_u16(),
+                "request refused"
+            ),
+        }
+        let body =
+            Json(json!({ "error": { "code": self.code(), "message": self.public_message() } }));
+        let mut response = (status, body).into_response();
+        if let Some(secs) = self.retry_after() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if matches!(self, AppError::Unauthorized(_)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

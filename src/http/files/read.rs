@@ -1,0 +1,60 @@
+//! `GET /v1/files/{id}` and `GET /v1/files/{id}/content`: owner or admin only; anyone else
+//! gets the same 404 as an unknown id.
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::Json;
+
+use crate::auth::Identity;
+use crate::domain::ids::FileId;
+use crate::domain::records::FileHandle;
+use crate::error::AppError;
+use crate::state::AppState;
+
+async fn visible_handle(
+    state: &AppState,
+    who: &Identity,
+    id: &str,
+) -> Result<FileHandle, AppError> {
+    let id = FileId::parse(id).ok_or(AppError::FileNotFound)?;
+    state
+        .catalog
+        .handle_by_id(&id)
+        .await?
+        .filter(|h| h.created_by == who.user_id || who.admin)
+        .ok_or(AppError::FileNotFound)
+}
+
+pub(super) async fn handle(
+    State(state): State<AppState>,
+    who: Identity,
+    Path(id): Path<String>,
+) -> Result<Json<FileHandle>, AppError> {
+    Ok(Json(visible_handle(&state, &who, &id).await?))
+}
+
+/// 302 to a short-lived presigned GET, served as an attachment with the stored type so an
+/// uploaded document can never run as a page.
+pub(super) async fn content(
+    State(state): State<AppState>,
+    who: Identity,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, HeaderMap), AppError> {
+    let h = visible_handle(&state, &who, &id).await?;
+    let url = state
+        .store
+        .presign_get(
+            &h.key,
+            &h.content_type,
+            state.settings.uploads.download_expiry_secs,
+        )
+        .await?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::LOCATION,
+        HeaderValue::from_str(&url)
+            .map_err(|e| AppError::Internal(format!("download URL: {e}")))?,
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok((StatusCode::FOUND, headers))
+}

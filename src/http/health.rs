@@ -1,0 +1,47 @@
+//! `GET /healthz` (the process answers) and `GET /readyz` (database and bucket reachable).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    let (db, bucket) = tokio::join!(state.catalog.ping(), state.store.check_bucket());
+    let show = |r: &Result<(), String>| match r {
+        Ok(()) => "ok".to_owned(),
+        Err(_) => "unavailable".to_owned(),
+    };
+    let db = db.map_err(|e| e.to_string());
+    let bucket = bucket.map_err(|e| e.to_string());
+    let checks = json!({ "database": show(&db), "bucket": show(&bucket) });
+    if db.is_ok() && bucket.is_ok() {
+        (
+            StatusCode::OK,
+            Json(json!({ "status": "ready", "checks": checks })),
+        )
+    } else {
+        for (name, r) in [("database", &db), ("bucket", &bucket)] {
+            if let Err(e) = r {
+                tracing::warn!(check = name, error.detail = %e, "readiness check failed");
+            }
+        }
+        let body = json!({
+            "error": { "code": "not_ready", "message": "a dependency is unavailable" },
+            "checks": checks,
+        });
+        (StatusCode::SERVICE_UNAVAILABLE, Json(body))
+    }
+}

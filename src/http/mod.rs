@@ -1,0 +1,80 @@
+//! The HTTP layer: routes (one module per resource), extractors, the error envelope, and the
+//! one function that builds the middleware stack.
+
+mod error;
+pub mod extract;
+mod files;
+mod health;
+mod uploads;
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::HeaderName;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::config::HttpSettings;
+use crate::error::AppError;
+use crate::state::AppState;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The whole application router with its middleware.
+pub fn router(state: AppState) -> Router {
+    let http = state.settings.http.clone();
+    let app = Router::new()
+        .merge(uploads::router())
+        .merge(files::router())
+        .merge(health::router())
+        .fallback(|| async { AppError::RouteNotFound })
+        .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
+        .with_state(state);
+    with_middleware(app, &http)
+}
+
+fn with_middleware(app: Router, http: &HttpSettings) -> Router {
+    let timeout = Duration::from_secs(http.request_timeout_secs);
+    app.layer(
+        ServiceBuilder::new()
+            .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+            .layer(TraceLayer::new_for_http().make_span_with(request_span))
+            .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+            .layer(CatchPanicLayer::custom(|_| {
+                AppError::Internal("handler panicked".into()).into_response()
+            }))
+            .layer(middleware::from_fn(move |req: Request, next: Next| {
+                enforce_timeout(timeout, req, next)
+            }))
+            .layer(DefaultBodyLimit::max(http.body_limit_bytes)),
+    )
+}
+
+/// One span per request: method, matched route (never the raw URI), request id, user id.
+fn request_span(req: &Request<Body>) -> tracing::Span {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".into());
+    let request_id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_owned();
+    tracing::info_span!("request", method = %req.method(), route = %route, request_id = %request_id, user.id = tracing::field::Empty)
+}
+
+async fn enforce_timeout(timeout: Duration, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(timeout, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => AppError::Timeout.into_response(),
+    }
+}

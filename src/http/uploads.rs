@@ -1,0 +1,95 @@
+//! `POST /v1/uploads`: presign.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Deserialize;
+use validator::Validate;
+
+use super::extract::ApiJson;
+use crate::auth::Identity;
+use crate::domain::profile::RawSize;
+use crate::domain::records::UploadMethod;
+use crate::error::AppError;
+use crate::services::presign::{self, PresignCommand, PresignedUpload};
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/uploads", post(create))
+}
+
+#[derive(Debug, Deserialize, Validate)]
+struct PresignBody {
+    #[validate(length(min = 1, max = 64))]
+    profile: String,
+    content_type: Option<String>,
+    size: Option<serde_json::Number>,
+    filename: Option<String>,
+    method: Option<String>,
+}
+
+/// JSON numbers arrive as whatever the client sent: negative, fractional or beyond 2^64.
+fn raw_size(n: Option<&serde_json::Number>) -> RawSize {
+    let Some(n) = n else {
+        return RawSize::NotInteger;
+    };
+    if let Some(i) = n.as_i64() {
+        return RawSize::Integer(i.into());
+    }
+    if let Some(u) = n.as_u64() {
+        return RawSize::Integer(u.into());
+    }
+    match n.as_f64() {
+        Some(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e30 => {
+            RawSize::Integer(f as i128)
+        }
+        Some(f) if f.is_finite() && f >= 1e30 => RawSize::Integer(i128::MAX),
+        _ => RawSize::NotInteger,
+    }
+}
+
+async fn create(
+    State(state): State<AppState>,
+    who: Identity,
+    ApiJson(body): ApiJson<PresignBody>,
+) -> Result<(StatusCode, Json<PresignedUpload>), AppError> {
+    let method = match body.method.as_deref() {
+        None | Some("PUT") => UploadMethod::Put,
+        Some("POST") => UploadMethod::Post,
+        Some(_) => return Err(AppError::MethodInvalid),
+    };
+    let cmd = PresignCommand {
+        profile: body.profile,
+        content_type: body.content_type,
+        size: raw_size(body.size.as_ref()),
+        filename: body.filename,
+        method,
+    };
+    let presigned = presign::presign(&state, &who, cmd).await?;
+    Ok((StatusCode::CREATED, Json(presigned)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn num(s: &str) -> serde_json::Number {
+        serde_json::from_str(s).expect("number")
+    }
+
+    #[test]
+    fn sizes_from_json_keep_their_sign_and_magnitude() {
+        assert_eq!(raw_size(Some(&num("10"))), RawSize::Integer(10));
+        assert_eq!(raw_size(Some(&num("-1"))), RawSize::Integer(-1));
+        assert_eq!(
+            raw_size(Some(&num("18446744073709551615"))),
+            RawSize::Integer(u64::MAX.into())
+        );
+        assert!(
+            matches!(raw_size(Some(&num("18446744073709551616"))), RawSize::Integer(n) if n > u64::MAX.into())
+        );
+        assert_eq!(raw_size(Some(&num("1.5"))), RawSize::NotInteger);
+        assert_eq!(raw_size(None), RawSize::NotInteger);
+    }
+}

@@ -1,0 +1,426 @@
+//! Commit: turn a validated tmp object into a recorded file at its paired final key.
+//!
+//! Order, so that a crash or error at any step leaves a state a retried commit completes:
+//! 1. take the upload's lease in the catalog (`issued → promoting`, final key reserved by a
+//!    unique index) — concurrent commits of one upload wait for the holder and return its handle;
+//! 2. HEAD the tmp object, check type and size, read its first bytes (ETag-guarded) and check
+//!    the magic bytes;
+//! 3. CopyObject to the final key guarded by `x-amz-copy-source-if-match`, the upload id written
+//!    into the copy's metadata (a retry recognizes its own final object by it);
+//! 4. HEAD the final object to verify it;
+//! 5. record the handle and `promoting → committed` in one transaction;
+//! 6. only then delete the tmp object's version.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use crate::auth::Identity;
+use crate::catalog::{CatalogError, LeaseRequest};
+use crate::domain::content::ContentType;
+use crate::domain::ids::FileId;
+use crate::domain::keys::{is_legacy_key, FinalKey, TmpKey};
+use crate::domain::records::{FileHandle, Upload, UploadState};
+use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::storage::{ObjectHead, StoreError, UPLOAD_ID_METADATA};
+
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone)]
+pub struct CommitCommand {
+    pub key: String,
+    pub final_key: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum CommitOutcome {
+    /// This call recorded the handle (201).
+    Created(FileHandle),
+    /// An earlier or concurrent call did (200).
+    Existing(FileHandle),
+}
+
+/// A lease on one upload held by this commit.
+struct Lease {
+    token: String,
+    final_key: FinalKey,
+}
+
+/// What to do with the lease when a step fails.
+enum Failure {
+    /// Nothing was copied: hand the upload back (`issued`) so a retry starts afresh.
+    Release(AppError),
+    /// The bytes are not what was declared: mark the upload rejected and drop the tmp object.
+    Reject(AppError, Option<ObjectHead>),
+    /// A copy may have happened: keep `promoting` and the final key, expire the lease now, so
+    /// a retry takes over at once and rolls forward.
+    Abandon(AppError),
+}
+
+#[tracing::instrument(skip_all, fields(user.id = %who.user_id, admin = who.admin, upload.id = tracing::field::Empty))]
+pub async fn commit(
+    state: &AppState,
+    who: &Identity,
+    cmd: CommitCommand,
+) -> Result<CommitOutcome, AppError> {
+    let custom = match (&cmd.final_key, who.admin) {
+        (Some(_), false) => return Err(AppError::FinalKeyForbidden),
+        (Some(raw), true) => Some(FinalKey::parse_custom(raw)?),
+        (None, _) => None,
+    };
+    let legacy = is_legacy_key(&cmd.key, &state.settings.uploads.legacy_prefixes);
+    if legacy && custom.is_some() {
+        return Err(AppError::InvalidRequest(
+            "legacy uploads are committed in place; final_key is not accepted".into(),
+        ));
+    }
+    // Commit only reads keys this service issued: anything else is "not found", and so is
+    // someone else's upload, with the same body, so ids cannot be probed.
+    if TmpKey::parse(&cmd.key).is_none() && !legacy {
+        return Err(AppError::UploadNotFound);
+    }
+    let mut upload = state
+        .catalog
+        .upload_by_key(&cmd.key)
+        .await?
+        .filter(|u| u.owner == who.user_id || who.admin)
+        .ok_or(AppError::UploadNotFound)?;
+    tracing::Span::current().record("upload.id", tracing::field::display(&upload.id));
+
+    let lease_secs = state.settings.uploads.commit_lease_secs;
+    let give_up_at = Instant::now() + Duration::from_secs(lease_secs + 5);
+    let lease = loop {
+        let now = Utc::now();
+        match upload.state {
+            UploadState::Committed => return existing(state, &upload, custom.as_ref()).await,
+            UploadState::Rejected => {
+                return Err(AppError::UploadRejected(
+                    upload
+                        .reject_code
+                        .clone()
+                        .unwrap_or_else(|| "upload_rejected".into()),
+                ))
+            }
+            UploadState::Issued => {
+                if now > upload.commit_deadline {
+                    return Err(AppError::UploadExpired);
+                }
+                let target = target_key(state, &upload, custom.as_ref(), legacy)?;
+                if let Some(lease) = take_lease(state, &upload, target, None).await? {
+                    break lease;
+                }
+            }
+            UploadState::Promoting => {
+                let alive = upload.lease_until.is_some_and(|until| until > now);
+                if !alive {
+                    let target = match (&upload.final_key, &custom) {
+                        (Some(held), Some(wanted)) if held != wanted.as_str() => {
+                            return Err(AppError::FinalKeyConflict)
+                        }
+                        (Some(held), _) => FinalKey::from_trusted(held.clone()),
+                        (None, _) => target_key(state, &upload, custom.as_ref(), legacy)?,
+                    };
+                    let previous = upload.lease_token.clone();
+                    if let Some(lease) =
+                        take_lease(state, &upload, target, previous.as_deref()).await?
+                    {
+                        tracing::info!("took over an expired commit lease");
+                        break lease;
+                    }
+                } else if Instant::now() >= give_up_at {
+                    return Err(AppError::CommitInProgress);
+                } else {
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                }
+            }
+        }
+        upload = state
+            .catalog
+            .upload_by_id(&upload.id)
+            .await?
+            .ok_or(AppError::UploadNotFound)?;
+    };
+
+    match promote(state, &upload, &lease, legacy).await {
+        Ok(outcome) => Ok(outcome),
+        Err(failure) => Err(settle(state, &upload, &lease, failure).await),
+    }
+}
+
+/// The final key a fresh commit aims at: the admin's, the legacy key itself, or the pair.
+fn target_key(
+    state: &AppState,
+    upload: &Upload,
+    custom: Option<&FinalKey>,
+    legacy: bool,
+) -> Result<FinalKey, AppError> {
+    if let Some(k) = custom {
+        return Ok(k.clone());
+    }
+    if legacy {
+        return Ok(FinalKey::from_trusted(upload.key.clone()));
+    }
+    let tmp = TmpKey::parse(&upload.key).ok_or_else(|| {
+        AppError::Internal(format!("stored key {:?} is not a tmp key", upload.key))
+    })?;
+    let profile = state.settings.profile(&upload.profile).ok_or_else(|| {
+        AppError::Internal(format!(
+            "profile {:?} is no longer configured",
+            upload.profile
+        ))
+    })?;
+    Ok(FinalKey::paired(&profile.final_prefix, &tmp))
+}
+
+async fn take_lease(
+    state: &AppState,
+    upload: &Upload,
+    final_key: FinalKey,
+    previous: Option<&str>,
+) -> Result<Option<Lease>, AppError> {
+    let now = Utc::now();
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let secs = i64::try_from(state.settings.uploads.commit_lease_secs).unwrap_or(30);
+    let req = LeaseRequest {
+        upload_id: &upload.id,
+        expected_state: upload.state,
+        expected_token: previous,
+        final_key: final_key.as_str(),
+        token: &token,
+        until: now + chrono::Duration::seconds(secs),
+        now,
+    };
+    match state.catalog.take_lease(&req).await {
+        Ok(true) => Ok(Some(Lease { token, final_key })),
+        Ok(false) => Ok(None),
+        Err(CatalogError::FinalKeyTaken) => Err(AppError::FinalKeyConflict),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn existing(
+    state: &AppState,
+    upload: &Upload,
+    custom: Option<&FinalKey>,
+) -> Result<CommitOutcome, AppError> {
+    let handle = state
+        .catalog
+        .handle_by_upload(&upload.id)
+        .await?
+        .ok_or_else(|| {
+            AppError::Internal(format!(
+                "upload {} is committed but has no handle",
+                upload.id
+            ))
+        })?;
+    if custom.is_some_and(|k| k.as_str() != handle.key) {
+        return Err(AppError::FinalKeyConflict);
+    }
+    Ok(CommitOutcome::Existing(handle))
+}
+
+fn is_ours(head: &ObjectHead, upload: &Upload) -> bool {
+    head.metadata
+        .get(UPLOAD_ID_METADATA)
+        .is_some_and(|v| v == upload.id.as_str())
+}
+
+/// Steps 2–6 under the lease.
+async fn promote(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+    legacy: bool,
+) -> Result<CommitOutcome, Failure> {
+    let store = &state.store;
+    let Some(head) = store
+        .head(&upload.key)
+        .await
+        .map_err(|e| Failure::Release(e.into()))?
+    else {
+        // The source is gone. If an earlier attempt copied it and died before recording,
+        // the final object names this upload: roll forward.
+        if !legacy {
+            if let Some(fin) = store
+                .head(lease.final_key.as_str())
+                .await
+                .map_err(|e| Failure::Release(e.into()))?
+            {
+                if is_ours(&fin, upload) {
+                    return record(state, upload, lease, fin, None, legacy).await;
+                }
+            }
+        }
+        return Err(Failure::Release(AppError::ObjectNotUploaded));
+    };
+
+    let stored_type = head
+        .content_type
+        .as_deref()
+        .and_then(|t| ContentType::parse(t).ok());
+    if stored_type.as_ref().map(ContentType::as_str) != Some(upload.content_type.as_str()) {
+        return Err(Failure::Reject(AppError::ContentTypeMismatch, Some(head)));
+    }
+    if head.size <= 0 || head.size != upload.declared_size {
+        return Err(Failure::Reject(AppError::SizeMismatch, Some(head)));
+    }
+    if !legacy
+        && u64::try_from(head.size).unwrap_or(u64::MAX)
+            > state.settings.uploads.max_single_copy_bytes
+    {
+        return Err(Failure::Release(AppError::ObjectTooLargeToPromote));
+    }
+    let first = match store
+        .read_head_bytes(&upload.key, SNIFF_BYTES, &head.etag)
+        .await
+    {
+        Ok(bytes) => bytes,
+        Err(StoreError::PreconditionFailed) => {
+            return Err(Failure::Release(AppError::ObjectChanged))
+        }
+        Err(e) => return Err(Failure::Release(e.into())),
+    };
+    if sniff(&upload.content_type, &first) == Sniff::Mismatch {
+        return Err(Failure::Reject(AppError::ContentMismatch, Some(head)));
+    }
+
+    if legacy {
+        // Committed in place: the object already sits at its final key.
+        return record(state, upload, lease, head, None, legacy).await;
+    }
+
+    match store
+        .head(lease.final_key.as_str())
+        .await
+        .map_err(|e| Failure::Release(e.into()))?
+    {
+        Some(fin) if is_ours(&fin, upload) => {
+            tracing::info!("final object already copied by an earlier attempt");
+        }
+        Some(_) => return Err(Failure::Release(AppError::FinalKeyConflict)),
+        None => {
+            let copied = store
+                .promote(
+                    &upload.key,
+                    head.version_id.as_deref(),
+                    &head.etag,
+                    &lease.final_key,
+                    upload.id.as_str(),
+                    &upload.content_type,
+                )
+                .await;
+            match copied {
+                Ok(()) => {}
+                Err(StoreError::PreconditionFailed) => {
+                    return Err(Failure::Release(AppError::ObjectChanged))
+                }
+                Err(e) => return Err(Failure::Abandon(e.into())),
+            }
+        }
+    }
+
+    let fin = match store.head(lease.final_key.as_str()).await {
+        Ok(Some(fin)) => fin,
+        Ok(None) => {
+            return Err(Failure::Abandon(AppError::Internal(
+                "final object missing right after its copy".into(),
+            )))
+        }
+        Err(e) => return Err(Failure::Abandon(e.into())),
+    };
+    if !is_ours(&fin, upload) || fin.size != upload.declared_size {
+        return Err(Failure::Abandon(AppError::Internal(format!(
+            "final object at {} does not verify (size {}, declared {})",
+            lease.final_key, fin.size, upload.declared_size
+        ))));
+    }
+    record(state, upload, lease, fin, Some(head), legacy).await
+}
+
+/// Step 5 and 6: record the handle, then delete the tmp version the copy came from.
+async fn record(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+    fin: ObjectHead,
+    source: Option<ObjectHead>,
+    legacy: bool,
+) -> Result<CommitOutcome, Failure> {
+    let handle = FileHandle {
+        id: FileId::generate(),
+        upload_id: upload.id.clone(),
+        key: lease.final_key.as_str().to_owned(),
+        size: fin.size,
+        content_type: upload.content_type.clone(),
+        etag: fin.etag.clone(),
+        profile: upload.profile.clone(),
+        created_by: upload.owner.clone(),
+        created_at: Utc::now(),
+    };
+    let recorded = match state.catalog.record_handle(&handle, &lease.token).await {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            // Lost the lease to a takeover; whoever holds it finishes. Return its handle if done.
+            return match state.catalog.handle_by_upload(&upload.id).await {
+                Ok(Some(h)) => Ok(CommitOutcome::Existing(h)),
+                Ok(None) => Err(Failure::Abandon(AppError::CommitInProgress)),
+                Err(e) => Err(Failure::Abandon(e.into())),
+            };
+        }
+        Err(e) => return Err(Failure::Abandon(e.into())),
+    };
+    tracing::info!(file.id = %recorded.id, key = %recorded.key, size_bytes = recorded.size, "file committed");
+    if !legacy {
+        let version = source.as_ref().and_then(|h| h.version_id.as_deref());
+        if let Err(e) = state.store.delete_version(&upload.key, version).await {
+            // The handle is durable; the leftover tmp object is removed by a retry's
+            // roll-forward, the sweeper or the lifecycle rule.
+            tracing::warn!(error = %e, "could not delete the tmp object after commit");
+        }
+    }
+    Ok(CommitOutcome::Created(recorded))
+}
+
+/// Applies a failure's lease policy and returns the error for the client.
+async fn settle(state: &AppState, upload: &Upload, lease: &Lease, failure: Failure) -> AppError {
+    let now = Utc::now();
+    let catalog = &state.catalog;
+    match failure {
+        Failure::Release(err) => {
+            if let Err(e) = catalog.release_lease(&upload.id, &lease.token, now).await {
+                tracing::warn!(error = %e, "could not release the commit lease; it will expire");
+            }
+            err
+        }
+        Failure::Reject(err, head) => {
+            match catalog
+                .reject(&upload.id, &lease.token, err.code(), now)
+                .await
+            {
+                Ok(true) => {
+                    tracing::warn!(error.code = err.code(), "upload rejected");
+                    let legacy = TmpKey::parse(&upload.key).is_none();
+                    if !legacy {
+                        let version = head.as_ref().and_then(|h| h.version_id.as_deref());
+                        if let Err(e) = state.store.delete_version(&upload.key, version).await {
+                            tracing::warn!(error = %e, "could not delete a rejected tmp object; the lifecycle rule will");
+                        }
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not mark the upload rejected; the lease will expire")
+                }
+            }
+            err
+        }
+        Failure::Abandon(err) => {
+            if let Err(e) = catalog.expire_lease(&upload.id, &lease.token, now).await {
+                tracing::warn!(error = %e, "could not expire the commit lease; it will time out");
+            }
+            err
+        }
+    }
+}

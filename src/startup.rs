@@ -1,0 +1,116 @@
+//! `Application`: what both `main` and the tests start. It binds the listener (port 0 allowed),
+//! reports the real port, and serves until SIGTERM or Ctrl-C, finishing in-flight requests.
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use crate::catalog::{self, Catalog};
+use crate::config::Settings;
+use crate::state::AppState;
+use crate::storage::{ObjectStore, S3Store};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Catalog(#[from] crate::catalog::CatalogError),
+    #[error(transparent)]
+    Store(#[from] crate::storage::StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+pub struct Application {
+    listener: TcpListener,
+    port: u16,
+    router: axum::Router,
+    state: AppState,
+}
+
+impl Application {
+    /// Connects the catalog (running migrations) and the object store named by the settings.
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        let catalog = catalog::connect(
+            settings.database.url.expose(),
+            settings.database.max_connections,
+        )
+        .await?;
+        let store: Arc<dyn ObjectStore> = Arc::new(S3Store::connect(&settings.s3).await?);
+        Self::build_with(settings, catalog, store).await
+    }
+
+    /// Builds on given parts: tests pass a fault-injecting wrapper around the real store here.
+    pub async fn build_with(
+        settings: Settings,
+        catalog: Arc<dyn Catalog>,
+        store: Arc<dyn ObjectStore>,
+    ) -> Result<Self, StartupError> {
+        let listener = TcpListener::bind(&settings.listen)
+            .await
+            .map_err(|source| StartupError::Bind {
+                addr: settings.listen.clone(),
+                source,
+            })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| StartupError::Bind {
+                addr: settings.listen.clone(),
+                source,
+            })?
+            .port();
+        let state = AppState {
+            settings: Arc::new(settings),
+            catalog,
+            store,
+        };
+        let router = crate::http::router(state.clone());
+        Ok(Self {
+            listener,
+            port,
+            router,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        tracing::info!(port = self.port, "listening");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

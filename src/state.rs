@@ -1,0 +1,14 @@
+//! The state every handler shares: cheap to clone, `Arc`s inside.
+
+use std::sync::Arc;
+
+use crate::catalog::Catalog;
+use crate::config::Settings;
+use crate::storage::ObjectStore;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub catalog: Arc<dyn Catalog>,
+    pub store: Arc<dyn ObjectStore>,
+}

@@ -1,0 +1,95 @@
+//! The object store facade: owns the S3 client and bucket and speaks the domain's language
+//! (`head`, `read_head_bytes`, `promote`, `delete_version`, presigning). Tests wrap it to inject
+//! faults; the rest of the service never knows which implementation it holds.
+
+mod errors;
+mod s3;
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::domain::keys::FinalKey;
+use crate::signing::post_policy::PostForm;
+
+pub use errors::StoreError;
+pub use s3::S3Store;
+
+/// Metadata key naming the upload an object was promoted from. A retried commit recognizes its
+/// own final object by it (and nothing else's).
+pub const UPLOAD_ID_METADATA: &str = "upcommit-upload-id";
+
+/// What a HEAD tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectHead {
+    pub size: i64,
+    pub content_type: Option<String>,
+    /// As S3 returns it, with quotes.
+    pub etag: String,
+    pub version_id: Option<String>,
+    pub metadata: HashMap<String, String>,
+}
+
+/// A presigned single-request upload.
+#[derive(Debug, Clone)]
+pub struct PresignedPut {
+    pub url: String,
+    /// Headers the client must send exactly as given.
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PresignInput<'a> {
+    pub key: &'a str,
+    pub content_type: &'a str,
+    pub size: u64,
+    pub max_size: u64,
+    pub now: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait ObjectStore: Send + Sync + 'static {
+    fn bucket(&self) -> &str;
+
+    /// PUT URL with Content-Type, Content-Length and `If-None-Match: *` signed.
+    async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError>;
+
+    /// Browser POST form with exact key and Content-Type and `content-length-range` [1, max].
+    async fn presign_post(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError>;
+
+    /// Short-lived GET URL served as an attachment with the given type.
+    async fn presign_get(
+        &self,
+        key: &str,
+        content_type: &str,
+        expires_secs: u64,
+    ) -> Result<String, StoreError>;
+
+    /// `Ok(None)` when there is no such object.
+    async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError>;
+
+    /// The first `len` bytes, only if the object still has `etag`
+    /// ([`StoreError::PreconditionFailed`] otherwise).
+    async fn read_head_bytes(&self, key: &str, len: u64, etag: &str)
+        -> Result<Vec<u8>, StoreError>;
+
+    /// CopyObject `src` → `dst` guarded by `x-amz-copy-source-if-match: src_etag`, writing the
+    /// upload id into the copy's metadata and the declared Content-Type.
+    async fn promote(
+        &self,
+        src: &str,
+        src_version: Option<&str>,
+        src_etag: &str,
+        dst: &FinalKey,
+        upload_id: &str,
+        content_type: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes one version (or, unversioned, the object). Missing is not an error.
+    async fn delete_version(&self, key: &str, version_id: Option<&str>) -> Result<(), StoreError>;
+
+    /// Bucket reachable (readiness).
+    async fn check_bucket(&self) -> Result<(), StoreError>;
+}

@@ -1,0 +1,282 @@
+//! The S3 implementation of the facade (AWS, LocalStack, other S3-compatible stores).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_s3::config::{ProvideCredentials, SharedCredentialsProvider};
+use aws_sdk_s3::types::MetadataDirective;
+use aws_sdk_s3::Client;
+
+use super::errors::classify;
+use super::{ObjectHead, ObjectStore, PresignInput, PresignedPut, StoreError, UPLOAD_ID_METADATA};
+use crate::config::S3Settings;
+use crate::domain::keys::FinalKey;
+use crate::signing::post_policy::{self, PostForm, PostPolicyRequest};
+use crate::signing::query::{self, PresignRequest};
+use crate::signing::{uri_encode, S3Location, SigningCredentials};
+
+pub struct S3Store {
+    client: Client,
+    bucket: String,
+    region: String,
+    location: S3Location,
+    credentials: SharedCredentialsProvider,
+}
+
+impl S3Store {
+    /// Builds the client from the standard AWS credential and region chain. A custom endpoint
+    /// selects path-style addressing.
+    pub async fn connect(settings: &S3Settings) -> Result<Self, StoreError> {
+        let sdk = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(settings.region.clone()))
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(3))
+                    .operation_attempt_timeout(Duration::from_secs(10))
+                    .operation_timeout(Duration::from_secs(30))
+                    .build(),
+            )
+            .retry_config(RetryConfig::standard().with_max_attempts(3))
+            .load()
+            .await;
+        let credentials = sdk
+            .credentials_provider()
+            .ok_or_else(|| StoreError::Other("no AWS credentials found (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile, or instance role)".into()))?;
+        let mut config = aws_sdk_s3::config::Builder::from(&sdk);
+        let location = match &settings.endpoint {
+            Some(endpoint) => {
+                config = config.endpoint_url(endpoint).force_path_style(true);
+                S3Location::path_style(endpoint, &settings.bucket)
+                    .ok_or_else(|| StoreError::Other(format!("bad endpoint {endpoint:?}")))?
+            }
+            None => S3Location::virtual_hosted(&settings.bucket, &settings.region),
+        };
+        Ok(Self {
+            client: Client::from_conf(config.build()),
+            bucket: settings.bucket.clone(),
+            region: settings.region.clone(),
+            location,
+            credentials,
+        })
+    }
+
+    /// The raw client, for operator tools and tests that arrange the bucket.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    async fn signing_credentials(&self) -> Result<SigningCredentials, StoreError> {
+        let c = self
+            .credentials
+            .provide_credentials()
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("credentials: {e}")))?;
+        Ok(SigningCredentials {
+            access_key_id: c.access_key_id().to_owned(),
+            secret_access_key: c.secret_access_key().to_owned(),
+            session_token: c.session_token().map(str::to_owned),
+        })
+    }
+
+    fn copy_source(&self, key: &str, version: Option<&str>) -> String {
+        // aws-sdk-rust sends CopySource as given: the key must be URL-encoded here.
+        let mut s = format!("{}/{}", self.bucket, uri_encode(key, true));
+        if let Some(v) = version.filter(|v| *v != "null") {
+            s.push_str("?versionId=");
+            s.push_str(&uri_encode(v, false));
+        }
+        s
+    }
+}
+
+fn expires_secs(input: &PresignInput<'_>) -> u64 {
+    u64::try_from((input.expires_at - input.now).num_seconds())
+        .unwrap_or(1)
+        .max(1)
+}
+
+#[async_trait]
+impl ObjectStore for S3Store {
+    fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError> {
+        let creds = self.signing_credentials().await?;
+        let mut headers = BTreeMap::new();
+        headers.insert("content-length".to_owned(), input.size.to_string());
+        headers.insert("content-type".to_owned(), input.content_type.to_owned());
+        headers.insert("if-none-match".to_owned(), "*".to_owned());
+        let url = query::presign(
+            &PresignRequest {
+                method: "PUT",
+                location: &self.location,
+                key: input.key,
+                headers: headers.clone(),
+                query: BTreeMap::new(),
+                region: &self.region,
+                now: input.now,
+                expires_secs: expires_secs(input),
+            },
+            &creds,
+        );
+        let headers = [
+            ("Content-Type", input.content_type.to_owned()),
+            ("Content-Length", input.size.to_string()),
+            ("If-None-Match", "*".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        Ok(PresignedPut { url, headers })
+    }
+
+    async fn presign_post(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError> {
+        let creds = self.signing_credentials().await?;
+        Ok(post_policy::build(
+            &PostPolicyRequest {
+                location: &self.location,
+                bucket: &self.bucket,
+                key: input.key,
+                content_type: input.content_type,
+                max_size: input.max_size,
+                region: &self.region,
+                now: input.now,
+                expires_at: input.expires_at,
+            },
+            &creds,
+        ))
+    }
+
+    async fn presign_get(
+        &self,
+        key: &str,
+        content_type: &str,
+        expires_secs: u64,
+    ) -> Result<String, StoreError> {
+        let creds = self.signing_credentials().await?;
+        let mut q = BTreeMap::new();
+        q.insert(
+            "response-content-disposition".to_owned(),
+            "attachment".to_owned(),
+        );
+        q.insert("response-content-type".to_owned(), content_type.to_owned());
+        Ok(query::presign(
+            &PresignRequest {
+                method: "GET",
+                location: &self.location,
+                key,
+                headers: BTreeMap::new(),
+                query: q,
+                region: &self.region,
+                now: chrono::Utc::now(),
+                expires_secs,
+            },
+            &creds,
+        ))
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "HeadObject"))]
+    async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(ObjectHead {
+                size: out.content_length().unwrap_or(0),
+                content_type: out.content_type().map(str::to_owned),
+                etag: out.e_tag().unwrap_or_default().to_owned(),
+                version_id: out.version_id().map(str::to_owned),
+                metadata: out.metadata().cloned().unwrap_or_default(),
+            })),
+            Err(e) => match classify(e) {
+                StoreError::NotFound => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "GetObject", size_bytes = len))]
+    async fn read_head_bytes(
+        &self,
+        key: &str,
+        len: u64,
+        etag: &str,
+    ) -> Result<Vec<u8>, StoreError> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .range(format!("bytes=0-{}", len.saturating_sub(1)))
+            .if_match(etag)
+            .send()
+            .await
+            .map_err(classify)?;
+        let body = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("reading body: {e}")))?;
+        let mut bytes = body.to_vec();
+        bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        Ok(bytes)
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
+    async fn promote(
+        &self,
+        src: &str,
+        src_version: Option<&str>,
+        src_etag: &str,
+        dst: &FinalKey,
+        upload_id: &str,
+        content_type: &str,
+    ) -> Result<(), StoreError> {
+        self.client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(dst.as_str())
+            .copy_source(self.copy_source(src, src_version))
+            .copy_source_if_match(src_etag)
+            .metadata_directive(MetadataDirective::Replace)
+            .metadata(UPLOAD_ID_METADATA, upload_id)
+            .content_type(content_type)
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "DeleteObject"))]
+    async fn delete_version(&self, key: &str, version_id: Option<&str>) -> Result<(), StoreError> {
+        let req = self.client.delete_object().bucket(&self.bucket).key(key);
+        let req = match version_id.filter(|v| *v != "null") {
+            Some(v) => req.version_id(v),
+            None => req,
+        };
+        match req.send().await.map_err(classify) {
+            Ok(_) | Err(StoreError::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "HeadBucket"))]
+    async fn check_bucket(&self) -> Result<(), StoreError> {
+        self.client
+            .head_bucket()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+}
