@@ -218,7 +218,28 @@ async fn existing(
     if custom.is_some_and(|k| k.as_str() != handle.key) {
         return Err(AppError::FinalKeyConflict);
     }
+    remove_leftover_tmp(state, upload).await;
     Ok(CommitOutcome::Existing(handle))
+}
+
+/// A retry after a commit whose tmp delete failed finishes the cleanup. The handle is recorded
+/// and its final object was verified, so the tmp copy is not the only one.
+async fn remove_leftover_tmp(state: &AppState, upload: &Upload) {
+    if TmpKey::parse(&upload.key).is_none() {
+        return;
+    }
+    match state.store.head(&upload.key).await {
+        Ok(Some(h)) => match state
+            .store
+            .delete_version(&upload.key, h.version_id.as_deref())
+            .await
+        {
+            Ok(()) => tracing::info!("removed a tmp object left behind by an earlier commit"),
+            Err(e) => tracing::warn!(error = %e, "could not remove a leftover tmp object"),
+        },
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not check for a leftover tmp object"),
+    }
 }
 
 fn is_ours(head: &ObjectHead, upload: &Upload) -> bool {
@@ -304,7 +325,6 @@ async fn promote(
             let copied = store
                 .promote(
                     &upload.key,
-                    head.version_id.as_deref(),
                     &head.etag,
                     &lease.final_key,
                     upload.id.as_str(),

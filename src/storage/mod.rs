@@ -80,7 +80,6 @@ pub trait ObjectStore: Send + Sync + 'static {
     async fn promote(
         &self,
         src: &str,
-        src_version: Option<&str>,
         src_etag: &str,
         dst: &FinalKey,
         upload_id: &str,

@@ -82,14 +82,11 @@ impl S3Store {
         })
     }
 
-    fn copy_source(&self, key: &str, version: Option<&str>) -> String {
+    /// The current version is copied, not a pinned one: the ETag guard must be what refuses
+    /// bytes swapped after validation, so the swap is reported instead of silently ignored.
+    fn copy_source(&self, key: &str) -> String {
         // aws-sdk-rust sends CopySource as given: the key must be URL-encoded here.
-        let mut s = format!("{}/{}", self.bucket, uri_encode(key, true));
-        if let Some(v) = version.filter(|v| *v != "null") {
-            s.push_str("?versionId=");
-            s.push_str(&uri_encode(v, false));
-        }
-        s
+        format!("{}/{}", self.bucket, uri_encode(key, true))
     }
 }
 
@@ -235,7 +232,6 @@ impl ObjectStore for S3Store {
     async fn promote(
         &self,
         src: &str,
-        src_version: Option<&str>,
         src_etag: &str,
         dst: &FinalKey,
         upload_id: &str,
@@ -245,7 +241,7 @@ impl ObjectStore for S3Store {
             .copy_object()
             .bucket(&self.bucket)
             .key(dst.as_str())
-            .copy_source(self.copy_source(src, src_version))
+            .copy_source(self.copy_source(src))
             .copy_source_if_match(src_etag)
             .metadata_directive(MetadataDirective::Replace)
             .metadata(UPLOAD_ID_METADATA, upload_id)

@@ -1,0 +1,427 @@
+use serde_json::Value;
+
+use crate::helpers::{error_code, media, spawn_app};
+
+#[tokio::test]
+async fn put_and_post_uploads_of_both_profiles_commit_to_their_paired_keys() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let cases = [
+        ("image", "image/png", "PUT", "media/images/"),
+        ("image", "image/jpeg", "POST", "media/images/"),
+        ("recording", "audio/mpeg", "PUT", "media/recordings/"),
+        ("recording", "audio/ogg", "POST", "media/recordings/"),
+    ];
+    for (profile, ct, method, prefix) in cases {
+        let p = app.presign_ok(&token, profile, ct, 2048, method).await;
+        let bytes = media(ct, 2048);
+        assert!(
+            app.upload(&p, bytes.clone(), ct).await.is_success(),
+            "{method} upload of {ct}"
+        );
+
+        let resp = app.commit(&token, &p.key, None).await;
+        assert_eq!(resp.status(), 201, "{profile} {method}");
+        let h: Value = resp.json().await.expect("handle");
+        let final_key = format!("{prefix}{}/clip.bin", p.upload_id);
+        assert_eq!(h["key"], final_key.as_str());
+        assert_eq!(h["size"], 2048);
+        assert_eq!(h["content_type"], ct);
+        assert_eq!(h["profile"], profile);
+        assert_eq!(h["created_by"], "alice");
+        assert_eq!(h["upload_id"], p.upload_id.as_str());
+        assert!(h["etag"].as_str().is_some_and(|e| !e.is_empty()));
+        assert!(h["id"].as_str().is_some_and(|id| id.len() == 32));
+        assert!(h["created_at"].is_string());
+
+        assert_eq!(
+            app.get_object(&final_key).await,
+            bytes,
+            "final object holds the uploaded bytes"
+        );
+        assert!(
+            !app.object_exists(&p.key).await,
+            "tmp object deleted after commit"
+        );
+    }
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 4);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE state = 'committed'")
+            .await,
+        4
+    );
+    assert!(app.keys().await.iter().all(|k| k.starts_with("media/")));
+}
+
+#[tokio::test]
+async fn a_repeated_commit_returns_the_same_handle_with_200() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let (p, first) = app
+        .upload_and_commit(&token, "image", "image/png", 500)
+        .await;
+
+    let again = app.commit(&token, &p.key, None).await;
+    assert_eq!(again.status(), 200);
+    let second: Value = again.json().await.expect("handle");
+    assert_eq!(first, second);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert_eq!(app.keys().await.len(), 1, "no second copy");
+}
+
+#[tokio::test]
+async fn commit_before_the_upload_answers_object_not_uploaded_and_can_be_retried() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 300, "PUT")
+        .await;
+
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (404, "object_not_uploaded".to_owned())
+    );
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+
+    assert!(app
+        .upload(&p, media("image/png", 300), "image/png")
+        .await
+        .is_success());
+    assert_eq!(app.commit(&token, &p.key, None).await.status(), 201);
+}
+
+#[tokio::test]
+async fn someone_elses_upload_and_unknown_keys_get_the_same_404() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let p = app
+        .presign_ok(&alice, "image", "image/png", 300, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 300), "image/png")
+        .await
+        .is_success());
+
+    let mallory = app.token("mallory");
+    let theirs = app.commit(&mallory, &p.key, None).await;
+    assert_eq!(theirs.status(), 404);
+    let theirs: Value = theirs.json().await.expect("json");
+    let unknown_key = p.key.replace(&p.upload_id, &"0".repeat(32));
+    let unknown: Value = app
+        .commit(&mallory, &unknown_key, None)
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(theirs, unknown, "no oracle: both bodies identical");
+    assert_eq!(theirs["error"]["code"], "upload_not_found");
+
+    for key in [
+        p.key.to_uppercase(),
+        p.key.replacen("tmp/", "TMP/", 1),
+        format!("media/images/{}/clip.bin", p.upload_id),
+        "other-bucket/tmp/x".to_owned(),
+        String::from("../") + &p.key,
+    ] {
+        assert_eq!(
+            error_code(app.commit(&mallory, &key, None).await).await.0,
+            404,
+            "{key}"
+        );
+        assert_eq!(
+            error_code(app.commit(&alice, &key, None).await).await.0,
+            404,
+            "{key}"
+        );
+    }
+    assert!(app.object_exists(&p.key).await, "nothing touched");
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+}
+
+#[tokio::test]
+async fn an_html_document_labelled_png_is_rejected_by_its_magic_bytes() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let mut html = b"<!DOCTYPE html><html><script>alert(1)</script></html>".to_vec();
+    html.resize(200, b' ');
+    let p = app
+        .presign_ok(&token, "image", "image/png", 200, "PUT")
+        .await;
+    assert!(
+        app.upload(&p, html, "image/png").await.is_success(),
+        "S3 cannot know"
+    );
+
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (422, "content_mismatch".to_owned())
+    );
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "rejected");
+    assert!(
+        !app.object_exists(&p.key).await,
+        "rejected tmp object removed"
+    );
+    assert!(app.keys().await.is_empty(), "nothing promoted");
+    // The verdict is final: a retry answers the same.
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (422, "content_mismatch".to_owned())
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+}
+
+#[tokio::test]
+async fn a_commit_after_the_commit_window_answers_410() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 300, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 300), "image/png")
+        .await
+        .is_success());
+    let past = chrono::Utc::now() - chrono::Duration::minutes(1);
+    match &app.db {
+        crate::helpers::TestDb::Sqlite(pool) => {
+            sqlx::query("UPDATE uploads SET commit_deadline = $1")
+                .bind(past)
+                .execute(pool)
+                .await
+                .expect("update");
+        }
+        crate::helpers::TestDb::Postgres(pool) => {
+            sqlx::query("UPDATE uploads SET commit_deadline = $1")
+                .bind(past)
+                .execute(pool)
+                .await
+                .expect("update");
+        }
+    }
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (410, "upload_expired".to_owned())
+    );
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert!(
+        app.object_exists(&p.key).await,
+        "left for the lifecycle rule, not half-promoted"
+    );
+}
+
+#[tokio::test]
+async fn final_key_under_tmp_is_refused_in_every_spelling() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let p = app
+        .presign_ok(&alice, "image", "image/png", 300, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 300), "image/png")
+        .await
+        .is_success());
+
+    let spellings = [
+        "tmp/x",
+        "TMP/x",
+        "Tmp/x",
+        " tmp/x",
+        "./tmp/x",
+        "/tmp/x",
+        "tmp//x",
+        "tmp\\x",
+        "tmp%2Fx",
+        "%74mp/x",
+        "media/../tmp/x",
+        "ｔｍｐ/x",
+        "tmp\u{200b}/x",
+        "tmp./x",
+        "%2574mp/x",
+        "tmp",
+    ];
+    for final_key in spellings {
+        let got = error_code(app.commit(&admin, &p.key, Some(final_key)).await).await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{final_key:?}");
+    }
+    for bad in ["", "a/", "a//b", "a/./b", "x".repeat(1025).as_str(), "a\nb"] {
+        assert_eq!(
+            error_code(app.commit(&admin, &p.key, Some(bad)).await).await,
+            (400, "final_key_invalid".to_owned()),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert_eq!(app.keys().await, vec![p.key.clone()]);
+}
+
+#[tokio::test]
+async fn only_admins_choose_a_final_key() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let p = app
+        .presign_ok(&alice, "image", "image/png", 300, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 300), "image/png")
+        .await
+        .is_success());
+    assert_eq!(
+        error_code(app.commit(&alice, &p.key, Some("avatars/alice.png")).await).await,
+        (403, "final_key_forbidden".to_owned())
+    );
+    let forged = upcommit::auth::issue(
+        b"wrong-secret-wrong-secret-012345",
+        "alice",
+        true,
+        3600,
+        chrono::Utc::now().timestamp(),
+    );
+    assert_eq!(
+        error_code(app.commit(&forged, &p.key, Some("avatars/alice.png")).await)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert!(!app.object_exists("avatars/alice.png").await);
+}
+
+#[tokio::test]
+async fn an_admin_commits_to_a_custom_key_and_an_occupied_key_answers_409() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+
+    let first = app
+        .presign_ok(&alice, "image", "image/png", 300, "PUT")
+        .await;
+    let first_bytes = media("image/png", 300);
+    assert!(app
+        .upload(&first, first_bytes.clone(), "image/png")
+        .await
+        .is_success());
+    let resp = app
+        .commit(&admin, &first.key, Some("avatars/alice/current.png"))
+        .await;
+    assert_eq!(resp.status(), 201);
+    let h: Value = resp.json().await.expect("handle");
+    assert_eq!(h["key"], "avatars/alice/current.png");
+    assert_eq!(
+        h["created_by"], "alice",
+        "the handle belongs to the uploader"
+    );
+
+    let second = app
+        .presign_ok(&alice, "image", "image/png", 400, "PUT")
+        .await;
+    assert!(app
+        .upload(&second, media("image/png", 400), "image/png")
+        .await
+        .is_success());
+    assert_eq!(
+        error_code(
+            app.commit(&admin, &second.key, Some("avatars/alice/current.png"))
+                .await
+        )
+        .await,
+        (409, "final_key_conflict".to_owned())
+    );
+    assert_eq!(
+        app.get_object("avatars/alice/current.png").await,
+        first_bytes,
+        "never an overwrite"
+    );
+
+    // A key holding an object no handle records is just as occupied.
+    app.put_object("avatars/bob.png", media("image/png", 50), "image/png")
+        .await;
+    assert_eq!(
+        error_code(
+            app.commit(&admin, &second.key, Some("avatars/bob.png"))
+                .await
+        )
+        .await,
+        (409, "final_key_conflict".to_owned())
+    );
+    assert_eq!(
+        app.get_object("avatars/bob.png").await,
+        media("image/png", 50)
+    );
+    assert_eq!(app.db.upload_state(&second.upload_id).await, "issued");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
+#[tokio::test]
+async fn handles_are_readable_by_owner_and_admin_only_and_download_as_attachment() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let (_, h) = app
+        .upload_and_commit(&alice, "image", "image/png", 700)
+        .await;
+    let id = h["id"].as_str().expect("id");
+
+    let own = app.get(&format!("/v1/files/{id}"), Some(&alice)).await;
+    assert_eq!(own.status(), 200);
+    assert_eq!(own.json::<Value>().await.expect("json"), h);
+    assert_eq!(
+        app.get(&format!("/v1/files/{id}"), Some(&app.admin_token("root")))
+            .await
+            .status(),
+        200
+    );
+    let other = error_code(
+        app.get(&format!("/v1/files/{id}"), Some(&app.token("bob")))
+            .await,
+    )
+    .await;
+    let unknown = error_code(
+        app.get(
+            &format!("/v1/files/{}", "f".repeat(32)),
+            Some(&app.token("bob")),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(other, (404, "file_not_found".to_owned()));
+    assert_eq!(other, unknown);
+
+    let resp = app
+        .get(&format!("/v1/files/{id}/content"), Some(&alice))
+        .await;
+    assert_eq!(resp.status(), 302);
+    let location = resp
+        .headers()
+        .get("location")
+        .expect("Location")
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(location.contains("response-content-disposition=attachment"));
+    let download = app.http.get(&location).send().await.expect("download");
+    assert_eq!(download.status(), 200);
+    assert_eq!(
+        download
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("image/png")
+    );
+    assert!(download
+        .headers()
+        .get("content-disposition")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("attachment")));
+    assert_eq!(
+        download.bytes().await.expect("bytes").to_vec(),
+        media("image/png", 700)
+    );
+    assert_eq!(
+        app.get(&format!("/v1/files/{id}/content"), Some(&app.token("bob")))
+            .await
+            .status(),
+        404
+    );
+}

@@ -1,0 +1,116 @@
+use std::collections::HashSet;
+
+use futures::future::join_all;
+use serde_json::Value;
+
+use crate::helpers::{media, spawn_app};
+
+#[tokio::test]
+async fn twenty_concurrent_commits_of_one_upload_produce_one_handle_for_all() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 4096, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 4096), "image/png")
+        .await
+        .is_success());
+
+    let responses = join_all((0..20).map(|_| app.commit(&token, &p.key, None))).await;
+    let mut statuses = Vec::new();
+    let mut ids = HashSet::new();
+    for r in responses {
+        statuses.push(r.status().as_u16());
+        let body: Value = r.json().await.expect("json");
+        ids.insert(body["id"].as_str().map(str::to_owned));
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 201),
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(ids.len(), 1, "every caller got the same handle");
+    assert!(ids.iter().all(Option::is_some));
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert_eq!(
+        app.keys().await,
+        vec![format!("media/images/{}/clip.bin", p.upload_id)]
+    );
+}
+
+#[tokio::test]
+async fn concurrent_commits_of_different_uploads_all_succeed() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let mut uploads = Vec::new();
+    for _ in 0..16 {
+        let p = app
+            .presign_ok(&token, "image", "image/png", 256, "PUT")
+            .await;
+        assert!(app
+            .upload(&p, media("image/png", 256), "image/png")
+            .await
+            .is_success());
+        uploads.push(p);
+    }
+    let responses = join_all(uploads.iter().map(|p| app.commit(&token, &p.key, None))).await;
+    let statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();
+    assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 16);
+}
+
+#[tokio::test]
+async fn two_uploads_racing_for_one_admin_key_never_overwrite() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let mut uploads = Vec::new();
+    for i in 0..6 {
+        let p = app
+            .presign_ok(&alice, "image", "image/png", 300 + i, "PUT")
+            .await;
+        assert!(app
+            .upload(&p, media("image/png", 300 + i), "image/png")
+            .await
+            .is_success());
+        uploads.push(p);
+    }
+    let responses = join_all(
+        uploads
+            .iter()
+            .map(|p| app.commit(&admin, &p.key, Some("shared/key.png"))),
+    )
+    .await;
+    let statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        5,
+        "{statuses:?}"
+    );
+    let winner = statuses.iter().position(|s| *s == 201).expect("a winner");
+    let size = i64::try_from(300 + winner).expect("fits");
+    let stored = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key("shared/key.png")
+        .send()
+        .await
+        .expect("head");
+    assert_eq!(
+        stored.content_length(),
+        Some(size),
+        "the winner's bytes, not overwritten"
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}

@@ -1,0 +1,236 @@
+//! Faults injected around the real S3 store: a copy that happens but answers as a timeout, a
+//! delete that fails after the handle is recorded, bytes swapped between HEAD and copy.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use upcommit::domain::keys::FinalKey;
+use upcommit::signing::post_policy::PostForm;
+use upcommit::storage::{ObjectHead, ObjectStore, PresignInput, PresignedPut, StoreError};
+
+use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+
+#[derive(Default)]
+pub struct Faults {
+    /// Copies that are carried out, then reported as a timeout.
+    pub copy_then_timeout: AtomicU32,
+    /// Deletes that fail.
+    pub fail_deletes: AtomicU32,
+    /// Bytes written over the source right before the next copy.
+    pub replace_before_copy: Mutex<Option<Vec<u8>>>,
+    /// Copies that reached S3.
+    pub copies: AtomicU32,
+}
+
+fn take(counter: &AtomicU32) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+pub struct FaultyStore {
+    inner: Arc<dyn ObjectStore>,
+    raw: aws_sdk_s3::Client,
+    faults: Arc<Faults>,
+}
+
+#[async_trait]
+impl ObjectStore for FaultyStore {
+    fn bucket(&self) -> &str {
+        self.inner.bucket()
+    }
+    async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError> {
+        self.inner.presign_put(input).await
+    }
+    async fn presign_post(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError> {
+        self.inner.presign_post(input).await
+    }
+    async fn presign_get(
+        &self,
+        key: &str,
+        content_type: &str,
+        expires_secs: u64,
+    ) -> Result<String, StoreError> {
+        self.inner
+            .presign_get(key, content_type, expires_secs)
+            .await
+    }
+    async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError> {
+        self.inner.head(key).await
+    }
+    async fn read_head_bytes(
+        &self,
+        key: &str,
+        len: u64,
+        etag: &str,
+    ) -> Result<Vec<u8>, StoreError> {
+        self.inner.read_head_bytes(key, len, etag).await
+    }
+    async fn promote(
+        &self,
+        src: &str,
+        src_etag: &str,
+        dst: &FinalKey,
+        upload_id: &str,
+        content_type: &str,
+    ) -> Result<(), StoreError> {
+        let replacement = self.faults.replace_before_copy.lock().expect("lock").take();
+        if let Some(bytes) = replacement {
+            self.raw
+                .put_object()
+                .bucket(self.inner.bucket())
+                .key(src)
+                .content_type(content_type)
+                .body(bytes.into())
+                .send()
+                .await
+                .expect("swap the source bytes");
+        }
+        let result = self
+            .inner
+            .promote(src, src_etag, dst, upload_id, content_type)
+            .await;
+        if result.is_ok() {
+            self.faults.copies.fetch_add(1, Ordering::SeqCst);
+            if take(&self.faults.copy_then_timeout) {
+                return Err(StoreError::Unavailable("injected: copy timed out".into()));
+            }
+        }
+        result
+    }
+    async fn delete_version(&self, key: &str, version_id: Option<&str>) -> Result<(), StoreError> {
+        if take(&self.faults.fail_deletes) {
+            return Err(StoreError::Unavailable("injected: delete failed".into()));
+        }
+        self.inner.delete_version(key, version_id).await
+    }
+    async fn check_bucket(&self) -> Result<(), StoreError> {
+        self.inner.check_bucket().await
+    }
+}
+
+async fn spawn_faulty() -> (TestApp, Arc<Faults>) {
+    let faults = Arc::new(Faults::default());
+    let f = faults.clone();
+    let app = spawn_app_with(Spawn {
+        wrap_store: Some(Box::new(move |inner, raw| {
+            Arc::new(FaultyStore {
+                inner,
+                raw,
+                faults: f,
+            })
+        })),
+        ..Spawn::default()
+    })
+    .await;
+    (app, faults)
+}
+
+#[tokio::test]
+async fn a_copy_that_times_out_is_completed_by_the_retry_without_a_second_copy() {
+    let (app, faults) = spawn_faulty().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 900, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 900), "image/png")
+        .await
+        .is_success());
+    faults.copy_then_timeout.store(1, Ordering::SeqCst);
+
+    let resp = app.commit(&token, &p.key, None).await;
+    assert!(resp.headers().contains_key("retry-after"));
+    assert_eq!(
+        error_code(resp).await,
+        (503, "service_unavailable".to_owned())
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert!(
+        app.object_exists(&p.key).await,
+        "tmp intact while the outcome is unknown"
+    );
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "promoting");
+
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(
+        faults.copies.load(Ordering::SeqCst),
+        1,
+        "the retry recognized its own final object"
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert!(!app.object_exists(&p.key).await);
+    assert_eq!(
+        app.keys().await,
+        vec![format!("media/images/{}/clip.bin", p.upload_id)]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_tmp_delete_still_answers_201_and_a_retry_cleans_up() {
+    let (app, faults) = spawn_faulty().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 900, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 900), "image/png")
+        .await
+        .is_success());
+    faults.fail_deletes.store(1, Ordering::SeqCst);
+
+    let first = app.commit(&token, &p.key, None).await;
+    assert_eq!(first.status(), 201, "the handle is durable");
+    let first: serde_json::Value = first.json().await.expect("handle");
+    assert!(app.object_exists(&p.key).await, "the delete failed");
+
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(retry.status(), 200);
+    assert_eq!(
+        retry.json::<serde_json::Value>().await.expect("handle"),
+        first
+    );
+    assert!(
+        !app.object_exists(&p.key).await,
+        "the retry removed the leftover"
+    );
+    assert!(app.object_exists(first["key"].as_str().expect("key")).await);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
+#[tokio::test]
+async fn bytes_replaced_after_validation_are_never_promoted() {
+    let (app, faults) = spawn_faulty().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 900, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 900), "image/png")
+        .await
+        .is_success());
+    let mut evil = b"<html><script>steal()</script>".to_vec();
+    evil.resize(900, b' ');
+    *faults.replace_before_copy.lock().expect("lock") = Some(evil);
+
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (409, "object_changed".to_owned())
+    );
+    assert!(
+        !app.object_exists(&format!("media/images/{}/clip.bin", p.upload_id))
+            .await,
+        "nothing promoted"
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+
+    // A retry validates the bytes that are there now, and refuses them.
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (422, "content_mismatch".to_owned())
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+}

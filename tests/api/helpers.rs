@@ -1,0 +1,502 @@
+//! `spawn_app()`: the production build path on a random port, with a fresh bucket (versioned,
+//! carrying the lifecycle rules of `infra/lifecycle-rules.json`) and a fresh database per test.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_s3::types::{
+    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, BucketVersioningStatus,
+    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    NoncurrentVersionExpiration, VersioningConfiguration,
+};
+use serde_json::{json, Value};
+use sqlx::{Pool, Postgres, Sqlite};
+use upcommit::catalog::{Catalog, PostgresCatalog, SqliteCatalog};
+use upcommit::config::Settings;
+use upcommit::storage::{ObjectStore, S3Store};
+use upcommit::Application;
+
+pub const SECRET: &str = "integration-test-secret-0123456789";
+
+/// The database the suite runs against.
+pub enum TestDb {
+    Sqlite(Pool<Sqlite>),
+    Postgres(Pool<Postgres>),
+}
+
+impl TestDb {
+    /// `SELECT COUNT(*)` over the real tables.
+    pub async fn count(&self, sql: &str) -> i64 {
+        match self {
+            TestDb::Sqlite(p) => sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(p)
+                .await
+                .expect("count query"),
+            TestDb::Postgres(p) => sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(p)
+                .await
+                .expect("count query"),
+        }
+    }
+
+    pub async fn upload_state(&self, upload_id: &str) -> String {
+        let sql = "SELECT state FROM uploads WHERE id = $1";
+        match self {
+            TestDb::Sqlite(p) => sqlx::query_scalar(sql)
+                .bind(upload_id)
+                .fetch_one(p)
+                .await
+                .expect("state"),
+            TestDb::Postgres(p) => sqlx::query_scalar(sql)
+                .bind(upload_id)
+                .fetch_one(p)
+                .await
+                .expect("state"),
+        }
+    }
+}
+
+pub struct TestApp {
+    pub address: String,
+    pub http: reqwest::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub bucket: String,
+    pub catalog: Arc<dyn Catalog>,
+    pub db: TestDb,
+    _dir: tempfile::TempDir,
+}
+
+/// Options for one test's server.
+#[derive(Default)]
+pub struct Spawn {
+    pub env: Vec<(&'static str, String)>,
+    /// Wraps the real store, e.g. in a fault injector.
+    pub wrap_store:
+        Option<Box<dyn FnOnce(Arc<dyn ObjectStore>, aws_sdk_s3::Client) -> Arc<dyn ObjectStore>>>,
+}
+
+pub fn s3_endpoint() -> String {
+    std::env::var("UPCOMMIT_TEST_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
+}
+
+pub fn on_postgres() -> bool {
+    std::env::var("UPCOMMIT_TEST_DATABASE").is_ok_and(|v| v == "postgres")
+}
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..16]
+    )
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(Spawn::default()).await
+}
+
+pub async fn spawn_app_with(options: Spawn) -> TestApp {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bucket = unique("upcommit-test-");
+    let database_url = if on_postgres() {
+        let admin =
+            std::env::var("UPCOMMIT_TEST_PG_URL").expect("UPCOMMIT_TEST_PG_URL for postgres tests");
+        let name = unique("t_");
+        let pool = sqlx::PgPool::connect(&admin)
+            .await
+            .expect("connect to PostgreSQL admin database");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&pool)
+            .await
+            .expect("create test database");
+        pool.close().await;
+        let (base, _) = admin.rsplit_once('/').expect("database URL has a path");
+        format!("{base}/{name}")
+    } else {
+        format!("sqlite://{}/upcommit.db", dir.path().display())
+    };
+
+    let mut vars: HashMap<String, String> = [
+        ("UPCOMMIT_LISTEN", "127.0.0.1:0".to_owned()),
+        ("UPCOMMIT_JWT_SECRET", SECRET.to_owned()),
+        ("DATABASE_URL", database_url.clone()),
+        ("UPCOMMIT_BUCKET", bucket.clone()),
+        ("UPCOMMIT_S3_ENDPOINT", s3_endpoint()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+        ("UPCOMMIT_COMMIT_LEASE_SECS", "10".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    for (k, v) in options.env {
+        vars.insert(k.to_owned(), v);
+    }
+    let settings = Settings::from_map(&vars).expect("test settings");
+
+    let real = S3Store::connect(&settings.s3).await.expect("S3 client");
+    let s3 = real.client().clone();
+    create_bucket(&s3, &bucket).await;
+    let real: Arc<dyn ObjectStore> = Arc::new(real);
+    let store = match options.wrap_store {
+        Some(wrap) => wrap(real, s3.clone()),
+        None => real,
+    };
+
+    let (catalog, db): (Arc<dyn Catalog>, TestDb) = if on_postgres() {
+        let c = PostgresCatalog::connect(&database_url, 8)
+            .await
+            .expect("PostgreSQL catalog");
+        let db = TestDb::Postgres(c.pool().clone());
+        (Arc::new(c), db)
+    } else {
+        let c = SqliteCatalog::connect(&database_url, 8)
+            .await
+            .expect("SQLite catalog");
+        let db = TestDb::Sqlite(c.pool().clone());
+        (Arc::new(c), db)
+    };
+
+    let app = Application::build_with(settings, catalog.clone(), store)
+        .await
+        .expect("application builds");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped());
+
+    TestApp {
+        address,
+        http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("http client"),
+        s3,
+        bucket,
+        catalog,
+        db,
+        _dir: dir,
+    }
+}
+
+/// A versioned bucket with the project's lifecycle rules, as production has.
+async fn create_bucket(s3: &aws_sdk_s3::Client, bucket: &str) {
+    s3.create_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("create bucket");
+    s3.put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("enable versioning");
+    s3.put_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .lifecycle_configuration(lifecycle_from_rules_file())
+        .send()
+        .await
+        .expect("put lifecycle");
+}
+
+fn lifecycle_from_rules_file() -> BucketLifecycleConfiguration {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/infra/lifecycle-rules.json"
+    ))
+    .expect("rules file");
+    let doc: Value = serde_json::from_str(&text).expect("rules JSON");
+    let mut config = BucketLifecycleConfiguration::builder();
+    for r in doc["rules"].as_array().expect("rules array") {
+        let mut rule = LifecycleRule::builder()
+            .id(r["id"].as_str().expect("id"))
+            .status(ExpirationStatus::Enabled)
+            .filter(
+                LifecycleRuleFilter::builder()
+                    .prefix(r["prefix"].as_str().expect("prefix"))
+                    .build(),
+            );
+        let days = |k: &str| r.get(k).and_then(Value::as_i64).map(|d| d as i32);
+        if let Some(d) = days("expiration_days") {
+            rule = rule.expiration(LifecycleExpiration::builder().days(d).build());
+        }
+        if r.get("expired_object_delete_marker")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            rule = rule.expiration(
+                LifecycleExpiration::builder()
+                    .expired_object_delete_marker(true)
+                    .build(),
+            );
+        }
+        if let Some(d) = days("noncurrent_expiration_days") {
+            rule = rule.noncurrent_version_expiration(
+                NoncurrentVersionExpiration::builder()
+                    .noncurrent_days(d)
+                    .build(),
+            );
+        }
+        if let Some(d) = days("abort_incomplete_multipart_days") {
+            rule = rule.abort_incomplete_multipart_upload(
+                AbortIncompleteMultipartUpload::builder()
+                    .days_after_initiation(d)
+                    .build(),
+            );
+        }
+        config = config.rules(rule.build().expect("rule"));
+    }
+    config.build().expect("lifecycle configuration")
+}
+
+/// Bytes that pass the magic-byte check for a content type, `size` long.
+pub fn media(content_type: &str, size: usize) -> Vec<u8> {
+    let magic: &[u8] = match content_type {
+        "image/png" => b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+        "image/jpeg" => b"\xFF\xD8\xFF\xE0\0\x10JFIF\0",
+        "audio/mpeg" => b"ID3\x04\0\0\0\0\0\0",
+        "audio/ogg" => b"OggS\0\x02\0\0",
+        other => panic!("no test bytes for {other}"),
+    };
+    let mut v = magic.to_vec();
+    v.resize(size.max(magic.len()), 0x5a);
+    v.truncate(size.max(magic.len()));
+    v
+}
+
+/// The presign response, typed.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Presigned {
+    pub upload_id: String,
+    pub key: String,
+    pub method: String,
+    pub url: String,
+    pub headers: Option<HashMap<String, String>>,
+    pub fields: Option<Vec<(String, String)>>,
+    pub max_size: u64,
+}
+
+impl TestApp {
+    pub fn token(&self, user: &str) -> String {
+        upcommit::auth::issue(
+            SECRET.as_bytes(),
+            user,
+            false,
+            3600,
+            chrono::Utc::now().timestamp(),
+        )
+    }
+
+    pub fn admin_token(&self, user: &str) -> String {
+        upcommit::auth::issue(
+            SECRET.as_bytes(),
+            user,
+            true,
+            3600,
+            chrono::Utc::now().timestamp(),
+        )
+    }
+
+    pub async fn post_json(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: &Value,
+    ) -> reqwest::Response {
+        let mut req = self.http.post(format!("{}{path}", self.address)).json(body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.expect("request sent")
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> reqwest::Response {
+        let mut req = self.http.get(format!("{}{path}", self.address));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.expect("request sent")
+    }
+
+    pub async fn presign(&self, token: &str, body: Value) -> reqwest::Response {
+        self.post_json("/v1/uploads", Some(token), &body).await
+    }
+
+    /// Presigns and asserts 201.
+    pub async fn presign_ok(
+        &self,
+        token: &str,
+        profile: &str,
+        content_type: &str,
+        size: usize,
+        method: &str,
+    ) -> Presigned {
+        let resp = self
+            .presign(token, json!({"profile": profile, "content_type": content_type, "size": size, "filename": "clip.bin", "method": method}))
+            .await;
+        assert_eq!(
+            resp.status(),
+            201,
+            "presign failed: {}",
+            resp.text().await.unwrap_or_default()
+        );
+        let v: Value = resp.json().await.expect("presign JSON");
+        let fields = v.get("fields").and_then(Value::as_object).map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect::<Vec<_>>()
+        });
+        let mut p: Presigned = serde_json::from_value(json!({
+            "upload_id": v["upload_id"], "key": v["key"], "method": v["method"], "url": v["url"],
+            "headers": v.get("headers"), "max_size": v["max_size"],
+        }))
+        .expect("presign shape");
+        p.fields = fields;
+        p
+    }
+
+    /// Uploads straight to S3 the way a client does, with the presigned URL or form.
+    pub async fn upload(
+        &self,
+        p: &Presigned,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> reqwest::StatusCode {
+        if p.method == "PUT" {
+            let mut req = self.http.put(&p.url).body(body);
+            for (k, v) in p.headers.as_ref().expect("PUT headers") {
+                if !k.eq_ignore_ascii_case("content-length") {
+                    req = req.header(k, v);
+                }
+            }
+            req = req.header("content-type", content_type);
+            req.send().await.expect("PUT sent").status()
+        } else {
+            let mut form = reqwest::multipart::Form::new();
+            for (k, v) in p.fields.clone().expect("POST fields") {
+                let v = if k == "Content-Type" {
+                    content_type.to_owned()
+                } else {
+                    v
+                };
+                form = form.text(k, v);
+            }
+            let part = reqwest::multipart::Part::bytes(body)
+                .file_name("clip.bin")
+                .mime_str(content_type)
+                .expect("mime");
+            form = form.part("file", part);
+            self.http
+                .post(&p.url)
+                .multipart(form)
+                .send()
+                .await
+                .expect("POST sent")
+                .status()
+        }
+    }
+
+    pub async fn commit(
+        &self,
+        token: &str,
+        key: &str,
+        final_key: Option<&str>,
+    ) -> reqwest::Response {
+        let mut body = json!({ "key": key });
+        if let Some(f) = final_key {
+            body["final_key"] = json!(f);
+        }
+        self.post_json("/v1/files", Some(token), &body).await
+    }
+
+    /// Presign, upload and commit; returns the upload and the handle JSON (asserting 201).
+    pub async fn upload_and_commit(
+        &self,
+        token: &str,
+        profile: &str,
+        content_type: &str,
+        size: usize,
+    ) -> (Presigned, Value) {
+        let p = self
+            .presign_ok(token, profile, content_type, size, "PUT")
+            .await;
+        let status = self
+            .upload(&p, media(content_type, size), content_type)
+            .await;
+        assert!(status.is_success(), "upload refused: {status}");
+        let resp = self.commit(token, &p.key, None).await;
+        assert_eq!(resp.status(), 201);
+        (p, resp.json().await.expect("handle JSON"))
+    }
+
+    pub async fn object_exists(&self, key: &str) -> bool {
+        match self
+            .s3
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(_) => true,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => false,
+            Err(e) => panic!("HEAD {key}: {e:?}"),
+        }
+    }
+
+    /// Every current key in the bucket.
+    pub async fn keys(&self) -> Vec<String> {
+        let out = self
+            .s3
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .expect("list");
+        let mut keys: Vec<String> = out
+            .contents()
+            .iter()
+            .filter_map(|o| o.key().map(str::to_owned))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    pub async fn get_object(&self, key: &str) -> Vec<u8> {
+        let out = self
+            .s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .expect("get object");
+        out.body.collect().await.expect("body").to_vec()
+    }
+
+    pub async fn put_object(&self, key: &str, body: Vec<u8>, content_type: &str) {
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(body.into())
+            .send()
+            .await
+            .expect("put object");
+    }
+}
+
+/// `{"error": {"code": …}}` of a response, with its status.
+pub async fn error_code(resp: reqwest::Response) -> (u16, String) {
+    let status = resp.status().as_u16();
+    let v: Value = resp.json().await.unwrap_or(Value::Null);
+    (
+        status,
+        v["error"]["code"]
+            .as_str()
+            .unwrap_or("<no code>")
+            .to_owned(),
+    )
+}

@@ -1,0 +1,76 @@
+//! Keys in the layout that predates `tmp/` are committed in place when enabled.
+
+use chrono::{Duration, Utc};
+use upcommit::domain::ids::UploadId;
+use upcommit::domain::records::{Upload, UploadState};
+
+use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+
+async fn legacy_upload(app: &TestApp, owner: &str) -> (UploadId, String) {
+    let id = UploadId::generate();
+    let key = format!("uploads/{owner}/{id}.png");
+    let now = Utc::now();
+    app.catalog
+        .import_upload(&Upload {
+            id: id.clone(),
+            owner: owner.into(),
+            profile: "image".into(),
+            content_type: "image/png".into(),
+            declared_size: 333,
+            key: key.clone(),
+            method: "PUT".into(),
+            state: UploadState::Issued,
+            final_key: None,
+            reject_code: None,
+            lease_token: None,
+            lease_until: None,
+            created_at: now,
+            expires_at: now + Duration::minutes(15),
+            commit_deadline: now + Duration::days(1),
+        })
+        .await
+        .expect("import legacy upload");
+    app.put_object(&key, media("image/png", 333), "image/png")
+        .await;
+    (id, key)
+}
+
+#[tokio::test]
+async fn a_legacy_key_commits_in_place_when_enabled() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_LEGACY_PREFIXES", "uploads/".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let (_, key) = legacy_upload(&app, "alice").await;
+
+    let resp = app.commit(&app.token("alice"), &key, None).await;
+    assert_eq!(resp.status(), 201);
+    let h: serde_json::Value = resp.json().await.expect("handle");
+    assert_eq!(h["key"], key.as_str(), "recorded in place");
+    assert_eq!(
+        app.keys().await,
+        vec![key.clone()],
+        "no copy, nothing deleted"
+    );
+    assert_eq!(
+        app.commit(&app.token("alice"), &key, None).await.status(),
+        200
+    );
+    assert_eq!(
+        error_code(app.commit(&app.token("bob"), &key, None).await).await,
+        (404, "upload_not_found".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_legacy_key_is_refused_when_legacy_commits_are_off() {
+    let app = spawn_app_with(Spawn::default()).await;
+    let (id, key) = legacy_upload(&app, "alice").await;
+    assert_eq!(
+        error_code(app.commit(&app.token("alice"), &key, None).await).await,
+        (404, "upload_not_found".to_owned())
+    );
+    assert_eq!(app.db.upload_state(id.as_str()).await, "issued");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+}

@@ -1,0 +1,13 @@
+//! Integration tests: the real server over HTTP, real presigned uploads to LocalStack's S3 with
+//! signature validation on, and real SQLite or PostgreSQL underneath
+//! (`UPCOMMIT_TEST_DATABASE=sqlite|postgres`). Run them with `scripts/test.sh`, which starts
+//! everything they need.
+
+mod commit;
+mod concurrency;
+mod faults;
+mod helpers;
+mod http_contract;
+mod legacy;
+mod presign;
+mod upload_step;

@@ -1,0 +1,89 @@
+//! What S3 itself refuses, with signature validation on: the signed headers and the POST
+//! policy are enforced by the store, not by trust in the client.
+
+use crate::helpers::{media, spawn_app};
+
+#[tokio::test]
+async fn s3_refuses_a_put_with_another_content_type() {
+    let app = spawn_app().await;
+    let p = app
+        .presign_ok(&app.token("alice"), "image", "image/png", 100, "PUT")
+        .await;
+    let status = app.upload(&p, media("image/png", 100), "image/jpeg").await;
+    assert_eq!(status, 403);
+    assert!(!app.object_exists(&p.key).await);
+}
+
+#[tokio::test]
+async fn s3_refuses_a_put_with_another_length() {
+    let app = spawn_app().await;
+    let p = app
+        .presign_ok(&app.token("alice"), "image", "image/png", 100, "PUT")
+        .await;
+    assert_eq!(
+        app.upload(&p, media("image/png", 101), "image/png").await,
+        403
+    );
+    assert_eq!(
+        app.upload(&p, media("image/png", 99), "image/png").await,
+        403
+    );
+    assert!(!app.object_exists(&p.key).await);
+}
+
+#[tokio::test]
+async fn a_presigned_put_creates_its_object_once_and_never_replaces_it() {
+    let app = spawn_app().await;
+    let p = app
+        .presign_ok(&app.token("alice"), "image", "image/png", 100, "PUT")
+        .await;
+    let first = media("image/png", 100);
+    assert!(app
+        .upload(&p, first.clone(), "image/png")
+        .await
+        .is_success());
+    let mut second = first.clone();
+    second[50] = b'!';
+    assert_eq!(app.upload(&p, second, "image/png").await, 412);
+    assert_eq!(app.get_object(&p.key).await, first);
+}
+
+#[tokio::test]
+async fn a_tampered_url_is_refused() {
+    let app = spawn_app().await;
+    let mut p = app
+        .presign_ok(&app.token("alice"), "image", "image/png", 100, "PUT")
+        .await;
+    p.url = p.url.replace("X-Amz-Expires=900", "X-Amz-Expires=901");
+    assert_eq!(
+        app.upload(&p, media("image/png", 100), "image/png").await,
+        403
+    );
+    assert!(app.keys().await.is_empty());
+}
+
+#[tokio::test]
+async fn s3_refuses_an_oversize_post() {
+    let app = spawn_app().await;
+    let p = app
+        .presign_ok(&app.token("alice"), "image", "image/png", 100, "POST")
+        .await;
+    let too_big = media("image/png", usize::try_from(p.max_size).expect("fits") + 1);
+    let status = app.upload(&p, too_big, "image/png").await;
+    assert_eq!(
+        status, 400,
+        "S3 must refuse a body over content-length-range"
+    );
+    assert!(!app.object_exists(&p.key).await);
+}
+
+#[tokio::test]
+async fn s3_refuses_a_post_with_another_content_type() {
+    let app = spawn_app().await;
+    let p = app
+        .presign_ok(&app.token("alice"), "image", "image/png", 100, "POST")
+        .await;
+    let status = app.upload(&p, media("image/png", 100), "text/html").await;
+    assert_eq!(status, 403);
+    assert!(!app.object_exists(&p.key).await);
+}
