@@ -1,6 +1,12 @@
 //! The records the catalog keeps: uploads (one per presign) and file handles (one per commit).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
+
+/// The current time at the precision both databases store (microseconds), so a record read
+/// back equals the record written and a 201 body equals every later 200 body.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
 use serde::Serialize;
 
 use super::ids::{FileId, UploadId};
@@ -119,5 +125,10 @@ mod tests {
             assert_eq!(UploadState::parse(s.as_str()), Some(s));
         }
         assert_eq!(UploadState::parse("ISSUED"), None);
+    }
+
+    #[test]
+    fn now_has_microsecond_precision() {
+        assert_eq!(now().timestamp_subsec_nanos() % 1000, 0);
     }
 }

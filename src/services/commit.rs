@@ -13,14 +13,12 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
-
 use crate::auth::Identity;
 use crate::catalog::{CatalogError, LeaseRequest};
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
 use crate::domain::keys::{is_legacy_key, FinalKey, TmpKey};
-use crate::domain::records::{FileHandle, Upload, UploadState};
+use crate::domain::records::{self, FileHandle, Upload, UploadState};
 use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -92,7 +90,7 @@ pub async fn commit(
     let lease_secs = state.settings.uploads.commit_lease_secs;
     let give_up_at = Instant::now() + Duration::from_secs(lease_secs + 5);
     let lease = loop {
-        let now = Utc::now();
+        let now = records::now();
         match upload.state {
             UploadState::Committed => return existing(state, &upload, custom.as_ref()).await,
             UploadState::Rejected => {
@@ -180,7 +178,7 @@ async fn take_lease(
     final_key: FinalKey,
     previous: Option<&str>,
 ) -> Result<Option<Lease>, AppError> {
-    let now = Utc::now();
+    let now = records::now();
     let token = uuid::Uuid::new_v4().simple().to_string();
     let secs = i64::try_from(state.settings.uploads.commit_lease_secs).unwrap_or(30);
     let req = LeaseRequest {
@@ -377,7 +375,7 @@ async fn record(
         etag: fin.etag.clone(),
         profile: upload.profile.clone(),
         created_by: upload.owner.clone(),
-        created_at: Utc::now(),
+        created_at: records::now(),
     };
     let recorded = match state.catalog.record_handle(&handle, &lease.token).await {
         Ok(Some(h)) => h,
@@ -405,7 +403,7 @@ async fn record(
 
 /// Applies a failure's lease policy and returns the error for the client.
 async fn settle(state: &AppState, upload: &Upload, lease: &Lease, failure: Failure) -> AppError {
-    let now = Utc::now();
+    let now = records::now();
     let catalog = &state.catalog;
     match failure {
         Failure::Release(err) => {

@@ -13,7 +13,7 @@ use crate::domain::ids::UploadId;
 use crate::domain::keys::{SafeName, TmpKey};
 use crate::domain::profile::{PresignRejection, RawSize};
 use crate::domain::quota::{quota_day, seconds_until_next_day};
-use crate::domain::records::{Upload, UploadMethod, UploadState};
+use crate::domain::records::{self, Upload, UploadMethod, UploadState};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::storage::PresignInput;
@@ -57,7 +57,7 @@ pub async fn presign(
     let size = profile.accept_size(cmd.size)?;
     let name = SafeName::sanitize(cmd.filename.as_deref()).map_err(PresignRejection::from)?;
 
-    let now = Utc::now();
+    let now = records::now();
     let expires_at =
         now + Duration::seconds(i64::try_from(settings.uploads.presign_expiry_secs).unwrap_or(900));
     let commit_deadline = now

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs upcommit locally on the embedded default: SQLite under ./data and a LocalStack S3 that
+# this script installs and starts itself, with the bucket created, versioned and carrying the
+# lifecycle rules of infra/lifecycle-rules.json. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+trap stop_localstack EXIT
+start_localstack
+
+export UPCOMMIT_BUCKET="${UPCOMMIT_BUCKET:-upcommit-local}"
+export UPCOMMIT_S3_ENDPOINT="${UPCOMMIT_S3_ENDPOINT:-http://$LOCALSTACK_ADDR}"
+export DATABASE_URL="${DATABASE_URL:-sqlite://data/upcommit.db}"
+export UPCOMMIT_LISTEN="${UPCOMMIT_LISTEN:-127.0.0.1:8080}"
+if [ -z "${UPCOMMIT_JWT_SECRET:-}" ]; then
+  mkdir -p data
+  [ -s data/dev-jwt-secret ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >data/dev-jwt-secret
+  UPCOMMIT_JWT_SECRET=$(cat data/dev-jwt-secret)
+  export UPCOMMIT_JWT_SECRET
+fi
+
+log "preparing bucket $UPCOMMIT_BUCKET"
+"$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" infra/lifecycle-rules.json
+
+cargo build --release --locked
+log "upcommit listens on http://$UPCOMMIT_LISTEN (database $DATABASE_URL, bucket $UPCOMMIT_BUCKET)"
+log "mint a token with: UPCOMMIT_JWT_SECRET=\$(cat data/dev-jwt-secret) target/release/upcommit token --sub alice"
+target/release/upcommit serve
