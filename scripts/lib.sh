@@ -85,6 +85,8 @@ start_postgres() {
   local bin port
   bin=$(pg_bindir)
   port="${UPCOMMIT_PG_PORT:-54329}"
+  # A cluster left running by a killed run must not block this one: take the next free port.
+  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
   PG_DATADIR=$(mktemp -d /tmp/upcommit-pg.XXXXXX)
   local as=()
   if [ "$(id -u)" = 0 ]; then

@@ -23,7 +23,7 @@ fi
 log "preparing bucket $UPCOMMIT_BUCKET"
 "$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" infra/lifecycle-rules.json
 
-cargo build --release --locked
+cargo build --locked --bin upcommit
 log "upcommit listens on http://$UPCOMMIT_LISTEN (database $DATABASE_URL, bucket $UPCOMMIT_BUCKET)"
-log "mint a token with: UPCOMMIT_JWT_SECRET=\$(cat data/dev-jwt-secret) target/release/upcommit token --sub alice"
-target/release/upcommit serve
+log "mint a token with: UPCOMMIT_JWT_SECRET=\$(cat data/dev-jwt-secret) target/debug/upcommit token --sub alice"
+target/debug/upcommit serve
