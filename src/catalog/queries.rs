@@ -17,7 +17,6 @@ pub(super) const HANDLE_COLUMNS: &str =
     "id, upload_id, key, size, content_type, etag, profile, created_by, created_at";
 
 /// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
-#[allow(clippy::type_complexity)]
 pub(super) struct UploadRow {
     pub id: String,
     pub owner: String,

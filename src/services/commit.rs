@@ -87,8 +87,18 @@ pub async fn commit(
         .ok_or(AppError::UploadNotFound)?;
     tracing::Span::current().record("upload.id", tracing::field::display(&upload.id));
 
-    let lease_secs = state.settings.uploads.commit_lease_secs;
-    let give_up_at = Instant::now() + Duration::from_secs(lease_secs + 5);
+    // Wait for a concurrent holder at most until its lease would expire, and never past the
+    // request timeout: the caller then gets `commit_in_progress` and retries.
+    let uploads = &state.settings.uploads;
+    let wait = (uploads.commit_lease_secs + 5).min(
+        state
+            .settings
+            .http
+            .request_timeout_secs
+            .saturating_sub(2)
+            .max(1),
+    );
+    let give_up_at = Instant::now() + Duration::from_secs(wait);
     let lease = loop {
         let now = records::now();
         match upload.state {

@@ -434,9 +434,21 @@ async fn an_object_over_the_single_copy_limit_is_refused_with_a_clear_code() {
     })
     .await;
     let token = app.token("alice");
-    let p = app.presign_ok(&token, "image", "image/png", 1001, "PUT").await;
-    assert!(app.upload(&p, media("image/png", 1001), "image/png").await.is_success());
-    assert_eq!(error_code(app.commit(&token, &p.key, None).await).await, (422, "object_too_large_to_promote".to_owned()));
-    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued", "not rejected: a later server may promote it");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 1001, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 1001), "image/png")
+        .await
+        .is_success());
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (422, "object_too_large_to_promote".to_owned())
+    );
+    assert_eq!(
+        app.db.upload_state(&p.upload_id).await,
+        "issued",
+        "not rejected: a later server may promote it"
+    );
     assert!(app.object_exists(&p.key).await);
 }

@@ -66,6 +66,10 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
 }
 
+/// Wraps the real store (given with a raw client for arranging faults) in another store.
+pub type StoreWrapper =
+    Box<dyn FnOnce(Arc<dyn ObjectStore>, aws_sdk_s3::Client) -> Arc<dyn ObjectStore>>;
+
 /// Options for one test's server.
 #[derive(Default)]
 pub struct Spawn {
