@@ -75,8 +75,7 @@ pub type StoreWrapper =
 pub struct Spawn {
     pub env: Vec<(&'static str, String)>,
     /// Wraps the real store, e.g. in a fault injector.
-    pub wrap_store:
-        Option<Box<dyn FnOnce(Arc<dyn ObjectStore>, aws_sdk_s3::Client) -> Arc<dyn ObjectStore>>>,
+    pub wrap_store: Option<StoreWrapper>,
 }
 
 pub fn s3_endpoint() -> String {
