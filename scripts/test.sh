@@ -24,6 +24,9 @@ fi
 log "checking formatting"
 cargo fmt --check
 
+log "lints"
+cargo clippy --all-targets --locked -- -D warnings
+
 log "building"
 cargo build --tests --locked
 

@@ -396,6 +396,8 @@ mod tests {
             "....//....//x",
             "name with spaces & ümlauts.png",
             "x\u{200B}.png",
+            "'; DROP TABLE uploads; --.png",
+            "\" OR 1=1 --",
             ".",
             "..",
             "",

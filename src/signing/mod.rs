@@ -78,6 +78,16 @@ pub fn uri_encode(s: &str, keep_slash: bool) -> String {
     out
 }
 
+/// The fictitious credentials AWS's documentation uses in its signing examples.
+#[cfg(test)]
+pub(crate) fn aws_example_credentials() -> SigningCredentials {
+    SigningCredentials {
+        access_key_id: "AKIAIOSFODNN7EXAMPLE".into(),
+        secret_access_key: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(),
+        session_token: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

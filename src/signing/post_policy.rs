@@ -90,13 +90,7 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
-    fn example_creds() -> SigningCredentials {
-        SigningCredentials {
-            access_key_id: "AKIAIOSFODNN7EXAMPLE".into(),
-            secret_access_key: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(),
-            session_token: None,
-        }
-    }
+    use crate::signing::aws_example_credentials as example_creds;
 
     /// AWS's published vector, "Browser-Based Upload using HTTP POST (Using AWS Signature
     /// Version 4)": the base64 policy as the page gives it, and its stated signature.

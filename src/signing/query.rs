@@ -81,13 +81,7 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
-    fn example_creds() -> SigningCredentials {
-        SigningCredentials {
-            access_key_id: "AKIAIOSFODNN7EXAMPLE".into(),
-            secret_access_key: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(),
-            session_token: None,
-        }
-    }
+    use crate::signing::aws_example_credentials as example_creds;
 
     /// AWS's published example, "Authenticating Requests: Using Query Parameters".
     #[test]

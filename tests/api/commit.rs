@@ -96,13 +96,7 @@ async fn commit_before_the_upload_answers_object_not_uploaded_and_can_be_retried
 async fn someone_elses_upload_and_unknown_keys_get_the_same_404() {
     let app = spawn_app().await;
     let alice = app.token("alice");
-    let p = app
-        .presign_ok(&alice, "image", "image/png", 300, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 300), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
 
     let mallory = app.token("mallory");
     let theirs = app.commit(&mallory, &p.key, None).await;
@@ -176,13 +170,7 @@ async fn an_html_document_labelled_png_is_rejected_by_its_magic_bytes() {
 async fn a_commit_after_the_commit_window_answers_410() {
     let app = spawn_app().await;
     let token = app.token("alice");
-    let p = app
-        .presign_ok(&token, "image", "image/png", 300, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 300), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&token, "image", "image/png", 300, "PUT").await;
     let past = chrono::Utc::now() - chrono::Duration::minutes(1);
     match &app.db {
         crate::helpers::TestDb::Sqlite(pool) => {
@@ -216,13 +204,7 @@ async fn final_key_under_tmp_is_refused_in_every_spelling() {
     let app = spawn_app().await;
     let alice = app.token("alice");
     let admin = app.admin_token("root");
-    let p = app
-        .presign_ok(&alice, "image", "image/png", 300, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 300), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
 
     let spellings = [
         "tmp/x",
@@ -261,13 +243,7 @@ async fn final_key_under_tmp_is_refused_in_every_spelling() {
 async fn only_admins_choose_a_final_key() {
     let app = spawn_app().await;
     let alice = app.token("alice");
-    let p = app
-        .presign_ok(&alice, "image", "image/png", 300, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 300), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
     assert_eq!(
         error_code(app.commit(&alice, &p.key, Some("avatars/alice.png")).await).await,
         (403, "final_key_forbidden".to_owned())
@@ -314,13 +290,7 @@ async fn an_admin_commits_to_a_custom_key_and_an_occupied_key_answers_409() {
         "the handle belongs to the uploader"
     );
 
-    let second = app
-        .presign_ok(&alice, "image", "image/png", 400, "PUT")
-        .await;
-    assert!(app
-        .upload(&second, media("image/png", 400), "image/png")
-        .await
-        .is_success());
+    let second = app.uploaded(&alice, "image", "image/png", 400, "PUT").await;
     assert_eq!(
         error_code(
             app.commit(&admin, &second.key, Some("avatars/alice/current.png"))
@@ -435,12 +405,8 @@ async fn an_object_over_the_single_copy_limit_is_refused_with_a_clear_code() {
     .await;
     let token = app.token("alice");
     let p = app
-        .presign_ok(&token, "image", "image/png", 1001, "PUT")
+        .uploaded(&token, "image", "image/png", 1001, "PUT")
         .await;
-    assert!(app
-        .upload(&p, media("image/png", 1001), "image/png")
-        .await
-        .is_success());
     assert_eq!(
         error_code(app.commit(&token, &p.key, None).await).await,
         (422, "object_too_large_to_promote".to_owned())

@@ -3,19 +3,15 @@ use std::collections::HashSet;
 use futures::future::join_all;
 use serde_json::Value;
 
-use crate::helpers::{media, spawn_app};
+use crate::helpers::spawn_app;
 
 #[tokio::test]
 async fn twenty_concurrent_commits_of_one_upload_produce_one_handle_for_all() {
     let app = spawn_app().await;
     let token = app.token("alice");
     let p = app
-        .presign_ok(&token, "image", "image/png", 4096, "PUT")
+        .uploaded(&token, "image", "image/png", 4096, "PUT")
         .await;
-    assert!(app
-        .upload(&p, media("image/png", 4096), "image/png")
-        .await
-        .is_success());
 
     let responses = join_all((0..20).map(|_| app.commit(&token, &p.key, None))).await;
     let mut statuses = Vec::new();
@@ -49,13 +45,7 @@ async fn concurrent_commits_of_different_uploads_all_succeed() {
     let token = app.token("alice");
     let mut uploads = Vec::new();
     for _ in 0..16 {
-        let p = app
-            .presign_ok(&token, "image", "image/png", 256, "PUT")
-            .await;
-        assert!(app
-            .upload(&p, media("image/png", 256), "image/png")
-            .await
-            .is_success());
+        let p = app.uploaded(&token, "image", "image/png", 256, "PUT").await;
         uploads.push(p);
     }
     let responses = join_all(uploads.iter().map(|p| app.commit(&token, &p.key, None))).await;
@@ -72,12 +62,8 @@ async fn two_uploads_racing_for_one_admin_key_never_overwrite() {
     let mut uploads = Vec::new();
     for i in 0..6 {
         let p = app
-            .presign_ok(&alice, "image", "image/png", 300 + i, "PUT")
+            .uploaded(&alice, "image", "image/png", 300 + i, "PUT")
             .await;
-        assert!(app
-            .upload(&p, media("image/png", 300 + i), "image/png")
-            .await
-            .is_success());
         uploads.push(p);
     }
     let responses = join_all(

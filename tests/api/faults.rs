@@ -9,7 +9,7 @@ use upcommit::domain::keys::FinalKey;
 use upcommit::signing::post_policy::PostForm;
 use upcommit::storage::{ObjectHead, ObjectStore, PresignInput, PresignedPut, StoreError};
 
-use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp};
 
 #[derive(Default)]
 pub struct Faults {
@@ -131,13 +131,7 @@ async fn spawn_faulty() -> (TestApp, Arc<Faults>) {
 async fn a_copy_that_times_out_is_completed_by_the_retry_without_a_second_copy() {
     let (app, faults) = spawn_faulty().await;
     let token = app.token("alice");
-    let p = app
-        .presign_ok(&token, "image", "image/png", 900, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 900), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&token, "image", "image/png", 900, "PUT").await;
     faults.copy_then_timeout.store(1, Ordering::SeqCst);
 
     let resp = app.commit(&token, &p.key, None).await;
@@ -172,13 +166,7 @@ async fn a_copy_that_times_out_is_completed_by_the_retry_without_a_second_copy()
 async fn a_failed_tmp_delete_still_answers_201_and_a_retry_cleans_up() {
     let (app, faults) = spawn_faulty().await;
     let token = app.token("alice");
-    let p = app
-        .presign_ok(&token, "image", "image/png", 900, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 900), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&token, "image", "image/png", 900, "PUT").await;
     faults.fail_deletes.store(1, Ordering::SeqCst);
 
     let first = app.commit(&token, &p.key, None).await;
@@ -204,13 +192,7 @@ async fn a_failed_tmp_delete_still_answers_201_and_a_retry_cleans_up() {
 async fn bytes_replaced_after_validation_are_never_promoted() {
     let (app, faults) = spawn_faulty().await;
     let token = app.token("alice");
-    let p = app
-        .presign_ok(&token, "image", "image/png", 900, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 900), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&token, "image", "image/png", 900, "PUT").await;
     let mut evil = b"<html><script>steal()</script>".to_vec();
     evil.resize(900, b' ');
     *faults.replace_before_copy.lock().expect("lock") = Some(evil);

@@ -359,6 +359,25 @@ impl TestApp {
         p
     }
 
+    /// Presigns and uploads valid bytes of the declared type, asserting both succeed.
+    pub async fn uploaded(
+        &self,
+        token: &str,
+        profile: &str,
+        content_type: &str,
+        size: usize,
+        method: &str,
+    ) -> Presigned {
+        let p = self
+            .presign_ok(token, profile, content_type, size, method)
+            .await;
+        let status = self
+            .upload(&p, media(content_type, size), content_type)
+            .await;
+        assert!(status.is_success(), "upload refused: {status}");
+        p
+    }
+
     /// Uploads straight to S3 the way a client does, with the presigned URL or form.
     pub async fn upload(
         &self,

@@ -9,5 +9,6 @@ mod faults;
 mod helpers;
 mod http_contract;
 mod legacy;
+mod outages;
 mod presign;
 mod upload_step;

@@ -87,3 +87,22 @@ async fn s3_refuses_a_post_with_another_content_type() {
     assert_eq!(status, 403);
     assert!(!app.object_exists(&p.key).await);
 }
+
+#[tokio::test]
+async fn s3_refuses_a_put_after_the_url_expired() {
+    let app = crate::helpers::spawn_app_with(crate::helpers::Spawn {
+        env: vec![("UPCOMMIT_PRESIGN_EXPIRY_SECS", "1".into())],
+        ..Default::default()
+    })
+    .await;
+    let p = app
+        .presign_ok(&app.token("alice"), "image", "image/png", 100, "PUT")
+        .await;
+    // Waiting out the expiry is the behaviour under test, not a timing assertion.
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert_eq!(
+        app.upload(&p, media("image/png", 100), "image/png").await,
+        403
+    );
+    assert!(app.keys().await.is_empty());
+}
