@@ -18,7 +18,8 @@ use axum::Router;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
 
 use crate::config::HttpSettings;
 use crate::error::AppError;
@@ -44,7 +45,11 @@ fn with_middleware(app: Router, http: &HttpSettings) -> Router {
     app.layer(
         ServiceBuilder::new()
             .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-            .layer(TraceLayer::new_for_http().make_span_with(request_span))
+            .layer(
+                TraceLayer::new_for_http()
+                    .make_span_with(request_span)
+                    .on_response(DefaultOnResponse::new().level(Level::INFO)),
+            )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
             .layer(CatchPanicLayer::custom(|_| {
                 AppError::Internal("handler panicked".into()).into_response()
