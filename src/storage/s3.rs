@@ -104,16 +104,22 @@ impl ObjectStore for S3Store {
 
     async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError> {
         let creds = self.signing_credentials().await?;
-        let mut headers = BTreeMap::new();
-        headers.insert("content-length".to_owned(), input.size.to_string());
-        headers.insert("content-type".to_owned(), input.content_type.to_owned());
-        headers.insert("if-none-match".to_owned(), "*".to_owned());
+        // What the client must send is exactly what is signed.
+        let must_send: Vec<(String, String)> = vec![
+            ("Content-Type".into(), input.content_type.to_owned()),
+            ("Content-Length".into(), input.size.to_string()),
+            ("If-None-Match".into(), "*".into()),
+        ];
+        let signed = must_send
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+            .collect();
         let url = query::presign(
             &PresignRequest {
                 method: "PUT",
                 location: &self.location,
                 key: input.key,
-                headers: headers.clone(),
+                headers: signed,
                 query: BTreeMap::new(),
                 region: &self.region,
                 now: input.now,
@@ -121,15 +127,10 @@ impl ObjectStore for S3Store {
             },
             &creds,
         );
-        let headers = [
-            ("Content-Type", input.content_type.to_owned()),
-            ("Content-Length", input.size.to_string()),
-            ("If-None-Match", "*".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        Ok(PresignedPut { url, headers })
+        Ok(PresignedPut {
+            url,
+            headers: must_send,
+        })
     }
 
     async fn presign_post(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError> {

@@ -88,10 +88,16 @@ pub async fn commit(
             .max(1),
     );
     let give_up_at = Instant::now() + Duration::from_secs(wait);
+    // A commit that finds the upload already committed on its first read is a retry: it may
+    // finish an earlier commit's tmp cleanup. One that waited for a concurrent holder is not:
+    // the holder deletes the tmp object itself, right after recording.
+    let mut first_read = true;
     let lease = loop {
         let now = records::now();
         match upload.state {
-            UploadState::Committed => return existing(state, &upload, custom.as_ref()).await,
+            UploadState::Committed => {
+                return existing(state, &upload, custom.as_ref(), first_read).await
+            }
             UploadState::Rejected => {
                 return Err(AppError::UploadRejected(
                     upload
@@ -133,6 +139,7 @@ pub async fn commit(
                 }
             }
         }
+        first_read = false;
         upload = state
             .catalog
             .upload_by_id(&upload.id)
@@ -201,6 +208,7 @@ async fn existing(
     state: &AppState,
     upload: &Upload,
     custom: Option<&FinalKey>,
+    clean_leftover: bool,
 ) -> Result<CommitOutcome, AppError> {
     let handle = state
         .catalog
@@ -215,7 +223,9 @@ async fn existing(
     if custom.is_some_and(|k| k.as_str() != handle.key) {
         return Err(AppError::FinalKeyConflict);
     }
-    remove_leftover_tmp(state, upload).await;
+    if clean_leftover {
+        remove_leftover_tmp(state, upload).await;
+    }
     Ok(CommitOutcome::Existing(handle))
 }
 
