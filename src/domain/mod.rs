@@ -3,7 +3,9 @@
 
 pub mod content;
 pub mod ids;
+pub mod bucket_check;
 pub mod keys;
+pub mod lifecycle;
 pub mod profile;
 pub mod quota;
 pub mod records;
