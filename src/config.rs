@@ -7,8 +7,10 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::domain::bucket_check::Expectations;
 use crate::domain::content::ContentType;
 use crate::domain::keys::FinalPrefix;
+use crate::domain::lifecycle::required_rules;
 use crate::domain::profile::{builtin_profiles, Profile};
 use crate::domain::quota::QuotaLimits;
 
@@ -55,6 +57,7 @@ pub struct Settings {
     /// Per-user daily limits (`UPCOMMIT_QUOTA_DAILY_UPLOADS`, `UPCOMMIT_QUOTA_DAILY_BYTES`; 0 = unlimited).
     pub quota: QuotaLimits,
     pub http: HttpSettings,
+    pub bucket_check: BucketCheckSettings,
     /// `text` or `json` (`UPCOMMIT_LOG_FORMAT`).
     pub log_format: LogFormat,
 }
@@ -76,6 +79,19 @@ pub struct S3Settings {
     pub endpoint: Option<String>,
     /// Region (`AWS_REGION`, then `AWS_DEFAULT_REGION`, default `us-east-1`).
     pub region: String,
+    /// Browser origins that upload straight to the bucket; the bucket checks verify its CORS
+    /// lets each of them (`UPCOMMIT_CORS_ORIGINS`, comma-separated, default none).
+    pub cors_origins: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct BucketCheckSettings {
+    /// Seconds between checks of the live bucket's configuration; 0 turns the watch off
+    /// (`UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS`, default 300).
+    pub interval_secs: u64,
+    /// Whether a failed bucket check makes `/readyz` answer 503
+    /// (`UPCOMMIT_BUCKET_CHECK_FAILS_READINESS`, default false: report only).
+    pub fails_readiness: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +150,9 @@ struct FileSettings {
     legacy_prefixes: Option<Vec<String>>,
     request_timeout_secs: Option<u64>,
     body_limit_bytes: Option<usize>,
+    cors_origins: Option<Vec<String>>,
+    bucket_check_interval_secs: Option<u64>,
+    bucket_check_fails_readiness: Option<bool>,
     log_format: Option<String>,
     profiles: Option<Vec<FileProfile>>,
 }
@@ -172,6 +191,31 @@ impl Source<'_> {
                 .parse()
                 .map_err(|_| ConfigError(format!("{env}: expected a whole number, got {v:?}"))),
             None => Ok(file.unwrap_or(default)),
+        }
+    }
+
+    fn flag(&self, env: &str, file: Option<bool>, default: bool) -> Result<bool, ConfigError> {
+        match (self.env)(env).filter(|v| !v.is_empty()) {
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Ok(true),
+                "false" | "0" | "no" => Ok(false),
+                _ => Err(ConfigError(format!(
+                    "{env}: expected true or false, got {v:?}"
+                ))),
+            },
+            None => Ok(file.unwrap_or(default)),
+        }
+    }
+
+    fn list(&self, env: &str, file: Option<Vec<String>>) -> Vec<String> {
+        match (self.env)(env) {
+            Some(v) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            None => file.unwrap_or_default(),
         }
     }
 }
@@ -244,15 +288,16 @@ impl Settings {
             .or(f.region)
             .unwrap_or_else(|| "us-east-1".into());
 
-        let legacy_raw: Vec<String> = match (env)("UPCOMMIT_LEGACY_PREFIXES") {
-            Some(v) => v
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect(),
-            None => f.legacy_prefixes.unwrap_or_default(),
-        };
+        let legacy_raw = src.list("UPCOMMIT_LEGACY_PREFIXES", f.legacy_prefixes);
+        let cors_origins = src.list("UPCOMMIT_CORS_ORIGINS", f.cors_origins);
+        if let Some(bad) = cors_origins
+            .iter()
+            .find(|o| !(o.starts_with("https://") || o.starts_with("http://") || *o == "*"))
+        {
+            return Err(ConfigError(format!(
+                "UPCOMMIT_CORS_ORIGINS: expected origins like https://app.example.com, got {bad:?}"
+            )));
+        }
         let legacy_prefixes = legacy_raw
             .iter()
             .map(|p| {
@@ -347,6 +392,19 @@ impl Settings {
                 bucket,
                 endpoint,
                 region,
+                cors_origins,
+            },
+            bucket_check: BucketCheckSettings {
+                interval_secs: src.number(
+                    "UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS",
+                    f.bucket_check_interval_secs,
+                    300,
+                )?,
+                fails_readiness: src.flag(
+                    "UPCOMMIT_BUCKET_CHECK_FAILS_READINESS",
+                    f.bucket_check_fails_readiness,
+                    false,
+                )?,
             },
             auth: AuthSettings {
                 jwt_secret: SecretString::new(jwt_secret),
@@ -376,6 +434,30 @@ impl Settings {
             },
             log_format,
         })
+    }
+
+    /// What the bucket checks expect of the live bucket: the embedded lifecycle rules, no
+    /// expiry over any profile's final prefix or a legacy prefix, CORS for the browser origins.
+    pub fn bucket_expectations(&self) -> Expectations {
+        let mut final_prefixes: Vec<String> = self
+            .uploads
+            .profiles
+            .iter()
+            .map(|p| p.final_prefix.as_str().to_owned())
+            .chain(
+                self.uploads
+                    .legacy_prefixes
+                    .iter()
+                    .map(|p| p.as_str().to_owned()),
+            )
+            .collect();
+        final_prefixes.sort();
+        final_prefixes.dedup();
+        Expectations {
+            required_rules: required_rules().to_vec(),
+            final_prefixes,
+            cors_origins: self.s3.cors_origins.clone(),
+        }
     }
 
     pub fn profile(&self, name: &str) -> Option<&Profile> {

@@ -2,11 +2,14 @@
 //! reports the real port, and serves until SIGTERM or Ctrl-C, finishing in-flight requests.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 
 use crate::catalog::{self, Catalog};
 use crate::config::Settings;
+use crate::services::bucket_watch::BucketWatch;
 use crate::state::AppState;
 use crate::storage::{ObjectStore, S3Store};
 
@@ -28,6 +31,8 @@ pub struct Application {
     port: u16,
     router: axum::Router,
     state: AppState,
+    /// The periodic bucket check; stopped with the server.
+    watch_task: Option<JoinHandle<()>>,
 }
 
 impl Application {
@@ -61,10 +66,20 @@ impl Application {
                 source,
             })?
             .port();
+        let bucket_watch = Arc::new(BucketWatch::new());
+        let watch_task = match settings.bucket_check.interval_secs {
+            0 => None,
+            secs => Some(bucket_watch.clone().spawn(
+                store.clone(),
+                settings.bucket_expectations(),
+                Duration::from_secs(secs),
+            )),
+        };
         let state = AppState {
             settings: Arc::new(settings),
             catalog,
             store,
+            bucket_watch,
         };
         let router = crate::http::router(state.clone());
         Ok(Self {
@@ -72,6 +87,7 @@ impl Application {
             port,
             router,
             state,
+            watch_task,
         })
     }
 
@@ -85,9 +101,13 @@ impl Application {
 
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(port = self.port, "listening");
-        axum::serve(self.listener, self.router)
+        let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
-            .await
+            .await;
+        if let Some(task) = self.watch_task {
+            task.abort();
+        }
+        served
     }
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::config::Settings;
+use crate::services::bucket_watch::BucketWatch;
 use crate::storage::ObjectStore;
 
 #[derive(Clone)]
@@ -11,4 +12,6 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub catalog: Arc<dyn Catalog>,
     pub store: Arc<dyn ObjectStore>,
+    /// The latest check of the live bucket's configuration.
+    pub bucket_watch: Arc<BucketWatch>,
 }

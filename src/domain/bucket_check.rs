@@ -130,7 +130,11 @@ pub fn evaluate(view: &BucketView, want: &Expectations) -> Vec<CheckResult> {
         lifecycle_check(view, Check::LifecycleFinalPrefixes, |rules| {
             lifecycle::expiring_over_final(rules, &want.final_prefixes)
         }),
-        lifecycle_check(view, Check::LifecycleVersionedExpiry, lifecycle::unpaired_expiry),
+        lifecycle_check(
+            view,
+            Check::LifecycleVersionedExpiry,
+            lifecycle::unpaired_expiry,
+        ),
         cors(view, &want.cors_origins),
         encryption(view),
     ]
@@ -252,9 +256,11 @@ fn cors_rule_serves(rule: &CorsRule, origin: &str) -> bool {
         .iter()
         .any(|o| o == "*" || o.trim_end_matches('/') == origin.trim_end_matches('/'));
     origin_ok
-        && ["PUT", "POST"]
-            .iter()
-            .all(|m| rule.allowed_methods.iter().any(|x| x.eq_ignore_ascii_case(m)))
+        && ["PUT", "POST"].iter().all(|m| {
+            rule.allowed_methods
+                .iter()
+                .any(|x| x.eq_ignore_ascii_case(m))
+        })
         && has(&rule.allowed_headers, "content-type")
         && has(&rule.allowed_headers, "if-none-match")
         && rule
@@ -329,7 +335,10 @@ mod tests {
             results.iter().map(|r| r.check).collect::<Vec<_>>(),
             Check::ALL.to_vec()
         );
-        assert!(results.iter().all(|r| r.ok && r.fix.is_none()), "{results:?}");
+        assert!(
+            results.iter().all(|r| r.ok && r.fix.is_none()),
+            "{results:?}"
+        );
     }
 
     #[test]

@@ -580,7 +580,10 @@ mod tests {
 
     #[test]
     fn the_merge_keeps_foreign_rules_and_replaces_ours_by_id() {
-        let ours = vec![expire("upcommit-tmp", "tmp/", 7), noncurrent("upcommit-nc", "tmp/", 1)];
+        let ours = vec![
+            expire("upcommit-tmp", "tmp/", 7),
+            noncurrent("upcommit-nc", "tmp/", 1),
+        ];
         let live = vec![
             expire("resize-cache", "cache/", 30),
             expire("upcommit-tmp", "tmp/", 30),

@@ -1,9 +1,9 @@
 //! Pure domain rules: keys, pairing, profiles, content types, quotas. No I/O lives here, so every
 //! rule can be tested exhaustively next to its code.
 
+pub mod bucket_check;
 pub mod content;
 pub mod ids;
-pub mod bucket_check;
 pub mod keys;
 pub mod lifecycle;
 pub mod profile;

@@ -1,4 +1,5 @@
-//! `GET /healthz` (the process answers) and `GET /readyz` (database and bucket reachable).
+//! `GET /healthz` (the process answers), `GET /readyz` (database and bucket reachable, and the
+//! latest check of the bucket's configuration in detail).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -21,12 +22,21 @@ async fn healthz() -> Json<Value> {
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let (db, bucket) = tokio::join!(state.catalog.ping(), state.store.check_bucket());
     let show = |ok: bool| if ok { "ok" } else { "unavailable" };
-    let checks = json!({ "database": show(db.is_ok()), "bucket": show(bucket.is_ok()) });
-    if db.is_ok() && bucket.is_ok() {
-        (
-            StatusCode::OK,
-            Json(json!({ "status": "ready", "checks": checks })),
-        )
+    let report = state.bucket_watch.latest();
+    let config_status = match &report {
+        Some(r) if r.ok() => "ok",
+        Some(_) => "failing",
+        None if state.settings.bucket_check.interval_secs == 0 => "disabled",
+        None => "pending",
+    };
+    let checks = json!({
+        "database": show(db.is_ok()),
+        "bucket": show(bucket.is_ok()),
+        "bucket_config": config_status,
+    });
+    let config_blocks = state.settings.bucket_check.fails_readiness && config_status == "failing";
+    let mut body = if db.is_ok() && bucket.is_ok() && !config_blocks {
+        json!({ "status": "ready", "checks": checks })
     } else {
         if let Err(e) = &db {
             tracing::warn!(check = "database", error.detail = %e, "readiness check failed");
@@ -34,10 +44,18 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
         if let Err(e) = &bucket {
             tracing::warn!(check = "bucket", error.detail = %e, "readiness check failed");
         }
-        let body = json!({
-            "error": { "code": "not_ready", "message": "a dependency is unavailable" },
+        json!({
+            "error": { "code": "not_ready", "message": "a dependency is unavailable or the bucket's configuration fails its checks" },
             "checks": checks,
-        });
-        (StatusCode::SERVICE_UNAVAILABLE, Json(body))
+        })
+    };
+    if let Some(r) = report {
+        body["bucket_config"] = json!(r.as_ref());
     }
+    let status = if body.get("error").is_some() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(body))
 }

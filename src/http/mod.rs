@@ -5,6 +5,7 @@ mod error;
 pub mod extract;
 mod files;
 mod health;
+mod metrics;
 mod uploads;
 
 use std::time::Duration;
@@ -34,6 +35,7 @@ pub fn router(state: AppState) -> Router {
         .merge(uploads::router())
         .merge(files::router())
         .merge(health::router())
+        .merge(metrics::router())
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state);

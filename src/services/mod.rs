@@ -1,5 +1,8 @@
 //! The two workflows, independent of HTTP: presign (validate, sign, record) and commit
-//! (validate the uploaded object, promote it to its paired final key, record the handle).
+//! (validate the uploaded object, promote it to its paired final key, record the handle), and
+//! the checks of the live bucket's configuration.
 
+pub mod apply_lifecycle;
+pub mod bucket_watch;
 pub mod commit;
 pub mod presign;

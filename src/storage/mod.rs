@@ -2,6 +2,7 @@
 //! (`head`, `read_head_bytes`, `promote`, `delete_version`, presigning). Tests wrap it to inject
 //! faults; the rest of the service never knows which implementation it holds.
 
+mod bucket;
 mod errors;
 mod s3;
 
@@ -10,9 +11,11 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::domain::bucket_check::BucketView;
 use crate::domain::keys::FinalKey;
 use crate::signing::post_policy::PostForm;
 
+pub use bucket::{lifecycle_configuration, rule_view, sdk_rule};
 pub use errors::StoreError;
 pub use s3::S3Store;
 
@@ -91,4 +94,8 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// Bucket reachable (readiness).
     async fn check_bucket(&self) -> Result<(), StoreError>;
+
+    /// The live bucket's configuration (versioning, lifecycle, CORS, encryption) as the
+    /// bucket checks need it; each part may fail on its own.
+    async fn bucket_view(&self) -> BucketView;
 }

@@ -8,12 +8,13 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_s3::config::{ProvideCredentials, SharedCredentialsProvider};
-use aws_sdk_s3::types::MetadataDirective;
+use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
 
 use super::errors::classify;
 use super::{ObjectHead, ObjectStore, PresignInput, PresignedPut, StoreError, UPLOAD_ID_METADATA};
 use crate::config::S3Settings;
+use crate::domain::bucket_check::BucketView;
 use crate::domain::keys::FinalKey;
 use crate::signing::post_policy::{self, PostForm, PostPolicyRequest};
 use crate::signing::query::{self, PresignRequest};
@@ -62,6 +63,16 @@ impl S3Store {
             location,
             credentials,
         })
+    }
+
+    /// The lifecycle document's rules exactly as S3 holds them, foreign ones included.
+    pub async fn lifecycle_rules(&self) -> Result<Vec<LifecycleRule>, StoreError> {
+        super::bucket::read_lifecycle(&self.client, &self.bucket).await
+    }
+
+    /// Replaces the whole lifecycle document. Only the bucket's one lifecycle owner calls this.
+    pub async fn put_lifecycle_rules(&self, rules: Vec<LifecycleRule>) -> Result<(), StoreError> {
+        super::bucket::write_lifecycle(&self.client, &self.bucket, rules).await
     }
 
     /// The raw client, for operator tools and tests that arrange the bucket.
@@ -275,5 +286,9 @@ impl ObjectStore for S3Store {
             .await
             .map_err(classify)?;
         Ok(())
+    }
+
+    async fn bucket_view(&self) -> BucketView {
+        super::bucket::read_view(&self.client, &self.bucket).await
     }
 }

@@ -108,6 +108,10 @@ impl ObjectStore for FaultyStore {
     async fn check_bucket(&self) -> Result<(), StoreError> {
         self.inner.check_bucket().await
     }
+
+    async fn bucket_view(&self) -> upcommit::domain::bucket_check::BucketView {
+        self.inner.bucket_view().await
+    }
 }
 
 async fn spawn_faulty() -> (TestApp, Arc<Faults>) {

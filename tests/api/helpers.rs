@@ -5,14 +5,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_s3::types::{
-    AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, BucketVersioningStatus,
-    ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
-    NoncurrentVersionExpiration, VersioningConfiguration,
+    BucketVersioningStatus, CorsConfiguration, CorsRule, ServerSideEncryption,
+    ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
+    VersioningConfiguration,
 };
 use serde_json::{json, Value};
 use sqlx::{Pool, Postgres, Sqlite};
 use upcommit::catalog::{Catalog, PostgresCatalog, SqliteCatalog};
 use upcommit::config::Settings;
+use upcommit::domain::lifecycle::{required_rules, Rule};
+use upcommit::storage::lifecycle_configuration;
 use upcommit::storage::{ObjectStore, S3Store};
 use upcommit::Application;
 
@@ -63,6 +65,8 @@ pub struct TestApp {
     pub bucket: String,
     pub catalog: Arc<dyn Catalog>,
     pub db: TestDb,
+    /// The server's environment, for running the `upcommit` binary against the same bucket.
+    pub env: HashMap<String, String>,
     _dir: tempfile::TempDir,
 }
 
@@ -126,6 +130,7 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         ("UPCOMMIT_S3_ENDPOINT", s3_endpoint()),
         ("AWS_REGION", "us-east-1".to_owned()),
         ("UPCOMMIT_COMMIT_LEASE_SECS", "10".to_owned()),
+        ("UPCOMMIT_CORS_ORIGINS", TEST_ORIGIN.to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -134,6 +139,7 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         vars.insert(k.to_owned(), v);
     }
     let settings = Settings::from_map(&vars).expect("test settings");
+    let env = vars.clone();
 
     let real = S3Store::connect(&settings.s3).await.expect("S3 client");
     let s3 = real.client().clone();
@@ -174,83 +180,87 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         bucket,
         catalog,
         db,
+        env,
         _dir: dir,
     }
 }
 
-/// A versioned bucket with the project's lifecycle rules, as production has.
+/// The browser origin the test bucket's CORS serves and the server expects.
+pub const TEST_ORIGIN: &str = "http://app.test";
+
+/// A bucket configured as infra/ configures production: versioned, the project's lifecycle
+/// rules, CORS for browser uploads, default encryption.
 async fn create_bucket(s3: &aws_sdk_s3::Client, bucket: &str) {
     s3.create_bucket()
         .bucket(bucket)
         .send()
         .await
         .expect("create bucket");
-    s3.put_bucket_versioning()
+    set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
+    put_lifecycle(s3, bucket, required_rules()).await;
+    s3.put_bucket_cors()
         .bucket(bucket)
-        .versioning_configuration(
-            VersioningConfiguration::builder()
-                .status(BucketVersioningStatus::Enabled)
-                .build(),
+        .cors_configuration(
+            CorsConfiguration::builder()
+                .cors_rules(test_cors_rule())
+                .build()
+                .expect("CORS configuration"),
         )
         .send()
         .await
-        .expect("enable versioning");
+        .expect("put CORS");
+    s3.put_bucket_encryption()
+        .bucket(bucket)
+        .server_side_encryption_configuration(
+            ServerSideEncryptionConfiguration::builder()
+                .rules(
+                    ServerSideEncryptionRule::builder()
+                        .apply_server_side_encryption_by_default(
+                            ServerSideEncryptionByDefault::builder()
+                                .sse_algorithm(ServerSideEncryption::Aes256)
+                                .build()
+                                .expect("SSE default"),
+                        )
+                        .build(),
+                )
+                .build()
+                .expect("SSE configuration"),
+        )
+        .send()
+        .await
+        .expect("put encryption");
+}
+
+pub fn test_cors_rule() -> CorsRule {
+    CorsRule::builder()
+        .allowed_origins(TEST_ORIGIN)
+        .allowed_methods("PUT")
+        .allowed_methods("POST")
+        .allowed_methods("GET")
+        .allowed_headers("*")
+        .expose_headers("ETag")
+        .max_age_seconds(600)
+        .build()
+        .expect("CORS rule")
+}
+
+pub async fn set_versioning(s3: &aws_sdk_s3::Client, bucket: &str, status: BucketVersioningStatus) {
+    s3.put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
+        .send()
+        .await
+        .expect("put versioning");
+}
+
+/// Replaces the bucket's whole lifecycle document, as any writer of it does.
+pub async fn put_lifecycle(s3: &aws_sdk_s3::Client, bucket: &str, rules: &[Rule]) {
     s3.put_bucket_lifecycle_configuration()
         .bucket(bucket)
-        .lifecycle_configuration(lifecycle_from_rules_file())
+        .lifecycle_configuration(lifecycle_configuration(rules).expect("lifecycle document"))
         .send()
         .await
         .expect("put lifecycle");
-}
-
-fn lifecycle_from_rules_file() -> BucketLifecycleConfiguration {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/infra/lifecycle-rules.json"
-    ))
-    .expect("rules file");
-    let doc: Value = serde_json::from_str(&text).expect("rules JSON");
-    let mut config = BucketLifecycleConfiguration::builder();
-    for r in doc["rules"].as_array().expect("rules array") {
-        let mut rule = LifecycleRule::builder()
-            .id(r["id"].as_str().expect("id"))
-            .status(ExpirationStatus::Enabled)
-            .filter(
-                LifecycleRuleFilter::builder()
-                    .prefix(r["prefix"].as_str().expect("prefix"))
-                    .build(),
-            );
-        let days = |k: &str| r.get(k).and_then(Value::as_i64).map(|d| d as i32);
-        if let Some(d) = days("expiration_days") {
-            rule = rule.expiration(LifecycleExpiration::builder().days(d).build());
-        }
-        if r.get("expired_object_delete_marker")
-            .and_then(Value::as_bool)
-            == Some(true)
-        {
-            rule = rule.expiration(
-                LifecycleExpiration::builder()
-                    .expired_object_delete_marker(true)
-                    .build(),
-            );
-        }
-        if let Some(d) = days("noncurrent_expiration_days") {
-            rule = rule.noncurrent_version_expiration(
-                NoncurrentVersionExpiration::builder()
-                    .noncurrent_days(d)
-                    .build(),
-            );
-        }
-        if let Some(d) = days("abort_incomplete_multipart_days") {
-            rule = rule.abort_incomplete_multipart_upload(
-                AbortIncompleteMultipartUpload::builder()
-                    .days_after_initiation(d)
-                    .build(),
-            );
-        }
-        config = config.rules(rule.build().expect("rule"));
-    }
-    config.build().expect("lifecycle configuration")
 }
 
 /// Bytes that pass the magic-byte check for a content type, `size` long.

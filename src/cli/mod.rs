@@ -1,6 +1,9 @@
-//! The command line: `serve`, `migrate`, `token`. Each dispatches into library functions.
+//! The command line: `serve`, `migrate`, `token`, `doctor`, `bucket apply-lifecycle`. Each
+//! dispatches into library functions.
 
-use clap::{Parser, Subcommand};
+mod bucket;
+
+use clap::{ArgGroup, Parser, Subcommand};
 
 use crate::config::Settings;
 
@@ -32,6 +35,32 @@ pub enum Command {
         /// Lifetime: 30m, 1h, 2d or seconds.
         #[arg(long, default_value = "1h")]
         ttl: String,
+    },
+    /// Check the live bucket (versioning, lifecycle rules, CORS, encryption); exit 1 on any failure.
+    Doctor {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Operate on the bucket's configuration.
+    Bucket {
+        #[command(subcommand)]
+        command: BucketCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BucketCommand {
+    /// Write our lifecycle rules into the bucket's whole lifecycle document, keeping every
+    /// foreign rule. Only for buckets whose lifecycle terraform does not own.
+    #[command(group(ArgGroup::new("mode").required(true).args(["dry_run", "yes"])))]
+    ApplyLifecycle {
+        /// Print the changes and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Write the document.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -69,6 +98,10 @@ pub async fn run(cli: Cli) -> i32 {
                 1
             }
         },
+        Command::Doctor { json } => bucket::doctor(&settings, json).await,
+        Command::Bucket {
+            command: BucketCommand::ApplyLifecycle { yes, .. },
+        } => bucket::apply_lifecycle(&settings, yes).await,
         Command::Token { sub, admin, ttl } => {
             let Some(ttl) = crate::auth::parse_ttl(&ttl) else {
                 eprintln!("upcommit: --ttl: expected 30m, 1h, 2d or seconds, got {ttl:?}");

@@ -1,0 +1,129 @@
+//! Checking the live bucket, not the plan: one run reads the bucket's configuration through the
+//! object store and judges it ([`check`]); the server keeps the latest report ([`BucketWatch`]),
+//! re-checks it on an interval and logs an error when a check starts failing, so a lifecycle
+//! rule that a second writer erased is noticed within one interval.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::domain::bucket_check::{evaluate, Check, CheckResult, Expectations};
+use crate::storage::ObjectStore;
+
+/// The verdicts of one run of every check.
+#[derive(Debug, Clone, Serialize)]
+pub struct BucketReport {
+    pub bucket: String,
+    pub checked_at: DateTime<Utc>,
+    pub results: Vec<CheckResult>,
+}
+
+impl BucketReport {
+    pub fn ok(&self) -> bool {
+        self.results.iter().all(|r| r.ok)
+    }
+
+    pub fn failed(&self) -> Vec<Check> {
+        self.results
+            .iter()
+            .filter(|r| !r.ok)
+            .map(|r| r.check)
+            .collect()
+    }
+
+    fn passed(&self, check: Check) -> Option<bool> {
+        self.results.iter().find(|r| r.check == check).map(|r| r.ok)
+    }
+}
+
+/// Reads the live bucket and runs every check once.
+pub async fn check(store: &dyn ObjectStore, want: &Expectations) -> BucketReport {
+    let view = store.bucket_view().await;
+    BucketReport {
+        bucket: store.bucket().to_owned(),
+        checked_at: crate::domain::records::now(),
+        results: evaluate(&view, want),
+    }
+}
+
+/// The latest report, shared by the readiness and metrics handlers.
+#[derive(Debug, Default)]
+pub struct BucketWatch {
+    latest: RwLock<Option<Arc<BucketReport>>>,
+}
+
+impl BucketWatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `None` until the first run has finished (or when the watch is off).
+    pub fn latest(&self) -> Option<Arc<BucketReport>> {
+        match self.latest.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Runs the checks once, logs what changed since the previous run, keeps the report.
+    pub async fn run_once(
+        &self,
+        store: &dyn ObjectStore,
+        want: &Expectations,
+    ) -> Arc<BucketReport> {
+        let report = Arc::new(check(store, want).await);
+        let previous = self.latest();
+        log_changes(previous.as_deref(), &report);
+        match self.latest.write() {
+            Ok(mut guard) => *guard = Some(report.clone()),
+            Err(poisoned) => *poisoned.into_inner() = Some(report.clone()),
+        }
+        report
+    }
+
+    /// Checks now, then every `every`, until the task is aborted.
+    pub fn spawn(
+        self: Arc<Self>,
+        store: Arc<dyn ObjectStore>,
+        want: Expectations,
+        every: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                self.run_once(store.as_ref(), &want).await;
+            }
+        })
+    }
+}
+
+/// A check that fails now and did not fail before (or on the first run) is an error; one that
+/// recovered is worth an info line; an unchanged state stays quiet.
+fn log_changes(previous: Option<&BucketReport>, now: &BucketReport) {
+    for r in &now.results {
+        let before = previous.and_then(|p| p.passed(r.check));
+        match (before, r.ok) {
+            (Some(false), false) | (Some(true), true) => {}
+            (_, false) => tracing::error!(
+                bucket = %now.bucket,
+                check = r.check.name(),
+                detail = %r.detail,
+                fix = r.fix.as_deref().unwrap_or(""),
+                "bucket check failed"
+            ),
+            (Some(false), true) => tracing::info!(
+                bucket = %now.bucket,
+                check = r.check.name(),
+                "bucket check recovered"
+            ),
+            (None, true) => {}
+        }
+    }
+    if previous.is_none() && now.ok() {
+        tracing::info!(bucket = %now.bucket, checks = now.results.len(), "bucket checks pass");
+    }
+}

@@ -1,0 +1,417 @@
+//! The live bucket's configuration: `upcommit doctor` (the real binary) on a correct bucket and
+//! on each fault, the server's drift watch in `/readyz` and `/metrics`, and
+//! `upcommit bucket apply-lifecycle` keeping a foreign rule intact. LocalStack stores lifecycle
+//! documents without running them, which is all these checks read.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use aws_sdk_s3::types::{
+    BucketVersioningStatus, ExpirationStatus, LifecycleExpiration, LifecycleRule,
+    LifecycleRuleAndOperator, LifecycleRuleFilter, NoncurrentVersionExpiration, Tag,
+};
+use serde_json::Value;
+use upcommit::domain::lifecycle::{required_rules, Rule};
+
+use crate::helpers::{put_lifecycle, set_versioning, spawn_app, spawn_app_with, Spawn, TestApp};
+
+struct CliRun {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the `upcommit` binary with the test server's environment.
+fn upcommit(app: &TestApp, args: &[&str]) -> CliRun {
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(args)
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit");
+    CliRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `doctor --json`: the exit code and the names of the failed checks.
+fn doctor_failures(app: &TestApp) -> (i32, BTreeSet<String>) {
+    let run = upcommit(app, &["doctor", "--json"]);
+    let body: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json printed JSON ({e}): {}{}",
+            run.stdout, run.stderr
+        )
+    });
+    let failed: BTreeSet<String> = body["report"]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["ok"] == false)
+        .map(|r| r["check"].as_str().expect("check name").to_owned())
+        .collect();
+    assert_eq!(body["ok"] == true, failed.is_empty(), "{body}");
+    (run.code, failed)
+}
+
+fn names(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn without(id: &str) -> Vec<Rule> {
+    required_rules()
+        .iter()
+        .filter(|r| r.id != id)
+        .cloned()
+        .collect()
+}
+
+fn expiring(id: &str, prefix: &str, days: u32) -> Rule {
+    let mut r = Rule::new(id, prefix);
+    r.expiration_days = Some(days);
+    r.noncurrent_expiration_days = Some(1);
+    r
+}
+
+#[tokio::test]
+async fn doctor_passes_on_a_correct_bucket_and_names_each_fault() {
+    let app = spawn_app().await;
+    let (s3, bucket) = (&app.s3, app.bucket.as_str());
+    assert_eq!(doctor_failures(&app), (0, BTreeSet::new()));
+
+    // The tmp rule deleted.
+    put_lifecycle(s3, bucket, &without("upcommit-tmp-expire")).await;
+    assert_eq!(
+        doctor_failures(&app),
+        (1, names(&["lifecycle_required_rules"]))
+    );
+
+    // A document whose tmp rule lacks the noncurrent-version expiry.
+    let mut rules = required_rules().to_vec();
+    for r in &mut rules {
+        r.noncurrent_expiration_days = None;
+    }
+    put_lifecycle(s3, bucket, &rules).await;
+    assert_eq!(
+        doctor_failures(&app),
+        (
+            1,
+            names(&["lifecycle_required_rules", "lifecycle_versioned_expiry"])
+        )
+    );
+    put_lifecycle(s3, bucket, required_rules()).await;
+
+    // Versioning suspended.
+    set_versioning(s3, bucket, BucketVersioningStatus::Suspended).await;
+    assert_eq!(doctor_failures(&app), (1, names(&["versioning"])));
+    set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
+
+    // An expiring rule over the final prefix media/.
+    let mut rules = required_rules().to_vec();
+    rules.push(expiring("expire-old-media", "media/", 365));
+    put_lifecycle(s3, bucket, &rules).await;
+    assert_eq!(
+        doctor_failures(&app),
+        (1, names(&["lifecycle_final_prefixes"]))
+    );
+
+    // CORS and encryption removed.
+    put_lifecycle(s3, bucket, required_rules()).await;
+    s3.delete_bucket_cors()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("delete CORS");
+    s3.delete_bucket_encryption()
+        .bucket(bucket)
+        .send()
+        .await
+        .expect("delete encryption");
+    assert_eq!(doctor_failures(&app), (1, names(&["cors", "encryption"])));
+}
+
+#[tokio::test]
+async fn doctor_text_output_names_the_failed_check_and_its_fix() {
+    let app = spawn_app().await;
+    let ok = upcommit(&app, &["doctor"]);
+    assert_eq!(ok.code, 0, "{}{}", ok.stdout, ok.stderr);
+    assert!(ok.stdout.contains("all 7 checks pass"), "{}", ok.stdout);
+
+    set_versioning(&app.s3, &app.bucket, BucketVersioningStatus::Suspended).await;
+    let run = upcommit(&app, &["doctor"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("FAIL  versioning"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("fix: enable versioning"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("1 of 7 checks failed"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn a_second_owner_overwriting_the_lifecycle_document_is_caught() {
+    let app = spawn_app().await;
+    let (s3, bucket) = (&app.s3, app.bucket.as_str());
+    // Owner one (the environment) writes every rule; owner two (an image-resize module that
+    // declares its own lifecycle resource) later writes only its own rule, with a green apply.
+    put_lifecycle(s3, bucket, required_rules()).await;
+    put_lifecycle(s3, bucket, &[expiring("resize-cache-expire", "cache/", 30)]).await;
+
+    let run = upcommit(&app, &["doctor", "--json"]);
+    assert_eq!(run.code, 1);
+    let body: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let required = body["report"]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .find(|r| r["check"] == "lifecycle_required_rules")
+        .expect("the required-rules check")
+        .clone();
+    assert_eq!(required["ok"], false);
+    let detail = required["detail"].as_str().expect("detail");
+    for rule in required_rules() {
+        assert!(
+            detail.contains(&rule.id),
+            "{} not named in {detail}",
+            rule.id
+        );
+    }
+    assert!(required["fix"]
+        .as_str()
+        .expect("fix")
+        .contains("second writer"));
+}
+
+async fn metric(app: &TestApp, check: &str) -> Option<u8> {
+    let text = app
+        .http
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    let needle = format!("upcommit_bucket_check_ok{{check=\"{check}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&needle))
+        .map(|v| v.trim().parse().expect("0 or 1"))
+}
+
+/// Polls until the metric shows `want` (the watch runs every second in these tests).
+async fn wait_for_metric(app: &TestApp, check: &str, want: u8) {
+    for _ in 0..100 {
+        if metric(app, check).await == Some(want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("metric {check} never became {want}");
+}
+
+async fn readyz(app: &TestApp) -> (u16, Value) {
+    let r = app
+        .http
+        .get(format!("{}/readyz", app.address))
+        .send()
+        .await
+        .expect("readyz");
+    (r.status().as_u16(), r.json().await.expect("JSON"))
+}
+
+fn failed_in(body: &Value) -> Vec<String> {
+    body["bucket_config"]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["ok"] == false)
+        .map(|r| r["check"].as_str().expect("name").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_server_watch_flips_the_metric_and_readiness_detail_when_a_rule_disappears() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1".into())],
+        ..Spawn::default()
+    })
+    .await;
+    wait_for_metric(&app, "lifecycle_required_rules", 1).await;
+    let (status, body) = readyz(&app).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["checks"]["bucket_config"], "ok");
+    assert!(failed_in(&body).is_empty());
+
+    put_lifecycle(&app.s3, &app.bucket, &without("upcommit-tmp-expire")).await;
+    wait_for_metric(&app, "lifecycle_required_rules", 0).await;
+    assert_eq!(metric(&app, "versioning").await, Some(1));
+    let (status, body) = readyz(&app).await;
+    assert_eq!(status, 200, "reporting only by default: {body}");
+    assert_eq!(body["status"], "ready");
+    assert_eq!(body["checks"]["bucket_config"], "failing");
+    assert_eq!(
+        failed_in(&body),
+        vec!["lifecycle_required_rules".to_owned()]
+    );
+
+    put_lifecycle(&app.s3, &app.bucket, required_rules()).await;
+    wait_for_metric(&app, "lifecycle_required_rules", 1).await;
+}
+
+#[tokio::test]
+async fn a_failing_bucket_check_fails_readiness_when_configured_to() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1".into()),
+            ("UPCOMMIT_BUCKET_CHECK_FAILS_READINESS", "true".into()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    wait_for_metric(&app, "versioning", 1).await;
+    assert_eq!(readyz(&app).await.0, 200);
+
+    set_versioning(&app.s3, &app.bucket, BucketVersioningStatus::Suspended).await;
+    wait_for_metric(&app, "versioning", 0).await;
+    let (status, body) = readyz(&app).await;
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["code"], "not_ready");
+    assert_eq!(body["checks"]["bucket_config"], "failing");
+    assert_eq!(body["checks"]["database"], "ok");
+    assert_eq!(failed_in(&body), vec!["versioning".to_owned()]);
+}
+
+/// A foreign rule with a tag filter, which upcommit's own rule model does not represent: it must
+/// come back byte for byte.
+fn foreign_rule() -> LifecycleRule {
+    LifecycleRule::builder()
+        .id("resize-cache-expire")
+        .status(ExpirationStatus::Enabled)
+        .filter(
+            LifecycleRuleFilter::builder()
+                .and(
+                    LifecycleRuleAndOperator::builder()
+                        .prefix("cache/")
+                        .tags(
+                            Tag::builder()
+                                .key("kind")
+                                .value("thumbnail")
+                                .build()
+                                .expect("tag"),
+                        )
+                        .build(),
+                )
+                .build(),
+        )
+        .expiration(LifecycleExpiration::builder().days(30).build())
+        .noncurrent_version_expiration(
+            NoncurrentVersionExpiration::builder()
+                .noncurrent_days(1)
+                .build(),
+        )
+        .build()
+        .expect("foreign rule")
+}
+
+async fn live_rules(app: &TestApp) -> Vec<LifecycleRule> {
+    app.s3
+        .get_bucket_lifecycle_configuration()
+        .bucket(&app.bucket)
+        .send()
+        .await
+        .expect("get lifecycle")
+        .rules()
+        .to_vec()
+}
+
+#[tokio::test]
+async fn apply_lifecycle_plans_then_writes_our_rules_and_keeps_a_foreign_rule_intact() {
+    let app = spawn_app().await;
+    let mut outdated = required_rules()[0].clone();
+    assert_eq!(outdated.id, "upcommit-tmp-expire");
+    outdated.expiration_days = Some(30);
+    let mut doc = vec![foreign_rule()];
+    doc.push(upcommit::storage::sdk_rule(&outdated).expect("rule"));
+    app.s3
+        .put_bucket_lifecycle_configuration()
+        .bucket(&app.bucket)
+        .lifecycle_configuration(
+            aws_sdk_s3::types::BucketLifecycleConfiguration::builder()
+                .set_rules(Some(doc))
+                .build()
+                .expect("document"),
+        )
+        .send()
+        .await
+        .expect("put lifecycle");
+    let before = live_rules(&app).await;
+
+    let usage = upcommit(&app, &["bucket", "apply-lifecycle"]);
+    assert_eq!(
+        usage.code, 2,
+        "neither --dry-run nor --yes is a usage error"
+    );
+
+    let dry = upcommit(&app, &["bucket", "apply-lifecycle", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
+    assert!(
+        dry.stdout.contains("~ upcommit-tmp-expire"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains(r#""expiration_days":30"#),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("+ upcommit-abort-incomplete-multipart"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("keep resize-cache-expire"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("dry run: nothing written"),
+        "{}",
+        dry.stdout
+    );
+    assert!(!dry.stdout.contains("warning"), "{}", dry.stdout);
+    assert_eq!(live_rules(&app).await, before, "a dry run writes nothing");
+    assert_eq!(doctor_failures(&app).0, 1);
+
+    let run = upcommit(&app, &["bucket", "apply-lifecycle", "--yes"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("written and read back"),
+        "{}",
+        run.stdout
+    );
+    let after = live_rules(&app).await;
+    let kept: Vec<&LifecycleRule> = after
+        .iter()
+        .filter(|r| r.id() == Some("resize-cache-expire"))
+        .collect();
+    assert_eq!(kept, vec![&foreign_rule()], "the foreign rule is intact");
+    assert_eq!(after.len(), 1 + required_rules().len());
+    assert_eq!(doctor_failures(&app), (0, BTreeSet::new()));
+
+    let again = upcommit(&app, &["bucket", "apply-lifecycle", "--yes"]);
+    assert_eq!(again.code, 0);
+    assert!(
+        again.stdout.contains("nothing to change"),
+        "{}",
+        again.stdout
+    );
+}
