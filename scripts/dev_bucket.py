@@ -1,41 +1,31 @@
-"""Creates the local development bucket: versioned, with the lifecycle rules from the shared
-rules file. Idempotent. Used by scripts/run.sh against LocalStack only."""
-import json
+"""Creates the local development bucket as infra/modules/upload-bucket configures a real one:
+versioned, default encryption, CORS for browser uploads. Idempotent. Used by scripts/run.sh
+against LocalStack only. The lifecycle document has one owner, and here that owner is
+`upcommit bucket apply-lifecycle --yes`, which run.sh calls next."""
 import sys
 
 import boto3
 
 
-def lifecycle(rules_path):
-    rules = []
-    for r in json.load(open(rules_path))["rules"]:
-        rule = {"ID": r["id"], "Status": "Enabled", "Filter": {"Prefix": r["prefix"]}}
-        if "expiration_days" in r:
-            rule["Expiration"] = {"Days": r["expiration_days"]}
-        if r.get("expired_object_delete_marker"):
-            rule["Expiration"] = {"ExpiredObjectDeleteMarker": True}
-        if "noncurrent_expiration_days" in r:
-            rule["NoncurrentVersionExpiration"] = {"NoncurrentDays": r["noncurrent_expiration_days"]}
-        if "abort_incomplete_multipart_days" in r:
-            rule["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": r["abort_incomplete_multipart_days"]}
-        rules.append(rule)
-    return {"Rules": rules}
-
-
 def main():
-    endpoint, bucket, rules_path = sys.argv[1:4]
+    endpoint, bucket, origins = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     existing = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
     if bucket not in existing:
         s3.create_bucket(Bucket=bucket)
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration=lifecycle(rules_path))
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
     s3.put_bucket_cors(
         Bucket=bucket,
         CORSConfiguration={
             "CORSRules": [
                 {
-                    "AllowedOrigins": ["*"],
+                    "AllowedOrigins": origins,
                     "AllowedMethods": ["PUT", "POST", "GET"],
                     "AllowedHeaders": ["*"],
                     "ExposeHeaders": ["ETag"],
@@ -44,7 +34,7 @@ def main():
             ]
         },
     )
-    print(f"bucket {bucket} ready: versioned, lifecycle rules applied")
+    print(f"bucket {bucket} ready: versioned, encrypted, CORS for {', '.join(origins)}")
 
 
 if __name__ == "__main__":

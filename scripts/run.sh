@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs upcommit locally on the embedded default: SQLite under ./data and a LocalStack S3 that
-# this script installs and starts itself, with the bucket created, versioned and carrying the
-# lifecycle rules of infra/lifecycle-rules.json. Ctrl-C stops both.
+# this script installs and starts itself, with the bucket created as infra/ creates a real one
+# and the lifecycle rules of infra/lifecycle-rules.json written by `upcommit bucket
+# apply-lifecycle`, then checked by `upcommit doctor`. Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -13,6 +14,7 @@ export UPCOMMIT_BUCKET="${UPCOMMIT_BUCKET:-upcommit-local}"
 export UPCOMMIT_S3_ENDPOINT="${UPCOMMIT_S3_ENDPOINT:-http://$LOCALSTACK_ADDR}"
 export DATABASE_URL="${DATABASE_URL:-sqlite://data/upcommit.db}"
 export UPCOMMIT_LISTEN="${UPCOMMIT_LISTEN:-127.0.0.1:8080}"
+export UPCOMMIT_CORS_ORIGINS="${UPCOMMIT_CORS_ORIGINS:-http://$UPCOMMIT_LISTEN}"
 if [ -z "${UPCOMMIT_JWT_SECRET:-}" ]; then
   mkdir -p data
   [ -s data/dev-jwt-secret ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >data/dev-jwt-secret
@@ -21,9 +23,11 @@ if [ -z "${UPCOMMIT_JWT_SECRET:-}" ]; then
 fi
 
 log "preparing bucket $UPCOMMIT_BUCKET"
-"$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" infra/lifecycle-rules.json
+"$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" "$UPCOMMIT_CORS_ORIGINS"
 
 cargo build --locked --bin upcommit
+target/debug/upcommit bucket apply-lifecycle --yes
+target/debug/upcommit doctor
 log "upcommit listens on http://$UPCOMMIT_LISTEN (database $DATABASE_URL, bucket $UPCOMMIT_BUCKET)"
 log "mint a token with: UPCOMMIT_JWT_SECRET=\$(cat data/dev-jwt-secret) target/debug/upcommit token --sub alice"
 target/debug/upcommit serve
