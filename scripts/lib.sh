@@ -6,6 +6,8 @@ UPCOMMIT_CACHE="${UPCOMMIT_CACHE:-$HOME/.cache/upcommit}"
 LOCALSTACK_VENV="$UPCOMMIT_CACHE/localstack-venv"
 LOCALSTACK_VERSION="4.13.1"
 LOCALSTACK_ADDR="${LOCALSTACK_ADDR:-127.0.0.1:4566}"
+INFRA_VENV="$UPCOMMIT_CACHE/infra-venv"
+CHECKOV_VERSION="3.3.30"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
@@ -26,6 +28,18 @@ ensure_localstack_installed() {
     "localstack-core[runtime]==$LOCALSTACK_VERSION" \
     'cbor2<5.7' 'pyopenssl<24.3' 'cryptography<44' service_identity boto3
   touch "$LOCALSTACK_VENV/.installed-$LOCALSTACK_VERSION"
+}
+
+# checkov, pinned, in a venv of its own (its dependency pins differ from LocalStack's).
+ensure_checkov_installed() {
+  if [ -x "$INFRA_VENV/bin/checkov" ] && [ -f "$INFRA_VENV/.installed-$CHECKOV_VERSION" ]; then
+    return 0
+  fi
+  log "installing checkov $CHECKOV_VERSION into $INFRA_VENV"
+  mkdir -p "$UPCOMMIT_CACHE"
+  python3 -m venv "$INFRA_VENV"
+  "$INFRA_VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION"
+  touch "$INFRA_VENV/.installed-$CHECKOV_VERSION"
 }
 
 localstack_up() { curl -fsS "http://$LOCALSTACK_ADDR/_localstack/health" 2>/dev/null | grep -q '"s3": "\(available\|running\)"'; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, unit tests, and the integration suite against LocalStack's S3
-# (signature validation on) on SQLite and then on PostgreSQL. Installs and starts what it
-# needs from nothing: a LocalStack venv (cached under ~/.cache/upcommit) and a throwaway
+# Runs every test: formatting, lints, the infra checks (terraform fmt, the static ownership
+# check, checkov), unit tests, and the integration suite against LocalStack's S3 (signature
+# validation on) on SQLite and then on PostgreSQL. Installs and starts what it needs from
+# nothing: LocalStack and checkov venvs (cached under ~/.cache/upcommit) and a throwaway
 # PostgreSQL cluster; stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,20 @@ cargo clippy --all-targets --locked -- -D warnings
 
 log "building"
 cargo build --tests --locked
+
+log "infra: static ownership check (one owner per S3 document, safe lifecycle rules)"
+cargo test --locked --test infra
+
+log "infra: checkov"
+ensure_checkov_installed
+"$INFRA_VENV/bin/checkov" -d infra --framework terraform --compact --quiet --skip-download
+
+if command -v terraform >/dev/null; then
+  log "infra: terraform fmt"
+  terraform fmt -check -recursive infra
+else
+  log "infra: terraform is not installed here; skipping terraform fmt (checkov and the ownership check ran)"
+fi
 
 start_localstack
 start_postgres
