@@ -223,6 +223,16 @@ impl Source<'_> {
 impl Settings {
     /// Loads from the process environment and the file named by `UPCOMMIT_CONFIG`.
     pub fn load() -> Result<Self, ConfigError> {
+        Self::load_from_process(true)
+    }
+
+    /// As [`Settings::load`], for the operator commands that never see a token (`doctor`,
+    /// `bucket`): the JWT secret may be absent, so they run with only the S3 settings.
+    pub fn load_for_tools() -> Result<Self, ConfigError> {
+        Self::load_from_process(false)
+    }
+
+    fn load_from_process(require_secret: bool) -> Result<Self, ConfigError> {
         let env = |k: &str| std::env::var(k).ok();
         let file =
             match env("UPCOMMIT_CONFIG").filter(|p| !p.is_empty()) {
@@ -231,7 +241,7 @@ impl Settings {
                 })?),
                 None => None,
             };
-        Self::from_sources(file.as_deref(), &env)
+        Self::parse(file.as_deref(), &env, require_secret)
     }
 
     /// Loads from the given environment only (no process environment): for tests and tools.
@@ -243,6 +253,14 @@ impl Settings {
         file: Option<&str>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        Self::parse(file, env, true)
+    }
+
+    fn parse(
+        file: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+        require_secret: bool,
+    ) -> Result<Self, ConfigError> {
         let f: FileSettings = match file {
             Some(text) => {
                 toml::from_str(text).map_err(|e| ConfigError(format!("UPCOMMIT_CONFIG: {e}")))?
@@ -252,7 +270,7 @@ impl Settings {
         let src = Source { env };
 
         let jwt_secret = src.string("UPCOMMIT_JWT_SECRET", f.jwt_secret, "");
-        if jwt_secret.len() < 16 {
+        if jwt_secret.len() < 16 && (require_secret || !jwt_secret.is_empty()) {
             return Err(ConfigError(
                 "UPCOMMIT_JWT_SECRET: required, at least 16 bytes".into(),
             ));
@@ -557,6 +575,18 @@ mod tests {
                 "UPCOMMIT_COMMIT_WINDOW_SECS",
             ),
             (vec![("UPCOMMIT_LOG_FORMAT", "xml")], "UPCOMMIT_LOG_FORMAT"),
+            (
+                vec![("UPCOMMIT_CORS_ORIGINS", "app.example.com")],
+                "UPCOMMIT_CORS_ORIGINS",
+            ),
+            (
+                vec![("UPCOMMIT_BUCKET_CHECK_FAILS_READINESS", "sometimes")],
+                "UPCOMMIT_BUCKET_CHECK_FAILS_READINESS",
+            ),
+            (
+                vec![("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "-1")],
+                "UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS",
+            ),
         ];
         for (extra, name) in cases {
             let mut vars = env(&extra);
@@ -591,6 +621,40 @@ mod tests {
             .expect_err("reserved prefix")
             .0;
         assert!(err.contains("profiles.doc"), "{err}");
+    }
+
+    #[test]
+    fn bucket_expectations_cover_every_final_and_legacy_prefix() {
+        let s = Settings::from_map(&env(&[
+            ("UPCOMMIT_JWT_SECRET", "0123456789abcdef"),
+            ("UPCOMMIT_LEGACY_PREFIXES", "uploads/, media/images/"),
+            (
+                "UPCOMMIT_CORS_ORIGINS",
+                "https://a.example.com,https://b.example.com",
+            ),
+            ("UPCOMMIT_BUCKET_CHECK_FAILS_READINESS", "true"),
+        ]))
+        .expect("loads");
+        let want = s.bucket_expectations();
+        assert_eq!(
+            want.final_prefixes,
+            vec!["media/images/", "media/recordings/", "uploads/"]
+        );
+        assert_eq!(want.cors_origins.len(), 2);
+        assert_eq!(
+            want.required_rules,
+            crate::domain::lifecycle::required_rules()
+        );
+        assert!(s.bucket_check.fails_readiness);
+        assert_eq!(s.bucket_check.interval_secs, 300);
+    }
+
+    #[test]
+    fn operator_tools_load_without_a_secret_but_never_with_a_short_one() {
+        assert!(Settings::parse(None, &|_| None, false).is_ok());
+        assert!(Settings::parse(None, &|_| None, true).is_err());
+        let short = |k: &str| (k == "UPCOMMIT_JWT_SECRET").then(|| "short".to_owned());
+        assert!(Settings::parse(None, &short, false).is_err());
     }
 
     #[test]

@@ -66,7 +66,11 @@ pub enum BucketCommand {
 
 /// Runs a command; returns the process exit code.
 pub async fn run(cli: Cli) -> i32 {
-    let settings = match Settings::load() {
+    let loaded = match cli.command {
+        Command::Doctor { .. } | Command::Bucket { .. } => Settings::load_for_tools(),
+        _ => Settings::load(),
+    };
+    let settings = match loaded {
         Ok(s) => s,
         Err(e) => {
             eprintln!("upcommit: {e}");

@@ -22,11 +22,13 @@ struct CliRun {
     stderr: String,
 }
 
-/// Runs the `upcommit` binary with the test server's environment.
+/// Runs the `upcommit` binary with the test server's environment, less the JWT secret: the
+/// operator commands must not need it.
 fn upcommit(app: &TestApp, args: &[&str]) -> CliRun {
     let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(args)
-        .envs(&app.env)
+        .envs(app.env.iter().filter(|(k, _)| *k != "UPCOMMIT_JWT_SECRET"))
+        .env_remove("UPCOMMIT_JWT_SECRET")
         .env("RUST_LOG", "warn")
         .output()
         .expect("run upcommit");
