@@ -14,7 +14,9 @@ use aws_sdk_s3::types::{
 use serde_json::Value;
 use upcommit::domain::lifecycle::{required_rules, Rule};
 
-use crate::helpers::{put_lifecycle, set_versioning, spawn_app, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{
+    put_lifecycle, restore_bucket, set_versioning, spawn_app, spawn_app_with, Spawn, TestApp,
+};
 
 struct CliRun {
     code: i32,
@@ -78,61 +80,101 @@ fn expiring(id: &str, prefix: &str, days: u32) -> Rule {
     r
 }
 
+/// The faults of the bucket's configuration the checks must name, one at a time.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    TmpRuleDeleted,
+    NoncurrentExpiryMissing,
+    VersioningSuspended,
+    ExpiryOverMedia,
+    /// A second writer (an image-resize module with its own lifecycle resource) replaced the
+    /// whole document with its own rule.
+    SecondOwnerOverwrote,
+    CorsAndEncryptionRemoved,
+}
+
+impl Fault {
+    const ALL: [Fault; 6] = [
+        Fault::TmpRuleDeleted,
+        Fault::NoncurrentExpiryMissing,
+        Fault::VersioningSuspended,
+        Fault::ExpiryOverMedia,
+        Fault::SecondOwnerOverwrote,
+        Fault::CorsAndEncryptionRemoved,
+    ];
+
+    fn failing(self) -> BTreeSet<String> {
+        names(match self {
+            Fault::TmpRuleDeleted | Fault::SecondOwnerOverwrote => &["lifecycle_required_rules"],
+            Fault::NoncurrentExpiryMissing => {
+                &["lifecycle_required_rules", "lifecycle_versioned_expiry"]
+            }
+            Fault::VersioningSuspended => &["versioning"],
+            Fault::ExpiryOverMedia => &["lifecycle_final_prefixes"],
+            Fault::CorsAndEncryptionRemoved => &["cors", "encryption"],
+        })
+    }
+
+    async fn apply(self, app: &TestApp) {
+        let (s3, bucket) = (&app.s3, app.bucket.as_str());
+        match self {
+            Fault::TmpRuleDeleted => {
+                put_lifecycle(s3, bucket, &without("upcommit-tmp-expire")).await
+            }
+            Fault::NoncurrentExpiryMissing => {
+                let mut rules = required_rules().to_vec();
+                for r in &mut rules {
+                    r.noncurrent_expiration_days = None;
+                }
+                put_lifecycle(s3, bucket, &rules).await;
+            }
+            Fault::VersioningSuspended => {
+                set_versioning(s3, bucket, BucketVersioningStatus::Suspended).await;
+            }
+            Fault::ExpiryOverMedia => {
+                let mut rules = required_rules().to_vec();
+                rules.push(expiring("expire-old-media", "media/", 365));
+                put_lifecycle(s3, bucket, &rules).await;
+            }
+            Fault::SecondOwnerOverwrote => {
+                put_lifecycle(s3, bucket, required_rules()).await;
+                put_lifecycle(s3, bucket, &[expiring("resize-cache-expire", "cache/", 30)]).await;
+            }
+            Fault::CorsAndEncryptionRemoved => {
+                s3.delete_bucket_cors()
+                    .bucket(bucket)
+                    .send()
+                    .await
+                    .expect("delete CORS");
+                s3.delete_bucket_encryption()
+                    .bucket(bucket)
+                    .send()
+                    .await
+                    .expect("delete encryption");
+            }
+        }
+    }
+
+    /// Puts the bucket back as infra/ configures it.
+    async fn repair(self, app: &TestApp) {
+        restore_bucket(&app.s3, &app.bucket).await;
+    }
+}
+
 #[tokio::test]
 async fn doctor_passes_on_a_correct_bucket_and_names_each_fault() {
     let app = spawn_app().await;
-    let (s3, bucket) = (&app.s3, app.bucket.as_str());
     assert_eq!(doctor_failures(&app), (0, BTreeSet::new()));
-
-    // The tmp rule deleted.
-    put_lifecycle(s3, bucket, &without("upcommit-tmp-expire")).await;
-    assert_eq!(
-        doctor_failures(&app),
-        (1, names(&["lifecycle_required_rules"]))
-    );
-
-    // A document whose tmp rule lacks the noncurrent-version expiry.
-    let mut rules = required_rules().to_vec();
-    for r in &mut rules {
-        r.noncurrent_expiration_days = None;
+    for fault in Fault::ALL {
+        fault.apply(&app).await;
+        assert_eq!(doctor_failures(&app), (1, fault.failing()), "{fault:?}");
+        fault.repair(&app).await;
+        assert_eq!(
+            doctor_failures(&app),
+            (0, BTreeSet::new()),
+            "repaired {fault:?}"
+        );
     }
-    put_lifecycle(s3, bucket, &rules).await;
-    assert_eq!(
-        doctor_failures(&app),
-        (
-            1,
-            names(&["lifecycle_required_rules", "lifecycle_versioned_expiry"])
-        )
-    );
-    put_lifecycle(s3, bucket, required_rules()).await;
-
-    // Versioning suspended.
-    set_versioning(s3, bucket, BucketVersioningStatus::Suspended).await;
-    assert_eq!(doctor_failures(&app), (1, names(&["versioning"])));
-    set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
-
-    // An expiring rule over the final prefix media/.
-    let mut rules = required_rules().to_vec();
-    rules.push(expiring("expire-old-media", "media/", 365));
-    put_lifecycle(s3, bucket, &rules).await;
-    assert_eq!(
-        doctor_failures(&app),
-        (1, names(&["lifecycle_final_prefixes"]))
-    );
-
-    // CORS and encryption removed.
-    put_lifecycle(s3, bucket, required_rules()).await;
-    s3.delete_bucket_cors()
-        .bucket(bucket)
-        .send()
-        .await
-        .expect("delete CORS");
-    s3.delete_bucket_encryption()
-        .bucket(bucket)
-        .send()
-        .await
-        .expect("delete encryption");
-    assert_eq!(doctor_failures(&app), (1, names(&["cors", "encryption"])));
 }
 
 #[tokio::test]
@@ -192,6 +234,16 @@ async fn a_second_owner_overwriting_the_lifecycle_document_is_caught() {
         .contains("second writer"));
 }
 
+const ALL_CHECKS: [&str; 7] = [
+    "bucket_reachable",
+    "versioning",
+    "lifecycle_required_rules",
+    "lifecycle_final_prefixes",
+    "lifecycle_versioned_expiry",
+    "cors",
+    "encryption",
+];
+
 async fn metric(app: &TestApp, check: &str) -> Option<u8> {
     let text = app
         .http
@@ -229,7 +281,7 @@ async fn readyz(app: &TestApp) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.expect("JSON"))
 }
 
-fn failed_in(body: &Value) -> Vec<String> {
+fn failed_in(body: &Value) -> BTreeSet<String> {
     body["bucket_config"]["results"]
         .as_array()
         .expect("results")
@@ -239,33 +291,46 @@ fn failed_in(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Polls `/readyz` until the watch reports exactly `want` as failing (it runs every second in
+/// these tests), then returns the body.
+async fn wait_for_failing(app: &TestApp, want: &BTreeSet<String>) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let (_, body) = readyz(app).await;
+        if body.get("bucket_config").is_some() && &failed_in(&body) == want {
+            return body;
+        }
+        last = body;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the watch never reported {want:?} failing; last /readyz: {last}");
+}
+
 #[tokio::test]
-async fn the_server_watch_flips_the_metric_and_readiness_detail_when_a_rule_disappears() {
+async fn the_server_watch_reports_each_fault_in_readiness_detail_and_metrics() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1".into())],
         ..Spawn::default()
     })
     .await;
-    wait_for_metric(&app, "lifecycle_required_rules", 1).await;
-    let (status, body) = readyz(&app).await;
-    assert_eq!(status, 200);
+    let body = wait_for_failing(&app, &BTreeSet::new()).await;
     assert_eq!(body["checks"]["bucket_config"], "ok");
-    assert!(failed_in(&body).is_empty());
+    for check in ALL_CHECKS {
+        assert_eq!(metric(&app, check).await, Some(1), "{check}");
+    }
 
-    put_lifecycle(&app.s3, &app.bucket, &without("upcommit-tmp-expire")).await;
-    wait_for_metric(&app, "lifecycle_required_rules", 0).await;
-    assert_eq!(metric(&app, "versioning").await, Some(1));
-    let (status, body) = readyz(&app).await;
-    assert_eq!(status, 200, "reporting only by default: {body}");
-    assert_eq!(body["status"], "ready");
-    assert_eq!(body["checks"]["bucket_config"], "failing");
-    assert_eq!(
-        failed_in(&body),
-        vec!["lifecycle_required_rules".to_owned()]
-    );
-
-    put_lifecycle(&app.s3, &app.bucket, required_rules()).await;
-    wait_for_metric(&app, "lifecycle_required_rules", 1).await;
+    for fault in Fault::ALL {
+        fault.apply(&app).await;
+        let body = wait_for_failing(&app, &fault.failing()).await;
+        assert_eq!(body["status"], "ready", "reporting only by default: {body}");
+        assert_eq!(body["checks"]["bucket_config"], "failing");
+        for check in ALL_CHECKS {
+            let want = u8::from(!fault.failing().contains(check));
+            assert_eq!(metric(&app, check).await, Some(want), "{fault:?}: {check}");
+        }
+        fault.repair(&app).await;
+        wait_for_failing(&app, &BTreeSet::new()).await;
+    }
 }
 
 #[tokio::test]
@@ -288,7 +353,7 @@ async fn a_failing_bucket_check_fails_readiness_when_configured_to() {
     assert_eq!(body["error"]["code"], "not_ready");
     assert_eq!(body["checks"]["bucket_config"], "failing");
     assert_eq!(body["checks"]["database"], "ok");
-    assert_eq!(failed_in(&body), vec!["versioning".to_owned()]);
+    assert_eq!(failed_in(&body), names(&["versioning"]));
 }
 
 /// A foreign rule with a tag filter, which upcommit's own rule model does not represent: it must

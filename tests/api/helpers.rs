@@ -196,6 +196,11 @@ async fn create_bucket(s3: &aws_sdk_s3::Client, bucket: &str) {
         .send()
         .await
         .expect("create bucket");
+    restore_bucket(s3, bucket).await;
+}
+
+/// Writes every configuration document as infra/ configures it (again).
+pub async fn restore_bucket(s3: &aws_sdk_s3::Client, bucket: &str) {
     set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
     put_lifecycle(s3, bucket, required_rules()).await;
     s3.put_bucket_cors()
