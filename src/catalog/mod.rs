@@ -3,6 +3,7 @@
 //! body of queries, and one contract-test suite run against both.
 
 mod errors;
+mod multipart_queries;
 mod postgres;
 mod queries;
 mod sqlite;
@@ -11,6 +12,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::domain::ids::{FileId, UploadId};
+use crate::domain::multipart::{MultipartSession, PartRecord, SessionState};
 use crate::domain::quota::QuotaLimits;
 use crate::domain::records::{FileHandle, Upload, UploadState};
 
@@ -31,16 +33,48 @@ pub struct LeaseRequest<'a> {
     pub now: DateTime<Utc>,
 }
 
+/// Multipart sessions and their parts.
 #[async_trait]
-pub trait Catalog: Send + Sync + 'static {
+pub trait MultipartCatalog: Send + Sync + 'static {
+    async fn multipart_session(
+        &self,
+        id: &UploadId,
+    ) -> Result<Option<MultipartSession>, CatalogError>;
+
+    /// Inserts or overwrites parts by (upload, part number): what S3 reported holding.
+    async fn record_parts(
+        &self,
+        id: &UploadId,
+        parts: &[PartRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError>;
+
+    /// The recorded parts of one upload, in part-number order.
+    async fn parts(&self, id: &UploadId) -> Result<Vec<PartRecord>, CatalogError>;
+
+    /// `open → to` and the given parts recorded, in one transaction. `Ok(false)`: the session
+    /// was not open any more (completed or aborted by someone else).
+    async fn finish_session(
+        &self,
+        id: &UploadId,
+        to: SessionState,
+        parts: &[PartRecord],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+}
+
+#[async_trait]
+pub trait Catalog: MultipartCatalog + Send + Sync + 'static {
     /// Cheap round trip for readiness.
     async fn ping(&self) -> Result<(), CatalogError>;
 
-    /// Records a presigned upload and charges the owner's daily quota in one transaction:
-    /// either both happen or neither. Over the limit → [`CatalogError::QuotaExceeded`].
+    /// Records a presigned upload (with its multipart session, if any) and charges the owner's
+    /// daily quota in one transaction: either all happen or none. Over the limit →
+    /// [`CatalogError::QuotaExceeded`].
     async fn create_upload(
         &self,
         upload: &Upload,
+        session: Option<&MultipartSession>,
         day: NaiveDate,
         limits: QuotaLimits,
     ) -> Result<(), CatalogError>;

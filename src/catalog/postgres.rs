@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Pool, Postgres};
 
+use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
 use super::CatalogError;
 
@@ -33,3 +34,4 @@ impl PostgresCatalog {
 }
 
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN");
+impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");

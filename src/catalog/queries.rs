@@ -175,6 +175,7 @@ macro_rules! impl_catalog {
             async fn create_upload(
                 &self,
                 upload: &$crate::domain::records::Upload,
+                session: Option<&$crate::domain::multipart::MultipartSession>,
                 day: chrono::NaiveDate,
                 limits: $crate::domain::quota::QuotaLimits,
             ) -> Result<(), CatalogError> {
@@ -204,6 +205,9 @@ macro_rules! impl_catalog {
                     return Err(CatalogError::QuotaExceeded);
                 }
                 Self::insert_upload(&mut *tx, upload).await?;
+                if let Some(session) = session {
+                    Self::insert_session(&mut *tx, session).await?;
+                }
                 tx.commit().await?;
                 Ok(())
             }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
 use super::CatalogError;
 
@@ -52,3 +53,4 @@ impl SqliteCatalog {
 }
 
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
+impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");

@@ -6,6 +6,7 @@ pub mod content;
 pub mod ids;
 pub mod keys;
 pub mod lifecycle;
+pub mod multipart;
 pub mod profile;
 pub mod quota;
 pub mod records;

@@ -103,7 +103,7 @@ pub async fn presign(
     };
     match state
         .catalog
-        .create_upload(&upload, quota_day(now), settings.quota)
+        .create_upload(&upload, None, quota_day(now), settings.quota)
         .await
     {
         Ok(()) => {}

@@ -4,6 +4,7 @@
 
 mod bucket;
 mod errors;
+mod multipart;
 mod s3;
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::bucket_check::BucketView;
 use crate::domain::keys::FinalKey;
+use crate::domain::multipart::PartRecord;
 use crate::signing::post_policy::PostForm;
 
 pub use bucket::{lifecycle_configuration, rule_view, sdk_rule};
@@ -48,6 +50,26 @@ pub struct PresignInput<'a> {
     pub content_type: &'a str,
     pub size: u64,
     pub max_size: u64,
+    pub now: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// One page of ListParts.
+#[derive(Debug, Clone, Default)]
+pub struct PartPage {
+    pub parts: Vec<PartRecord>,
+    /// The marker of the next page, when there is one.
+    pub next: Option<u32>,
+}
+
+/// One part URL to presign.
+#[derive(Debug, Clone)]
+pub struct PartInput<'a> {
+    pub key: &'a str,
+    pub multipart_id: &'a str,
+    pub part_number: u32,
+    /// Signed as Content-Length: S3 refuses a part of any other length.
+    pub size: u64,
     pub now: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
 }
@@ -94,6 +116,52 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// Bucket reachable (readiness).
     async fn check_bucket(&self) -> Result<(), StoreError>;
+
+    /// CreateMultipartUpload on `key` with the Content-Type bound (and one metadata entry);
+    /// returns S3's upload id.
+    async fn create_multipart(
+        &self,
+        key: &str,
+        content_type: &str,
+        metadata: Option<(&str, &str)>,
+    ) -> Result<String, StoreError>;
+
+    /// An UploadPart URL with Content-Length signed.
+    async fn presign_part(&self, input: &PartInput<'_>) -> Result<PresignedPut, StoreError>;
+
+    /// One page of the parts S3 holds, after part number `after` (0: from the start).
+    /// [`StoreError::NotFound`] when S3 has no such multipart upload.
+    async fn list_parts(
+        &self,
+        key: &str,
+        multipart_id: &str,
+        after: u32,
+        max: u32,
+    ) -> Result<PartPage, StoreError>;
+
+    /// CompleteMultipartUpload with `(part number, ETag)` in ascending order.
+    async fn complete_multipart(
+        &self,
+        key: &str,
+        multipart_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<(), StoreError>;
+
+    /// AbortMultipartUpload; an upload S3 no longer has is not an error.
+    async fn abort_multipart(&self, key: &str, multipart_id: &str) -> Result<(), StoreError>;
+
+    /// UploadPartCopy of bytes `range` (inclusive) of `src` into part `part_number` of the
+    /// multipart upload `multipart_id` at `dst`, only while `src` still has `src_etag`.
+    /// Returns the part's ETag.
+    async fn copy_part(
+        &self,
+        src: &str,
+        src_etag: &str,
+        dst: &str,
+        multipart_id: &str,
+        part_number: u32,
+        range: (u64, u64),
+    ) -> Result<String, StoreError>;
 
     /// The live bucket's configuration (versioning, lifecycle, CORS, encryption) as the
     /// bucket checks need it; each part may fail on its own.

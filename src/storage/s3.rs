@@ -12,7 +12,11 @@ use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
 
 use super::errors::classify;
-use super::{ObjectHead, ObjectStore, PresignInput, PresignedPut, StoreError, UPLOAD_ID_METADATA};
+use super::multipart;
+use super::{
+    ObjectHead, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut, StoreError,
+    UPLOAD_ID_METADATA,
+};
 use crate::config::S3Settings;
 use crate::domain::bucket_check::BucketView;
 use crate::domain::keys::FinalKey;
@@ -290,5 +294,94 @@ impl ObjectStore for S3Store {
 
     async fn bucket_view(&self) -> BucketView {
         super::bucket::read_view(&self.client, &self.bucket).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "CreateMultipartUpload"))]
+    async fn create_multipart(
+        &self,
+        key: &str,
+        content_type: &str,
+        metadata: Option<(&str, &str)>,
+    ) -> Result<String, StoreError> {
+        multipart::create(&self.client, &self.bucket, key, content_type, metadata).await
+    }
+
+    async fn presign_part(&self, input: &PartInput<'_>) -> Result<PresignedPut, StoreError> {
+        let creds = self.signing_credentials().await?;
+        let must_send = vec![("Content-Length".to_owned(), input.size.to_string())];
+        let mut q = BTreeMap::new();
+        q.insert("partNumber".to_owned(), input.part_number.to_string());
+        q.insert("uploadId".to_owned(), input.multipart_id.to_owned());
+        let url = query::presign(
+            &PresignRequest {
+                method: "PUT",
+                location: &self.location,
+                key: input.key,
+                headers: must_send
+                    .iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                    .collect(),
+                query: q,
+                region: &self.region,
+                now: input.now,
+                expires_secs: u64::try_from((input.expires_at - input.now).num_seconds())
+                    .unwrap_or(1)
+                    .max(1),
+            },
+            &creds,
+        );
+        Ok(PresignedPut {
+            url,
+            headers: must_send,
+        })
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "ListParts"))]
+    async fn list_parts(
+        &self,
+        key: &str,
+        multipart_id: &str,
+        after: u32,
+        max: u32,
+    ) -> Result<PartPage, StoreError> {
+        multipart::list_parts(&self.client, &self.bucket, key, multipart_id, after, max).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "CompleteMultipartUpload", parts = parts.len()))]
+    async fn complete_multipart(
+        &self,
+        key: &str,
+        multipart_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<(), StoreError> {
+        multipart::complete(&self.client, &self.bucket, key, multipart_id, parts).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "AbortMultipartUpload"))]
+    async fn abort_multipart(&self, key: &str, multipart_id: &str) -> Result<(), StoreError> {
+        multipart::abort(&self.client, &self.bucket, key, multipart_id).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "UploadPartCopy", part = part_number))]
+    async fn copy_part(
+        &self,
+        src: &str,
+        src_etag: &str,
+        dst: &str,
+        multipart_id: &str,
+        part_number: u32,
+        range: (u64, u64),
+    ) -> Result<String, StoreError> {
+        multipart::copy_part(
+            &self.client,
+            &self.bucket,
+            self.copy_source(src),
+            src_etag,
+            dst,
+            multipart_id,
+            part_number,
+            range,
+        )
+        .await
     }
 }

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use upcommit::domain::keys::FinalKey;
 use upcommit::signing::post_policy::PostForm;
-use upcommit::storage::{ObjectHead, ObjectStore, PresignInput, PresignedPut, StoreError};
+use upcommit::storage::{
+    ObjectHead, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut, StoreError,
+};
 
 use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp};
 
@@ -21,6 +23,10 @@ pub struct Faults {
     pub replace_before_copy: Mutex<Option<Vec<u8>>>,
     /// Copies that reached S3.
     pub copies: AtomicU32,
+    /// The part number whose UploadPartCopy fails (0: none).
+    pub fail_copy_part: AtomicU32,
+    /// UploadPartCopy calls that reached S3.
+    pub part_copies: AtomicU32,
 }
 
 fn take(counter: &AtomicU32) -> bool {
@@ -111,6 +117,60 @@ impl ObjectStore for FaultyStore {
 
     async fn bucket_view(&self) -> upcommit::domain::bucket_check::BucketView {
         self.inner.bucket_view().await
+    }
+
+    async fn create_multipart(
+        &self,
+        key: &str,
+        content_type: &str,
+        metadata: Option<(&str, &str)>,
+    ) -> Result<String, StoreError> {
+        self.inner.create_multipart(key, content_type, metadata).await
+    }
+
+    async fn presign_part(&self, input: &PartInput<'_>) -> Result<PresignedPut, StoreError> {
+        self.inner.presign_part(input).await
+    }
+
+    async fn list_parts(
+        &self,
+        key: &str,
+        multipart_id: &str,
+        after: u32,
+        max: u32,
+    ) -> Result<PartPage, StoreError> {
+        self.inner.list_parts(key, multipart_id, after, max).await
+    }
+
+    async fn complete_multipart(
+        &self,
+        key: &str,
+        multipart_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<(), StoreError> {
+        self.inner.complete_multipart(key, multipart_id, parts).await
+    }
+
+    async fn abort_multipart(&self, key: &str, multipart_id: &str) -> Result<(), StoreError> {
+        self.inner.abort_multipart(key, multipart_id).await
+    }
+
+    async fn copy_part(
+        &self,
+        src: &str,
+        src_etag: &str,
+        dst: &str,
+        multipart_id: &str,
+        part_number: u32,
+        range: (u64, u64),
+    ) -> Result<String, StoreError> {
+        if self.faults.fail_copy_part.load(Ordering::SeqCst) == part_number {
+            return Err(StoreError::Unavailable("injected: UploadPartCopy failed".into()));
+        }
+        self.faults.part_copies.fetch_add(1, Ordering::SeqCst);
+        self.inner
+            .copy_part(src, src_etag, dst, multipart_id, part_number, range)
+            .await
     }
 }
 

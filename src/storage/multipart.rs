@@ -1,0 +1,158 @@
+//! S3 multipart calls: create, list parts, complete, abort, and UploadPartCopy for promoting
+//! large objects. The orchestration (which parts, in what order, what to do on failure) lives
+//! in the services; these functions are one S3 call each.
+
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::Client;
+
+use super::errors::classify;
+use super::{PartPage, StoreError};
+use crate::domain::multipart::PartRecord;
+
+pub(super) async fn create(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    content_type: &str,
+    metadata: Option<(&str, &str)>,
+) -> Result<String, StoreError> {
+    let mut req = client
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .content_type(content_type);
+    if let Some((k, v)) = metadata {
+        req = req.metadata(k, v);
+    }
+    let out = req.send().await.map_err(classify)?;
+    out.upload_id()
+        .map(str::to_owned)
+        .ok_or_else(|| StoreError::Other("CreateMultipartUpload returned no upload id".into()))
+}
+
+pub(super) async fn list_parts(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    multipart_id: &str,
+    after: u32,
+    max: u32,
+) -> Result<PartPage, StoreError> {
+    let mut req = client
+        .list_parts()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(multipart_id)
+        .max_parts(i32::try_from(max).unwrap_or(1000));
+    if after > 0 {
+        req = req.part_number_marker(after.to_string());
+    }
+    let out = req.send().await.map_err(classify)?;
+    let parts = out
+        .parts()
+        .iter()
+        .filter_map(|p| {
+            Some(PartRecord {
+                part_number: u32::try_from(p.part_number()?).ok()?,
+                etag: p.e_tag()?.to_owned(),
+                size: u64::try_from(p.size()?).ok()?,
+                checksum: p
+                    .checksum_crc32()
+                    .or(p.checksum_crc32_c())
+                    .or(p.checksum_sha256())
+                    .or(p.checksum_sha1())
+                    .map(str::to_owned),
+            })
+        })
+        .collect();
+    let next = if out.is_truncated() == Some(true) {
+        out.next_part_number_marker()
+            .and_then(|m| m.parse::<u32>().ok())
+    } else {
+        None
+    };
+    Ok(PartPage { parts, next })
+}
+
+pub(super) async fn complete(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    multipart_id: &str,
+    parts: &[(u32, String)],
+) -> Result<(), StoreError> {
+    let completed = CompletedMultipartUpload::builder()
+        .set_parts(Some(
+            parts
+                .iter()
+                .map(|(n, etag)| {
+                    CompletedPart::builder()
+                        .part_number(i32::try_from(*n).unwrap_or(i32::MAX))
+                        .e_tag(etag)
+                        .build()
+                })
+                .collect(),
+        ))
+        .build();
+    client
+        .complete_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(multipart_id)
+        .multipart_upload(completed)
+        .send()
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
+/// Aborting an upload S3 no longer has (already aborted or completed) is not an error.
+pub(super) async fn abort(
+    client: &Client,
+    bucket: &str,
+    key: &str,
+    multipart_id: &str,
+) -> Result<(), StoreError> {
+    match client
+        .abort_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(multipart_id)
+        .send()
+        .await
+        .map_err(classify)
+    {
+        Ok(_) | Err(StoreError::NotFound) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// One UploadPartCopy: bytes `[first, last]` of `copy_source`, only while it has `src_etag`.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn copy_part(
+    client: &Client,
+    bucket: &str,
+    copy_source: String,
+    src_etag: &str,
+    dst: &str,
+    multipart_id: &str,
+    part_number: u32,
+    (first, last): (u64, u64),
+) -> Result<String, StoreError> {
+    let out = client
+        .upload_part_copy()
+        .bucket(bucket)
+        .key(dst)
+        .upload_id(multipart_id)
+        .part_number(i32::try_from(part_number).unwrap_or(i32::MAX))
+        .copy_source(copy_source)
+        .copy_source_if_match(src_etag)
+        .copy_source_range(format!("bytes={first}-{last}"))
+        .send()
+        .await
+        .map_err(classify)?;
+    out.copy_part_result()
+        .and_then(|r| r.e_tag())
+        .map(str::to_owned)
+        .ok_or_else(|| StoreError::Other("UploadPartCopy returned no ETag".into()))
+}
