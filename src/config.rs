@@ -14,7 +14,8 @@ use crate::domain::lifecycle::required_rules;
 use crate::domain::profile::{builtin_profiles, Profile};
 use crate::domain::quota::QuotaLimits;
 
-const GIB: u64 = 1024 * 1024 * 1024;
+const MIB: u64 = 1024 * 1024;
+const GIB: u64 = 1024 * MIB;
 
 /// A secret that never shows in `Debug` output or logs.
 #[derive(Clone, PartialEq, Eq)]
@@ -112,8 +113,24 @@ pub struct UploadSettings {
     pub commit_lease_secs: u64,
     /// Lifetime of download URLs in seconds (`UPCOMMIT_DOWNLOAD_EXPIRY_SECS`, default 300).
     pub download_expiry_secs: u64,
-    /// Largest object a single CopyObject may promote (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default 5 GiB).
+    /// Largest object a single CopyObject promotes; larger ones are promoted by a multipart copy
+    /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit).
     pub max_single_copy_bytes: u64,
+    /// Part size of the multipart copy that promotes large objects
+    /// (`UPCOMMIT_COPY_PART_SIZE_BYTES`, default 512 MiB, 5 MiB..=5 GiB).
+    pub copy_part_size_bytes: u64,
+    /// Part copies in flight at once for one promotion (`UPCOMMIT_COPY_CONCURRENCY`, default 4).
+    pub copy_concurrency: usize,
+    /// Presigns above this size are multipart unless the client says otherwise
+    /// (`UPCOMMIT_MULTIPART_THRESHOLD_BYTES`, default 100 MiB).
+    pub multipart_threshold_bytes: u64,
+    /// Part size the server recommends (`UPCOMMIT_MULTIPART_PART_SIZE_BYTES`, default 16 MiB;
+    /// raised as needed to stay within 10,000 parts).
+    pub multipart_part_size_bytes: u64,
+    /// How long a multipart session accepts parts, in seconds: shorter than the bucket's
+    /// abort-incomplete rule, so the service never offers to resume an upload S3 may have
+    /// aborted (`UPCOMMIT_MULTIPART_SESSION_SECS`, default 43200).
+    pub multipart_session_secs: u64,
     /// Key prefixes of the layout that predates `tmp/`, committed in place
     /// (`UPCOMMIT_LEGACY_PREFIXES`, comma-separated, default none).
     pub legacy_prefixes: Vec<FinalPrefix>,
@@ -147,6 +164,11 @@ struct FileSettings {
     commit_lease_secs: Option<u64>,
     download_expiry_secs: Option<u64>,
     max_single_copy_bytes: Option<u64>,
+    copy_part_size_bytes: Option<u64>,
+    copy_concurrency: Option<usize>,
+    multipart_threshold_bytes: Option<u64>,
+    multipart_part_size_bytes: Option<u64>,
+    multipart_session_secs: Option<u64>,
     legacy_prefixes: Option<Vec<String>>,
     request_timeout_secs: Option<u64>,
     body_limit_bytes: Option<usize>,
@@ -372,6 +394,27 @@ impl Settings {
                 f.max_single_copy_bytes,
                 5 * GIB,
             )?,
+            copy_part_size_bytes: src.number(
+                "UPCOMMIT_COPY_PART_SIZE_BYTES",
+                f.copy_part_size_bytes,
+                512 * MIB,
+            )?,
+            copy_concurrency: src.number("UPCOMMIT_COPY_CONCURRENCY", f.copy_concurrency, 4)?,
+            multipart_threshold_bytes: src.number(
+                "UPCOMMIT_MULTIPART_THRESHOLD_BYTES",
+                f.multipart_threshold_bytes,
+                100 * MIB,
+            )?,
+            multipart_part_size_bytes: src.number(
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+                f.multipart_part_size_bytes,
+                16 * MIB,
+            )?,
+            multipart_session_secs: src.number(
+                "UPCOMMIT_MULTIPART_SESSION_SECS",
+                f.multipart_session_secs,
+                43_200,
+            )?,
             legacy_prefixes,
             profiles,
         };
@@ -397,6 +440,7 @@ impl Settings {
                 "UPCOMMIT_DOWNLOAD_EXPIRY_SECS: must be 1..=604800".into(),
             ));
         }
+        validate_multipart(&uploads)?;
 
         Ok(Self {
             listen: src.string("UPCOMMIT_LISTEN", f.listen, "127.0.0.1:8080"),
@@ -481,6 +525,46 @@ impl Settings {
     pub fn profile(&self, name: &str) -> Option<&Profile> {
         self.uploads.profiles.iter().find(|p| p.name == name)
     }
+}
+
+fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {
+    use crate::domain::multipart::{MAX_PART_SIZE, MIN_PART_SIZE};
+    if !(1..=MAX_PART_SIZE).contains(&u.max_single_copy_bytes) {
+        return Err(ConfigError(
+            "UPCOMMIT_MAX_SINGLE_COPY_BYTES: must be 1..=5 GiB (S3's CopyObject limit)".into(),
+        ));
+    }
+    if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&u.copy_part_size_bytes) {
+        return Err(ConfigError(
+            "UPCOMMIT_COPY_PART_SIZE_BYTES: must be 5 MiB..=5 GiB (S3's part limits)".into(),
+        ));
+    }
+    if !(1..=32).contains(&u.copy_concurrency) {
+        return Err(ConfigError(
+            "UPCOMMIT_COPY_CONCURRENCY: must be 1..=32".into(),
+        ));
+    }
+    if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&u.multipart_part_size_bytes) {
+        return Err(ConfigError(
+            "UPCOMMIT_MULTIPART_PART_SIZE_BYTES: must be 5 MiB..=5 GiB (S3's part limits)".into(),
+        ));
+    }
+    // The bucket's abort-incomplete rule (from the embedded rules file) removes parts after
+    // this many seconds; a session must end well before.
+    let abort_secs = required_rules()
+        .iter()
+        .filter_map(|r| r.abort_incomplete_multipart_days)
+        .min()
+        .map_or(u64::MAX, |d| u64::from(d) * 86_400);
+    if u.multipart_session_secs == 0
+        || u.multipart_session_secs >= abort_secs
+        || u.multipart_session_secs > u.commit_window_secs
+    {
+        return Err(ConfigError(format!(
+            "UPCOMMIT_MULTIPART_SESSION_SECS: must be above 0, below the bucket's abort-incomplete rule ({abort_secs} s) and at most the commit window"
+        )));
+    }
+    Ok(())
 }
 
 fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
@@ -586,6 +670,26 @@ mod tests {
             (
                 vec![("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "-1")],
                 "UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS",
+            ),
+            (
+                vec![("UPCOMMIT_MULTIPART_SESSION_SECS", "86400")],
+                "UPCOMMIT_MULTIPART_SESSION_SECS",
+            ),
+            (
+                vec![("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", "1048576")],
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+            ),
+            (
+                vec![("UPCOMMIT_COPY_PART_SIZE_BYTES", "1")],
+                "UPCOMMIT_COPY_PART_SIZE_BYTES",
+            ),
+            (
+                vec![("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "6000000000")],
+                "UPCOMMIT_MAX_SINGLE_COPY_BYTES",
+            ),
+            (
+                vec![("UPCOMMIT_COPY_CONCURRENCY", "0")],
+                "UPCOMMIT_COPY_CONCURRENCY",
             ),
         ];
         for (extra, name) in cases {

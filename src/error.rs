@@ -52,8 +52,34 @@ pub enum AppError {
     SizeMismatch,
     #[error("the uploaded bytes are not of the declared type")]
     ContentMismatch,
-    #[error("objects this large need a multipart copy, which this server does not do yet")]
-    ObjectTooLargeToPromote,
+    #[error("this upload is not a multipart upload")]
+    UploadNotMultipart,
+    #[error("this multipart session has expired; start a new upload")]
+    MultipartSessionExpired,
+    #[error("this upload was aborted")]
+    UploadAborted,
+    #[error("this multipart upload is already completed")]
+    MultipartCompleted,
+    #[error("this multipart upload is not completed yet: complete it before committing")]
+    MultipartIncomplete,
+    #[error("uploads over 5 GiB must be multipart")]
+    MultipartRequired,
+    #[error("{0}")]
+    PartNumberInvalid(String),
+    #[error("{0}")]
+    PartsInvalid(String),
+    #[error("part {0} has not been uploaded")]
+    PartNotUploaded(u32),
+    #[error("the ETag given for part {0} is not the one S3 holds")]
+    PartEtagMismatch(u32),
+    #[error("part {part} is {actual} bytes; this upload's plan says {expected}")]
+    PartSizeMismatch {
+        part: u32,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("the parts add up to {total} bytes, over the profile's maximum of {max}")]
+    ObjectTooLarge { total: u64, max: u64 },
     #[error("this upload was rejected earlier ({0})")]
     UploadRejected(String),
     #[error("daily upload quota reached")]
@@ -111,17 +137,20 @@ impl AppError {
                 StatusCode::NOT_FOUND
             }
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            UploadExpired => StatusCode::GONE,
-            Presign(_) | FinalKey(_) | InvalidJson(_) | InvalidRequest(_) | MethodInvalid => {
-                StatusCode::BAD_REQUEST
-            }
+            UploadExpired | MultipartSessionExpired | UploadAborted => StatusCode::GONE,
+            Presign(_) | FinalKey(_) | InvalidJson(_) | InvalidRequest(_) | MethodInvalid
+            | MultipartRequired | PartNumberInvalid(_) | PartsInvalid(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            FinalKeyConflict | ObjectChanged => StatusCode::CONFLICT,
+            FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
+            | MultipartIncomplete => StatusCode::CONFLICT,
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
-            | ObjectTooLargeToPromote
+            | PartNotUploaded(_)
+            | PartEtagMismatch(_)
+            | PartSizeMismatch { .. }
+            | ObjectTooLarge { .. }
             | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             CommitInProgress | Unavailable(_) | Timeout => StatusCode::SERVICE_UNAVAILABLE,
@@ -163,7 +192,18 @@ impl AppError {
             ContentTypeMismatch => "content_type_mismatch",
             SizeMismatch => "size_mismatch",
             ContentMismatch => "content_mismatch",
-            ObjectTooLargeToPromote => "object_too_large_to_promote",
+            UploadNotMultipart => "upload_not_multipart",
+            MultipartSessionExpired => "multipart_session_expired",
+            UploadAborted => "upload_aborted",
+            MultipartCompleted => "multipart_already_completed",
+            MultipartIncomplete => "multipart_incomplete",
+            MultipartRequired => "multipart_required",
+            PartNumberInvalid(_) => "part_number_invalid",
+            PartsInvalid(_) => "parts_invalid",
+            PartNotUploaded(_) => "part_not_uploaded",
+            PartEtagMismatch(_) => "part_etag_mismatch",
+            PartSizeMismatch { .. } => "part_size_mismatch",
+            ObjectTooLarge { .. } => "object_too_large",
             UploadRejected(code) => code,
             QuotaExceeded { .. } => "quota_exceeded",
             CommitInProgress => "commit_in_progress",

@@ -167,8 +167,15 @@ pub enum CompletionError {
     EtagMismatch(u32),
     /// S3 holds a part of another length than the plan's (only possible when written around
     /// the presigned URLs).
-    PartSize { part: u32, expected: u64, actual: u64 },
-    TooLarge { total: u64, max: u64 },
+    PartSize {
+        part: u32,
+        expected: u64,
+        actual: u64,
+    },
+    TooLarge {
+        total: u64,
+        max: u64,
+    },
 }
 
 fn bare(etag: &str) -> &str {
@@ -187,15 +194,20 @@ pub fn check_completion(
     if client.is_empty() {
         return Err(CompletionError::Invalid("parts is empty".into()));
     }
-    if client.windows(2).any(|w| w[0].part_number >= w[1].part_number) {
+    if client
+        .windows(2)
+        .any(|w| w[0].part_number >= w[1].part_number)
+    {
         return Err(CompletionError::Invalid(
             "parts must be in ascending part_number order, each once".into(),
         ));
     }
-    if let Some(p) = client
-        .iter()
-        .find(|p| u32::try_from(p.part_number).ok().and_then(|n| plan.size_of(n)).is_none())
-    {
+    if let Some(p) = client.iter().find(|p| {
+        u32::try_from(p.part_number)
+            .ok()
+            .and_then(|n| plan.size_of(n))
+            .is_none()
+    }) {
         return Err(CompletionError::Invalid(format!(
             "part_number {} is not a part of this upload (1..={})",
             p.part_number, plan.part_count
@@ -255,19 +267,32 @@ mod tests {
         assert_eq!(p.size_of(4), None);
 
         // A preferred size under S3's minimum is raised to it.
-        assert_eq!(PartPlan::new(MIB, MIB).expect("plan").part_size, MIN_PART_SIZE);
+        assert_eq!(
+            PartPlan::new(MIB, MIB).expect("plan").part_size,
+            MIN_PART_SIZE
+        );
         // A huge object raises the part size to stay within 10,000 parts.
         let big = PartPlan::new(MAX_OBJECT_SIZE, 8 * MIB).expect("plan");
         assert!(big.part_count <= MAX_PARTS && big.part_size <= MAX_PART_SIZE);
         assert_eq!(big.part_size % MIB, 0);
         assert!(u64::from(big.part_count) * big.part_size >= big.total);
         assert_eq!(PartPlan::new(0, MIB), Err(PlanError::Empty));
-        assert_eq!(PartPlan::new(MAX_OBJECT_SIZE + 1, MIB), Err(PlanError::TooLarge));
+        assert_eq!(
+            PartPlan::new(MAX_OBJECT_SIZE + 1, MIB),
+            Err(PlanError::TooLarge)
+        );
     }
 
     #[test]
     fn every_plan_covers_its_total_exactly() {
-        for total in [1, 5 * MIB, 5 * MIB + 1, 12 * MIB, 100 * MIB + 7, 48_828 * MIB + 3] {
+        for total in [
+            1,
+            5 * MIB,
+            5 * MIB + 1,
+            12 * MIB,
+            100 * MIB + 7,
+            48_828 * MIB + 3,
+        ] {
             let p = PartPlan::new(total, 5 * MIB).expect("plan");
             let sum: u64 = (1..=p.part_count).filter_map(|n| p.size_of(n)).sum();
             assert_eq!(sum, total, "{total}");
@@ -281,14 +306,26 @@ mod tests {
     fn part_numbers_are_checked() {
         let p = PartPlan::new(12 * MIB, 5 * MIB).expect("plan");
         assert_eq!(p.accept_part_numbers(&[3, 1]), Ok(vec![3, 1]));
-        assert_eq!(p.accept_part_numbers(&[0]), Err(PartNumberError::OutOfRange(0)));
-        assert_eq!(p.accept_part_numbers(&[4]), Err(PartNumberError::OutOfRange(4)));
+        assert_eq!(
+            p.accept_part_numbers(&[0]),
+            Err(PartNumberError::OutOfRange(0))
+        );
+        assert_eq!(
+            p.accept_part_numbers(&[4]),
+            Err(PartNumberError::OutOfRange(4))
+        );
         assert_eq!(
             p.accept_part_numbers(&[10_001]),
             Err(PartNumberError::OutOfRange(10_001))
         );
-        assert_eq!(p.accept_part_numbers(&[-1]), Err(PartNumberError::OutOfRange(-1)));
-        assert_eq!(p.accept_part_numbers(&[2, 2]), Err(PartNumberError::Duplicate(2)));
+        assert_eq!(
+            p.accept_part_numbers(&[-1]),
+            Err(PartNumberError::OutOfRange(-1))
+        );
+        assert_eq!(
+            p.accept_part_numbers(&[2, 2]),
+            Err(PartNumberError::Duplicate(2))
+        );
         assert_eq!(p.accept_part_numbers(&[]), Err(PartNumberError::Count));
     }
 
@@ -334,7 +371,10 @@ mod tests {
             vec![client(0), client(1), client(2)],
         ] {
             assert!(
-                matches!(check_completion(&p, 20 * MIB, &bad, &s3), Err(CompletionError::Invalid(_))),
+                matches!(
+                    check_completion(&p, 20 * MIB, &bad, &s3),
+                    Err(CompletionError::Invalid(_))
+                ),
                 "{bad:?}"
             );
         }
@@ -364,7 +404,11 @@ mod tests {
 
     #[test]
     fn session_states_round_trip() {
-        for s in [SessionState::Open, SessionState::Completed, SessionState::Aborted] {
+        for s in [
+            SessionState::Open,
+            SessionState::Completed,
+            SessionState::Aborted,
+        ] {
             assert_eq!(SessionState::parse(s.as_str()), Some(s));
         }
         assert_eq!(SessionState::parse("OPEN"), None);

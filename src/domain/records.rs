@@ -50,6 +50,8 @@ impl UploadState {
 pub enum UploadMethod {
     Put,
     Post,
+    /// Parts through presigned UploadPart URLs, then complete.
+    Multipart,
 }
 
 impl UploadMethod {
@@ -57,6 +59,7 @@ impl UploadMethod {
         match self {
             Self::Put => "PUT",
             Self::Post => "POST",
+            Self::Multipart => "MULTIPART",
         }
     }
 }

@@ -6,6 +6,7 @@ pub mod extract;
 mod files;
 mod health;
 mod metrics;
+mod multipart;
 mod uploads;
 
 use std::time::Duration;
@@ -33,6 +34,7 @@ pub fn router(state: AppState) -> Router {
     let http = state.settings.http.clone();
     let app = Router::new()
         .merge(uploads::router())
+        .merge(multipart::router())
         .merge(files::router())
         .merge(health::router())
         .merge(metrics::router())

@@ -1,4 +1,4 @@
-//! `POST /v1/uploads`: presign.
+//! `POST /v1/uploads`: presign (single PUT, POST form, or a multipart session).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -27,6 +27,7 @@ struct PresignBody {
     size: Option<serde_json::Number>,
     filename: Option<String>,
     method: Option<String>,
+    multipart: Option<bool>,
 }
 
 /// JSON numbers arrive as whatever the client sent: negative, fractional or beyond 2^64.
@@ -55,8 +56,9 @@ async fn create(
     ApiJson(body): ApiJson<PresignBody>,
 ) -> Result<(StatusCode, Json<PresignedUpload>), AppError> {
     let method = match body.method.as_deref() {
-        None | Some("PUT") => UploadMethod::Put,
-        Some("POST") => UploadMethod::Post,
+        None => None,
+        Some("PUT") => Some(UploadMethod::Put),
+        Some("POST") => Some(UploadMethod::Post),
         Some(_) => return Err(AppError::MethodInvalid),
     };
     let cmd = PresignCommand {
@@ -65,6 +67,7 @@ async fn create(
         size: raw_size(body.size.as_ref()),
         filename: body.filename,
         method,
+        multipart: body.multipart,
     };
     let presigned = presign::presign(&state, &who, cmd).await?;
     Ok((StatusCode::CREATED, Json(presigned)))

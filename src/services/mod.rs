@@ -5,4 +5,5 @@
 pub mod apply_lifecycle;
 pub mod bucket_watch;
 pub mod commit;
+pub mod multipart;
 pub mod presign;

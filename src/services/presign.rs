@@ -11,12 +11,13 @@ use crate::auth::Identity;
 use crate::catalog::CatalogError;
 use crate::domain::ids::UploadId;
 use crate::domain::keys::{SafeName, TmpKey};
+use crate::domain::multipart::{MultipartSession, PartPlan, SessionState, MAX_PART_SIZE};
 use crate::domain::profile::{PresignRejection, RawSize};
 use crate::domain::quota::{quota_day, seconds_until_next_day};
 use crate::domain::records::{self, Upload, UploadMethod, UploadState};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::storage::PresignInput;
+use crate::storage::{PresignInput, UPLOAD_ID_METADATA};
 
 /// A presign request after JSON parsing, before validation.
 #[derive(Debug, Clone)]
@@ -25,7 +26,17 @@ pub struct PresignCommand {
     pub content_type: Option<String>,
     pub size: RawSize,
     pub filename: Option<String>,
-    pub method: UploadMethod,
+    /// `PUT` or `POST` when the client chose one.
+    pub method: Option<UploadMethod>,
+    /// `Some(true)`: multipart; `Some(false)`: never; `None`: multipart above the threshold.
+    pub multipart: Option<bool>,
+}
+
+/// How a multipart upload is cut.
+#[derive(Debug, Clone, Serialize)]
+pub struct MultipartPlan {
+    pub part_size: u64,
+    pub part_count: u32,
 }
 
 /// What the client needs to upload.
@@ -34,13 +45,17 @@ pub struct PresignedUpload {
     pub upload_id: UploadId,
     pub key: String,
     pub method: UploadMethod,
-    pub url: String,
+    /// Absent for multipart uploads: ask for part URLs instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fields: Option<BTreeMap<String, String>>,
     pub expires_at: DateTime<Utc>,
     pub max_size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multipart: Option<MultipartPlan>,
 }
 
 #[tracing::instrument(skip_all, fields(user.id = %who.user_id, profile = %cmd.profile))]
@@ -56,10 +71,25 @@ pub async fn presign(
     let content_type = profile.accept_content_type(cmd.content_type.as_deref())?;
     let size = profile.accept_size(cmd.size)?;
     let name = SafeName::sanitize(cmd.filename.as_deref()).map_err(PresignRejection::from)?;
+    let uploads = &settings.uploads;
+    let method = match (cmd.multipart, cmd.method) {
+        (Some(true), Some(_)) => {
+            return Err(AppError::InvalidRequest(
+                "a multipart upload has no method; omit method or multipart".into(),
+            ))
+        }
+        (Some(true), None) => UploadMethod::Multipart,
+        (None, None) if size > uploads.multipart_threshold_bytes => UploadMethod::Multipart,
+        _ if size > MAX_PART_SIZE => return Err(AppError::MultipartRequired),
+        (_, method) => method.unwrap_or(UploadMethod::Put),
+    };
 
     let now = records::now();
-    let expires_at =
-        now + Duration::seconds(i64::try_from(settings.uploads.presign_expiry_secs).unwrap_or(900));
+    let url_secs = match method {
+        UploadMethod::Multipart => uploads.multipart_session_secs,
+        _ => uploads.presign_expiry_secs,
+    };
+    let expires_at = now + Duration::seconds(i64::try_from(url_secs).unwrap_or(900));
     let commit_deadline = now
         + Duration::seconds(i64::try_from(settings.uploads.commit_window_secs).unwrap_or(86_400));
     let upload_id = UploadId::generate();
@@ -73,16 +103,39 @@ pub async fn presign(
         now,
         expires_at,
     };
-    let (url, headers, fields) = match cmd.method {
+    let (mut url, mut headers, mut fields, mut session) = (None, None, None, None);
+    match method {
         UploadMethod::Put => {
             let put = state.store.presign_put(&input).await?;
-            (put.url, Some(put.headers.into_iter().collect()), None)
+            url = Some(put.url);
+            headers = Some(put.headers.into_iter().collect());
         }
         UploadMethod::Post => {
             let form = state.store.presign_post(&input).await?;
-            (form.url, None, Some(form.fields.into_iter().collect()))
+            url = Some(form.url);
+            fields = Some(form.fields.into_iter().collect());
         }
-    };
+        UploadMethod::Multipart => {
+            let plan = PartPlan::new(size, uploads.multipart_part_size_bytes)
+                .map_err(|_| AppError::Presign(PresignRejection::SizeInvalid))?;
+            let s3_upload_id = state
+                .store
+                .create_multipart(
+                    key.as_str(),
+                    content_type.as_str(),
+                    Some((UPLOAD_ID_METADATA, upload_id.as_str())),
+                )
+                .await?;
+            session = Some(MultipartSession {
+                upload_id: upload_id.clone(),
+                s3_upload_id,
+                plan,
+                state: SessionState::Open,
+                created_at: now,
+                expires_at,
+            });
+        }
+    }
 
     let upload = Upload {
         id: upload_id.clone(),
@@ -91,7 +144,7 @@ pub async fn presign(
         content_type: content_type.to_string(),
         declared_size: i64::try_from(size).map_err(|_| PresignRejection::SizeInvalid)?,
         key: key.as_str().to_owned(),
-        method: cmd.method.as_str().to_owned(),
+        method: method.as_str().to_owned(),
         state: UploadState::Issued,
         final_key: None,
         reject_code: None,
@@ -101,11 +154,24 @@ pub async fn presign(
         expires_at,
         commit_deadline,
     };
-    match state
+    let created = state
         .catalog
-        .create_upload(&upload, None, quota_day(now), settings.quota)
-        .await
-    {
+        .create_upload(&upload, session.as_ref(), quota_day(now), settings.quota)
+        .await;
+    if created.is_err() {
+        if let Some(s) = &session {
+            // Nothing records this multipart upload: abort it now rather than leave its parts
+            // to the bucket's abort rule.
+            if let Err(e) = state
+                .store
+                .abort_multipart(&upload.key, &s.s3_upload_id)
+                .await
+            {
+                tracing::warn!(error = %e, "could not abort an unrecorded multipart upload; the bucket's abort rule will");
+            }
+        }
+    }
+    match created {
         Ok(()) => {}
         Err(CatalogError::QuotaExceeded) => {
             return Err(AppError::QuotaExceeded {
@@ -114,15 +180,19 @@ pub async fn presign(
         }
         Err(e) => return Err(e.into()),
     }
-    tracing::info!(upload.id = %upload_id, size_bytes = size, method = cmd.method.as_str(), "upload presigned");
+    tracing::info!(upload.id = %upload_id, size_bytes = size, method = method.as_str(), "upload presigned");
     Ok(PresignedUpload {
         upload_id,
         key: upload.key,
-        method: cmd.method,
+        method,
         url,
         headers,
         fields,
         expires_at,
         max_size: profile.max_size,
+        multipart: session.map(|s| MultipartPlan {
+            part_size: s.plan.part_size,
+            part_count: s.plan.part_count,
+        }),
     })
 }

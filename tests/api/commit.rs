@@ -395,26 +395,3 @@ async fn handles_are_readable_by_owner_and_admin_only_and_download_as_attachment
         404
     );
 }
-
-#[tokio::test]
-async fn an_object_over_the_single_copy_limit_is_refused_with_a_clear_code() {
-    let app = crate::helpers::spawn_app_with(crate::helpers::Spawn {
-        env: vec![("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "1000".into())],
-        ..Default::default()
-    })
-    .await;
-    let token = app.token("alice");
-    let p = app
-        .uploaded(&token, "image", "image/png", 1001, "PUT")
-        .await;
-    assert_eq!(
-        error_code(app.commit(&token, &p.key, None).await).await,
-        (422, "object_too_large_to_promote".to_owned())
-    );
-    assert_eq!(
-        app.db.upload_state(&p.upload_id).await,
-        "issued",
-        "not rejected: a later server may promote it"
-    );
-    assert!(app.object_exists(&p.key).await);
-}

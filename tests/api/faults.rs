@@ -125,7 +125,9 @@ impl ObjectStore for FaultyStore {
         content_type: &str,
         metadata: Option<(&str, &str)>,
     ) -> Result<String, StoreError> {
-        self.inner.create_multipart(key, content_type, metadata).await
+        self.inner
+            .create_multipart(key, content_type, metadata)
+            .await
     }
 
     async fn presign_part(&self, input: &PartInput<'_>) -> Result<PresignedPut, StoreError> {
@@ -148,7 +150,9 @@ impl ObjectStore for FaultyStore {
         multipart_id: &str,
         parts: &[(u32, String)],
     ) -> Result<(), StoreError> {
-        self.inner.complete_multipart(key, multipart_id, parts).await
+        self.inner
+            .complete_multipart(key, multipart_id, parts)
+            .await
     }
 
     async fn abort_multipart(&self, key: &str, multipart_id: &str) -> Result<(), StoreError> {
@@ -165,7 +169,9 @@ impl ObjectStore for FaultyStore {
         range: (u64, u64),
     ) -> Result<String, StoreError> {
         if self.faults.fail_copy_part.load(Ordering::SeqCst) == part_number {
-            return Err(StoreError::Unavailable("injected: UploadPartCopy failed".into()));
+            return Err(StoreError::Unavailable(
+                "injected: UploadPartCopy failed".into(),
+            ));
         }
         self.faults.part_copies.fetch_add(1, Ordering::SeqCst);
         self.inner
@@ -175,9 +181,15 @@ impl ObjectStore for FaultyStore {
 }
 
 async fn spawn_faulty() -> (TestApp, Arc<Faults>) {
+    spawn_faulty_with(Vec::new()).await
+}
+
+/// A server on the fault-injecting store, with extra settings.
+pub async fn spawn_faulty_with(env: Vec<(&'static str, String)>) -> (TestApp, Arc<Faults>) {
     let faults = Arc::new(Faults::default());
     let f = faults.clone();
     let app = spawn_app_with(Spawn {
+        env,
         wrap_store: Some(Box::new(move |inner, raw| {
             Arc::new(FaultyStore {
                 inner,
@@ -185,7 +197,6 @@ async fn spawn_faulty() -> (TestApp, Arc<Faults>) {
                 faults: f,
             })
         })),
-        ..Spawn::default()
     })
     .await;
     (app, faults)

@@ -10,6 +10,7 @@ mod faults;
 mod helpers;
 mod http_contract;
 mod legacy;
+mod multipart;
 mod outages;
 mod presign;
 mod upload_step;

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use crate::auth::Identity;
 use crate::catalog::{CatalogError, LeaseRequest};
 use crate::domain::keys::{is_legacy_key, FinalKey, TmpKey};
-use crate::domain::records::{self, FileHandle, Upload, UploadState};
+use crate::domain::records::{self, FileHandle, Upload, UploadMethod, UploadState};
 use crate::error::AppError;
 use crate::state::AppState;
 
+mod multipart_copy;
 mod promote;
 
 use promote::{promote, settle};
@@ -109,6 +110,9 @@ pub async fn commit(
             UploadState::Issued => {
                 if now > upload.commit_deadline {
                     return Err(AppError::UploadExpired);
+                }
+                if upload.method == UploadMethod::Multipart.as_str() {
+                    crate::services::multipart::require_completed(state, &upload, now).await?;
                 }
                 let target = target_key(state, &upload, custom.as_ref(), legacy)?;
                 if let Some(lease) = take_lease(state, &upload, target, None).await? {

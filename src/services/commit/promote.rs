@@ -9,6 +9,7 @@ use crate::error::AppError;
 use crate::state::AppState;
 use crate::storage::{ObjectHead, StoreError, UPLOAD_ID_METADATA};
 
+use super::multipart_copy::{copy_in_parts, CopyJob};
 use super::{CommitOutcome, Lease};
 
 /// What to do with the lease when a step fails.
@@ -67,12 +68,6 @@ pub(super) async fn promote(
     if head.size <= 0 || head.size != upload.declared_size {
         return Err(Failure::Reject(AppError::SizeMismatch, Some(head)));
     }
-    if !legacy
-        && u64::try_from(head.size).unwrap_or(u64::MAX)
-            > state.settings.uploads.max_single_copy_bytes
-    {
-        return Err(Failure::Release(AppError::ObjectTooLargeToPromote));
-    }
     let first = match store
         .read_head_bytes(&upload.key, SNIFF_BYTES, &head.etag)
         .await
@@ -102,15 +97,31 @@ pub(super) async fn promote(
         }
         Some(_) => return Err(Failure::Release(AppError::FinalKeyConflict)),
         None => {
-            let copied = store
-                .promote(
-                    &upload.key,
-                    &head.etag,
-                    &lease.final_key,
-                    upload.id.as_str(),
-                    &upload.content_type,
-                )
-                .await;
+            let uploads = &state.settings.uploads;
+            let size = u64::try_from(head.size).unwrap_or(u64::MAX);
+            let copied = if size > uploads.max_single_copy_bytes {
+                let job = CopyJob {
+                    src: &upload.key,
+                    src_etag: &head.etag,
+                    size,
+                    dst: lease.final_key.as_str(),
+                    upload_id: upload.id.as_str(),
+                    content_type: &upload.content_type,
+                    part_size: uploads.copy_part_size_bytes,
+                    concurrency: uploads.copy_concurrency,
+                };
+                copy_in_parts(store, &job).await
+            } else {
+                store
+                    .promote(
+                        &upload.key,
+                        &head.etag,
+                        &lease.final_key,
+                        upload.id.as_str(),
+                        &upload.content_type,
+                    )
+                    .await
+            };
             match copied {
                 Ok(()) => {}
                 Err(StoreError::PreconditionFailed) => {

@@ -1,0 +1,359 @@
+//! Multipart uploads after presign: part URLs, the parts S3 holds (for resuming), completion
+//! checked against S3, and abort. Every step first loads the upload (owner or admin only) and
+//! its session, and refuses a session that is aborted, completed or past its own expiry — which
+//! comes before the bucket's abort-incomplete rule, so the service never offers to resume an
+//! upload S3 may already have removed.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use crate::auth::Identity;
+use crate::domain::ids::UploadId;
+use crate::domain::multipart::{
+    check_completion, ClientPart, CompletionError, MultipartSession, PartNumberError, PartRecord,
+    SessionState, MAX_PARTS_PER_REQUEST,
+};
+use crate::domain::records::{self, Upload};
+use crate::error::AppError;
+use crate::state::AppState;
+use crate::storage::{PartInput, StoreError};
+
+/// Largest page of parts one listing returns.
+pub const MAX_LIST_PAGE: u32 = 1000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PartUrl {
+    pub part_number: u32,
+    pub url: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PartUrls {
+    pub upload_id: UploadId,
+    pub parts: Vec<PartUrl>,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedPart {
+    pub part_number: u32,
+    pub etag: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PartListing {
+    pub upload_id: UploadId,
+    pub state: &'static str,
+    pub part_size: u64,
+    pub part_count: u32,
+    pub parts: Vec<ListedPart>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u32>,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Completed {
+    pub upload_id: UploadId,
+    pub key: String,
+    pub size: u64,
+    pub parts: u32,
+}
+
+fn listed(p: &PartRecord) -> ListedPart {
+    ListedPart {
+        part_number: p.part_number,
+        etag: p.etag.clone(),
+        size: p.size,
+    }
+}
+
+/// The upload (owner or admin only; anyone else gets the same 404 as an unknown id) and its
+/// multipart session.
+async fn load(
+    state: &AppState,
+    who: &Identity,
+    id: &str,
+) -> Result<(Upload, MultipartSession), AppError> {
+    let id = UploadId::parse(id).ok_or(AppError::UploadNotFound)?;
+    let upload = state
+        .catalog
+        .upload_by_id(&id)
+        .await?
+        .filter(|u| u.owner == who.user_id || who.admin)
+        .ok_or(AppError::UploadNotFound)?;
+    let session = state
+        .catalog
+        .multipart_session(&id)
+        .await?
+        .ok_or(AppError::UploadNotMultipart)?;
+    Ok((upload, session))
+}
+
+/// An open session still within its expiry.
+fn require_open(session: &MultipartSession, now: DateTime<Utc>) -> Result<(), AppError> {
+    match session.state {
+        SessionState::Aborted => Err(AppError::UploadAborted),
+        SessionState::Completed => Err(AppError::MultipartCompleted),
+        SessionState::Open if now > session.expires_at => Err(AppError::MultipartSessionExpired),
+        SessionState::Open => Ok(()),
+    }
+}
+
+/// Commit of a multipart upload needs its session completed.
+pub async fn require_completed(
+    state: &AppState,
+    upload: &Upload,
+    now: DateTime<Utc>,
+) -> Result<(), AppError> {
+    let session = state
+        .catalog
+        .multipart_session(&upload.id)
+        .await?
+        .ok_or_else(|| AppError::Internal("multipart upload without a session".into()))?;
+    match session.state {
+        SessionState::Completed => Ok(()),
+        SessionState::Aborted => Err(AppError::UploadAborted),
+        SessionState::Open if now > session.expires_at => Err(AppError::MultipartSessionExpired),
+        SessionState::Open => Err(AppError::MultipartIncomplete),
+    }
+}
+
+#[tracing::instrument(skip_all, fields(user.id = %who.user_id, upload.id = %id, parts = numbers.len()))]
+pub async fn part_urls(
+    state: &AppState,
+    who: &Identity,
+    id: &str,
+    numbers: &[i64],
+) -> Result<PartUrls, AppError> {
+    let (upload, session) = load(state, who, id).await?;
+    let now = records::now();
+    require_open(&session, now)?;
+    let numbers = session.plan.accept_part_numbers(numbers).map_err(|e| {
+        AppError::PartNumberInvalid(match e {
+            PartNumberError::Count => {
+                format!("part_numbers must name 1 to {MAX_PARTS_PER_REQUEST} parts")
+            }
+            PartNumberError::OutOfRange(n) => format!(
+                "part number {n} is not a part of this upload (1..={})",
+                session.plan.part_count
+            ),
+            PartNumberError::Duplicate(n) => format!("part number {n} is named twice"),
+        })
+    })?;
+    let presign_secs = i64::try_from(state.settings.uploads.presign_expiry_secs).unwrap_or(900);
+    let expires_at = (now + Duration::seconds(presign_secs)).min(session.expires_at);
+    let mut parts = Vec::with_capacity(numbers.len());
+    for n in numbers {
+        let size = session.plan.size_of(n).unwrap_or(0);
+        let put = state
+            .store
+            .presign_part(&PartInput {
+                key: &upload.key,
+                multipart_id: &session.s3_upload_id,
+                part_number: n,
+                size,
+                now,
+                expires_at,
+            })
+            .await?;
+        parts.push(PartUrl {
+            part_number: n,
+            url: put.url,
+            headers: put.headers.into_iter().collect(),
+            size,
+        });
+    }
+    Ok(PartUrls {
+        upload_id: upload.id,
+        parts,
+        expires_at,
+    })
+}
+
+#[tracing::instrument(skip_all, fields(user.id = %who.user_id, upload.id = %id))]
+pub async fn list(
+    state: &AppState,
+    who: &Identity,
+    id: &str,
+    after: u32,
+    limit: u32,
+) -> Result<PartListing, AppError> {
+    let (upload, session) = load(state, who, id).await?;
+    let now = records::now();
+    let limit = limit.clamp(1, MAX_LIST_PAGE);
+    let listing = |parts: Vec<ListedPart>, next_after| PartListing {
+        upload_id: upload.id.clone(),
+        state: session.state.as_str(),
+        part_size: session.plan.part_size,
+        part_count: session.plan.part_count,
+        parts,
+        next_after,
+        expires_at: session.expires_at,
+    };
+    if session.state == SessionState::Completed {
+        // S3 forgets the parts once completed; the catalog recorded them.
+        let recorded = state.catalog.parts(&upload.id).await?;
+        let page: Vec<ListedPart> = recorded
+            .iter()
+            .filter(|p| p.part_number > after)
+            .take(limit as usize)
+            .map(listed)
+            .collect();
+        let next = page
+            .last()
+            .filter(|last| recorded.iter().any(|p| p.part_number > last.part_number))
+            .map(|last| last.part_number);
+        return Ok(listing(page, next));
+    }
+    require_open(&session, now)?;
+    let page = match state
+        .store
+        .list_parts(&upload.key, &session.s3_upload_id, after, limit)
+        .await
+    {
+        Ok(page) => page,
+        Err(StoreError::NotFound) => return Err(AppError::MultipartSessionExpired),
+        Err(e) => return Err(e.into()),
+    };
+    state
+        .catalog
+        .record_parts(&upload.id, &page.parts, now)
+        .await?;
+    Ok(listing(page.parts.iter().map(listed).collect(), page.next))
+}
+
+/// Every part S3 holds, following ListParts pages.
+async fn all_parts(
+    state: &AppState,
+    key: &str,
+    session: &MultipartSession,
+) -> Result<Vec<PartRecord>, AppError> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = match state
+            .store
+            .list_parts(key, &session.s3_upload_id, after, MAX_LIST_PAGE)
+            .await
+        {
+            Ok(page) => page,
+            Err(StoreError::NotFound) => return Err(AppError::MultipartSessionExpired),
+            Err(e) => return Err(e.into()),
+        };
+        out.extend(page.parts);
+        match page.next {
+            Some(next) if next > after => after = next,
+            _ => return Ok(out),
+        }
+    }
+}
+
+#[tracing::instrument(skip_all, fields(user.id = %who.user_id, upload.id = %id, parts = client.len()))]
+pub async fn complete(
+    state: &AppState,
+    who: &Identity,
+    id: &str,
+    client: &[ClientPart],
+) -> Result<Completed, AppError> {
+    let (upload, session) = load(state, who, id).await?;
+    let done = Completed {
+        upload_id: upload.id.clone(),
+        key: upload.key.clone(),
+        size: session.plan.total,
+        parts: session.plan.part_count,
+    };
+    if session.state == SessionState::Completed {
+        // A retry after a lost response: the same answer.
+        return Ok(done);
+    }
+    let now = records::now();
+    require_open(&session, now)?;
+    let max_size = state
+        .settings
+        .profile(&upload.profile)
+        .map_or(session.plan.total, |p| p.max_size);
+    let held = all_parts(state, &upload.key, &session).await?;
+    let parts = check_completion(&session.plan, max_size, client, &held).map_err(|e| match e {
+        CompletionError::Invalid(m) => AppError::PartsInvalid(m),
+        CompletionError::NotUploaded(n) => AppError::PartNotUploaded(n),
+        CompletionError::EtagMismatch(n) => AppError::PartEtagMismatch(n),
+        CompletionError::PartSize {
+            part,
+            expected,
+            actual,
+        } => AppError::PartSizeMismatch {
+            part,
+            expected,
+            actual,
+        },
+        CompletionError::TooLarge { total, max } => AppError::ObjectTooLarge { total, max },
+    })?;
+    let list: Vec<(u32, String)> = parts
+        .iter()
+        .map(|p| (p.part_number, p.etag.clone()))
+        .collect();
+    match state
+        .store
+        .complete_multipart(&upload.key, &session.s3_upload_id, &list)
+        .await
+    {
+        Ok(()) => {}
+        Err(StoreError::NotFound) => {
+            // Completed by a concurrent call, or aborted: the catalog says which.
+            return match state.catalog.multipart_session(&upload.id).await? {
+                Some(s) if s.state == SessionState::Completed => Ok(done),
+                Some(s) if s.state == SessionState::Aborted => Err(AppError::UploadAborted),
+                _ => Err(AppError::MultipartSessionExpired),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if !state
+        .catalog
+        .finish_session(&upload.id, SessionState::Completed, &parts, now)
+        .await?
+    {
+        let current = state.catalog.multipart_session(&upload.id).await?;
+        if current.is_some_and(|s| s.state == SessionState::Aborted) {
+            return Err(AppError::UploadAborted);
+        }
+    }
+    tracing::info!(
+        size_bytes = session.plan.total,
+        "multipart upload completed"
+    );
+    Ok(done)
+}
+
+#[tracing::instrument(skip_all, fields(user.id = %who.user_id, upload.id = %id))]
+pub async fn abort(state: &AppState, who: &Identity, id: &str) -> Result<(), AppError> {
+    let (upload, session) = load(state, who, id).await?;
+    match session.state {
+        SessionState::Aborted => return Ok(()),
+        SessionState::Completed => return Err(AppError::MultipartCompleted),
+        SessionState::Open => {}
+    }
+    // S3 first: if it fails, the catalog still says open and a retried DELETE aborts again.
+    state
+        .store
+        .abort_multipart(&upload.key, &session.s3_upload_id)
+        .await?;
+    let now = records::now();
+    if !state
+        .catalog
+        .finish_session(&upload.id, SessionState::Aborted, &[], now)
+        .await?
+    {
+        let current = state.catalog.multipart_session(&upload.id).await?;
+        if current.is_some_and(|s| s.state == SessionState::Completed) {
+            return Err(AppError::MultipartCompleted);
+        }
+    }
+    tracing::info!("multipart upload aborted");
+    Ok(())
+}

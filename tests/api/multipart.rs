@@ -1,0 +1,632 @@
+//! Multipart uploads through presigned part URLs on LocalStack, and the promotion of objects over
+//! the single-copy limit by a multipart copy (threshold and part size lowered so small objects
+//! take that path).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use upcommit::domain::ids::UploadId;
+use upcommit::domain::multipart::PartRecord;
+
+use crate::faults::spawn_faulty_with;
+use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+
+const MIB: usize = 1024 * 1024;
+const TOTAL: usize = 12 * MIB;
+
+fn five_mib_parts() -> Vec<(&'static str, String)> {
+    vec![("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", (5 * MIB).to_string())]
+}
+
+async fn spawn() -> TestApp {
+    spawn_app_with(Spawn {
+        env: five_mib_parts(),
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// A started multipart upload: its JSON and the bytes it is meant to carry.
+struct Started {
+    body: Value,
+    bytes: Vec<u8>,
+}
+
+impl Started {
+    fn id(&self) -> &str {
+        self.body["upload_id"].as_str().expect("upload_id")
+    }
+    fn key(&self) -> &str {
+        self.body["key"].as_str().expect("key")
+    }
+    /// The bytes of part `n` (1-based) under 5 MiB parts.
+    fn part(&self, n: usize) -> Vec<u8> {
+        let start = (n - 1) * 5 * MIB;
+        self.bytes[start..(start + 5 * MIB).min(self.bytes.len())].to_vec()
+    }
+}
+
+async fn start(app: &TestApp, token: &str, size: usize) -> Started {
+    let resp = app
+        .presign(
+            token,
+            json!({"profile": "image", "content_type": "image/png", "size": size, "filename": "big.png", "multipart": true}),
+        )
+        .await;
+    assert_eq!(resp.status(), 201);
+    Started {
+        body: resp.json().await.expect("JSON"),
+        bytes: media("image/png", size),
+    }
+}
+
+async fn part_urls(app: &TestApp, token: &str, id: &str, numbers: Value) -> reqwest::Response {
+    app.post_json(
+        &format!("/v1/uploads/{id}/parts"),
+        Some(token),
+        &json!({ "part_numbers": numbers }),
+    )
+    .await
+}
+
+/// PUTs one part to its presigned URL; returns the status and the ETag.
+async fn put_part(app: &TestApp, url: &Value, body: Vec<u8>) -> (u16, Option<String>) {
+    let resp = app
+        .http
+        .put(url["url"].as_str().expect("url"))
+        .body(body)
+        .send()
+        .await
+        .expect("part PUT");
+    let etag = resp
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (resp.status().as_u16(), etag)
+}
+
+/// Asks for URLs of `numbers` and uploads those parts concurrently, in the order given.
+async fn upload_parts(
+    app: &TestApp,
+    token: &str,
+    s: &Started,
+    numbers: &[usize],
+) -> Vec<(usize, String)> {
+    let resp = part_urls(app, token, s.id(), json!(numbers)).await;
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.expect("JSON");
+    let urls = body["parts"].as_array().expect("parts").clone();
+    assert_eq!(urls.len(), numbers.len());
+    let puts = urls.iter().map(|u| {
+        let n = u["part_number"].as_u64().expect("part_number") as usize;
+        assert_eq!(u["size"].as_u64(), Some(s.part(n).len() as u64));
+        async move {
+            let (status, etag) = put_part(app, u, s.part(n)).await;
+            assert_eq!(status, 200, "part {n}");
+            (n, etag.expect("ETag"))
+        }
+    });
+    futures::future::join_all(puts).await
+}
+
+async fn complete(
+    app: &TestApp,
+    token: &str,
+    id: &str,
+    parts: &[(usize, String)],
+) -> reqwest::Response {
+    let list: Vec<Value> = parts
+        .iter()
+        .map(|(n, e)| json!({"part_number": n, "etag": e}))
+        .collect();
+    app.post_json(
+        &format!("/v1/uploads/{id}/complete"),
+        Some(token),
+        &json!({ "parts": list }),
+    )
+    .await
+}
+
+fn sorted(mut parts: Vec<(usize, String)>) -> Vec<(usize, String)> {
+    parts.sort();
+    parts
+}
+
+async fn open_multipart_uploads(app: &TestApp) -> usize {
+    app.s3
+        .list_multipart_uploads()
+        .bucket(&app.bucket)
+        .send()
+        .await
+        .expect("ListMultipartUploads")
+        .uploads()
+        .len()
+}
+
+#[tokio::test]
+async fn a_three_part_upload_sent_out_of_order_in_parallel_is_completed_and_committed() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    assert_eq!(s.body["method"], "MULTIPART");
+    assert_eq!(s.body["multipart"]["part_size"], 5 * MIB);
+    assert_eq!(s.body["multipart"]["part_count"], 3);
+    assert!(s.body.get("url").is_none());
+    assert!(s.key().starts_with("tmp/"));
+
+    let parts = upload_parts(&app, &token, &s, &[3, 1, 2]).await;
+    let done = complete(&app, &token, s.id(), &sorted(parts)).await;
+    assert_eq!(done.status(), 200);
+    let done: Value = done.json().await.expect("JSON");
+    assert_eq!(done["size"], TOTAL);
+    assert_eq!(done["parts"], 3);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM multipart_sessions WHERE state = 'completed'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT COUNT(*) FROM upload_parts WHERE upload_id = '{}' AND etag <> ''",
+                s.id()
+            ))
+            .await,
+        3
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COALESCE(SUM(size), 0) FROM upload_parts")
+            .await,
+        TOTAL as i64
+    );
+
+    let commit = app.commit(&token, s.key(), None).await;
+    assert_eq!(commit.status(), 201);
+    let handle: Value = commit.json().await.expect("handle");
+    assert_eq!(handle["size"], TOTAL);
+    let key = handle["key"].as_str().expect("key");
+    assert_eq!(app.get_object(key).await, s.bytes, "byte-for-byte");
+    assert!(!app.object_exists(s.key()).await, "tmp object removed");
+    assert_eq!(open_multipart_uploads(&app).await, 0);
+}
+
+#[tokio::test]
+async fn a_client_that_lost_its_state_resumes_from_the_part_listing() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    upload_parts(&app, &token, &s, &[1, 2]).await;
+
+    // The app restarted and knows only the upload id.
+    let page = app
+        .get(
+            &format!("/v1/uploads/{}/parts?limit=1", s.id()),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(page.status(), 200);
+    let page: Value = page.json().await.expect("JSON");
+    assert_eq!(page["parts"].as_array().map(Vec::len), Some(1));
+    assert_eq!(page["next_after"], 1);
+    let all: Value = app
+        .get(&format!("/v1/uploads/{}/parts", s.id()), Some(&token))
+        .await
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(all["part_count"], 3);
+    assert!(all.get("next_after").is_none());
+    let mut known: Vec<(usize, String)> = all["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|p| {
+            (
+                p["part_number"].as_u64().expect("n") as usize,
+                p["etag"].as_str().expect("etag").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(known.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM upload_parts").await,
+        2,
+        "the listing is recorded, one row per part"
+    );
+
+    known.extend(upload_parts(&app, &token, &s, &[3]).await);
+    assert_eq!(complete(&app, &token, s.id(), &known).await.status(), 200);
+    // A retried completion answers the same.
+    assert_eq!(complete(&app, &token, s.id(), &known).await.status(), 200);
+    assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+}
+
+#[tokio::test]
+async fn completion_lists_that_do_not_match_s3_are_refused_and_lose_nothing() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    let two = sorted(upload_parts(&app, &token, &s, &[1, 2]).await);
+
+    let mut missing = two.clone();
+    missing.push((3, "\"0123\"".into()));
+    assert_eq!(
+        error_code(complete(&app, &token, s.id(), &missing).await).await,
+        (422, "part_not_uploaded".to_owned())
+    );
+    let mut all = two.clone();
+    all.extend(upload_parts(&app, &token, &s, &[3]).await);
+    let mut wrong = all.clone();
+    wrong[1].1 = "\"ffffffffffffffffffffffffffffffff\"".into();
+    assert_eq!(
+        error_code(complete(&app, &token, s.id(), &wrong).await).await,
+        (422, "part_etag_mismatch".to_owned())
+    );
+    let backwards: Vec<_> = all.iter().rev().cloned().collect();
+    assert_eq!(
+        error_code(complete(&app, &token, s.id(), &backwards).await).await,
+        (400, "parts_invalid".to_owned())
+    );
+    assert_eq!(
+        error_code(complete(&app, &token, s.id(), &all[..2]).await).await,
+        (400, "parts_invalid".to_owned())
+    );
+    assert_eq!(
+        error_code(app.commit(&token, s.key(), None).await).await,
+        (409, "multipart_incomplete".to_owned())
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    // Nothing was lost: the right list still completes.
+    assert_eq!(complete(&app, &token, s.id(), &all).await.status(), 200);
+    assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+}
+
+#[tokio::test]
+async fn part_numbers_outside_the_plan_or_s3_limits_are_refused() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    for numbers in [
+        json!([0]),
+        json!([10001]),
+        json!([4]),
+        json!([-1]),
+        json!([]),
+        json!([1, 1]),
+    ] {
+        assert_eq!(
+            error_code(part_urls(&app, &token, s.id(), numbers.clone()).await).await,
+            (400, "part_number_invalid".to_owned()),
+            "{numbers}"
+        );
+    }
+    // Someone else's upload is not found, the same as an unknown id.
+    assert_eq!(
+        error_code(part_urls(&app, &app.token("mallory"), s.id(), json!([1])).await).await,
+        (404, "upload_not_found".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_part_longer_than_signed_is_refused_by_s3() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    let resp: Value = part_urls(&app, &token, s.id(), json!([1]))
+        .await
+        .json()
+        .await
+        .expect("JSON");
+    let url = &resp["parts"][0];
+    assert_eq!(url["headers"]["Content-Length"], (5 * MIB).to_string());
+    let mut longer = s.part(1);
+    longer.push(0);
+    let (status, _) = put_part(&app, url, longer).await;
+    assert_eq!(status, 403, "the signature binds Content-Length");
+    let listed: Value = app
+        .get(&format!("/v1/uploads/{}/parts", s.id()), Some(&token))
+        .await
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(listed["parts"].as_array().map(Vec::len), Some(0));
+}
+
+#[tokio::test]
+async fn totals_over_the_profile_maximum_are_refused() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let over = app
+        .presign(
+            &token,
+            json!({"profile": "image", "content_type": "image/png", "size": 21 * MIB, "multipart": true}),
+        )
+        .await;
+    assert_eq!(error_code(over).await, (400, "size_too_large".to_owned()));
+
+    // Parts written around the presigned URLs (here with the bucket's own credentials) that add
+    // up to more than the profile allows are refused at completion.
+    let s = start(&app, &token, TOTAL).await;
+    let mut parts = sorted(upload_parts(&app, &token, &s, &[1, 2]).await);
+    let multipart_id: String = sqlx_scalar(
+        &app,
+        &format!(
+            "SELECT s3_upload_id FROM multipart_sessions WHERE upload_id = '{}'",
+            s.id()
+        ),
+    )
+    .await;
+    let big = app
+        .s3
+        .upload_part()
+        .bucket(&app.bucket)
+        .key(s.key())
+        .upload_id(multipart_id)
+        .part_number(3)
+        .body(vec![0u8; 11 * MIB].into())
+        .send()
+        .await
+        .expect("raw UploadPart");
+    parts.push((3, big.e_tag().expect("etag").to_owned()));
+    assert_eq!(
+        error_code(complete(&app, &token, s.id(), &parts).await).await,
+        (422, "object_too_large".to_owned())
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM multipart_sessions WHERE state = 'open'")
+            .await,
+        1
+    );
+}
+
+async fn sqlx_scalar(app: &TestApp, sql: &str) -> String {
+    match &app.db {
+        crate::helpers::TestDb::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await,
+        crate::helpers::TestDb::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await,
+    }
+    .expect("scalar")
+}
+
+#[tokio::test]
+async fn an_aborted_upload_is_gone_from_s3_and_answers_clearly() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    upload_parts(&app, &token, &s, &[1]).await;
+    assert_eq!(open_multipart_uploads(&app).await, 1);
+
+    let delete = |t: String| {
+        let url = format!("{}/v1/uploads/{}", app.address, s.id());
+        let http = app.http.clone();
+        async move {
+            http.delete(url)
+                .bearer_auth(t)
+                .send()
+                .await
+                .expect("DELETE")
+        }
+    };
+    assert_eq!(delete(token.clone()).await.status(), 204);
+    assert_eq!(delete(token.clone()).await.status(), 204, "idempotent");
+    assert_eq!(open_multipart_uploads(&app).await, 0);
+    assert_eq!(
+        error_code(app.commit(&token, s.key(), None).await).await,
+        (410, "upload_aborted".to_owned())
+    );
+    assert_eq!(
+        error_code(part_urls(&app, &token, s.id(), json!([2])).await).await,
+        (410, "upload_aborted".to_owned())
+    );
+    assert_eq!(
+        error_code(delete(app.token("mallory")).await).await,
+        (404, "upload_not_found".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn an_expired_session_answers_410() {
+    let mut env = five_mib_parts();
+    env.push(("UPCOMMIT_MULTIPART_SESSION_SECS", "1".into()));
+    let app = spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let gone = (410, "multipart_session_expired".to_owned());
+    assert_eq!(
+        error_code(part_urls(&app, &token, s.id(), json!([1])).await).await,
+        gone
+    );
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/uploads/{}/parts", s.id()), Some(&token))
+                .await
+        )
+        .await,
+        gone
+    );
+    assert_eq!(
+        error_code(complete(&app, &token, s.id(), &[(1, "\"x\"".into())]).await).await,
+        gone
+    );
+    assert_eq!(
+        error_code(app.commit(&token, s.key(), None).await).await,
+        gone
+    );
+}
+
+#[tokio::test]
+async fn multipart_routes_refuse_a_single_upload() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 100, "PUT")
+        .await;
+    assert_eq!(
+        error_code(part_urls(&app, &token, &p.upload_id, json!([1])).await).await,
+        (409, "upload_not_multipart".to_owned())
+    );
+    let both = app
+        .presign(
+            &token,
+            json!({"profile": "image", "content_type": "image/png", "size": 100, "multipart": true, "method": "PUT"}),
+        )
+        .await;
+    assert_eq!(error_code(both).await, (400, "invalid_request".to_owned()));
+}
+
+#[tokio::test]
+async fn presigns_above_the_threshold_become_multipart() {
+    let mut env = five_mib_parts();
+    env.push(("UPCOMMIT_MULTIPART_THRESHOLD_BYTES", (6 * MIB).to_string()));
+    let app = spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    let small = app
+        .presign_ok(&token, "image", "image/png", MIB, "PUT")
+        .await;
+    assert_eq!(small.method, "PUT");
+    let big: Value = app
+        .presign(
+            &token,
+            json!({"profile": "image", "content_type": "image/png", "size": 7 * MIB}),
+        )
+        .await
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(big["method"], "MULTIPART");
+    assert_eq!(big["multipart"]["part_count"], 2);
+}
+
+#[tokio::test]
+async fn parts_are_listed_in_numeric_order() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    let id = UploadId::parse(s.id()).expect("id");
+    let numbers = [256u32, 2, 10_000, 47, 1, 10];
+    let parts: Vec<PartRecord> = numbers
+        .iter()
+        .map(|&n| PartRecord {
+            part_number: n,
+            etag: format!("\"etag-{n}\""),
+            size: u64::from(n),
+            checksum: None,
+        })
+        .collect();
+    let now = upcommit::domain::records::now();
+    app.catalog
+        .record_parts(&id, &parts, now)
+        .await
+        .expect("record");
+    // Recording again overwrites in place: still one row per part.
+    app.catalog
+        .record_parts(&id, &parts[..2], now)
+        .await
+        .expect("record again");
+    let listed: Vec<u32> = app
+        .catalog
+        .parts(&id)
+        .await
+        .expect("parts")
+        .iter()
+        .map(|p| p.part_number)
+        .collect();
+    assert_eq!(listed, vec![1, 2, 10, 47, 256, 10_000]);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM upload_parts").await, 6);
+}
+
+fn copy_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", (6 * MIB).to_string()),
+        ("UPCOMMIT_COPY_PART_SIZE_BYTES", (5 * MIB).to_string()),
+        ("UPCOMMIT_COPY_CONCURRENCY", "2".into()),
+    ]
+}
+
+#[tokio::test]
+async fn objects_over_the_single_copy_limit_are_promoted_by_a_multipart_copy() {
+    let (app, faults) = spawn_faulty_with(copy_env()).await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", TOTAL, "PUT")
+        .await;
+    let commit = app.commit(&token, &p.key, None).await;
+    assert_eq!(commit.status(), 201);
+    let handle: Value = commit.json().await.expect("handle");
+    assert_eq!(faults.part_copies.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        faults.copies.load(Ordering::SeqCst),
+        0,
+        "no single CopyObject"
+    );
+    let key = handle["key"].as_str().expect("key");
+    assert_eq!(
+        app.get_object(key).await,
+        media("image/png", TOTAL),
+        "byte-for-byte"
+    );
+    let head = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("HEAD");
+    assert_eq!(head.content_type(), Some("image/png"));
+    assert_eq!(
+        head.metadata().and_then(|m| m.get("upcommit-upload-id")),
+        Some(&p.upload_id)
+    );
+    assert!(!app.object_exists(&p.key).await);
+    assert_eq!(open_multipart_uploads(&app).await, 0);
+}
+
+#[tokio::test]
+async fn a_failure_in_the_middle_of_a_multipart_copy_leaves_no_multipart_upload_behind() {
+    let (app, faults) = spawn_faulty_with(copy_env()).await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", TOTAL, "PUT")
+        .await;
+    faults.fail_copy_part.store(2, Ordering::SeqCst);
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (503, "service_unavailable".to_owned())
+    );
+    assert_eq!(open_multipart_uploads(&app).await, 0, "aborted");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert!(app.object_exists(&p.key).await, "the tmp object is intact");
+    assert_eq!(
+        app.keys()
+            .await
+            .iter()
+            .filter(|k| k.starts_with("media/"))
+            .count(),
+        0,
+        "no final object"
+    );
+
+    faults.fail_copy_part.store(0, Ordering::SeqCst);
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(retry.status(), 201);
+    let handle: Value = retry.json().await.expect("handle");
+    assert_eq!(
+        app.get_object(handle["key"].as_str().expect("key")).await,
+        media("image/png", TOTAL)
+    );
+    assert_eq!(open_multipart_uploads(&app).await, 0);
+}
