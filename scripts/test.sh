@@ -47,6 +47,10 @@ fi
 
 start_localstack
 start_postgres
+
+log "openapi.yaml parses"
+"$LOCALSTACK_VENV/bin/python" -c 'import sys, yaml; yaml.safe_load(open("openapi.yaml")); print("openapi.yaml: valid YAML")'
+
 export UPCOMMIT_TEST_S3_ENDPOINT="http://$LOCALSTACK_ADDR"
 export UPCOMMIT_TEST_PG_URL="$PG_URL"
 

@@ -103,6 +103,9 @@ async fn openapi_paths_and_server_routes_agree() {
     let mut served = Vec::new();
     for p in [
         "/v1/uploads",
+        "/v1/uploads/{upload_id}",
+        "/v1/uploads/{upload_id}/parts",
+        "/v1/uploads/{upload_id}/complete",
         "/v1/files",
         "/v1/files/{id}",
         "/v1/files/{id}/content",
@@ -113,7 +116,12 @@ async fn openapi_paths_and_server_routes_agree() {
         "/openapi.yaml",
     ] {
         for m in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
-            let url = format!("{}{}", app.address, p.replace("{id}", &"a".repeat(32)));
+            let url = format!(
+                "{}{}",
+                app.address,
+                p.replace("{id}", &"a".repeat(32))
+                    .replace("{upload_id}", &"a".repeat(32))
+            );
             let method = reqwest::Method::from_bytes(m.as_bytes()).expect("method");
             let resp = app
                 .http
