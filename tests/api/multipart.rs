@@ -179,7 +179,7 @@ async fn a_three_part_upload_sent_out_of_order_in_parallel_is_completed_and_comm
     );
     assert_eq!(
         app.db
-            .count("SELECT COALESCE(SUM(size), 0) FROM upload_parts")
+            .count("SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM upload_parts")
             .await,
         TOTAL as i64
     );
