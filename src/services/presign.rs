@@ -72,17 +72,12 @@ pub async fn presign(
     let size = profile.accept_size(cmd.size)?;
     let name = SafeName::sanitize(cmd.filename.as_deref()).map_err(PresignRejection::from)?;
     let uploads = &settings.uploads;
-    let method = match (cmd.multipart, cmd.method) {
-        (Some(true), Some(_)) => {
-            return Err(AppError::InvalidRequest(
-                "a multipart upload has no method; omit method or multipart".into(),
-            ))
-        }
-        (Some(true), None) => UploadMethod::Multipart,
-        (None, None) if size > uploads.multipart_threshold_bytes => UploadMethod::Multipart,
-        _ if size > MAX_PART_SIZE => return Err(AppError::MultipartRequired),
-        (_, method) => method.unwrap_or(UploadMethod::Put),
-    };
+    let method = choose_method(
+        cmd.multipart,
+        cmd.method,
+        size,
+        uploads.multipart_threshold_bytes,
+    )?;
 
     let now = records::now();
     let url_secs = match method {
@@ -195,4 +190,61 @@ pub async fn presign(
             part_count: s.plan.part_count,
         }),
     })
+}
+
+/// PUT, POST or multipart: what the client asked for, multipart above the threshold when it
+/// did not say, and never a single request over S3's 5 GiB limit.
+fn choose_method(
+    multipart: Option<bool>,
+    method: Option<UploadMethod>,
+    size: u64,
+    threshold: u64,
+) -> Result<UploadMethod, AppError> {
+    match (multipart, method) {
+        (Some(true), Some(_)) => Err(AppError::InvalidRequest(
+            "a multipart upload has no method; omit method or multipart".into(),
+        )),
+        (Some(true), None) => Ok(UploadMethod::Multipart),
+        (None, None) if size > threshold => Ok(UploadMethod::Multipart),
+        _ if size > MAX_PART_SIZE => Err(AppError::MultipartRequired),
+        (_, method) => Ok(method.unwrap_or(UploadMethod::Put)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: u64 = 100;
+
+    fn code(r: Result<UploadMethod, AppError>) -> String {
+        match r {
+            Ok(m) => m.as_str().to_owned(),
+            Err(e) => e.code().to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_method_follows_the_request_then_the_threshold_then_s3s_limit() {
+        use UploadMethod::{Multipart, Post, Put};
+        assert_eq!(code(choose_method(None, None, T, T)), "PUT");
+        assert_eq!(code(choose_method(None, None, T + 1, T)), "MULTIPART");
+        assert_eq!(code(choose_method(None, Some(Post), T + 1, T)), "POST");
+        assert_eq!(code(choose_method(Some(false), None, T + 1, T)), "PUT");
+        assert_eq!(code(choose_method(Some(true), None, 1, T)), "MULTIPART");
+        assert_eq!(
+            code(choose_method(Some(true), Some(Put), 1, T)),
+            "invalid_request"
+        );
+        let huge = MAX_PART_SIZE + 1;
+        assert_eq!(
+            code(choose_method(Some(false), None, huge, u64::MAX)),
+            "multipart_required"
+        );
+        assert_eq!(
+            code(choose_method(None, Some(Put), huge, T)),
+            "multipart_required"
+        );
+        assert_eq!(code(choose_method(None, None, huge, T)), Multipart.as_str());
+    }
 }
