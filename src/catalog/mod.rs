@@ -3,6 +3,7 @@
 //! body of queries, and one contract-test suite run against both.
 
 mod errors;
+mod job_queries;
 mod multipart_queries;
 mod postgres;
 mod queries;
@@ -12,6 +13,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::domain::ids::{FileId, UploadId};
+use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::multipart::{MultipartSession, PartRecord, SessionState};
 use crate::domain::quota::QuotaLimits;
 use crate::domain::records::{FileHandle, Upload, UploadState};
@@ -63,8 +65,43 @@ pub trait MultipartCatalog: Send + Sync + 'static {
     ) -> Result<bool, CatalogError>;
 }
 
+/// Maintenance job runs, their items, and one lease per job across replicas.
 #[async_trait]
-pub trait Catalog: MultipartCatalog + Send + Sync + 'static {
+pub trait JobCatalog: Send + Sync + 'static {
+    /// Takes (or renews, for the same holder) the job's lease until `until`. `Ok(false)`:
+    /// another holder's lease is still running.
+    async fn acquire_job_lock(
+        &self,
+        job: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+    async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError>;
+
+    async fn insert_run(&self, run: &JobRun) -> Result<(), CatalogError>;
+    /// The latest run of `job` (not a dry run) that never finished: a crash to resume from.
+    async fn unfinished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError>;
+    /// The latest finished, failed or refused run of `job`.
+    async fn last_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError>;
+    async fn run_by_id(&self, id: &str) -> Result<Option<JobRun>, CatalogError>;
+    async fn update_run(
+        &self,
+        id: &str,
+        state: RunState,
+        checkpoint: Option<&str>,
+        summary: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError>;
+    async fn add_job_items(&self, run_id: &str, items: &[JobItem]) -> Result<(), CatalogError>;
+    async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError>;
+
+    /// Notes that the sweeper removed an upload's tmp object.
+    async fn mark_swept(&self, upload_id: &UploadId, now: DateTime<Utc>) -> Result<(), CatalogError>;
+}
+
+#[async_trait]
+pub trait Catalog: MultipartCatalog + JobCatalog + Send + Sync + 'static {
     /// Cheap round trip for readiness.
     async fn ping(&self) -> Result<(), CatalogError>;
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Pool, Postgres};
 
+use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
 use super::CatalogError;
@@ -35,3 +36,4 @@ impl PostgresCatalog {
 
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
+impl_job_catalog!(PostgresCatalog, Postgres, "BEGIN");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
 use super::CatalogError;
@@ -54,3 +55,4 @@ impl SqliteCatalog {
 
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
+impl_job_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");

@@ -4,6 +4,7 @@
 
 mod bucket;
 mod errors;
+mod listing;
 mod multipart;
 mod s3;
 
@@ -19,6 +20,7 @@ use crate::signing::post_policy::PostForm;
 
 pub use bucket::{lifecycle_configuration, rule_view, sdk_rule};
 pub use errors::StoreError;
+pub use listing::{ObjectEntry, ObjectPage, ObjectVersion, VersionPage, DELETE_BATCH};
 pub use s3::S3Store;
 
 /// Metadata key naming the upload an object was promoted from. A retried commit recognizes its
@@ -166,4 +168,36 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// The live bucket's configuration (versioning, lifecycle, CORS, encryption) as the
     /// bucket checks need it; each part may fail on its own.
     async fn bucket_view(&self) -> BucketView;
+    /// The common prefixes one level below `prefix` (delimiter `/`).
+    async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+
+    /// One page of every version and delete marker under `prefix`.
+    async fn list_versions(
+        &self,
+        prefix: &str,
+        from: Option<(String, Option<String>)>,
+    ) -> Result<VersionPage, StoreError>;
+
+    /// One page of current objects under `prefix`, in S3's key order.
+    async fn list_objects(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+        max: i32,
+    ) -> Result<ObjectPage, StoreError>;
+
+    /// DeleteObjects of at most [`DELETE_BATCH`] versions; returns the ones S3 refused.
+    async fn delete_versions(
+        &self,
+        batch: &[(String, Option<String>)],
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// (key, upload id) of every multipart upload in progress under `prefix`.
+    async fn list_multipart_uploads(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// A plain CopyObject keeping metadata and type.
+    async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError>;
 }

@@ -12,10 +12,10 @@ use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
 
 use super::errors::classify;
-use super::multipart;
+use super::{listing, multipart};
 use super::{
-    ObjectHead, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut, StoreError,
-    UPLOAD_ID_METADATA,
+    ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut,
+    StoreError, VersionPage, UPLOAD_ID_METADATA,
 };
 use crate::config::S3Settings;
 use crate::domain::bucket_check::BucketView;
@@ -383,5 +383,50 @@ impl ObjectStore for S3Store {
             range,
         )
         .await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "ListObjectsV2"))]
+    async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        listing::common_prefixes(&self.client, &self.bucket, prefix).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "ListObjectVersions"))]
+    async fn list_versions(
+        &self,
+        prefix: &str,
+        from: Option<(String, Option<String>)>,
+    ) -> Result<VersionPage, StoreError> {
+        listing::versions(&self.client, &self.bucket, prefix, from).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "ListObjectsV2"))]
+    async fn list_objects(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+        max: i32,
+    ) -> Result<ObjectPage, StoreError> {
+        listing::objects(&self.client, &self.bucket, prefix, token, max).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "DeleteObjects", keys = batch.len()))]
+    async fn delete_versions(
+        &self,
+        batch: &[(String, Option<String>)],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        listing::delete_versions(&self.client, &self.bucket, batch).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "ListMultipartUploads"))]
+    async fn list_multipart_uploads(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        listing::multipart_uploads(&self.client, &self.bucket, prefix).await
+    }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
+    async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError> {
+        listing::copy_object(&self.client, &self.bucket, self.copy_source(src), dst).await
     }
 }

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use upcommit::domain::keys::FinalKey;
 use upcommit::signing::post_policy::PostForm;
 use upcommit::storage::{
-    ObjectHead, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut, StoreError,
+    ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut,
+    StoreError, VersionPage,
 };
 
 use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp};
@@ -177,6 +178,45 @@ impl ObjectStore for FaultyStore {
         self.inner
             .copy_part(src, src_etag, dst, multipart_id, part_number, range)
             .await
+    }
+
+    async fn list_prefixes(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.list_prefixes(prefix).await
+    }
+
+    async fn list_versions(
+        &self,
+        prefix: &str,
+        from: Option<(String, Option<String>)>,
+    ) -> Result<VersionPage, StoreError> {
+        self.inner.list_versions(prefix, from).await
+    }
+
+    async fn list_objects(
+        &self,
+        prefix: &str,
+        token: Option<String>,
+        max: i32,
+    ) -> Result<ObjectPage, StoreError> {
+        self.inner.list_objects(prefix, token, max).await
+    }
+
+    async fn delete_versions(
+        &self,
+        batch: &[(String, Option<String>)],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.delete_versions(batch).await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.list_multipart_uploads(prefix).await
+    }
+
+    async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError> {
+        self.inner.copy_object(src, dst).await
     }
 }
 

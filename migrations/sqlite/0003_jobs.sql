@@ -1,0 +1,35 @@
+-- SQLite twin of migrations/postgres/0003_jobs.sql.
+-- Maintenance jobs (sweep, reconcile, …): one row per run with its checkpoint and summary, one
+-- row per reported item, and one lease row per job so only one replica runs a job at a time.
+CREATE TABLE job_runs (
+    id          TEXT PRIMARY KEY,
+    job         TEXT NOT NULL,
+    dry_run     BOOLEAN NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('running', 'finished', 'failed', 'refused')),
+    checkpoint  TEXT,
+    summary     TEXT,
+    started_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    finished_at TEXT
+);
+CREATE INDEX job_runs_job_started ON job_runs (job, started_at);
+
+CREATE TABLE job_items (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id     TEXT NOT NULL REFERENCES job_runs (id),
+    action     TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    version_id TEXT,
+    bytes      BIGINT NOT NULL,
+    reason     TEXT NOT NULL
+);
+CREATE INDEX job_items_run ON job_items (run_id, id);
+
+CREATE TABLE job_locks (
+    job    TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until  TEXT NOT NULL
+);
+
+-- Set when the sweeper removed an abandoned upload's tmp object.
+ALTER TABLE uploads ADD COLUMN swept_at TEXT;

@@ -1,0 +1,214 @@
+//! The SQL of maintenance jobs, shared by both backends: runs, their items, and the per-job
+//! lease row that lets one replica at a time run a job.
+
+/// Implements [`super::JobCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
+macro_rules! impl_job_catalog {
+    ($ty:ty, $db:ty, $begin:expr) => {
+        impl $ty {
+            fn run_row(
+                row: &<$db as sqlx::Database>::Row,
+            ) -> Result<$crate::domain::jobs::JobRun, CatalogError> {
+                use sqlx::Row;
+                let state: String = row.try_get("state")?;
+                Ok($crate::domain::jobs::JobRun {
+                    id: row.try_get("id")?,
+                    job: row.try_get("job")?,
+                    dry_run: row.try_get("dry_run")?,
+                    state: $crate::domain::jobs::RunState::parse(&state)
+                        .ok_or_else(|| CatalogError::Corrupt(format!("run state {state:?}")))?,
+                    checkpoint: row.try_get("checkpoint")?,
+                    summary: row.try_get("summary")?,
+                    started_at: row.try_get("started_at")?,
+                    updated_at: row.try_get("updated_at")?,
+                    finished_at: row.try_get("finished_at")?,
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl super::JobCatalog for $ty {
+            async fn acquire_job_lock(
+                &self,
+                job: &str,
+                holder: &str,
+                until: chrono::DateTime<chrono::Utc>,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                // Inserted when free, taken over when the holder's lease ran out, renewed by
+                // the holder itself; anyone else gets no row changed.
+                let n = sqlx::query(
+                    "INSERT INTO job_locks (job, holder, until) VALUES ($1, $2, $3) \
+                     ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, until = excluded.until \
+                     WHERE job_locks.until < $4 OR job_locks.holder = excluded.holder",
+                )
+                .bind(job)
+                .bind(holder)
+                .bind(until)
+                .bind(now)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError> {
+                sqlx::query("DELETE FROM job_locks WHERE job = $1 AND holder = $2")
+                    .bind(job)
+                    .bind(holder)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn insert_run(&self, run: &$crate::domain::jobs::JobRun) -> Result<(), CatalogError> {
+                sqlx::query(
+                    "INSERT INTO job_runs (id, job, dry_run, state, checkpoint, summary, started_at, updated_at, finished_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(&run.id)
+                .bind(&run.job)
+                .bind(run.dry_run)
+                .bind(run.state.as_str())
+                .bind(&run.checkpoint)
+                .bind(&run.summary)
+                .bind(run.started_at)
+                .bind(run.updated_at)
+                .bind(run.finished_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn unfinished_run(
+                &self,
+                job: &str,
+            ) -> Result<Option<$crate::domain::jobs::JobRun>, CatalogError> {
+                let row = sqlx::query(
+                    "SELECT id, job, dry_run, state, checkpoint, summary, started_at, updated_at, finished_at \
+                     FROM job_runs WHERE job = $1 AND state = 'running' AND dry_run = $2 \
+                     ORDER BY started_at DESC LIMIT 1",
+                )
+                .bind(job)
+                .bind(false)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::run_row).transpose()
+            }
+
+            async fn last_run(
+                &self,
+                job: &str,
+            ) -> Result<Option<$crate::domain::jobs::JobRun>, CatalogError> {
+                let row = sqlx::query(
+                    "SELECT id, job, dry_run, state, checkpoint, summary, started_at, updated_at, finished_at \
+                     FROM job_runs WHERE job = $1 AND state <> 'running' ORDER BY started_at DESC LIMIT 1",
+                )
+                .bind(job)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::run_row).transpose()
+            }
+
+            async fn run_by_id(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::domain::jobs::JobRun>, CatalogError> {
+                let row = sqlx::query(
+                    "SELECT id, job, dry_run, state, checkpoint, summary, started_at, updated_at, finished_at \
+                     FROM job_runs WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::run_row).transpose()
+            }
+
+            async fn update_run(
+                &self,
+                id: &str,
+                state: $crate::domain::jobs::RunState,
+                checkpoint: Option<&str>,
+                summary: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                let finished = (state != $crate::domain::jobs::RunState::Running).then_some(now);
+                sqlx::query(
+                    "UPDATE job_runs SET state = $1, checkpoint = $2, summary = $3, updated_at = $4, \
+                     finished_at = $5 WHERE id = $6",
+                )
+                .bind(state.as_str())
+                .bind(checkpoint)
+                .bind(summary)
+                .bind(now)
+                .bind(finished)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn add_job_items(
+                &self,
+                run_id: &str,
+                items: &[$crate::domain::jobs::JobItem],
+            ) -> Result<(), CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
+                for item in items {
+                    sqlx::query(
+                        "INSERT INTO job_items (run_id, action, key, version_id, bytes, reason) \
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                    )
+                    .bind(run_id)
+                    .bind(&item.action)
+                    .bind(&item.key)
+                    .bind(&item.version_id)
+                    .bind(item.bytes)
+                    .bind(&item.reason)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn job_items(
+                &self,
+                run_id: &str,
+            ) -> Result<Vec<$crate::domain::jobs::JobItem>, CatalogError> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT action, key, version_id, bytes, reason FROM job_items WHERE run_id = $1 ORDER BY id",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok($crate::domain::jobs::JobItem {
+                            action: r.try_get("action")?,
+                            key: r.try_get("key")?,
+                            version_id: r.try_get("version_id")?,
+                            bytes: r.try_get("bytes")?,
+                            reason: r.try_get("reason")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn mark_swept(
+                &self,
+                upload_id: &$crate::domain::ids::UploadId,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                sqlx::query("UPDATE uploads SET swept_at = $1, updated_at = $1 WHERE id = $2")
+                    .bind(now)
+                    .bind(upload_id.as_str())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+pub(super) use impl_job_catalog;

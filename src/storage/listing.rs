@@ -1,0 +1,268 @@
+//! Listing and bulk deletion for the maintenance jobs: common prefixes (time partitions), every
+//! version and delete marker under a prefix, objects in key order, multipart uploads, and
+//! DeleteObjects in batches of at most 1,000 keys.
+
+use aws_sdk_s3::types::{Delete, MetadataDirective, ObjectIdentifier};
+use aws_sdk_s3::Client;
+use chrono::{DateTime, Utc};
+
+use super::errors::classify;
+use super::StoreError;
+
+/// S3's limit on keys per DeleteObjects call.
+pub const DELETE_BATCH: usize = 1000;
+
+/// One version or delete marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    pub key: String,
+    pub version_id: Option<String>,
+    pub size: i64,
+    pub delete_marker: bool,
+    pub last_modified: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct VersionPage {
+    pub versions: Vec<ObjectVersion>,
+    /// (key marker, version marker) of the next page.
+    pub next: Option<(String, Option<String>)>,
+}
+
+/// One current object, as ListObjectsV2 returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectEntry {
+    pub key: String,
+    pub size: i64,
+    pub last_modified: Option<DateTime<Utc>>,
+    pub storage_class: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ObjectPage {
+    pub objects: Vec<ObjectEntry>,
+    /// Continuation token of the next page.
+    pub next: Option<String>,
+}
+
+fn time(t: Option<&aws_sdk_s3::primitives::DateTime>) -> Option<DateTime<Utc>> {
+    t.and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+}
+
+pub(super) async fn common_prefixes(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+) -> Result<Vec<String>, StoreError> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = client
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(prefix)
+            .delimiter("/")
+            .set_continuation_token(token.take())
+            .send()
+            .await
+            .map_err(classify)?;
+        out.extend(
+            page.common_prefixes()
+                .iter()
+                .filter_map(|p| p.prefix().map(str::to_owned)),
+        );
+        match page.next_continuation_token() {
+            Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+pub(super) async fn versions(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+    from: Option<(String, Option<String>)>,
+) -> Result<VersionPage, StoreError> {
+    let (key_marker, version_marker) = match from {
+        Some((k, v)) => (Some(k), v),
+        None => (None, None),
+    };
+    let out = client
+        .list_object_versions()
+        .bucket(bucket)
+        .prefix(prefix)
+        .set_key_marker(key_marker)
+        .set_version_id_marker(version_marker)
+        .send()
+        .await
+        .map_err(classify)?;
+    let mut versions: Vec<ObjectVersion> = out
+        .versions()
+        .iter()
+        .filter_map(|v| {
+            Some(ObjectVersion {
+                key: v.key()?.to_owned(),
+                version_id: v.version_id().map(str::to_owned),
+                size: v.size().unwrap_or(0),
+                delete_marker: false,
+                last_modified: time(v.last_modified()),
+            })
+        })
+        .collect();
+    versions.extend(out.delete_markers().iter().filter_map(|m| {
+        Some(ObjectVersion {
+            key: m.key()?.to_owned(),
+            version_id: m.version_id().map(str::to_owned),
+            size: 0,
+            delete_marker: true,
+            last_modified: time(m.last_modified()),
+        })
+    }));
+    let next = if out.is_truncated() == Some(true) {
+        out.next_key_marker().map(|k| {
+            (
+                k.to_owned(),
+                out.next_version_id_marker().map(str::to_owned),
+            )
+        })
+    } else {
+        None
+    };
+    Ok(VersionPage { versions, next })
+}
+
+pub(super) async fn objects(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+    token: Option<String>,
+    max: i32,
+) -> Result<ObjectPage, StoreError> {
+    let out = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .max_keys(max)
+        .set_continuation_token(token)
+        .send()
+        .await
+        .map_err(classify)?;
+    let objects = out
+        .contents()
+        .iter()
+        .filter_map(|o| {
+            Some(ObjectEntry {
+                key: o.key()?.to_owned(),
+                size: o.size().unwrap_or(0),
+                last_modified: time(o.last_modified()),
+                storage_class: o.storage_class().map(|c| c.as_str().to_owned()),
+            })
+        })
+        .collect();
+    let next = match out.next_continuation_token() {
+        Some(t) if out.is_truncated() == Some(true) => Some(t.to_owned()),
+        _ => None,
+    };
+    Ok(ObjectPage { objects, next })
+}
+
+/// Deletes up to [`DELETE_BATCH`] versions; returns the keys S3 refused, with its reason.
+pub(super) async fn delete_versions(
+    client: &Client,
+    bucket: &str,
+    batch: &[(String, Option<String>)],
+) -> Result<Vec<(String, String)>, StoreError> {
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = batch
+        .iter()
+        .map(|(k, v)| {
+            ObjectIdentifier::builder()
+                .key(k)
+                .set_version_id(v.clone())
+                .build()
+                .map_err(|e| StoreError::Other(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let delete = Delete::builder()
+        .set_objects(Some(ids))
+        .quiet(true)
+        .build()
+        .map_err(|e| StoreError::Other(e.to_string()))?;
+    let out = client
+        .delete_objects()
+        .bucket(bucket)
+        .delete(delete)
+        .send()
+        .await
+        .map_err(classify)?;
+    Ok(out
+        .errors()
+        .iter()
+        .map(|e| {
+            (
+                e.key().unwrap_or("").to_owned(),
+                format!(
+                    "{}: {}",
+                    e.code().unwrap_or("error"),
+                    e.message().unwrap_or("")
+                ),
+            )
+        })
+        .collect())
+}
+
+pub(super) async fn multipart_uploads(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut out = Vec::new();
+    let (mut key_marker, mut id_marker): (Option<String>, Option<String>) = (None, None);
+    loop {
+        let page = client
+            .list_multipart_uploads()
+            .bucket(bucket)
+            .prefix(prefix)
+            .set_key_marker(key_marker.take())
+            .set_upload_id_marker(id_marker.take())
+            .send()
+            .await
+            .map_err(classify)?;
+        out.extend(
+            page.uploads()
+                .iter()
+                .filter_map(|u| Some((u.key()?.to_owned(), u.upload_id()?.to_owned()))),
+        );
+        if page.is_truncated() == Some(true) {
+            key_marker = page.next_key_marker().map(str::to_owned);
+            id_marker = page.next_upload_id_marker().map(str::to_owned);
+            if key_marker.is_none() {
+                return Ok(out);
+            }
+        } else {
+            return Ok(out);
+        }
+    }
+}
+
+/// A plain copy (metadata and type kept), for moving an object aside.
+pub(super) async fn copy_object(
+    client: &Client,
+    bucket: &str,
+    copy_source: String,
+    dst: &str,
+) -> Result<(), StoreError> {
+    client
+        .copy_object()
+        .bucket(bucket)
+        .key(dst)
+        .copy_source(copy_source)
+        .metadata_directive(MetadataDirective::Copy)
+        .send()
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
