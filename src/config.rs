@@ -59,6 +59,7 @@ pub struct Settings {
     pub quota: QuotaLimits,
     pub http: HttpSettings,
     pub bucket_check: BucketCheckSettings,
+    pub jobs: JobSettings,
     /// `text` or `json` (`UPCOMMIT_LOG_FORMAT`).
     pub log_format: LogFormat,
 }
@@ -83,6 +84,24 @@ pub struct S3Settings {
     /// Browser origins that upload straight to the bucket; the bucket checks verify its CORS
     /// lets each of them (`UPCOMMIT_CORS_ORIGINS`, comma-separated, default none).
     pub cors_origins: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct JobSettings {
+    /// Extra time past presign expiry + commit window before the sweeper touches a tmp
+    /// partition (`UPCOMMIT_SWEEP_GRACE_SECS`, default 86400).
+    pub sweep_grace_secs: u64,
+    /// Partitions dated further in the future than this make the sweeper refuse to delete
+    /// anything (`UPCOMMIT_SWEEP_SKEW_TOLERANCE_SECS`, default 300).
+    pub sweep_skew_tolerance_secs: u64,
+    /// Seconds between sweeps run by the server; 0 turns it off
+    /// (`UPCOMMIT_SWEEP_INTERVAL_SECS`, default 3600).
+    pub sweep_interval_secs: u64,
+    /// Partitions swept at once (`UPCOMMIT_SWEEP_CONCURRENCY`, default 4).
+    pub sweep_concurrency: usize,
+    /// How long one replica holds a job before another may take it over; renewed while the job
+    /// runs (`UPCOMMIT_JOB_LEASE_SECS`, default 300).
+    pub lease_secs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -175,6 +194,11 @@ struct FileSettings {
     cors_origins: Option<Vec<String>>,
     bucket_check_interval_secs: Option<u64>,
     bucket_check_fails_readiness: Option<bool>,
+    sweep_grace_secs: Option<u64>,
+    sweep_skew_tolerance_secs: Option<u64>,
+    sweep_interval_secs: Option<u64>,
+    sweep_concurrency: Option<usize>,
+    job_lease_secs: Option<u64>,
     log_format: Option<String>,
     profiles: Option<Vec<FileProfile>>,
 }
@@ -455,6 +479,29 @@ impl Settings {
                 endpoint,
                 region,
                 cors_origins,
+            },
+            jobs: JobSettings {
+                sweep_grace_secs: src.number(
+                    "UPCOMMIT_SWEEP_GRACE_SECS",
+                    f.sweep_grace_secs,
+                    86_400,
+                )?,
+                sweep_skew_tolerance_secs: src.number(
+                    "UPCOMMIT_SWEEP_SKEW_TOLERANCE_SECS",
+                    f.sweep_skew_tolerance_secs,
+                    300,
+                )?,
+                sweep_interval_secs: src.number(
+                    "UPCOMMIT_SWEEP_INTERVAL_SECS",
+                    f.sweep_interval_secs,
+                    3600,
+                )?,
+                sweep_concurrency: src
+                    .number("UPCOMMIT_SWEEP_CONCURRENCY", f.sweep_concurrency, 4)?
+                    .clamp(1, 64),
+                lease_secs: src
+                    .number("UPCOMMIT_JOB_LEASE_SECS", f.job_lease_secs, 300)?
+                    .max(3),
             },
             bucket_check: BucketCheckSettings {
                 interval_secs: src.number(

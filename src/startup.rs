@@ -33,6 +33,8 @@ pub struct Application {
     state: AppState,
     /// The periodic bucket check; stopped with the server.
     watch_task: Option<JoinHandle<()>>,
+    /// The periodic tmp sweep (one replica at a time, by the job's lease); stopped with the server.
+    sweep_task: Option<JoinHandle<()>>,
 }
 
 impl Application {
@@ -75,6 +77,15 @@ impl Application {
                 Duration::from_secs(secs),
             )),
         };
+        let sweep_task = match settings.jobs.sweep_interval_secs {
+            0 => None,
+            secs => Some(spawn_sweeper(
+                catalog.clone(),
+                store.clone(),
+                Arc::new(settings.clone()),
+                Duration::from_secs(secs),
+            )),
+        };
         let state = AppState {
             settings: Arc::new(settings),
             catalog,
@@ -88,6 +99,7 @@ impl Application {
             router,
             state,
             watch_task,
+            sweep_task,
         })
     }
 
@@ -104,11 +116,32 @@ impl Application {
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
             .await;
-        if let Some(task) = self.watch_task {
+        for task in [self.watch_task, self.sweep_task].into_iter().flatten() {
             task.abort();
         }
         served
     }
+}
+
+/// Sweeps every `every`, the first time one interval after start.
+fn spawn_sweeper(
+    catalog: Arc<dyn Catalog>,
+    store: Arc<dyn ObjectStore>,
+    settings: Arc<Settings>,
+    every: Duration,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match crate::services::sweep::sweep(&catalog, &store, &settings, false).await {
+                Ok(crate::services::sweep::SweepOutcome::Busy) => {
+                    tracing::debug!("another replica is sweeping")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "sweep failed"),
+            }
+        }
+    })
 }
 
 async fn shutdown_signal() {

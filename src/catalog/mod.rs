@@ -97,7 +97,11 @@ pub trait JobCatalog: Send + Sync + 'static {
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError>;
 
     /// Notes that the sweeper removed an upload's tmp object.
-    async fn mark_swept(&self, upload_id: &UploadId, now: DateTime<Utc>) -> Result<(), CatalogError>;
+    async fn mark_swept(
+        &self,
+        upload_id: &UploadId,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError>;
 }
 
 #[async_trait]

@@ -2,6 +2,7 @@
 //! dispatches into library functions.
 
 mod bucket;
+mod jobs;
 
 use clap::{ArgGroup, Parser, Subcommand};
 
@@ -39,6 +40,17 @@ pub enum Command {
     /// Check the live bucket (versioning, lifecycle rules, CORS, encryption); exit 1 on any failure.
     Doctor {
         /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sweep abandoned uploads out of old tmp/ partitions (every version), abort abandoned
+    /// multipart uploads, and store a report. Exit 3 when it refuses (clock skew), 4 when another
+    /// replica is sweeping.
+    Sweep {
+        /// List what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the run, its totals and every item as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -103,6 +115,7 @@ pub async fn run(cli: Cli) -> i32 {
             }
         },
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
+        Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,

@@ -98,6 +98,9 @@ mod tests {
     #[test]
     fn runs_get_distinct_ids() {
         let now = Utc::now();
-        assert_ne!(JobRun::start("sweep", false, now).id, JobRun::start("sweep", false, now).id);
+        assert_ne!(
+            JobRun::start("sweep", false, now).id,
+            JobRun::start("sweep", false, now).id
+        );
     }
 }

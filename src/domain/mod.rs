@@ -12,3 +12,4 @@ pub mod profile;
 pub mod quota;
 pub mod records;
 pub mod sniff;
+pub mod sweep;

@@ -5,5 +5,7 @@
 pub mod apply_lifecycle;
 pub mod bucket_watch;
 pub mod commit;
+pub mod jobs;
 pub mod multipart;
 pub mod presign;
+pub mod sweep;

@@ -13,4 +13,5 @@ mod legacy;
 mod multipart;
 mod outages;
 mod presign;
+mod sweep;
 mod upload_step;

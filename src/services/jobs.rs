@@ -1,0 +1,181 @@
+//! Running a maintenance job safely across replicas: one lease row per job in the catalog
+//! (taken with a conditional upsert, renewed while the job runs, released at the end), a run
+//! record with a checkpoint, and resumption of a run that a crash left unfinished.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Duration as ChronoDuration;
+use serde::Serialize;
+use tokio::task::JoinHandle;
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::domain::jobs::{JobItem, JobRun, RunState};
+use crate::domain::records;
+
+/// A job run in progress, holding its lease (dry runs hold none).
+pub struct JobHandle {
+    pub run: JobRun,
+    /// The run continues one that a crash left unfinished.
+    pub resumed: bool,
+    holder: Option<String>,
+    renew: Option<JoinHandle<()>>,
+    lost: Arc<AtomicBool>,
+}
+
+pub enum Begin {
+    Started(JobHandle),
+    /// Another replica holds the job's lease.
+    Busy,
+}
+
+/// Starts (or resumes) a run of `job`. Real runs take the job's lease first; dry runs change
+/// nothing and run beside anything.
+pub async fn begin(
+    catalog: &Arc<dyn Catalog>,
+    job: &str,
+    dry_run: bool,
+    lease_secs: u64,
+) -> Result<Begin, CatalogError> {
+    let now = records::now();
+    if dry_run {
+        let run = JobRun::start(job, true, now);
+        catalog.insert_run(&run).await?;
+        return Ok(Begin::Started(JobHandle {
+            run,
+            resumed: false,
+            holder: None,
+            renew: None,
+            lost: Arc::new(AtomicBool::new(false)),
+        }));
+    }
+    let holder = uuid::Uuid::new_v4().simple().to_string();
+    let lease = ChronoDuration::seconds(i64::try_from(lease_secs).unwrap_or(300));
+    if !catalog
+        .acquire_job_lock(job, &holder, now + lease, now)
+        .await?
+    {
+        return Ok(Begin::Busy);
+    }
+    let (run, resumed) = match catalog.unfinished_run(job).await? {
+        Some(run) => {
+            tracing::warn!(job, run.id = %run.id, checkpoint = run.checkpoint.as_deref().unwrap_or(""), "resuming a run that did not finish");
+            (run, true)
+        }
+        None => {
+            let run = JobRun::start(job, false, now);
+            catalog.insert_run(&run).await?;
+            (run, false)
+        }
+    };
+    let lost = Arc::new(AtomicBool::new(false));
+    let renew = {
+        let (catalog, job, holder, lost) = (
+            catalog.clone(),
+            job.to_owned(),
+            holder.clone(),
+            lost.clone(),
+        );
+        tokio::spawn(async move {
+            let every = Duration::from_secs((lease_secs / 3).max(1));
+            loop {
+                tokio::time::sleep(every).await;
+                let now = records::now();
+                match catalog
+                    .acquire_job_lock(&job, &holder, now + lease, now)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::error!(job, "lost the job's lease to another replica");
+                        lost.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Err(e) => tracing::warn!(job, error = %e, "could not renew the job's lease"),
+                }
+            }
+        })
+    };
+    Ok(Begin::Started(JobHandle {
+        run,
+        resumed,
+        holder: Some(holder),
+        renew: Some(renew),
+        lost,
+    }))
+}
+
+impl JobHandle {
+    /// The lease went to another replica: stop at the next checkpoint.
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Records items and progress; a crash after this resumes from `checkpoint`.
+    pub async fn checkpoint<S: Serialize>(
+        &mut self,
+        catalog: &Arc<dyn Catalog>,
+        items: &[JobItem],
+        checkpoint: &str,
+        summary: &S,
+    ) -> Result<(), CatalogError> {
+        if !items.is_empty() {
+            catalog.add_job_items(&self.run.id, items).await?;
+        }
+        let text = serde_json::to_string(summary).unwrap_or_default();
+        catalog
+            .update_run(
+                &self.run.id,
+                RunState::Running,
+                Some(checkpoint),
+                &text,
+                records::now(),
+            )
+            .await?;
+        self.run.checkpoint = Some(checkpoint.to_owned());
+        Ok(())
+    }
+
+    /// Records the end state and summary and gives the lease back.
+    pub async fn finish<S: Serialize>(
+        mut self,
+        catalog: &Arc<dyn Catalog>,
+        state: RunState,
+        items: &[JobItem],
+        summary: &S,
+    ) -> Result<JobRun, CatalogError> {
+        if let Some(task) = self.renew.take() {
+            task.abort();
+        }
+        if !items.is_empty() {
+            catalog.add_job_items(&self.run.id, items).await?;
+        }
+        let text = serde_json::to_string(summary).unwrap_or_default();
+        let now = records::now();
+        catalog
+            .update_run(
+                &self.run.id,
+                state,
+                self.run.checkpoint.as_deref(),
+                &text,
+                now,
+            )
+            .await?;
+        if let Some(holder) = &self.holder {
+            catalog.release_job_lock(&self.run.job, holder).await?;
+        }
+        self.run.state = state;
+        self.run.summary = Some(text);
+        self.run.finished_at = Some(now);
+        Ok(self.run.clone())
+    }
+}
+
+impl Drop for JobHandle {
+    fn drop(&mut self) {
+        if let Some(task) = self.renew.take() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The tmp sweeper: for stores that do not run lifecycle rules (LocalStack, some S3-compatible
+//! stores) and to mark abandoned uploads in the catalog. It lists only `tmp/YYYY/MM/DD/`
+//! partitions wholly older than the cutoff, several at once, reads each upload's record after
+//! listing (a commit records `promoting` before it copies, so it is never swept from under a
+//! commit), removes every version and delete marker of the keys it sweeps (DeleteObjects,
+//! 1,000 a call), aborts abandoned multipart uploads, and refuses to delete anything when it
+//! sees a partition dated in the future. Every run has an id, a checkpoint and a stored report.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::config::Settings;
+use crate::domain::jobs::{JobItem, JobRun, RunState};
+use crate::domain::keys::TMP_PREFIX;
+use crate::domain::multipart::SessionState;
+use crate::domain::records::{self, UploadState};
+use crate::domain::sweep::{classify, partition_day, SweepPolicy, Verdict};
+use crate::services::jobs::{self, Begin};
+use crate::storage::{ObjectStore, ObjectVersion, StoreError, DELETE_BATCH};
+
+pub const JOB: &str = "sweep";
+
+/// A run's totals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SweepSummary {
+    pub dry_run: bool,
+    pub resumed: bool,
+    pub cutoff: Option<DateTime<Utc>>,
+    pub partitions_swept: u32,
+    pub partitions_kept: u32,
+    pub future_partitions: Vec<String>,
+    /// Versions (and delete markers) deleted — or, in a dry run, that would be.
+    pub deleted_versions: u64,
+    pub deleted_bytes: u64,
+    pub skipped_keys: u64,
+    pub failed_versions: u64,
+    pub multipart_aborted: u64,
+    pub uploads_marked: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+pub enum SweepOutcome {
+    Ran {
+        run: Box<JobRun>,
+        summary: Box<SweepSummary>,
+    },
+    /// Another replica is sweeping.
+    Busy,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub fn policy(settings: &Settings) -> SweepPolicy {
+    SweepPolicy {
+        presign_expiry_secs: settings.uploads.presign_expiry_secs,
+        commit_window_secs: settings.uploads.commit_window_secs,
+        grace_secs: settings.jobs.sweep_grace_secs,
+        skew_tolerance_secs: settings.jobs.sweep_skew_tolerance_secs,
+    }
+}
+
+/// Every `tmp/YYYY/MM/DD/` partition, with anything else found under `tmp/`.
+async fn partitions(
+    store: &dyn ObjectStore,
+) -> Result<(Vec<(NaiveDate, String)>, Vec<String>), StoreError> {
+    let mut days = Vec::new();
+    let mut other = Vec::new();
+    for year in store.list_prefixes(TMP_PREFIX).await? {
+        for month in store.list_prefixes(&year).await? {
+            for day in store.list_prefixes(&month).await? {
+                match partition_day(&day) {
+                    Some(d) => days.push((d, day)),
+                    None => other.push(day),
+                }
+            }
+        }
+    }
+    days.sort();
+    Ok((days, other))
+}
+
+#[tracing::instrument(skip_all, fields(job = JOB, dry_run))]
+pub async fn sweep(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    settings: &Settings,
+    dry_run: bool,
+) -> Result<SweepOutcome, SweepError> {
+    let mut job = match jobs::begin(catalog, JOB, dry_run, settings.jobs.lease_secs).await? {
+        Begin::Started(job) => job,
+        Begin::Busy => return Ok(SweepOutcome::Busy),
+    };
+    let now = records::now();
+    let policy = policy(settings);
+    let mut summary = SweepSummary {
+        dry_run,
+        resumed: job.resumed,
+        cutoff: Some(policy.cutoff(now)),
+        ..SweepSummary::default()
+    };
+    tracing::info!(run.id = %job.run.id, resumed = job.resumed, "sweep started");
+
+    let (days, _) = match partitions(store.as_ref()).await {
+        Ok(found) => found,
+        Err(e) => {
+            summary.error = Some(e.to_string());
+            let run = job.finish(catalog, RunState::Failed, &[], &summary).await?;
+            return Ok(SweepOutcome::Ran {
+                run: Box::new(run),
+                summary: Box::new(summary),
+            });
+        }
+    };
+    let future: Vec<&(NaiveDate, String)> = days
+        .iter()
+        .filter(|(d, _)| policy.in_the_future(*d, now))
+        .collect();
+    if !future.is_empty() {
+        summary.future_partitions = future.iter().map(|(_, p)| p.clone()).collect();
+        tracing::error!(
+            partitions = ?summary.future_partitions,
+            "tmp partitions dated in the future: a clock is wrong; the sweeper deletes nothing"
+        );
+        let items: Vec<JobItem> = future
+            .iter()
+            .map(|(_, p)| JobItem {
+                action: "refused".into(),
+                key: p.clone(),
+                version_id: None,
+                bytes: 0,
+                reason: "partition_in_the_future".into(),
+            })
+            .collect();
+        let run = job
+            .finish(catalog, RunState::Refused, &items, &summary)
+            .await?;
+        return Ok(SweepOutcome::Ran {
+            run: Box::new(run),
+            summary: Box::new(summary),
+        });
+    }
+
+    let done_through = job
+        .run
+        .checkpoint
+        .as_deref()
+        .and_then(|c| NaiveDate::parse_from_str(c, "%Y-%m-%d").ok());
+    let (old, young): (Vec<_>, Vec<_>) = days
+        .into_iter()
+        .partition(|(d, _)| policy.sweepable(*d, now));
+    summary.partitions_kept = u32::try_from(young.len()).unwrap_or(u32::MAX);
+    let todo: Vec<(NaiveDate, String)> = old
+        .into_iter()
+        .filter(|(d, _)| done_through.map_or(true, |done| *d > done))
+        .collect();
+
+    for chunk in todo.chunks(settings.jobs.sweep_concurrency.max(1)) {
+        if job.lost() {
+            summary.error = Some("lost the job's lease to another replica".into());
+            let run = job.finish(catalog, RunState::Failed, &[], &summary).await?;
+            return Ok(SweepOutcome::Ran {
+                run: Box::new(run),
+                summary: Box::new(summary),
+            });
+        }
+        let mut tasks = JoinSet::new();
+        for (day, prefix) in chunk {
+            let (catalog, store, prefix, day) =
+                (catalog.clone(), store.clone(), prefix.clone(), *day);
+            tasks.spawn(async move {
+                sweep_partition(&catalog, &store, &prefix, now, dry_run)
+                    .await
+                    .map(|r| (day, r))
+            });
+        }
+        let mut items = Vec::new();
+        let mut failure = None;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(Ok((_, part))) => {
+                    summary.partitions_swept += 1;
+                    summary.deleted_versions += part.deleted_versions;
+                    summary.deleted_bytes += part.deleted_bytes;
+                    summary.skipped_keys += part.skipped_keys;
+                    summary.failed_versions += part.failed_versions;
+                    summary.multipart_aborted += part.multipart_aborted;
+                    summary.uploads_marked += part.uploads_marked;
+                    items.extend(part.items);
+                }
+                Ok(Err(e)) => failure = Some(e.to_string()),
+                Err(e) => failure = Some(format!("partition task: {e}")),
+            }
+        }
+        if let Some(e) = failure {
+            summary.error = Some(e);
+            let run = job
+                .finish(catalog, RunState::Failed, &items, &summary)
+                .await?;
+            return Ok(SweepOutcome::Ran {
+                run: Box::new(run),
+                summary: Box::new(summary),
+            });
+        }
+        let last = chunk.last().map(|(d, _)| d.to_string()).unwrap_or_default();
+        if dry_run {
+            catalog.add_job_items(&job.run.id, &items).await?;
+        } else {
+            job.checkpoint(catalog, &items, &last, &summary).await?;
+        }
+    }
+    let run = job
+        .finish(catalog, RunState::Finished, &[], &summary)
+        .await?;
+    tracing::info!(
+        run.id = %run.id,
+        partitions = summary.partitions_swept,
+        deleted_versions = summary.deleted_versions,
+        deleted_bytes = summary.deleted_bytes,
+        skipped_keys = summary.skipped_keys,
+        "sweep finished"
+    );
+    Ok(SweepOutcome::Ran {
+        run: Box::new(run),
+        summary: Box::new(summary),
+    })
+}
+
+#[derive(Default)]
+struct PartitionResult {
+    items: Vec<JobItem>,
+    deleted_versions: u64,
+    deleted_bytes: u64,
+    skipped_keys: u64,
+    failed_versions: u64,
+    multipart_aborted: u64,
+    uploads_marked: u64,
+}
+
+async fn sweep_partition(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    now: DateTime<Utc>,
+    dry_run: bool,
+) -> Result<PartitionResult, SweepError> {
+    let mut out = PartitionResult::default();
+    // List first, then read the catalog: an upload whose commit began before our read shows
+    // `promoting` and is kept.
+    let mut by_key: BTreeMap<String, Vec<ObjectVersion>> = BTreeMap::new();
+    let mut from = None;
+    loop {
+        let page = store.list_versions(prefix, from.take()).await?;
+        for v in page.versions {
+            by_key.entry(v.key.clone()).or_default().push(v);
+        }
+        match page.next {
+            Some(next) => from = Some(next),
+            None => break,
+        }
+    }
+    let mut doomed: Vec<(ObjectVersion, &'static str)> = Vec::new();
+    let mut mark = Vec::new();
+    for (key, versions) in by_key {
+        let upload = catalog.upload_by_key(&key).await?;
+        match classify(upload.as_ref(), now) {
+            Verdict::Skip(reason) => {
+                out.skipped_keys += 1;
+                out.items.push(JobItem {
+                    action: "skipped".into(),
+                    key,
+                    version_id: None,
+                    bytes: versions.iter().map(|v| v.size).sum(),
+                    reason: reason.into(),
+                });
+            }
+            Verdict::Delete(reason) => {
+                if let Some(u) = upload.filter(|u| u.state == UploadState::Issued) {
+                    mark.push(u.id);
+                }
+                doomed.extend(versions.into_iter().map(|v| (v, reason)));
+            }
+        }
+    }
+
+    for batch in doomed.chunks(DELETE_BATCH) {
+        let refused = if dry_run {
+            Vec::new()
+        } else {
+            let ids: Vec<(String, Option<String>)> = batch
+                .iter()
+                .map(|(v, _)| (v.key.clone(), v.version_id.clone()))
+                .collect();
+            store.delete_versions(&ids).await?
+        };
+        for (v, reason) in batch {
+            let failed = refused.iter().find(|(k, _)| *k == v.key);
+            let (action, why) = match (failed, dry_run) {
+                (Some((_, e)), _) => {
+                    out.failed_versions += 1;
+                    ("failed", e.clone())
+                }
+                (None, dry) => {
+                    // In a dry run the totals count what would go.
+                    out.deleted_versions += 1;
+                    out.deleted_bytes += u64::try_from(v.size).unwrap_or(0);
+                    let action = if dry { "would_delete" } else { "deleted" };
+                    (action, (*reason).to_owned())
+                }
+            };
+            out.items.push(JobItem {
+                action: action.into(),
+                key: v.key.clone(),
+                version_id: v.version_id.clone(),
+                bytes: v.size,
+                reason: if v.delete_marker {
+                    format!("{why} (delete marker)")
+                } else {
+                    why
+                },
+            });
+        }
+    }
+    for (key, multipart_id) in store.list_multipart_uploads(prefix).await? {
+        let upload = catalog.upload_by_key(&key).await?;
+        let Verdict::Delete(reason) = classify(upload.as_ref(), now) else {
+            continue;
+        };
+        if !dry_run {
+            store.abort_multipart(&key, &multipart_id).await?;
+            if let Some(u) = &upload {
+                catalog
+                    .finish_session(&u.id, SessionState::Aborted, &[], records::now())
+                    .await?;
+            }
+        }
+        out.multipart_aborted += 1;
+        out.items.push(JobItem {
+            action: if dry_run { "would_abort" } else { "aborted" }.into(),
+            key,
+            version_id: None,
+            bytes: 0,
+            reason: format!("{reason} (multipart upload)"),
+        });
+    }
+
+    if !dry_run {
+        for id in mark {
+            catalog.mark_swept(&id, records::now()).await?;
+            out.uploads_marked += 1;
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,295 @@
+//! The tmp sweeper against LocalStack (which runs no lifecycle rules): the real `upcommit sweep`
+//! binary on the server's database and bucket, and the server's own schedule.
+
+use std::process::Command;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use upcommit::domain::ids::UploadId;
+use upcommit::domain::jobs::JobRun;
+use upcommit::domain::records::{Upload, UploadState};
+
+use crate::helpers::{media, spawn_app, spawn_app_with, Spawn, TestApp};
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s)
+        .expect("time")
+        .with_timezone(&Utc)
+}
+
+/// Plants an upload of `day` (YYYY/MM/DD) in the catalog (when `state` is given) and its
+/// object in the bucket; returns the key.
+async fn plant(app: &TestApp, day: &str, state: Option<UploadState>) -> String {
+    let id = UploadId::generate();
+    let key = format!("tmp/{day}/{id}/old.png");
+    let created = at(&format!("{}T10:00:00Z", day.replace('/', "-")));
+    if let Some(state) = state {
+        let upload = Upload {
+            id: id.clone(),
+            owner: "alice".into(),
+            profile: "image".into(),
+            content_type: "image/png".into(),
+            declared_size: 100,
+            key: key.clone(),
+            method: "PUT".into(),
+            state,
+            final_key: (state == UploadState::Promoting)
+                .then(|| format!("media/images/{id}/old.png")),
+            reject_code: None,
+            lease_token: (state == UploadState::Promoting).then(|| "lease".to_owned()),
+            lease_until: (state == UploadState::Promoting)
+                .then(|| Utc::now() + chrono::Duration::hours(1)),
+            created_at: created,
+            expires_at: created + chrono::Duration::minutes(15),
+            commit_deadline: created + chrono::Duration::days(1),
+        };
+        app.catalog.import_upload(&upload).await.expect("import");
+    }
+    app.put_object(&key, media("image/png", 100), "image/png")
+        .await;
+    key
+}
+
+/// Every version and delete marker under `key`.
+async fn versions(app: &TestApp, key: &str) -> usize {
+    let out = app
+        .s3
+        .list_object_versions()
+        .bucket(&app.bucket)
+        .prefix(key)
+        .send()
+        .await
+        .expect("versions");
+    out.versions().len() + out.delete_markers().len()
+}
+
+struct Run {
+    code: i32,
+    body: Value,
+}
+
+fn sweep_cli(app: &TestApp, extra: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .arg("sweep")
+        .arg("--json")
+        .args(extra)
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit sweep");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        body: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+    }
+}
+
+fn items<'a>(body: &'a Value, action: &str) -> Vec<&'a Value> {
+    body["items"]
+        .as_array()
+        .map(|a| a.iter().filter(|i| i["action"] == action).collect())
+        .unwrap_or_default()
+}
+
+async fn swept_at_set(app: &TestApp, key: &str) -> bool {
+    app.db
+        .count(&format!(
+            "SELECT COUNT(*) FROM uploads WHERE key = '{key}' AND swept_at IS NOT NULL"
+        ))
+        .await
+        == 1
+}
+
+#[tokio::test]
+async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    // Abandoned, with three versions: two writes and a delete marker.
+    let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    app.put_object(&abandoned, media("image/png", 200), "image/png")
+        .await;
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&abandoned)
+        .send()
+        .await
+        .expect("delete marker");
+    assert_eq!(versions(&app, &abandoned).await, 3);
+    let unrecorded = plant(&app, "2026/10/01", None).await;
+    let mid_commit = plant(&app, "2026/10/02", Some(UploadState::Promoting)).await;
+    let multipart_key = format!("tmp/2026/10/02/{}/big.png", UploadId::generate());
+    app.s3
+        .create_multipart_upload()
+        .bucket(&app.bucket)
+        .key(&multipart_key)
+        .send()
+        .await
+        .expect("abandoned multipart upload");
+    let recent = app.uploaded(&token, "image", "image/png", 100, "PUT").await;
+
+    let run = sweep_cli(&app, &[]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(run.body["run"]["state"], "finished");
+    assert_eq!(run.body["summary"]["partitions_swept"], 2);
+    assert_eq!(
+        versions(&app, &abandoned).await,
+        0,
+        "every version and marker"
+    );
+    assert_eq!(versions(&app, &unrecorded).await, 0);
+    assert_eq!(
+        versions(&app, &mid_commit).await,
+        1,
+        "never from under a commit"
+    );
+    assert!(
+        app.object_exists(&recent.key).await,
+        "young partitions are not listed"
+    );
+    assert!(swept_at_set(&app, &abandoned).await);
+    let deleted = items(&run.body, "deleted");
+    assert_eq!(
+        deleted
+            .iter()
+            .filter(|i| i["key"] == abandoned.as_str())
+            .count(),
+        3
+    );
+    assert!(deleted
+        .iter()
+        .any(|i| i["key"] == unrecorded.as_str() && i["reason"] == "unrecorded"));
+    let skipped = items(&run.body, "skipped");
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0]["key"], mid_commit.as_str());
+    assert_eq!(skipped[0]["reason"], "commit_in_progress");
+    assert_eq!(items(&run.body, "aborted").len(), 1);
+    let open = app
+        .s3
+        .list_multipart_uploads()
+        .bucket(&app.bucket)
+        .send()
+        .await
+        .expect("list");
+    assert!(open.uploads().is_empty());
+
+    // The report is stored with the run.
+    let stored = app
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM job_items WHERE run_id = '{}'",
+            run.body["run"]["id"].as_str().expect("run id")
+        ))
+        .await;
+    assert_eq!(
+        stored as usize,
+        run.body["items"].as_array().map_or(0, Vec::len)
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_lists_what_would_go_and_changes_nothing() {
+    let app = spawn_app().await;
+    let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    let run = sweep_cli(&app, &["--dry-run"]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(run.body["run"]["dry_run"], true);
+    let would = items(&run.body, "would_delete");
+    assert_eq!(would.len(), 1);
+    assert_eq!(would[0]["key"], abandoned.as_str());
+    assert_eq!(versions(&app, &abandoned).await, 1);
+    assert!(!swept_at_set(&app, &abandoned).await);
+}
+
+#[tokio::test]
+async fn a_partition_dated_in_the_future_makes_the_sweeper_refuse_to_delete_anything() {
+    let app = spawn_app().await;
+    let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    let future = plant(&app, "2099/01/01", None).await;
+    let run = sweep_cli(&app, &[]);
+    assert_eq!(run.code, 3, "{}", run.body);
+    assert_eq!(run.body["run"]["state"], "refused");
+    assert_eq!(
+        run.body["summary"]["future_partitions"][0],
+        "tmp/2099/01/01/"
+    );
+    assert_eq!(versions(&app, &abandoned).await, 1);
+    assert_eq!(versions(&app, &future).await, 1);
+}
+
+#[tokio::test]
+async fn only_one_replica_sweeps_at_a_time() {
+    let app = spawn_app().await;
+    let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    let now = upcommit::domain::records::now();
+    assert!(app
+        .catalog
+        .acquire_job_lock(
+            "sweep",
+            "another-replica",
+            now + chrono::Duration::minutes(5),
+            now
+        )
+        .await
+        .expect("lock"));
+    let run = sweep_cli(&app, &[]);
+    assert_eq!(run.code, 4);
+    assert_eq!(versions(&app, &abandoned).await, 1);
+    // Once the other replica's lease runs out, a sweep takes over.
+    assert!(!app
+        .catalog
+        .acquire_job_lock("sweep", "third", now + chrono::Duration::minutes(5), now)
+        .await
+        .expect("lock"));
+    app.catalog
+        .release_job_lock("sweep", "another-replica")
+        .await
+        .expect("release");
+    assert_eq!(sweep_cli(&app, &[]).code, 0);
+    assert_eq!(versions(&app, &abandoned).await, 0);
+}
+
+#[tokio::test]
+async fn a_crashed_sweep_resumes_from_its_checkpoint() {
+    let app = spawn_app().await;
+    let done = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    let todo = plant(&app, "2026/10/03", Some(UploadState::Issued)).await;
+    // A run that crashed after finishing 2026-10-02.
+    let mut crashed = JobRun::start("sweep", false, upcommit::domain::records::now());
+    crashed.checkpoint = Some("2026-10-02".into());
+    app.catalog.insert_run(&crashed).await.expect("run");
+
+    let run = sweep_cli(&app, &[]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(
+        run.body["run"]["id"],
+        crashed.id.as_str(),
+        "the same run continues"
+    );
+    assert_eq!(run.body["summary"]["resumed"], true);
+    assert_eq!(versions(&app, &todo).await, 0);
+    assert_eq!(
+        versions(&app, &done).await,
+        1,
+        "partitions before the checkpoint were done by the crashed run and are not listed again"
+    );
+}
+
+#[tokio::test]
+async fn the_server_sweeps_on_its_own_schedule() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_SWEEP_INTERVAL_SECS", "1".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    for _ in 0..100 {
+        if versions(&app, &abandoned).await == 0 {
+            assert!(swept_at_set(&app, &abandoned).await);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the scheduled sweep never removed {abandoned}");
+}
