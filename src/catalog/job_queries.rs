@@ -3,7 +3,7 @@
 
 /// Implements [`super::JobCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_job_catalog {
-    ($ty:ty, $db:ty, $begin:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $bytes:expr) => {
         impl $ty {
             fn run_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -190,6 +190,32 @@ macro_rules! impl_job_catalog {
                             version_id: r.try_get("version_id")?,
                             bytes: r.try_get("bytes")?,
                             reason: r.try_get("reason")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn handle_keys_after(
+                &self,
+                after: &str,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::reconcile::HandleKey>, CatalogError> {
+                use sqlx::Row;
+                let sql = format!(
+                    "SELECT id, key, size FROM file_handles WHERE key {c} > $1 ORDER BY key {c} LIMIT $2",
+                    c = $bytes
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(after)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok($crate::domain::reconcile::HandleKey {
+                            key: r.try_get("key")?,
+                            file_id: r.try_get("id")?,
+                            size: r.try_get("size")?,
                         })
                     })
                     .collect()

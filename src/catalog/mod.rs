@@ -96,6 +96,13 @@ pub trait JobCatalog: Send + Sync + 'static {
     async fn add_job_items(&self, run_id: &str, items: &[JobItem]) -> Result<(), CatalogError>;
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError>;
 
+    /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side).
+    async fn handle_keys_after(
+        &self,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
+
     /// Notes that the sweeper removed an upload's tmp object.
     async fn mark_swept(
         &self,

@@ -36,4 +36,4 @@ impl PostgresCatalog {
 
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
-impl_job_catalog!(PostgresCatalog, Postgres, "BEGIN");
+impl_job_catalog!(PostgresCatalog, Postgres, "BEGIN", "COLLATE \"C\"");

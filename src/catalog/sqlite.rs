@@ -55,4 +55,4 @@ impl SqliteCatalog {
 
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
-impl_job_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
+impl_job_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "COLLATE BINARY");

@@ -1,9 +1,13 @@
-//! `upcommit sweep`: the tmp sweeper from the command line, with the service's settings.
+//! `upcommit sweep` and `upcommit reconcile`: the maintenance jobs from the command line, with
+//! the service's settings.
 
 use std::sync::Arc;
 
+use crate::catalog::Catalog;
 use crate::config::Settings;
 use crate::domain::jobs::{JobItem, RunState};
+use crate::services::inventory::InventorySource;
+use crate::services::reconcile::{self, BucketSource, ReconcileOptions, ReconcileOutcome};
 use crate::services::sweep::{self, SweepOutcome};
 use crate::storage::{ObjectStore, S3Store};
 
@@ -13,24 +17,8 @@ const TEXT_ITEMS: usize = 200;
 /// Exit codes: 0 finished, 1 failed, 2 cannot start, 3 refused (clock skew), 4 another replica
 /// is sweeping.
 pub async fn sweep(settings: &Settings, dry_run: bool, json: bool) -> i32 {
-    let catalog = match crate::catalog::connect(
-        settings.database.url.expose(),
-        settings.database.max_connections,
-    )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("upcommit sweep: database: {e}");
-            return 2;
-        }
-    };
-    let store: Arc<dyn ObjectStore> = match S3Store::connect(&settings.s3).await {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            eprintln!("upcommit sweep: {e}");
-            return 2;
-        }
+    let Some((catalog, store, _)) = connect("sweep", settings).await else {
+        return 2;
     };
     let (run, summary) = match sweep::sweep(&catalog, &store, settings, dry_run).await {
         Ok(SweepOutcome::Ran { run, summary }) => (run, summary),
@@ -69,6 +57,114 @@ pub async fn sweep(settings: &Settings, dry_run: bool, json: bool) -> i32 {
         }
     }
     match run.state {
+        RunState::Finished => 0,
+        RunState::Refused => 3,
+        _ => 1,
+    }
+}
+
+/// The catalog (migrations run) and the store, or a message and `None`.
+async fn connect(
+    what: &str,
+    settings: &Settings,
+) -> Option<(Arc<dyn Catalog>, Arc<dyn ObjectStore>, aws_sdk_s3::Client)> {
+    let catalog = match crate::catalog::connect(
+        settings.database.url.expose(),
+        settings.database.max_connections,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("upcommit {what}: database: {e}");
+            return None;
+        }
+    };
+    match S3Store::connect(&settings.s3).await {
+        Ok(s) => {
+            let client = s.client().clone();
+            Some((catalog, Arc::new(s), client))
+        }
+        Err(e) => {
+            eprintln!("upcommit {what}: {e}");
+            None
+        }
+    }
+}
+
+/// Exit codes: 0 finished, 1 failed, 2 cannot start, 3 refused (keys out of order), 4 another
+/// replica is reconciling, 5 finished and file handles whose object is missing were found.
+pub async fn reconcile(
+    settings: &Settings,
+    grace: &str,
+    inventory: Option<&str>,
+    quarantine: bool,
+    json: bool,
+) -> i32 {
+    let parsed = match grace.trim() {
+        "0" => Some(0),
+        other => crate::auth::parse_ttl(other),
+    };
+    let Some(grace) = parsed else {
+        eprintln!("upcommit reconcile: --grace: expected 30m, 1h, 2d or seconds, got {grace:?}");
+        return 2;
+    };
+    let Some((catalog, store, client)) = connect("reconcile", settings).await else {
+        return 2;
+    };
+    let source: Option<Box<dyn BucketSource>> = match inventory {
+        None => None,
+        Some(url) => match InventorySource::open(client, url).await {
+            Ok(s) => Some(Box::new(s)),
+            Err(e) => {
+                eprintln!("upcommit reconcile: {e}");
+                return 2;
+            }
+        },
+    };
+    let options = ReconcileOptions {
+        grace: chrono::Duration::seconds(grace),
+        quarantine,
+    };
+    let (run, summary) =
+        match reconcile::reconcile(&catalog, &store, settings, &options, source).await {
+            Ok(ReconcileOutcome::Ran { run, summary }) => (run, summary),
+            Ok(ReconcileOutcome::Busy) => {
+                eprintln!("upcommit reconcile: another replica is reconciling; nothing done");
+                return 4;
+            }
+            Err(e) => {
+                eprintln!("upcommit reconcile: {e}");
+                return 1;
+            }
+        };
+    let items = catalog.job_items(&run.id).await.unwrap_or_default();
+    if json {
+        let body = serde_json::json!({ "run": run, "summary": summary, "items": items });
+        println!("{body:#}");
+    } else {
+        println!(
+            "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window",
+            run.id,
+            run.state.as_str(),
+            summary.source,
+            summary.keys_listed,
+            summary.handles_read,
+            summary.matched,
+            summary.unindexed,
+            summary.unindexed_bytes,
+            if quarantine { format!(", {} quarantined", summary.quarantined) } else { String::new() },
+            summary.missing,
+            summary.missing_bytes,
+            summary.tmp_past_lifecycle,
+        );
+        print_items(&items);
+        if let Some(e) = &summary.error {
+            println!("error: {e}");
+        }
+    }
+    match run.state {
+        RunState::Finished if summary.missing > 0 => 5,
         RunState::Finished => 0,
         RunState::Refused => 3,
         _ => 1,

@@ -54,6 +54,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Match the bucket's keys against the file handles: unindexed objects under final
+    /// prefixes, handles whose object is missing, tmp objects past the lifecycle window. Reports;
+    /// never deletes. Exit 5 when an object is missing.
+    Reconcile {
+        /// Skip unindexed objects younger than this (30m, 24h, 2d or seconds): commits in flight.
+        #[arg(long, default_value = "24h")]
+        grace: String,
+        /// Read the bucket's keys from an S3 Inventory (CSV) instead of listing:
+        /// s3://bucket/path/manifest.json.
+        #[arg(long)]
+        inventory: Option<String>,
+        /// Move unindexed objects under quarantine/ (which expires on its own rule).
+        #[arg(long)]
+        quarantine: bool,
+        /// Print the run, its totals and every finding as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Operate on the bucket's configuration.
     Bucket {
         #[command(subcommand)]
@@ -116,6 +134,12 @@ pub async fn run(cli: Cli) -> i32 {
         },
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
         Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
+        Command::Reconcile {
+            grace,
+            inventory,
+            quarantine,
+            json,
+        } => jobs::reconcile(&settings, &grace, inventory.as_deref(), quarantine, json).await,
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,

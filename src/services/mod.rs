@@ -5,7 +5,9 @@
 pub mod apply_lifecycle;
 pub mod bucket_watch;
 pub mod commit;
+pub mod inventory;
 pub mod jobs;
 pub mod multipart;
 pub mod presign;
+pub mod reconcile;
 pub mod sweep;

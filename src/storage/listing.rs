@@ -136,6 +136,7 @@ pub(super) async fn objects(
     client: &Client,
     bucket: &str,
     prefix: &str,
+    start_after: Option<String>,
     token: Option<String>,
     max: i32,
 ) -> Result<ObjectPage, StoreError> {
@@ -144,6 +145,7 @@ pub(super) async fn objects(
         .bucket(bucket)
         .prefix(prefix)
         .max_keys(max)
+        .set_start_after(start_after)
         .set_continuation_token(token)
         .send()
         .await

@@ -178,10 +178,11 @@ pub trait ObjectStore: Send + Sync + 'static {
         from: Option<(String, Option<String>)>,
     ) -> Result<VersionPage, StoreError>;
 
-    /// One page of current objects under `prefix`, in S3's key order.
+    /// One page of current objects under `prefix`, in S3's key order, after `start_after`.
     async fn list_objects(
         &self,
         prefix: &str,
+        start_after: Option<String>,
         token: Option<String>,
         max: i32,
     ) -> Result<ObjectPage, StoreError>;

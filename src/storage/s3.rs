@@ -403,10 +403,11 @@ impl ObjectStore for S3Store {
     async fn list_objects(
         &self,
         prefix: &str,
+        start_after: Option<String>,
         token: Option<String>,
         max: i32,
     ) -> Result<ObjectPage, StoreError> {
-        listing::objects(&self.client, &self.bucket, prefix, token, max).await
+        listing::objects(&self.client, &self.bucket, prefix, start_after, token, max).await
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "DeleteObjects", keys = batch.len()))]

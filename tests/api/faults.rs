@@ -195,10 +195,13 @@ impl ObjectStore for FaultyStore {
     async fn list_objects(
         &self,
         prefix: &str,
+        start_after: Option<String>,
         token: Option<String>,
         max: i32,
     ) -> Result<ObjectPage, StoreError> {
-        self.inner.list_objects(prefix, token, max).await
+        self.inner
+            .list_objects(prefix, start_after, token, max)
+            .await
     }
 
     async fn delete_versions(

@@ -13,5 +13,6 @@ mod legacy;
 mod multipart;
 mod outages;
 mod presign;
+mod reconcile;
 mod sweep;
 mod upload_step;

@@ -1,0 +1,373 @@
+//! Reconciliation as a pure, incremental merge-join: the bucket's keys and the catalog's handle
+//! keys, both in S3's byte order, are consumed page by page in constant memory. Keys are compared
+//! as bytes and matched exactly — never by prefix — so `media/images/…` and `media/images2/…`,
+//! keys with spaces, `+` or any Unicode stay apart. An input out of order is an error: the join
+//! refuses rather than report doubtful findings.
+
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::keys::TMP_PREFIX;
+
+/// Where quarantined objects go; it has an expiring lifecycle rule of its own.
+pub const QUARANTINE_PREFIX: &str = "quarantine/";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketKey {
+    pub key: String,
+    pub size: i64,
+    pub last_modified: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandleKey {
+    pub key: String,
+    pub file_id: String,
+    pub size: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// An object under a final prefix that no file handle records.
+    Unindexed(BucketKey),
+    /// A file handle whose object is gone: a data-loss alarm.
+    Missing(HandleKey),
+    /// A tmp object older than the lifecycle rule allows: the rule is not running.
+    TmpPastLifecycle(BucketKey),
+}
+
+#[derive(Debug, Clone)]
+pub struct ReconcilePolicy {
+    pub final_prefixes: Vec<String>,
+    pub now: DateTime<Utc>,
+    /// Unindexed objects younger than this are skipped: a commit may be in flight.
+    pub grace: Duration,
+    /// Tmp objects older than this mean the lifecycle rule is not working.
+    pub tmp_max_age: Duration,
+}
+
+impl ReconcilePolicy {
+    fn older_than(&self, k: &BucketKey, age: Duration) -> bool {
+        k.last_modified.is_some_and(|t| t + age <= self.now)
+    }
+
+    /// What an object no handle records means, if anything.
+    fn unrecorded(&self, k: BucketKey) -> Option<Finding> {
+        if k.key.starts_with(TMP_PREFIX) {
+            return self
+                .older_than(&k, self.tmp_max_age)
+                .then_some(Finding::TmpPastLifecycle(k));
+        }
+        let under_final = self
+            .final_prefixes
+            .iter()
+            .any(|p| k.key.as_bytes().starts_with(p.as_bytes()));
+        (under_final && self.older_than(&k, self.grace)).then_some(Finding::Unindexed(k))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinError {
+    OutOfOrder {
+        side: &'static str,
+        previous: String,
+        next: String,
+    },
+}
+
+impl std::fmt::Display for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::OutOfOrder {
+                side,
+                previous,
+                next,
+            } => write!(
+                f,
+                "the {side} keys are not in byte order ({previous:?} before {next:?}); refusing to reconcile"
+            ),
+        }
+    }
+}
+
+/// Which side the join needs another page of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Bucket,
+    Catalog,
+    /// Both sides are exhausted and every key is judged.
+    Done,
+}
+
+/// The merge-join's state: a page of each side and the last key seen on each (to check order).
+#[derive(Debug)]
+pub struct Join {
+    policy: ReconcilePolicy,
+    bucket: VecDeque<BucketKey>,
+    catalog: VecDeque<HandleKey>,
+    bucket_done: bool,
+    catalog_done: bool,
+    last_bucket: Option<String>,
+    last_catalog: Option<String>,
+    /// Keys present on both sides.
+    pub matched: u64,
+}
+
+fn check_order(side: &'static str, last: &mut Option<String>, next: &str) -> Result<(), JoinError> {
+    if let Some(prev) = last {
+        if prev.as_bytes().cmp(next.as_bytes()) != Ordering::Less {
+            return Err(JoinError::OutOfOrder {
+                side,
+                previous: prev.clone(),
+                next: next.to_owned(),
+            });
+        }
+    }
+    *last = Some(next.to_owned());
+    Ok(())
+}
+
+impl Join {
+    pub fn new(policy: ReconcilePolicy) -> Self {
+        Self {
+            policy,
+            bucket: VecDeque::new(),
+            catalog: VecDeque::new(),
+            bucket_done: false,
+            catalog_done: false,
+            last_bucket: None,
+            last_catalog: None,
+            matched: 0,
+        }
+    }
+
+    /// Adds the bucket's next page; `None` marks its end.
+    pub fn feed_bucket(&mut self, page: Option<Vec<BucketKey>>) -> Result<(), JoinError> {
+        match page {
+            None => self.bucket_done = true,
+            Some(keys) => {
+                for k in keys {
+                    check_order("bucket", &mut self.last_bucket, &k.key)?;
+                    self.bucket.push_back(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the catalog's next page; `None` marks its end.
+    pub fn feed_catalog(&mut self, page: Option<Vec<HandleKey>>) -> Result<(), JoinError> {
+        match page {
+            None => self.catalog_done = true,
+            Some(keys) => {
+                for k in keys {
+                    check_order("catalog", &mut self.last_catalog, &k.key)?;
+                    self.catalog.push_back(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Judges every key it can with what it holds, into `out`, and says what it needs next.
+    pub fn advance(&mut self, out: &mut Vec<Finding>) -> Need {
+        loop {
+            match (self.bucket.front(), self.catalog.front()) {
+                (Some(b), Some(c)) => match b.key.as_bytes().cmp(c.key.as_bytes()) {
+                    Ordering::Equal => {
+                        self.bucket.pop_front();
+                        self.catalog.pop_front();
+                        self.matched += 1;
+                    }
+                    Ordering::Less => {
+                        if let Some(b) = self.bucket.pop_front() {
+                            out.extend(self.policy.unrecorded(b));
+                        }
+                    }
+                    Ordering::Greater => {
+                        if let Some(c) = self.catalog.pop_front() {
+                            out.push(Finding::Missing(c));
+                        }
+                    }
+                },
+                (None, _) if !self.bucket_done => return Need::Bucket,
+                (_, None) if !self.catalog_done => return Need::Catalog,
+                (Some(_), None) => {
+                    if let Some(b) = self.bucket.pop_front() {
+                        out.extend(self.policy.unrecorded(b));
+                    }
+                }
+                (None, Some(_)) => {
+                    if let Some(c) = self.catalog.pop_front() {
+                        out.push(Finding::Missing(c));
+                    }
+                }
+                (None, None) => return Need::Done,
+            }
+        }
+    }
+
+    /// The last bucket key judged, for a checkpoint.
+    pub fn last_bucket_key(&self) -> Option<&str> {
+        self.last_bucket.as_deref()
+    }
+}
+
+/// Runs a join over two in-memory page sequences (tests and the benchmark use it).
+pub fn join_pages(
+    policy: ReconcilePolicy,
+    mut bucket: impl Iterator<Item = Vec<BucketKey>>,
+    mut catalog: impl Iterator<Item = Vec<HandleKey>>,
+    mut sink: impl FnMut(Finding),
+) -> Result<u64, JoinError> {
+    let mut join = Join::new(policy);
+    let mut out = Vec::new();
+    loop {
+        let need = join.advance(&mut out);
+        for f in out.drain(..) {
+            sink(f);
+        }
+        match need {
+            Need::Bucket => join.feed_bucket(bucket.next())?,
+            Need::Catalog => join.feed_catalog(catalog.next())?,
+            Need::Done => return Ok(join.matched),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .expect("time")
+            .with_timezone(&Utc)
+    }
+
+    fn policy() -> ReconcilePolicy {
+        ReconcilePolicy {
+            final_prefixes: vec!["media/images/".into(), "media/recordings/".into()],
+            now: now(),
+            grace: Duration::hours(24),
+            tmp_max_age: Duration::days(8),
+        }
+    }
+
+    fn b(key: &str, days_old: i64) -> BucketKey {
+        BucketKey {
+            key: key.into(),
+            size: 10,
+            last_modified: Some(now() - Duration::days(days_old)),
+        }
+    }
+
+    fn h(key: &str) -> HandleKey {
+        HandleKey {
+            key: key.into(),
+            file_id: format!("id-{key}"),
+            size: 10,
+        }
+    }
+
+    fn sorted_b(mut v: Vec<BucketKey>) -> Vec<BucketKey> {
+        v.sort_by(|x, y| x.key.as_bytes().cmp(y.key.as_bytes()));
+        v
+    }
+
+    fn run(bucket: Vec<BucketKey>, catalog: Vec<HandleKey>, page: usize) -> (Vec<Finding>, u64) {
+        let mut found = Vec::new();
+        let bp: Vec<Vec<BucketKey>> = bucket.chunks(page).map(<[_]>::to_vec).collect();
+        let cp: Vec<Vec<HandleKey>> = catalog.chunks(page).map(<[_]>::to_vec).collect();
+        let matched =
+            join_pages(policy(), bp.into_iter(), cp.into_iter(), |f| found.push(f)).expect("join");
+        (found, matched)
+    }
+
+    #[test]
+    fn keys_sharing_a_textual_prefix_are_matched_exactly() {
+        let bucket = sorted_b(vec![
+            b("media/images/a b.png", 3),
+            b("media/images/a+b.png", 3),
+            b("media/images/a.png", 3),
+            b("media/images2/a.png", 3),
+            b("media/images/é.png", 3),
+            b("media/images/a.png.bak", 3),
+        ]);
+        let mut catalog = vec![
+            h("media/images/a b.png"),
+            h("media/images/a.png"),
+            h("media/images/é.png"),
+            h("media/images/ab.png"),
+        ];
+        catalog.sort_by(|x, y| x.key.as_bytes().cmp(y.key.as_bytes()));
+        for page in [1, 2, 3, 100] {
+            let (found, matched) = run(bucket.clone(), catalog.clone(), page);
+            assert_eq!(matched, 3, "page {page}");
+            let unindexed: Vec<&str> = found
+                .iter()
+                .filter_map(|f| match f {
+                    Finding::Unindexed(k) => Some(k.key.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                unindexed,
+                vec!["media/images/a+b.png", "media/images/a.png.bak"],
+                "media/images2/ is not a final prefix; page {page}"
+            );
+            let missing: Vec<&str> = found
+                .iter()
+                .filter_map(|f| match f {
+                    Finding::Missing(k) => Some(k.key.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(missing, vec!["media/images/ab.png"]);
+        }
+    }
+
+    #[test]
+    fn young_unindexed_objects_and_young_tmp_objects_are_not_findings() {
+        let bucket = sorted_b(vec![
+            b("media/images/new.png", 0),
+            b("media/images/old.png", 2),
+            b("tmp/2026/11/28/x/a.png", 1),
+            b("tmp/2026/11/01/x/a.png", 28),
+            b("cache/thumb.png", 90),
+            b("quarantine/media/images/q.png", 90),
+        ]);
+        let (found, _) = run(bucket, Vec::new(), 2);
+        assert_eq!(
+            found,
+            vec![
+                Finding::Unindexed(b("media/images/old.png", 2)),
+                Finding::TmpPastLifecycle(b("tmp/2026/11/01/x/a.png", 28)),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_handle_without_its_object_is_missing() {
+        let catalog = vec![h("a/1"), h("a/2"), h("b/1")];
+        let (found, matched) = run(vec![b("a/2", 1)], catalog, 1);
+        assert_eq!(matched, 1);
+        assert_eq!(
+            found,
+            vec![Finding::Missing(h("a/1")), Finding::Missing(h("b/1"))]
+        );
+    }
+
+    #[test]
+    fn an_input_out_of_byte_order_is_refused() {
+        let bucket = vec![vec![b("media/images/b", 3)], vec![b("media/images/a", 3)]];
+        let err = join_pages(policy(), bucket.into_iter(), std::iter::empty(), |_| {})
+            .expect_err("refused");
+        assert!(matches!(err, JoinError::OutOfOrder { side: "bucket", .. }));
+        // Unicode sorts after ASCII in byte order, which is S3's.
+        let ok = vec![vec![b("media/images/z", 3), b("media/images/é", 3)]];
+        assert!(join_pages(policy(), ok.into_iter(), std::iter::empty(), |_| {}).is_ok());
+    }
+}

@@ -1,0 +1,269 @@
+//! The bucket side of a reconcile from an S3 Inventory: `manifest.json` names gzip CSV files
+//! (schema in `fileSchema`, keys URL-encoded); each file is streamed to a temporary file and
+//! read line by line, so memory stays flat however large the inventory is. Keys must arrive in
+//! byte order across files; the join refuses otherwise.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use chrono::{DateTime, Utc};
+use flate2::read::GzDecoder;
+use serde::Deserialize;
+
+use super::reconcile::BucketSource;
+use crate::domain::reconcile::BucketKey;
+use crate::storage::StoreError;
+
+const PAGE: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Manifest {
+    destination_bucket: String,
+    file_format: String,
+    file_schema: String,
+    files: Vec<ManifestFile>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ManifestFile {
+    key: String,
+}
+
+/// `s3://bucket/key` → (bucket, key).
+pub fn parse_s3_url(url: &str) -> Option<(String, String)> {
+    let rest = url.strip_prefix("s3://")?;
+    let (bucket, key) = rest.split_once('/')?;
+    (!bucket.is_empty() && !key.is_empty()).then(|| (bucket.to_owned(), key.to_owned()))
+}
+
+/// One CSV line of quoted fields (`""` inside quotes is a quote).
+pub fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut cur)),
+            (c, _) => cur.push(c),
+        }
+    }
+    fields.push(cur);
+    fields
+}
+
+struct Columns {
+    key: usize,
+    size: Option<usize>,
+    modified: Option<usize>,
+}
+
+pub struct InventorySource {
+    client: Client,
+    data_bucket: String,
+    files: Vec<String>,
+    columns: Columns,
+    next_file: usize,
+    reader: Option<(PathBuf, Box<dyn BufRead + Send>)>,
+}
+
+impl InventorySource {
+    /// Reads and checks the manifest.
+    pub async fn open(client: Client, manifest_url: &str) -> Result<Self, StoreError> {
+        let (bucket, key) = parse_s3_url(manifest_url).ok_or_else(|| {
+            StoreError::Other(format!(
+                "--inventory: expected s3://bucket/key, got {manifest_url:?}"
+            ))
+        })?;
+        let body = client
+            .get_object()
+            .bucket(&bucket)
+            .key(&key)
+            .send()
+            .await
+            .map_err(|e| StoreError::Other(format!("manifest {manifest_url}: {e}")))?
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+            .into_bytes();
+        let manifest: Manifest = serde_json::from_slice(&body)
+            .map_err(|e| StoreError::Other(format!("manifest {manifest_url}: {e}")))?;
+        if manifest.file_format != "CSV" {
+            return Err(StoreError::Other(format!(
+                "manifest {manifest_url}: fileFormat {} is not supported (CSV only)",
+                manifest.file_format
+            )));
+        }
+        let schema: Vec<String> = manifest
+            .file_schema
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect();
+        let col = |name: &str| schema.iter().position(|s| s == name);
+        let columns = Columns {
+            key: col("Key").ok_or_else(|| {
+                StoreError::Other(format!("manifest {manifest_url}: fileSchema has no Key"))
+            })?,
+            size: col("Size"),
+            modified: col("LastModifiedDate"),
+        };
+        let data_bucket = manifest
+            .destination_bucket
+            .strip_prefix("arn:aws:s3:::")
+            .unwrap_or(&manifest.destination_bucket)
+            .to_owned();
+        Ok(Self {
+            client,
+            data_bucket,
+            files: manifest.files.into_iter().map(|f| f.key).collect(),
+            columns,
+            next_file: 0,
+            reader: None,
+        })
+    }
+
+    /// Streams the next data file to disk and opens a gzip line reader on it.
+    async fn open_next(&mut self) -> Result<bool, StoreError> {
+        let Some(key) = self.files.get(self.next_file).cloned() else {
+            return Ok(false);
+        };
+        self.next_file += 1;
+        let mut out = self
+            .client
+            .get_object()
+            .bucket(&self.data_bucket)
+            .key(&key)
+            .send()
+            .await
+            .map_err(|e| StoreError::Other(format!("inventory file {key}: {e}")))?;
+        let path = std::env::temp_dir().join(format!(
+            "upcommit-inventory-{}.csv.gz",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let mut file = File::create(&path).map_err(|e| StoreError::Other(e.to_string()))?;
+        while let Some(chunk) = out
+            .body
+            .try_next()
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+        {
+            file.write_all(&chunk)
+                .map_err(|e| StoreError::Other(e.to_string()))?;
+        }
+        let file = File::open(&path).map_err(|e| StoreError::Other(e.to_string()))?;
+        self.reader = Some((path, Box::new(BufReader::new(GzDecoder::new(file)))));
+        Ok(true)
+    }
+
+    fn parse(&self, line: &str) -> Result<BucketKey, StoreError> {
+        let f = csv_fields(line);
+        let raw = f
+            .get(self.columns.key)
+            .ok_or_else(|| StoreError::Other(format!("inventory line without a key: {line:?}")))?;
+        let key = percent_encoding::percent_decode_str(raw)
+            .decode_utf8()
+            .map_err(|e| StoreError::Other(format!("inventory key {raw:?}: {e}")))?
+            .into_owned();
+        let size = self
+            .columns
+            .size
+            .and_then(|i| f.get(i))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let last_modified = self
+            .columns
+            .modified
+            .and_then(|i| f.get(i))
+            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+            .map(|t| t.with_timezone(&Utc));
+        Ok(BucketKey {
+            key,
+            size,
+            last_modified,
+        })
+    }
+}
+
+impl Drop for InventorySource {
+    fn drop(&mut self) {
+        if let Some((path, _)) = self.reader.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+#[async_trait]
+impl BucketSource for InventorySource {
+    async fn next_page(&mut self) -> Result<Option<Vec<BucketKey>>, StoreError> {
+        let mut page = Vec::with_capacity(PAGE);
+        while page.len() < PAGE {
+            if self.reader.is_none() && !self.open_next().await? {
+                break;
+            }
+            let mut line = String::new();
+            let read = match &mut self.reader {
+                Some((_, r)) => r
+                    .read_line(&mut line)
+                    .map_err(|e| StoreError::Other(format!("inventory: {e}")))?,
+                None => 0,
+            };
+            if read == 0 {
+                if let Some((path, _)) = self.reader.take() {
+                    let _ = std::fs::remove_file(path);
+                }
+                continue;
+            }
+            let line = line.trim_end_matches(['\r', '\n']);
+            if !line.is_empty() {
+                page.push(self.parse(line)?);
+            }
+        }
+        Ok((!page.is_empty()).then_some(page))
+    }
+
+    fn name(&self) -> &'static str {
+        "inventory"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_unquote_and_keep_commas_inside_quotes() {
+        assert_eq!(
+            csv_fields(r#""b","media/images/a%2Cb.png","12","2026-11-01T00:00:00.000Z""#),
+            vec![
+                "b",
+                "media/images/a%2Cb.png",
+                "12",
+                "2026-11-01T00:00:00.000Z"
+            ]
+        );
+        assert_eq!(
+            csv_fields(r#""a,b","say ""hi""""#),
+            vec!["a,b", r#"say "hi""#]
+        );
+    }
+
+    #[test]
+    fn s3_urls_split_into_bucket_and_key() {
+        assert_eq!(
+            parse_s3_url("s3://inv/upcommit/manifest.json"),
+            Some(("inv".into(), "upcommit/manifest.json".into()))
+        );
+        assert_eq!(parse_s3_url("https://x/y"), None);
+        assert_eq!(parse_s3_url("s3://bucket"), None);
+    }
+}

@@ -1,0 +1,342 @@
+//! Unindexed reconciliation: a streaming merge-join of the bucket's keys (ListObjectsV2, or an
+//! S3 Inventory) against the catalog's handle keys, both in byte order, in constant memory.
+//! It reports objects under final prefixes that no handle records (older than a grace period),
+//! handles whose object is missing (a data-loss alarm), and tmp objects older than the
+//! lifecycle rule allows. It never deletes: `--quarantine` moves unindexed objects under
+//! `quarantine/`, which has an expiring rule of its own, after verifying the copy.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::Duration;
+use serde::Serialize;
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::config::Settings;
+use crate::domain::jobs::{JobItem, JobRun, RunState};
+use crate::domain::lifecycle::required_rules;
+use crate::domain::reconcile::{
+    BucketKey, Finding, Join, JoinError, Need, ReconcilePolicy, QUARANTINE_PREFIX,
+};
+use crate::domain::records;
+use crate::services::jobs::{self, Begin};
+use crate::storage::{ObjectStore, StoreError};
+
+pub const JOB: &str = "reconcile";
+const PAGE: i32 = 1000;
+/// Pages judged between checkpoints.
+const CHECKPOINT_EVERY: u32 = 10;
+/// Missing objects logged one by one before only counting.
+const MISSING_LOGGED: u64 = 100;
+
+/// Where the bucket's keys come from.
+#[async_trait]
+pub trait BucketSource: Send {
+    /// The next page of keys in byte order, `None` at the end.
+    async fn next_page(&mut self) -> Result<Option<Vec<BucketKey>>, StoreError>;
+    fn name(&self) -> &'static str;
+}
+
+/// ListObjectsV2 over the whole bucket, from a key on.
+pub struct ListingSource {
+    store: Arc<dyn ObjectStore>,
+    start_after: Option<String>,
+    token: Option<String>,
+    done: bool,
+}
+
+impl ListingSource {
+    pub fn new(store: Arc<dyn ObjectStore>, start_after: Option<String>) -> Self {
+        Self {
+            store,
+            start_after,
+            token: None,
+            done: false,
+        }
+    }
+}
+
+#[async_trait]
+impl BucketSource for ListingSource {
+    async fn next_page(&mut self) -> Result<Option<Vec<BucketKey>>, StoreError> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = self
+            .store
+            .list_objects("", self.start_after.take(), self.token.take(), PAGE)
+            .await?;
+        match page.next {
+            Some(t) => self.token = Some(t),
+            None => self.done = true,
+        }
+        Ok(Some(
+            page.objects
+                .into_iter()
+                .map(|o| BucketKey {
+                    key: o.key,
+                    size: o.size,
+                    last_modified: o.last_modified,
+                })
+                .collect(),
+        ))
+    }
+
+    fn name(&self) -> &'static str {
+        "listing"
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReconcileSummary {
+    pub source: &'static str,
+    pub resumed: bool,
+    pub quarantine: bool,
+    pub grace_secs: i64,
+    pub keys_listed: u64,
+    pub handles_read: u64,
+    pub matched: u64,
+    pub unindexed: u64,
+    pub unindexed_bytes: u64,
+    pub missing: u64,
+    pub missing_bytes: u64,
+    pub tmp_past_lifecycle: u64,
+    pub tmp_past_lifecycle_bytes: u64,
+    pub quarantined: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+pub enum ReconcileOutcome {
+    Ran {
+        run: Box<JobRun>,
+        summary: Box<ReconcileSummary>,
+    },
+    Busy,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct ReconcileOptions {
+    pub grace: Duration,
+    pub quarantine: bool,
+}
+
+/// Tmp objects older than the tmp rule's expiry plus a day mean the rule is not running.
+fn tmp_max_age() -> Duration {
+    let days = required_rules()
+        .iter()
+        .filter(|r| r.prefix == crate::domain::keys::TMP_PREFIX)
+        .filter_map(|r| r.expiration_days)
+        .min()
+        .unwrap_or(7);
+    Duration::days(i64::from(days) + 1)
+}
+
+/// Runs a reconcile. `source` is the bucket side (a listing or an inventory); `None` lists the
+/// bucket, resuming after a crashed run's checkpoint.
+#[tracing::instrument(skip_all, fields(job = JOB))]
+pub async fn reconcile(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    settings: &Settings,
+    options: &ReconcileOptions,
+    source: Option<Box<dyn BucketSource>>,
+) -> Result<ReconcileOutcome, ReconcileError> {
+    let mut job = match jobs::begin(catalog, JOB, false, settings.jobs.lease_secs).await? {
+        Begin::Started(job) => job,
+        Begin::Busy => return Ok(ReconcileOutcome::Busy),
+    };
+    let resume_after = job.run.checkpoint.clone();
+    let mut source =
+        source.unwrap_or_else(|| Box::new(ListingSource::new(store.clone(), resume_after.clone())));
+    let policy = ReconcilePolicy {
+        final_prefixes: settings.bucket_expectations().final_prefixes,
+        now: records::now(),
+        grace: options.grace,
+        tmp_max_age: tmp_max_age(),
+    };
+    let mut summary = ReconcileSummary {
+        source: source.name(),
+        resumed: job.resumed,
+        quarantine: options.quarantine,
+        grace_secs: options.grace.num_seconds(),
+        ..ReconcileSummary::default()
+    };
+    let mut join = Join::new(policy);
+    let mut catalog_after = resume_after.clone().unwrap_or_default();
+    let mut found = Vec::new();
+    let mut items = Vec::new();
+    let mut pages = 0u32;
+    let result: Result<(), String> = async {
+        loop {
+            let need = join.advance(&mut found);
+            for f in found.drain(..) {
+                items.push(judge(store, &mut summary, f, options.quarantine).await);
+            }
+            match need {
+                Need::Done => return Ok(()),
+                Need::Catalog => {
+                    let page = catalog
+                        .handle_keys_after(&catalog_after, i64::from(PAGE))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    summary.handles_read += page.len() as u64;
+                    let page = match page.last() {
+                        Some(last) => {
+                            catalog_after = last.key.clone();
+                            Some(page)
+                        }
+                        None => None,
+                    };
+                    join.feed_catalog(page)
+                        .map_err(|e: JoinError| e.to_string())?;
+                }
+                Need::Bucket => {
+                    // Everything up to the last bucket key is judged: a safe checkpoint.
+                    pages += 1;
+                    if pages % CHECKPOINT_EVERY == 0 {
+                        if let Some(k) = join.last_bucket_key().map(str::to_owned) {
+                            job.checkpoint(catalog, &items, &k, &summary)
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            items.clear();
+                        }
+                        if job.lost() {
+                            return Err("lost the job's lease to another replica".into());
+                        }
+                    }
+                    let mut page = source.next_page().await.map_err(|e| e.to_string())?;
+                    if let (Some(keys), Some(after)) = (page.as_mut(), resume_after.as_deref()) {
+                        // An inventory cannot start mid-way: skip what the crashed run judged.
+                        keys.retain(|k| k.key.as_bytes() > after.as_bytes());
+                    }
+                    if let Some(keys) = &page {
+                        summary.keys_listed += keys.len() as u64;
+                    }
+                    join.feed_bucket(page).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+    }
+    .await;
+    summary.matched = join.matched;
+    let state = match result {
+        Ok(()) => RunState::Finished,
+        Err(e) if e.contains("byte order") => {
+            tracing::error!(error = %e, "reconcile refused");
+            summary.error = Some(e);
+            RunState::Refused
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reconcile failed");
+            summary.error = Some(e);
+            RunState::Failed
+        }
+    };
+    if summary.missing > 0 {
+        tracing::error!(
+            missing = summary.missing,
+            bytes = summary.missing_bytes,
+            "file handles whose object is missing from the bucket"
+        );
+    }
+    let run = job.finish(catalog, state, &items, &summary).await?;
+    tracing::info!(
+        run.id = %run.id,
+        keys = summary.keys_listed,
+        unindexed = summary.unindexed,
+        missing = summary.missing,
+        tmp_past_lifecycle = summary.tmp_past_lifecycle,
+        "reconcile finished"
+    );
+    Ok(ReconcileOutcome::Ran {
+        run: Box::new(run),
+        summary: Box::new(summary),
+    })
+}
+
+fn size(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// Counts a finding, logs what must be logged, quarantines when asked, and reports it.
+async fn judge(
+    store: &Arc<dyn ObjectStore>,
+    summary: &mut ReconcileSummary,
+    finding: Finding,
+    quarantine: bool,
+) -> JobItem {
+    match finding {
+        Finding::Missing(h) => {
+            summary.missing += 1;
+            summary.missing_bytes += size(h.size);
+            if summary.missing <= MISSING_LOGGED {
+                tracing::error!(key = %h.key, file.id = %h.file_id, "file handle without its object");
+            }
+            JobItem {
+                action: "missing".into(),
+                key: h.key,
+                version_id: None,
+                bytes: h.size,
+                reason: format!("file {} has no object", h.file_id),
+            }
+        }
+        Finding::TmpPastLifecycle(b) => {
+            summary.tmp_past_lifecycle += 1;
+            summary.tmp_past_lifecycle_bytes += size(b.size);
+            JobItem {
+                action: "tmp_past_lifecycle".into(),
+                key: b.key,
+                version_id: None,
+                bytes: b.size,
+                reason: "older than the tmp lifecycle rule allows: is the rule running?".into(),
+            }
+        }
+        Finding::Unindexed(b) => {
+            summary.unindexed += 1;
+            summary.unindexed_bytes += size(b.size);
+            let mut item = JobItem {
+                action: "unindexed".into(),
+                key: b.key.clone(),
+                version_id: None,
+                bytes: b.size,
+                reason: "no file handle records this object".into(),
+            };
+            if quarantine {
+                match move_aside(store.as_ref(), &b).await {
+                    Ok(()) => {
+                        summary.quarantined += 1;
+                        item.action = "quarantined".into();
+                        item.reason = format!("moved to {QUARANTINE_PREFIX}{}", b.key);
+                    }
+                    Err(e) => item.reason = format!("not quarantined: {e}"),
+                }
+            }
+            item
+        }
+    }
+}
+
+/// Copy under `quarantine/`, verify the copy, then remove the original's current version.
+async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreError> {
+    let dst = format!("{QUARANTINE_PREFIX}{}", b.key);
+    let original = store.head(&b.key).await?.ok_or(StoreError::NotFound)?;
+    store.copy_object(&b.key, &dst).await?;
+    let copy = store.head(&dst).await?.ok_or(StoreError::NotFound)?;
+    if copy.size != original.size {
+        return Err(StoreError::Other(format!(
+            "the quarantine copy has {} bytes, the original {}",
+            copy.size, original.size
+        )));
+    }
+    store
+        .delete_version(&b.key, original.version_id.as_deref())
+        .await
+}

@@ -1,0 +1,255 @@
+//! `upcommit reconcile` (the real binary) on LocalStack: planted unindexed objects and a missing
+//! one, found on a listing and on a synthetic inventory; exact matching of keys that share a
+//! textual prefix; quarantine that moves and loses nothing; resumption from a checkpoint.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::Command;
+
+use serde_json::Value;
+use upcommit::domain::jobs::JobRun;
+
+use crate::helpers::{media, spawn_app, TestApp};
+
+struct Run {
+    code: i32,
+    body: Value,
+}
+
+fn reconcile_cli(app: &TestApp, extra: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "0"])
+        .args(extra)
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit reconcile");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        body: serde_json::from_str(&stdout).unwrap_or_else(|_| {
+            panic!(
+                "JSON expected: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        }),
+    }
+}
+
+fn keys(body: &Value, action: &str) -> BTreeSet<String> {
+    body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["action"] == action)
+        .map(|i| i["key"].as_str().expect("key").to_owned())
+        .collect()
+}
+
+fn set(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Two committed files; returns their final keys.
+async fn two_files(app: &TestApp) -> (String, String) {
+    let token = app.token("alice");
+    let (_, a) = app
+        .upload_and_commit(&token, "image", "image/png", 300)
+        .await;
+    let (_, b) = app
+        .upload_and_commit(&token, "image", "image/png", 400)
+        .await;
+    (
+        a["key"].as_str().expect("key").to_owned(),
+        b["key"].as_str().expect("key").to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn planted_unindexed_objects_and_a_missing_one_are_found_exactly_on_a_listing() {
+    let app = spawn_app().await;
+    let (kept, lost) = two_files(&app).await;
+    let shares_prefix = format!("{kept}.bak");
+    let planted = [
+        "media/images/planted one.png",
+        "media/images/a+b.png",
+        "media/images/é.png",
+        shares_prefix.as_str(),
+    ];
+    for k in planted {
+        app.put_object(k, media("image/png", 50), "image/png").await;
+    }
+    // Not a final prefix, though it starts like one.
+    app.put_object("media/images2/x.png", media("image/png", 50), "image/png")
+        .await;
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&lost)
+        .send()
+        .await
+        .expect("lose an object");
+
+    let run = reconcile_cli(&app, &[]);
+    assert_eq!(run.code, 5, "a missing object is an alarm: {}", run.body);
+    assert_eq!(keys(&run.body, "unindexed"), set(&planted));
+    assert_eq!(keys(&run.body, "missing"), set(&[lost.as_str()]));
+    assert_eq!(run.body["summary"]["matched"], 1);
+    assert_eq!(run.body["summary"]["unindexed_bytes"], 4 * 50);
+    // Report only: nothing moved or deleted.
+    for k in planted {
+        assert!(app.object_exists(k).await, "{k}");
+    }
+    assert!(app.object_exists(&kept).await);
+
+    // A grace period skips young objects (a commit may be in flight).
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "1h"])
+        .envs(&app.env)
+        .output()
+        .expect("run");
+    let body: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(keys(&body, "unindexed").is_empty());
+}
+
+fn gzip(text: &str) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(text.as_bytes()).expect("gzip");
+    enc.finish().expect("gzip")
+}
+
+/// Uploads an inventory of `rows` (key as given, already URL-encoded; last modified) into the
+/// test bucket and returns the manifest's s3:// URL.
+async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
+    let csv: String = rows
+        .iter()
+        .map(|(k, t)| format!("\"{}\",\"{k}\",\"50\",\"{t}\"\n", app.bucket))
+        .collect();
+    let data_key = "inventory/data/part-0.csv.gz";
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key(data_key)
+        .body(gzip(&csv).into())
+        .send()
+        .await
+        .expect("data file");
+    let manifest = serde_json::json!({
+        "sourceBucket": app.bucket,
+        "destinationBucket": format!("arn:aws:s3:::{}", app.bucket),
+        "version": "2016-11-30",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "files": [{ "key": data_key, "size": 1, "MD5checksum": "x" }]
+    });
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key("inventory/manifest.json")
+        .body(manifest.to_string().into_bytes().into())
+        .send()
+        .await
+        .expect("manifest");
+    format!("s3://{}/inventory/manifest.json", app.bucket)
+}
+
+#[tokio::test]
+async fn a_synthetic_inventory_is_matched_like_a_listing() {
+    let app = spawn_app().await;
+    let (kept, lost) = two_files(&app).await;
+    let old = "2026-01-01T00:00:00.000Z";
+    let mut rows = vec![
+        (kept.as_str(), old),
+        ("media/images/a%2Bb.png", old),
+        ("media/images/planted%20one.png", old),
+        ("media/images/%C3%A9.png", old),
+        ("media/images2/x.png", old),
+        ("tmp/2026/01/01/abc/old.png", old),
+        ("tmp/2099/01/01/abc/new.png", "2099-01-01T00:00:00.000Z"),
+    ];
+    rows.sort_by(|a, b| {
+        let d = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .expect("utf8")
+                .into_owned()
+        };
+        d(a.0).as_bytes().cmp(d(b.0).as_bytes())
+    });
+    let url = inventory(&app, &rows).await;
+
+    let run = reconcile_cli(&app, &["--inventory", &url]);
+    assert_eq!(run.code, 5, "{}", run.body);
+    assert_eq!(run.body["summary"]["source"], "inventory");
+    assert_eq!(
+        keys(&run.body, "unindexed"),
+        set(&[
+            "media/images/a+b.png",
+            "media/images/planted one.png",
+            "media/images/é.png"
+        ])
+    );
+    assert_eq!(keys(&run.body, "missing"), set(&[lost.as_str()]));
+    assert_eq!(
+        keys(&run.body, "tmp_past_lifecycle"),
+        set(&["tmp/2026/01/01/abc/old.png"])
+    );
+}
+
+#[tokio::test]
+async fn an_inventory_out_of_byte_order_is_refused() {
+    let app = spawn_app().await;
+    let old = "2026-01-01T00:00:00.000Z";
+    let url = inventory(
+        &app,
+        &[("media/images/b.png", old), ("media/images/a.png", old)],
+    )
+    .await;
+    let run = reconcile_cli(&app, &["--inventory", &url]);
+    assert_eq!(run.code, 3, "{}", run.body);
+    assert_eq!(run.body["run"]["state"], "refused");
+}
+
+#[tokio::test]
+async fn quarantine_moves_unindexed_objects_and_loses_nothing() {
+    let app = spawn_app().await;
+    let (kept, _) = two_files(&app).await;
+    let stray = "media/images/stray/leftover.png";
+    let bytes = media("image/png", 77);
+    app.put_object(stray, bytes.clone(), "image/png").await;
+
+    let run = reconcile_cli(&app, &["--quarantine"]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(keys(&run.body, "quarantined"), set(&[stray]));
+    assert!(!app.object_exists(stray).await);
+    assert_eq!(
+        app.get_object(&format!("quarantine/{stray}")).await,
+        bytes,
+        "moved, byte for byte"
+    );
+    assert!(app.object_exists(&kept).await, "recorded files untouched");
+    // The next run sees nothing new: quarantine/ is not a final prefix.
+    let again = reconcile_cli(&app, &[]);
+    assert!(keys(&again.body, "unindexed").is_empty(), "{}", again.body);
+}
+
+#[tokio::test]
+async fn a_crashed_reconcile_resumes_after_its_checkpoint() {
+    let app = spawn_app().await;
+    for k in ["media/images/a/before.png", "media/images/z/after.png"] {
+        app.put_object(k, media("image/png", 10), "image/png").await;
+    }
+    let mut crashed = JobRun::start("reconcile", false, upcommit::domain::records::now());
+    crashed.checkpoint = Some("media/images/m".into());
+    app.catalog.insert_run(&crashed).await.expect("run");
+
+    let run = reconcile_cli(&app, &[]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(run.body["run"]["id"], crashed.id.as_str());
+    assert_eq!(run.body["summary"]["resumed"], true);
+    assert_eq!(
+        keys(&run.body, "unindexed"),
+        set(&["media/images/z/after.png"]),
+        "keys up to the checkpoint were judged by the crashed run"
+    );
+}
