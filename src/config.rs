@@ -102,6 +102,10 @@ pub struct JobSettings {
     /// How long one replica holds a job before another may take it over; renewed while the job
     /// runs (`UPCOMMIT_JOB_LEASE_SECS`, default 300).
     pub lease_secs: u64,
+    /// Monthly price per GiB by storage class, for the storage report's cost estimate
+    /// (`UPCOMMIT_PRICE_PER_GIB`, `CLASS=price` comma-separated; default S3 us-east-1 list
+    /// prices for STANDARD, STANDARD_IA, GLACIER_IR, GLACIER, DEEP_ARCHIVE).
+    pub price_per_gib: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +203,7 @@ struct FileSettings {
     sweep_interval_secs: Option<u64>,
     sweep_concurrency: Option<usize>,
     job_lease_secs: Option<u64>,
+    price_per_gib: Option<Vec<String>>,
     log_format: Option<String>,
     profiles: Option<Vec<FileProfile>>,
 }
@@ -502,6 +507,7 @@ impl Settings {
                 lease_secs: src
                     .number("UPCOMMIT_JOB_LEASE_SECS", f.job_lease_secs, 300)?
                     .max(3),
+                price_per_gib: parse_prices(&src.list("UPCOMMIT_PRICE_PER_GIB", f.price_per_gib))?,
             },
             bucket_check: BucketCheckSettings {
                 interval_secs: src.number(
@@ -572,6 +578,42 @@ impl Settings {
     pub fn profile(&self, name: &str) -> Option<&Profile> {
         self.uploads.profiles.iter().find(|p| p.name == name)
     }
+}
+
+fn parse_prices(items: &[String]) -> Result<Vec<(String, f64)>, ConfigError> {
+    if items.is_empty() {
+        return Ok([
+            ("STANDARD", 0.023),
+            ("STANDARD_IA", 0.0125),
+            ("GLACIER_IR", 0.004),
+            ("GLACIER", 0.0036),
+            ("DEEP_ARCHIVE", 0.00099),
+        ]
+        .iter()
+        .map(|(c, p)| ((*c).to_owned(), *p))
+        .collect());
+    }
+    items
+        .iter()
+        .map(|item| {
+            let (class, price) = item.split_once('=').ok_or_else(|| {
+                ConfigError(format!(
+                    "UPCOMMIT_PRICE_PER_GIB: expected CLASS=price, got {item:?}"
+                ))
+            })?;
+            let price: f64 = price
+                .trim()
+                .parse()
+                .ok()
+                .filter(|p: &f64| p.is_finite() && *p >= 0.0)
+                .ok_or_else(|| {
+                    ConfigError(format!(
+                        "UPCOMMIT_PRICE_PER_GIB: {item:?} has no valid price"
+                    ))
+                })?;
+            Ok((class.trim().to_ascii_uppercase(), price))
+        })
+        .collect()
 }
 
 fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {

@@ -16,6 +16,8 @@ pub enum AppError {
     Unauthorized(AuthError),
     #[error("only admins may choose a final key")]
     FinalKeyForbidden,
+    #[error("this route is for admins")]
+    AdminRequired,
     #[error("no such route")]
     RouteNotFound,
     #[error("method not allowed on this route")]
@@ -132,7 +134,7 @@ impl AppError {
         use AppError::*;
         match self {
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            FinalKeyForbidden => StatusCode::FORBIDDEN,
+            FinalKeyForbidden | AdminRequired => StatusCode::FORBIDDEN,
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded => {
                 StatusCode::NOT_FOUND
             }
@@ -164,6 +166,7 @@ impl AppError {
         match self {
             Unauthorized(_) => "unauthorized",
             FinalKeyForbidden => "final_key_forbidden",
+            AdminRequired => "admin_required",
             RouteNotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",
             UploadNotFound => "upload_not_found",

@@ -103,6 +103,9 @@ pub trait JobCatalog: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
 
+    /// (count, bytes) of all file handles.
+    async fn handle_totals(&self) -> Result<(i64, i64), CatalogError>;
+
     /// Notes that the sweeper removed an upload's tmp object.
     async fn mark_swept(
         &self,

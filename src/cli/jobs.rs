@@ -171,6 +171,52 @@ pub async fn reconcile(
     }
 }
 
+/// Exit codes: 0 printed, 1 a read failed, 2 cannot start.
+pub async fn report(settings: &Settings, json: bool) -> i32 {
+    let Some((catalog, store, _)) = connect("report", settings).await else {
+        return 2;
+    };
+    let report = match crate::services::report::storage_report(&catalog, &store, settings).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("upcommit report: {e}");
+            return 1;
+        }
+    };
+    if json {
+        println!("{:#}", serde_json::json!(report));
+        return 0;
+    }
+    println!(
+        "storage report for bucket {} at {}",
+        report.bucket, report.generated_at
+    );
+    for (status, a) in &report.handles {
+        println!(
+            "  handles {status:<10} {:>10} files {:>16} bytes",
+            a.count, a.bytes
+        );
+    }
+    for b in &report.tmp_by_age {
+        println!(
+            "  tmp     {:<10} {:>10} objects {:>14} bytes",
+            b.age, b.objects, b.bytes
+        );
+    }
+    match &report.unindexed {
+        Some(u) => println!(
+            "  unindexed (last reconcile) {} objects, {} bytes",
+            u.count, u.bytes
+        ),
+        None => println!("  unindexed: no reconcile has run yet"),
+    }
+    println!(
+        "  estimated monthly cost: {:.2}",
+        report.estimated_monthly_cost
+    );
+    0
+}
+
 fn print_items(items: &[JobItem]) {
     for i in items.iter().take(TEXT_ITEMS) {
         println!(

@@ -72,6 +72,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What storage holds: handles, tmp bytes by age, unindexed bytes, estimated cost.
+    Report {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Operate on the bucket's configuration.
     Bucket {
         #[command(subcommand)]
@@ -134,6 +140,7 @@ pub async fn run(cli: Cli) -> i32 {
         },
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
         Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
+        Command::Report { json } => jobs::report(&settings, json).await,
         Command::Reconcile {
             grace,
             inventory,

@@ -9,6 +9,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::domain::bucket_check::Check;
+use crate::domain::jobs::RunState;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -40,8 +41,68 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             r.checked_at.timestamp()
         );
     }
+    job_gauges(&state, &mut out).await;
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         out,
     )
+}
+
+/// The last sweep's and the last reconcile's outcome, from the catalog (any replica's run).
+async fn job_gauges(state: &AppState, out: &mut String) {
+    let summary = |run: &crate::domain::jobs::JobRun| -> serde_json::Value {
+        run.summary
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or(serde_json::Value::Null)
+    };
+    out.push_str("# HELP upcommit_sweep_refused 1 when the last sweep refused to delete (tmp partitions dated in the future: clock skew).\n");
+    out.push_str("# TYPE upcommit_sweep_refused gauge\n");
+    if let Ok(Some(run)) = state.catalog.last_run(crate::services::sweep::JOB).await {
+        let _ = writeln!(
+            out,
+            "upcommit_sweep_refused {}",
+            u8::from(run.state == RunState::Refused)
+        );
+        out.push_str("# HELP upcommit_sweep_deleted_bytes Bytes the last sweep deleted.\n");
+        out.push_str("# TYPE upcommit_sweep_deleted_bytes gauge\n");
+        let _ = writeln!(
+            out,
+            "upcommit_sweep_deleted_bytes {}",
+            summary(&run)["deleted_bytes"].as_u64().unwrap_or(0)
+        );
+    }
+    if let Ok(Some(run)) = state
+        .catalog
+        .last_run(crate::services::reconcile::JOB)
+        .await
+    {
+        let s = summary(&run);
+        for (name, field, help) in [
+            (
+                "upcommit_reconcile_missing_objects",
+                "missing",
+                "File handles whose object the last reconcile did not find (data loss).",
+            ),
+            (
+                "upcommit_reconcile_unindexed_objects",
+                "unindexed",
+                "Objects under final prefixes that no file handle records, at the last reconcile.",
+            ),
+            (
+                "upcommit_reconcile_unindexed_bytes",
+                "unindexed_bytes",
+                "Bytes of those objects.",
+            ),
+            (
+                "upcommit_reconcile_tmp_past_lifecycle_objects",
+                "tmp_past_lifecycle",
+                "Tmp objects older than the lifecycle rule allows, at the last reconcile.",
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            let _ = writeln!(out, "{name} {}", s[field].as_u64().unwrap_or(0));
+        }
+    }
 }

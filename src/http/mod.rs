@@ -1,6 +1,7 @@
 //! The HTTP layer: routes (one module per resource), extractors, the error envelope, and the
 //! one function that builds the middleware stack.
 
+mod admin;
 mod error;
 pub mod extract;
 mod files;
@@ -37,6 +38,7 @@ pub fn router(state: AppState) -> Router {
         .merge(multipart::router())
         .merge(files::router())
         .merge(health::router())
+        .merge(admin::router())
         .merge(metrics::router())
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })

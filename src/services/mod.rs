@@ -10,4 +10,5 @@ pub mod jobs;
 pub mod multipart;
 pub mod presign;
 pub mod reconcile;
+pub mod report;
 pub mod sweep;

@@ -110,6 +110,7 @@ async fn openapi_paths_and_server_routes_agree() {
         "/v1/files/{id}",
         "/v1/files/{id}/content",
         "/v1/files/{id}/links",
+        "/v1/admin/storage-report",
         "/healthz",
         "/readyz",
         "/metrics",

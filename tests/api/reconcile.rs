@@ -253,3 +253,84 @@ async fn a_crashed_reconcile_resumes_after_its_checkpoint() {
         "keys up to the checkpoint were judged by the crashed run"
     );
 }
+
+#[tokio::test]
+async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
+    let app = spawn_app().await;
+    let (_, lost) = two_files(&app).await; // 300 + 400 bytes
+    let token = app.token("alice");
+    app.uploaded(&token, "image", "image/png", 120, "PUT").await; // today's tmp
+    app.put_object(
+        "tmp/2026/10/01/x/old.png",
+        media("image/png", 90),
+        "image/png",
+    )
+    .await;
+    app.put_object(
+        "media/images/stray.png",
+        media("image/png", 50),
+        "image/png",
+    )
+    .await;
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&lost)
+        .send()
+        .await
+        .expect("lose an object");
+    assert_eq!(reconcile_cli(&app, &[]).code, 5);
+
+    let forbidden = app
+        .get("/v1/admin/storage-report", Some(&app.token("alice")))
+        .await;
+    assert_eq!(
+        crate::helpers::error_code(forbidden).await,
+        (403, "admin_required".to_owned())
+    );
+    let resp = app
+        .get("/v1/admin/storage-report", Some(&app.admin_token("root")))
+        .await;
+    assert_eq!(resp.status(), 200);
+    let report: Value = resp.json().await.expect("JSON");
+    assert_eq!(report["handles"][0][0], "available");
+    assert_eq!(report["handles"][0][1]["count"], 2);
+    assert_eq!(report["handles"][0][1]["bytes"], 700);
+    let age = |name: &str| {
+        report["tmp_by_age"]
+            .as_array()
+            .expect("ages")
+            .iter()
+            .find(|b| b["age"] == name)
+            .cloned()
+            .expect("bucket")
+    };
+    assert_eq!(age("under_1d")["bytes"], 120);
+    assert_eq!(age("over_30d")["bytes"], 90);
+    assert_eq!(report["unindexed"]["count"], 1);
+    assert_eq!(report["unindexed"]["bytes"], 50);
+    assert!(report["estimated_monthly_cost"].as_f64().is_some());
+
+    // The same from the command line.
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["report", "--json"])
+        .envs(&app.env)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let cli: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(cli["handles"], report["handles"]);
+    assert_eq!(cli["tmp_by_age"], report["tmp_by_age"]);
+
+    // The data-loss alarm is on /metrics for every replica.
+    let metrics = app
+        .get("/metrics", None)
+        .await
+        .text()
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.contains("upcommit_reconcile_missing_objects 1"),
+        "{metrics}"
+    );
+}

@@ -1,0 +1,166 @@
+//! What storage holds: file handles (count and bytes), tmp bytes by age, unindexed bytes from
+//! the last reconcile, the last sweep, and an estimated monthly cost from per-GiB prices.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::config::Settings;
+use crate::domain::keys::TMP_PREFIX;
+use crate::domain::records;
+use crate::domain::sweep::partition_day;
+use crate::storage::{ObjectStore, StoreError};
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Ages of tmp partitions, in days: `[0, 1)`, `[1, 7)`, `[7, 30)`, `[30, ∞)`.
+const AGE_BUCKETS: [(&str, i64); 4] = [
+    ("under_1d", 1),
+    ("1d_to_7d", 7),
+    ("7d_to_30d", 30),
+    ("over_30d", i64::MAX),
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Amount {
+    pub count: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AgeBucket {
+    pub age: &'static str,
+    pub objects: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LastRun {
+    pub run_id: String,
+    pub state: &'static str,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub summary: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StorageReport {
+    pub generated_at: DateTime<Utc>,
+    pub bucket: String,
+    /// File handles by status (every handle is `available` until links and archival exist).
+    pub handles: Vec<(String, Amount)>,
+    pub tmp_by_age: Vec<AgeBucket>,
+    /// From the last reconcile; absent when none has run.
+    pub unindexed: Option<Amount>,
+    pub last_reconcile: Option<LastRun>,
+    pub last_sweep: Option<LastRun>,
+    /// Estimated monthly storage cost of handles, tmp and unindexed bytes, in the price unit.
+    pub estimated_monthly_cost: f64,
+    pub price_per_gib: Vec<(String, f64)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+async fn last_run(catalog: &Arc<dyn Catalog>, job: &str) -> Result<Option<LastRun>, CatalogError> {
+    Ok(catalog.last_run(job).await?.map(|r| LastRun {
+        run_id: r.id,
+        state: r.state.as_str(),
+        finished_at: r.finished_at,
+        summary: r
+            .summary
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or(serde_json::Value::Null),
+    }))
+}
+
+/// Tmp objects summed per partition age (the partition's day, not each object's time).
+async fn tmp_by_age(
+    store: &dyn ObjectStore,
+    now: DateTime<Utc>,
+) -> Result<Vec<AgeBucket>, StoreError> {
+    let mut buckets: Vec<AgeBucket> = AGE_BUCKETS
+        .iter()
+        .map(|(age, _)| AgeBucket {
+            age,
+            objects: 0,
+            bytes: 0,
+        })
+        .collect();
+    for year in store.list_prefixes(TMP_PREFIX).await? {
+        for month in store.list_prefixes(&year).await? {
+            for day in store.list_prefixes(&month).await? {
+                let age = partition_day(&day)
+                    .map_or(i64::MAX - 1, |d| (now.date_naive() - d).num_days().max(0));
+                let slot = AGE_BUCKETS
+                    .iter()
+                    .position(|(_, limit)| age < *limit)
+                    .unwrap_or(AGE_BUCKETS.len() - 1);
+                let mut token = None;
+                loop {
+                    let page = store.list_objects(&day, None, token.take(), 1000).await?;
+                    for o in &page.objects {
+                        buckets[slot].objects += 1;
+                        buckets[slot].bytes += u64::try_from(o.size).unwrap_or(0);
+                    }
+                    match page.next {
+                        Some(t) => token = Some(t),
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+    Ok(buckets)
+}
+
+pub async fn storage_report(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    settings: &Settings,
+) -> Result<StorageReport, ReportError> {
+    let now = records::now();
+    let (count, bytes) = catalog.handle_totals().await?;
+    let handles = vec![(
+        "available".to_owned(),
+        Amount {
+            count: u64::try_from(count).unwrap_or(0),
+            bytes: u64::try_from(bytes).unwrap_or(0),
+        },
+    )];
+    let tmp = tmp_by_age(store.as_ref(), now).await?;
+    let last_reconcile = last_run(catalog, crate::services::reconcile::JOB).await?;
+    let unindexed = last_reconcile.as_ref().map(|r| Amount {
+        count: r.summary["unindexed"].as_u64().unwrap_or(0),
+        bytes: r.summary["unindexed_bytes"].as_u64().unwrap_or(0),
+    });
+    let standard = settings
+        .jobs
+        .price_per_gib
+        .iter()
+        .find(|(c, _)| c == "STANDARD")
+        .map_or(0.0, |(_, p)| *p);
+    let stored: u64 = handles.iter().map(|(_, a)| a.bytes).sum::<u64>()
+        + tmp.iter().map(|b| b.bytes).sum::<u64>()
+        + unindexed.as_ref().map_or(0, |u| u.bytes);
+    #[allow(clippy::cast_precision_loss)]
+    let cost = stored as f64 / GIB * standard;
+    Ok(StorageReport {
+        generated_at: now,
+        bucket: store.bucket().to_owned(),
+        handles,
+        tmp_by_age: tmp,
+        unindexed,
+        last_reconcile,
+        last_sweep: last_run(catalog, crate::services::sweep::JOB).await?,
+        estimated_monthly_cost: (cost * 100.0).round() / 100.0,
+        price_per_gib: settings.jobs.price_per_gib.clone(),
+    })
+}
