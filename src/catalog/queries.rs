@@ -7,14 +7,14 @@ use chrono::{DateTime, Utc};
 
 use super::CatalogError;
 use crate::domain::ids::{FileId, UploadId};
-use crate::domain::records::{FileHandle, Upload, UploadState};
+use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
 
 pub(super) const UPLOAD_COLUMNS: &str =
     "id, owner, profile, content_type, declared_size, key, method, state, \
      final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline";
 
 pub(super) const HANDLE_COLUMNS: &str =
-    "id, upload_id, key, size, content_type, etag, profile, created_by, created_at";
+    "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status";
 
 /// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
 pub(super) struct UploadRow {
@@ -70,6 +70,7 @@ pub(super) struct HandleRow {
     pub profile: String,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
+    pub status: String,
 }
 
 impl TryFrom<HandleRow> for FileHandle {
@@ -87,6 +88,8 @@ impl TryFrom<HandleRow> for FileHandle {
             profile: r.profile,
             created_by: r.created_by,
             created_at: r.created_at,
+            status: HandleStatus::parse(&r.status)
+                .ok_or_else(|| CatalogError::Corrupt(format!("handle status {:?}", r.status)))?,
         })
     }
 }
@@ -130,6 +133,7 @@ macro_rules! impl_catalog {
                     profile: row.try_get("profile")?,
                     created_by: row.try_get("created_by")?,
                     created_at: row.try_get("created_at")?,
+                    status: row.try_get("status")?,
                 })
             }
 

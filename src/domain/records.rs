@@ -87,6 +87,40 @@ pub struct Upload {
     pub commit_deadline: DateTime<Utc>,
 }
 
+/// Where a file handle is in its life: `available` → `unlinked` (nothing uses it, past the
+/// grace period; still downloadable) → `archived` (moved to an archive storage class) →
+/// `deleted` (object removed after retention; the row stays for audit). Restore brings an
+/// unlinked or archived handle back to `available`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HandleStatus {
+    Available,
+    Unlinked,
+    Archived,
+    Deleted,
+}
+
+impl HandleStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Available => "available",
+            Self::Unlinked => "unlinked",
+            Self::Archived => "archived",
+            Self::Deleted => "deleted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "available" => Self::Available,
+            "unlinked" => Self::Unlinked,
+            "archived" => Self::Archived,
+            "deleted" => Self::Deleted,
+            _ => return None,
+        })
+    }
+}
+
 /// A committed file: the API's file handle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileHandle {
@@ -99,6 +133,7 @@ pub struct FileHandle {
     pub profile: String,
     pub created_by: String,
     pub created_at: DateTime<Utc>,
+    pub status: HandleStatus,
 }
 
 impl Serialize for FileId {
@@ -128,6 +163,14 @@ mod tests {
             assert_eq!(UploadState::parse(s.as_str()), Some(s));
         }
         assert_eq!(UploadState::parse("ISSUED"), None);
+        for s in [
+            HandleStatus::Available,
+            HandleStatus::Unlinked,
+            HandleStatus::Archived,
+            HandleStatus::Deleted,
+        ] {
+            assert_eq!(HandleStatus::parse(s.as_str()), Some(s));
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
 use crate::domain::keys::TmpKey;
-use crate::domain::records::{self, FileHandle, Upload};
+use crate::domain::records::{self, FileHandle, HandleStatus, Upload};
 use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -169,6 +169,7 @@ async fn record(
         profile: upload.profile.clone(),
         created_by: upload.owner.clone(),
         created_at: records::now(),
+        status: HandleStatus::Available,
     };
     let recorded = match state.catalog.record_handle(&handle, &lease.token).await {
         Ok(Some(h)) => h,
