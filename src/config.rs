@@ -106,6 +106,25 @@ pub struct JobSettings {
     /// (`UPCOMMIT_PRICE_PER_GIB`, `CLASS=price` comma-separated; default S3 us-east-1 list
     /// prices for STANDARD, STANDARD_IA, GLACIER_IR, GLACIER, DEEP_ARCHIVE).
     pub price_per_gib: Vec<(String, f64)>,
+    /// A handle nothing uses becomes `unlinked` once older than this, in seconds
+    /// (`UPCOMMIT_UNLINKED_GRACE_SECS`, default 30 days); a restored one is not flagged again
+    /// within it.
+    pub unlinked_grace_secs: u64,
+    /// An unlinked handle is archived this long after it became unlinked
+    /// (`UPCOMMIT_ARCHIVE_AFTER_SECS`, default 30 days).
+    pub archive_after_secs: u64,
+    /// An archived handle's object is deleted this long after archival
+    /// (`UPCOMMIT_DELETE_AFTER_SECS`, default 365 days).
+    pub delete_after_secs: u64,
+    /// Objects smaller than this keep their storage class when archived
+    /// (`UPCOMMIT_ARCHIVE_MIN_BYTES`, default 131072).
+    pub archive_min_bytes: u64,
+    /// The storage class archived objects move to (`UPCOMMIT_ARCHIVE_STORAGE_CLASS`, default
+    /// GLACIER_IR, which stays instantly downloadable).
+    pub archive_storage_class: String,
+    /// Seconds between runs of unlinked detection, archival and deletion in the server; 0 turns
+    /// them off (`UPCOMMIT_HYGIENE_INTERVAL_SECS`, default 86400).
+    pub hygiene_interval_secs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -204,6 +223,12 @@ struct FileSettings {
     sweep_concurrency: Option<usize>,
     job_lease_secs: Option<u64>,
     price_per_gib: Option<Vec<String>>,
+    unlinked_grace_secs: Option<u64>,
+    archive_after_secs: Option<u64>,
+    delete_after_secs: Option<u64>,
+    archive_min_bytes: Option<u64>,
+    archive_storage_class: Option<String>,
+    hygiene_interval_secs: Option<u64>,
     log_format: Option<String>,
     profiles: Option<Vec<FileProfile>>,
 }
@@ -508,6 +533,38 @@ impl Settings {
                     .number("UPCOMMIT_JOB_LEASE_SECS", f.job_lease_secs, 300)?
                     .max(3),
                 price_per_gib: parse_prices(&src.list("UPCOMMIT_PRICE_PER_GIB", f.price_per_gib))?,
+                unlinked_grace_secs: src.number(
+                    "UPCOMMIT_UNLINKED_GRACE_SECS",
+                    f.unlinked_grace_secs,
+                    30 * 86_400,
+                )?,
+                archive_after_secs: src.number(
+                    "UPCOMMIT_ARCHIVE_AFTER_SECS",
+                    f.archive_after_secs,
+                    30 * 86_400,
+                )?,
+                delete_after_secs: src.number(
+                    "UPCOMMIT_DELETE_AFTER_SECS",
+                    f.delete_after_secs,
+                    365 * 86_400,
+                )?,
+                archive_min_bytes: src.number(
+                    "UPCOMMIT_ARCHIVE_MIN_BYTES",
+                    f.archive_min_bytes,
+                    128 * 1024,
+                )?,
+                archive_storage_class: src
+                    .string(
+                        "UPCOMMIT_ARCHIVE_STORAGE_CLASS",
+                        f.archive_storage_class,
+                        "GLACIER_IR",
+                    )
+                    .to_ascii_uppercase(),
+                hygiene_interval_secs: src.number(
+                    "UPCOMMIT_HYGIENE_INTERVAL_SECS",
+                    f.hygiene_interval_secs,
+                    86_400,
+                )?,
             },
             bucket_check: BucketCheckSettings {
                 interval_secs: src.number(

@@ -18,6 +18,12 @@ pub enum AppError {
     FinalKeyForbidden,
     #[error("this route is for admins")]
     AdminRequired,
+    #[error("this file was deleted after its retention period")]
+    FileDeleted,
+    #[error("no such link scan")]
+    LinkScanNotFound,
+    #[error("this link scan is completed; start a new one")]
+    LinkScanCompleted,
     #[error("no such route")]
     RouteNotFound,
     #[error("method not allowed on this route")]
@@ -135,17 +141,18 @@ impl AppError {
         match self {
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
             FinalKeyForbidden | AdminRequired => StatusCode::FORBIDDEN,
-            RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded => {
+            RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded | LinkScanNotFound => {
                 StatusCode::NOT_FOUND
             }
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            UploadExpired | MultipartSessionExpired | UploadAborted => StatusCode::GONE,
+            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted => StatusCode::GONE,
             Presign(_) | FinalKey(_) | InvalidJson(_) | InvalidRequest(_) | MethodInvalid
             | MultipartRequired | PartNumberInvalid(_) | PartsInvalid(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
-            | MultipartIncomplete => StatusCode::CONFLICT,
+            | MultipartIncomplete
+            | LinkScanCompleted => StatusCode::CONFLICT,
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
@@ -167,6 +174,9 @@ impl AppError {
             Unauthorized(_) => "unauthorized",
             FinalKeyForbidden => "final_key_forbidden",
             AdminRequired => "admin_required",
+            FileDeleted => "file_deleted",
+            LinkScanNotFound => "link_scan_not_found",
+            LinkScanCompleted => "link_scan_completed",
             RouteNotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",
             UploadNotFound => "upload_not_found",

@@ -35,6 +35,8 @@ pub struct Application {
     watch_task: Option<JoinHandle<()>>,
     /// The periodic tmp sweep (one replica at a time, by the job's lease); stopped with the server.
     sweep_task: Option<JoinHandle<()>>,
+    /// The periodic unlinked detection, archival and deletion.
+    hygiene_task: Option<JoinHandle<()>>,
 }
 
 impl Application {
@@ -86,6 +88,15 @@ impl Application {
                 Duration::from_secs(secs),
             )),
         };
+        let hygiene_task = match settings.jobs.hygiene_interval_secs {
+            0 => None,
+            secs => Some(spawn_hygiene(
+                catalog.clone(),
+                store.clone(),
+                Arc::new(settings.clone()),
+                Duration::from_secs(secs),
+            )),
+        };
         let state = AppState {
             settings: Arc::new(settings),
             catalog,
@@ -100,6 +111,7 @@ impl Application {
             state,
             watch_task,
             sweep_task,
+            hygiene_task,
         })
     }
 
@@ -116,7 +128,10 @@ impl Application {
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
             .await;
-        for task in [self.watch_task, self.sweep_task].into_iter().flatten() {
+        for task in [self.watch_task, self.sweep_task, self.hygiene_task]
+            .into_iter()
+            .flatten()
+        {
             task.abort();
         }
         served
@@ -139,6 +154,27 @@ fn spawn_sweeper(
                 }
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "sweep failed"),
+            }
+        }
+    })
+}
+
+/// Runs unlinked detection, archival and deletion every `every`, the first time one interval
+/// after start.
+fn spawn_hygiene(
+    catalog: Arc<dyn Catalog>,
+    store: Arc<dyn ObjectStore>,
+    settings: Arc<Settings>,
+    every: Duration,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let now = crate::domain::records::now();
+            if let Err(e) =
+                crate::services::hygiene::run(&catalog, &store, &settings, false, now).await
+            {
+                tracing::error!(error = %e, "unlinked-data run failed");
             }
         }
     })

@@ -221,16 +221,6 @@ macro_rules! impl_job_catalog {
                     .collect()
             }
 
-            async fn handle_totals(&self) -> Result<(i64, i64), CatalogError> {
-                use sqlx::Row;
-                let row = sqlx::query(
-                    "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes FROM file_handles",
-                )
-                .fetch_one(&self.pool)
-                .await?;
-                Ok((row.try_get("n")?, row.try_get("bytes")?))
-            }
-
             async fn mark_swept(
                 &self,
                 upload_id: &$crate::domain::ids::UploadId,

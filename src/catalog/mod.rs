@@ -3,6 +3,7 @@
 //! body of queries, and one contract-test suite run against both.
 
 mod errors;
+mod hygiene_queries;
 mod job_queries;
 mod multipart_queries;
 mod postgres;
@@ -16,7 +17,7 @@ use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::multipart::{MultipartSession, PartRecord, SessionState};
 use crate::domain::quota::QuotaLimits;
-use crate::domain::records::{FileHandle, Upload, UploadState};
+use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
 
 pub use errors::CatalogError;
 pub use postgres::PostgresCatalog;
@@ -103,9 +104,6 @@ pub trait JobCatalog: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
 
-    /// (count, bytes) of all file handles.
-    async fn handle_totals(&self) -> Result<(i64, i64), CatalogError>;
-
     /// Notes that the sweeper removed an upload's tmp object.
     async fn mark_swept(
         &self,
@@ -114,8 +112,90 @@ pub trait JobCatalog: Send + Sync + 'static {
     ) -> Result<(), CatalogError>;
 }
 
+/// A bulk link scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkScan {
+    pub id: String,
+    pub completed: bool,
+    pub started_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// Links, link scans, and handle statuses.
 #[async_trait]
-pub trait Catalog: MultipartCatalog + JobCatalog + Send + Sync + 'static {
+pub trait HygieneCatalog: Send + Sync + 'static {
+    /// Idempotent.
+    async fn put_link(
+        &self,
+        file: &FileId,
+        object_type: &str,
+        object_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError>;
+    /// Idempotent.
+    async fn delete_link(
+        &self,
+        file: &FileId,
+        object_type: &str,
+        object_id: &str,
+    ) -> Result<(), CatalogError>;
+    async fn links_of(&self, file: &FileId) -> Result<i64, CatalogError>;
+
+    async fn create_scan(&self, id: &str, now: DateTime<Utc>) -> Result<(), CatalogError>;
+    async fn scan(&self, id: &str) -> Result<Option<LinkScan>, CatalogError>;
+    /// Records batch `n` and the files it saw; `Ok(false)` when that batch was received before
+    /// (nothing is added again).
+    async fn add_scan_batch(
+        &self,
+        scan: &str,
+        n: i64,
+        files: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+    /// `open → completed`; `Ok(false)` when it was not open.
+    async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError>;
+    async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError>;
+
+    /// Available handles nothing uses, older than `cutoff`, after id `after`, in id order.
+    async fn unlinked_candidates(
+        &self,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError>;
+    /// Handles in `status` since before `changed_before`, after id `after`, in id order.
+    async fn handles_in_status(
+        &self,
+        status: HandleStatus,
+        changed_before: DateTime<Utc>,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError>;
+    /// Whether any handle of `key` is in one of `statuses`.
+    async fn key_has_status(&self, key: &str, statuses: &[HandleStatus])
+        -> Result<bool, CatalogError>;
+    /// Conditional status change (only from `from`); `restored` also stamps `restored_at`.
+    async fn set_status(
+        &self,
+        id: &FileId,
+        from: &[HandleStatus],
+        to: HandleStatus,
+        storage_class: Option<&str>,
+        restored: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+    /// (status, count, bytes) per status.
+    async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError>;
+    /// Handles that left `available`, by the month they did.
+    async fn unlinked_per_month(&self) -> Result<Vec<(String, i64)>, CatalogError>;
+    async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError>;
+}
+
+#[async_trait]
+pub trait Catalog:
+    MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync + 'static
+{
     /// Cheap round trip for readiness.
     async fn ping(&self) -> Result<(), CatalogError>;
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Pool, Postgres};
 
+use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
@@ -37,3 +38,4 @@ impl PostgresCatalog {
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_job_catalog!(PostgresCatalog, Postgres, "BEGIN", "COLLATE \"C\"");
+impl_hygiene_catalog!(PostgresCatalog, Postgres, "BEGIN", "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
@@ -56,3 +57,4 @@ impl SqliteCatalog {
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_job_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "COLLATE BINARY");
+impl_hygiene_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "substr(status_changed_at, 1, 7)");

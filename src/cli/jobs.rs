@@ -171,6 +171,60 @@ pub async fn reconcile(
     }
 }
 
+/// Exit codes: 0 finished, 1 failed, 2 cannot start, 4 another replica runs it.
+pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<&str>) -> i32 {
+    let now = match at {
+        None => crate::domain::records::now(),
+        Some(t) => match chrono::DateTime::parse_from_rfc3339(t) {
+            Ok(t) => t.with_timezone(&chrono::Utc),
+            Err(e) => {
+                eprintln!("upcommit hygiene: --at: expected RFC 3339, got {t:?}: {e}");
+                return 2;
+            }
+        },
+    };
+    let Some((catalog, store, _)) = connect("hygiene", settings).await else {
+        return 2;
+    };
+    let (run, summary) =
+        match crate::services::hygiene::run(&catalog, &store, settings, dry_run, now).await {
+            Ok(crate::services::hygiene::HygieneOutcome::Ran { run, summary }) => (run, summary),
+            Ok(crate::services::hygiene::HygieneOutcome::Busy) => {
+                eprintln!("upcommit hygiene: another replica is running it; nothing done");
+                return 4;
+            }
+            Err(e) => {
+                eprintln!("upcommit hygiene: {e}");
+                return 1;
+            }
+        };
+    let items = catalog.job_items(&run.id).await.unwrap_or_default();
+    if json {
+        let body = serde_json::json!({ "run": run, "summary": summary, "items": items });
+        println!("{body:#}");
+    } else {
+        println!(
+            "unlinked-data run {} {}{}: {} unlinked, {} archived ({} bytes moved, {} kept in class), {} deleted ({} bytes), {} blocked, {} failed",
+            run.id,
+            run.state.as_str(),
+            if dry_run { " (dry run)" } else { "" },
+            summary.unlinked,
+            summary.archived,
+            summary.archived_bytes,
+            summary.archived_in_place,
+            summary.deleted,
+            summary.deleted_bytes,
+            summary.blocked,
+            summary.failed,
+        );
+        print_items(&items);
+    }
+    match run.state {
+        RunState::Finished => 0,
+        _ => 1,
+    }
+}
+
 /// Exit codes: 0 printed, 1 a read failed, 2 cannot start.
 pub async fn report(settings: &Settings, json: bool) -> i32 {
     let Some((catalog, store, _)) = connect("report", settings).await else {

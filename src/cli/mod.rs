@@ -72,6 +72,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Unlinked data: flag handles nothing uses (after the grace period), archive them (after a
+    /// further period), delete archived objects (after retention). Staged and reported.
+    Hygiene {
+        /// Report what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the run, its totals and every item as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Judge the periods as of this time (RFC 3339) instead of now: what-if runs.
+        #[arg(long)]
+        at: Option<String>,
+    },
     /// What storage holds: handles, tmp bytes by age, unindexed bytes, estimated cost.
     Report {
         /// Print the report as JSON.
@@ -141,6 +154,9 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
         Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
         Command::Report { json } => jobs::report(&settings, json).await,
+        Command::Hygiene { dry_run, json, at } => {
+            jobs::hygiene(&settings, dry_run, json, at.as_deref()).await
+        }
         Command::Reconcile {
             grace,
             inventory,

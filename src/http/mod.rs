@@ -6,6 +6,7 @@ mod error;
 pub mod extract;
 mod files;
 mod health;
+mod link_scans;
 mod metrics;
 mod multipart;
 mod uploads;
@@ -39,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .merge(files::router())
         .merge(health::router())
         .merge(admin::router())
+        .merge(link_scans::router())
         .merge(metrics::router())
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })

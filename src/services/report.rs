@@ -48,8 +48,10 @@ pub struct LastRun {
 pub struct StorageReport {
     pub generated_at: DateTime<Utc>,
     pub bucket: String,
-    /// File handles by status (every handle is `available` until links and archival exist).
+    /// File handles by status.
     pub handles: Vec<(String, Amount)>,
+    /// Handles that left `available`, by the month they did (`YYYY-MM`, count).
+    pub unlinked_per_month: Vec<(String, i64)>,
     pub tmp_by_age: Vec<AgeBucket>,
     /// From the last reconcile; absent when none has run.
     pub unindexed: Option<Amount>,
@@ -127,14 +129,21 @@ pub async fn storage_report(
     settings: &Settings,
 ) -> Result<StorageReport, ReportError> {
     let now = records::now();
-    let (count, bytes) = catalog.handle_totals().await?;
-    let handles = vec![(
-        "available".to_owned(),
-        Amount {
-            count: u64::try_from(count).unwrap_or(0),
-            bytes: u64::try_from(bytes).unwrap_or(0),
-        },
-    )];
+    let handles: Vec<(String, Amount)> = catalog
+        .handle_totals_by_status()
+        .await?
+        .into_iter()
+        .map(|(status, count, bytes)| {
+            (
+                status,
+                Amount {
+                    count: u64::try_from(count).unwrap_or(0),
+                    bytes: u64::try_from(bytes).unwrap_or(0),
+                },
+            )
+        })
+        .collect();
+    let unlinked_per_month = catalog.unlinked_per_month().await?;
     let tmp = tmp_by_age(store.as_ref(), now).await?;
     let last_reconcile = last_run(catalog, crate::services::reconcile::JOB).await?;
     let unindexed = last_reconcile.as_ref().map(|r| Amount {
@@ -147,15 +156,37 @@ pub async fn storage_report(
         .iter()
         .find(|(c, _)| c == "STANDARD")
         .map_or(0.0, |(_, p)| *p);
-    let stored: u64 = handles.iter().map(|(_, a)| a.bytes).sum::<u64>()
-        + tmp.iter().map(|b| b.bytes).sum::<u64>()
-        + unindexed.as_ref().map_or(0, |u| u.bytes);
-    #[allow(clippy::cast_precision_loss)]
-    let cost = stored as f64 / GIB * standard;
+    let price = |class: &str| {
+        settings
+            .jobs
+            .price_per_gib
+            .iter()
+            .find(|(c, _)| c == class)
+            .map_or(standard, |(_, p)| *p)
+    };
+    // Archived handles sit in the archive class (small ones stay in STANDARD: an estimate);
+    // deleted ones hold nothing.
+    let archive_price = price(&settings.jobs.archive_storage_class);
+    let cost_bytes = |bytes: u64, per_gib: f64| {
+        #[allow(clippy::cast_precision_loss)]
+        let c = bytes as f64 / GIB * per_gib;
+        c
+    };
+    let mut cost = 0.0;
+    for (status, a) in &handles {
+        cost += match status.as_str() {
+            "deleted" => 0.0,
+            "archived" => cost_bytes(a.bytes, archive_price),
+            _ => cost_bytes(a.bytes, standard),
+        };
+    }
+    let loose = tmp.iter().map(|b| b.bytes).sum::<u64>() + unindexed.as_ref().map_or(0, |u| u.bytes);
+    cost += cost_bytes(loose, standard);
     Ok(StorageReport {
         generated_at: now,
         bucket: store.bucket().to_owned(),
         handles,
+        unlinked_per_month,
         tmp_by_age: tmp,
         unindexed,
         last_reconcile,

@@ -201,4 +201,14 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// A plain CopyObject keeping metadata and type.
     async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError>;
+
+    /// Rewrites `key` in place with `class` and exactly the given tags (none clears them),
+    /// verifies the new version, then removes the version it replaced, so the bytes are held
+    /// once, in the new class.
+    async fn change_storage_class(
+        &self,
+        key: &str,
+        class: &str,
+        tags: &[(&str, &str)],
+    ) -> Result<(), StoreError>;
 }

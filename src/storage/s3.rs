@@ -430,4 +430,45 @@ impl ObjectStore for S3Store {
     async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError> {
         listing::copy_object(&self.client, &self.bucket, self.copy_source(src), dst).await
     }
+
+    #[tracing::instrument(skip_all, fields(s3.op = "CopyObject", class))]
+    async fn change_storage_class(
+        &self,
+        key: &str,
+        class: &str,
+        tags: &[(&str, &str)],
+    ) -> Result<(), StoreError> {
+        let before = self.head(key).await?.ok_or(StoreError::NotFound)?;
+        let tagging = tags
+            .iter()
+            .map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true)))
+            .collect::<Vec<_>>()
+            .join("&");
+        self.client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .copy_source(self.copy_source(key))
+            .copy_source_if_match(&before.etag)
+            .metadata_directive(MetadataDirective::Copy)
+            .storage_class(aws_sdk_s3::types::StorageClass::from(class))
+            .tagging_directive(aws_sdk_s3::types::TaggingDirective::Replace)
+            .tagging(tagging)
+            .send()
+            .await
+            .map_err(classify)?;
+        let after = self.head(key).await?.ok_or(StoreError::NotFound)?;
+        if after.size != before.size {
+            return Err(StoreError::Other(format!(
+                "{key}: the rewritten object has {} bytes, the original {}",
+                after.size, before.size
+            )));
+        }
+        match (&before.version_id, &after.version_id) {
+            (Some(old), Some(new)) if old != new && old != "null" => {
+                self.delete_version(key, Some(old)).await
+            }
+            _ => Ok(()),
+        }
+    }
 }

@@ -221,6 +221,15 @@ impl ObjectStore for FaultyStore {
     async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError> {
         self.inner.copy_object(src, dst).await
     }
+
+    async fn change_storage_class(
+        &self,
+        key: &str,
+        class: &str,
+        tags: &[(&str, &str)],
+    ) -> Result<(), StoreError> {
+        self.inner.change_storage_class(key, class, tags).await
+    }
 }
 
 async fn spawn_faulty() -> (TestApp, Arc<Faults>) {

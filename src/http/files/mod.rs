@@ -1,9 +1,10 @@
-//! `/v1/files`: commit, read the handle, download.
+//! `/v1/files`: commit, read the handle, download, links, restore.
 
 mod commit;
+mod links;
 mod read;
 
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 
 use crate::state::AppState;
@@ -13,4 +14,9 @@ pub fn router() -> Router<AppState> {
         .route("/v1/files", post(commit::commit))
         .route("/v1/files/{id}", get(read::handle))
         .route("/v1/files/{id}/content", get(read::content))
+        .route(
+            "/v1/files/{id}/links/{object_type}/{object_id}",
+            put(links::put_link).delete(links::delete_link),
+        )
+        .route("/v1/files/{id}/restore", post(links::restore))
 }

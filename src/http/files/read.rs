@@ -7,11 +7,11 @@ use axum::Json;
 
 use crate::auth::Identity;
 use crate::domain::ids::FileId;
-use crate::domain::records::FileHandle;
+use crate::domain::records::{FileHandle, HandleStatus};
 use crate::error::AppError;
 use crate::state::AppState;
 
-async fn visible_handle(
+pub(super) async fn visible_handle(
     state: &AppState,
     who: &Identity,
     id: &str,
@@ -41,6 +41,9 @@ pub(super) async fn content(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, HeaderMap), AppError> {
     let h = visible_handle(&state, &who, &id).await?;
+    if h.status == HandleStatus::Deleted {
+        return Err(AppError::FileDeleted);
+    }
     let url = state
         .store
         .presign_get(

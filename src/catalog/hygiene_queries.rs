@@ -1,0 +1,314 @@
+//! The SQL of links, link scans and handle statuses (unlinked → archived → deleted, restore),
+//! shared by both backends. `$month` formats a timestamp column as `YYYY-MM` in each dialect.
+
+/// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
+macro_rules! impl_hygiene_catalog {
+    ($ty:ty, $db:ty, $begin:expr, $month:expr) => {
+        impl $ty {
+            fn scan_row(
+                row: &<$db as sqlx::Database>::Row,
+            ) -> Result<super::LinkScan, CatalogError> {
+                use sqlx::Row;
+                Ok(super::LinkScan {
+                    id: row.try_get("id")?,
+                    completed: row.try_get::<String, _>("state")? == "completed",
+                    started_at: row.try_get("started_at")?,
+                    completed_at: row.try_get("completed_at")?,
+                })
+            }
+
+            async fn handles_where(
+                &self,
+                condition: &str,
+                binds: (&str, chrono::DateTime<chrono::Utc>, i64),
+            ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
+                let sql = format!(
+                    "SELECT {} FROM file_handles WHERE {condition} AND id > $1 AND status_changed_at < $2 \
+                     ORDER BY id LIMIT $3",
+                    super::queries::HANDLE_COLUMNS
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(binds.0)
+                    .bind(binds.1)
+                    .bind(binds.2)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::handle_row).collect()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl super::HygieneCatalog for $ty {
+            async fn put_link(
+                &self,
+                file: &$crate::domain::ids::FileId,
+                object_type: &str,
+                object_id: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                sqlx::query(
+                    "INSERT INTO file_links (file_id, object_type, object_id, created_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (file_id, object_type, object_id) DO NOTHING",
+                )
+                .bind(file.as_str())
+                .bind(object_type)
+                .bind(object_id)
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn delete_link(
+                &self,
+                file: &$crate::domain::ids::FileId,
+                object_type: &str,
+                object_id: &str,
+            ) -> Result<(), CatalogError> {
+                sqlx::query(
+                    "DELETE FROM file_links WHERE file_id = $1 AND object_type = $2 AND object_id = $3",
+                )
+                .bind(file.as_str())
+                .bind(object_type)
+                .bind(object_id)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn links_of(
+                &self,
+                file: &$crate::domain::ids::FileId,
+            ) -> Result<i64, CatalogError> {
+                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM file_links WHERE file_id = $1")
+                    .bind(file.as_str())
+                    .fetch_one(&self.pool)
+                    .await?;
+                Ok(n)
+            }
+
+            async fn create_scan(
+                &self,
+                id: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                sqlx::query("INSERT INTO link_scans (id, state, started_at) VALUES ($1, 'open', $2)")
+                    .bind(id)
+                    .bind(now)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn scan(&self, id: &str) -> Result<Option<super::LinkScan>, CatalogError> {
+                let row = sqlx::query(
+                    "SELECT id, state, started_at, completed_at FROM link_scans WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::scan_row).transpose()
+            }
+
+            async fn add_scan_batch(
+                &self,
+                scan: &str,
+                n: i64,
+                files: &[String],
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
+                let fresh = sqlx::query(
+                    "INSERT INTO link_scan_batches (scan_id, n, files, received_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (scan_id, n) DO NOTHING",
+                )
+                .bind(scan)
+                .bind(n)
+                .bind(i64::try_from(files.len()).unwrap_or(i64::MAX))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if fresh {
+                    for f in files {
+                        sqlx::query(
+                            "INSERT INTO link_scan_seen (scan_id, file_id) VALUES ($1, $2) \
+                             ON CONFLICT (scan_id, file_id) DO NOTHING",
+                        )
+                        .bind(scan)
+                        .bind(f)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                }
+                tx.commit().await?;
+                Ok(fresh)
+            }
+
+            async fn complete_scan(
+                &self,
+                id: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let n = sqlx::query(
+                    "UPDATE link_scans SET state = 'completed', completed_at = $1 WHERE id = $2 AND state = 'open'",
+                )
+                .bind(now)
+                .bind(id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn latest_completed_scan(&self) -> Result<Option<super::LinkScan>, CatalogError> {
+                let row = sqlx::query(
+                    "SELECT id, state, started_at, completed_at FROM link_scans WHERE state = 'completed' \
+                     ORDER BY completed_at DESC LIMIT 1",
+                )
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::scan_row).transpose()
+            }
+
+            async fn unlinked_candidates(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+                scan: Option<&super::LinkScan>,
+                after: &str,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
+                // Available, older than the grace period, not restored within it, no links; and,
+                // when scans are used, created before the latest completed scan began and not
+                // seen by it.
+                let base = format!(
+                    "SELECT {} FROM file_handles h WHERE h.status = 'available' AND h.id > $1 \
+                     AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
+                     AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id)",
+                    super::queries::HANDLE_COLUMNS
+                );
+                let rows = match scan {
+                    None => {
+                        sqlx::query(&format!("{base} ORDER BY h.id LIMIT $3"))
+                            .bind(after)
+                            .bind(cutoff)
+                            .bind(limit)
+                            .fetch_all(&self.pool)
+                            .await?
+                    }
+                    Some(s) => {
+                        sqlx::query(&format!(
+                            "{base} AND h.created_at < $4 AND NOT EXISTS (SELECT 1 FROM link_scan_seen s \
+                             WHERE s.scan_id = $5 AND s.file_id = h.id) ORDER BY h.id LIMIT $3"
+                        ))
+                        .bind(after)
+                        .bind(cutoff)
+                        .bind(limit)
+                        .bind(s.started_at)
+                        .bind(&s.id)
+                        .fetch_all(&self.pool)
+                        .await?
+                    }
+                };
+                rows.iter().map(Self::handle_row).collect()
+            }
+
+            async fn handles_in_status(
+                &self,
+                status: $crate::domain::records::HandleStatus,
+                changed_before: chrono::DateTime<chrono::Utc>,
+                after: &str,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
+                let condition = format!("status = '{}'", status.as_str());
+                self.handles_where(&condition, (after, changed_before, limit)).await
+            }
+
+            async fn key_has_status(
+                &self,
+                key: &str,
+                statuses: &[$crate::domain::records::HandleStatus],
+            ) -> Result<bool, CatalogError> {
+                let list = statuses
+                    .iter()
+                    .map(|s| format!("'{}'", s.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let sql = format!("SELECT COUNT(*) FROM file_handles WHERE key = $1 AND status IN ({list})");
+                let n: i64 = sqlx::query_scalar(&sql).bind(key).fetch_one(&self.pool).await?;
+                Ok(n > 0)
+            }
+
+            async fn set_status(
+                &self,
+                id: &$crate::domain::ids::FileId,
+                from: &[$crate::domain::records::HandleStatus],
+                to: $crate::domain::records::HandleStatus,
+                storage_class: Option<&str>,
+                restored: bool,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let list = from
+                    .iter()
+                    .map(|s| format!("'{}'", s.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let sql = format!(
+                    "UPDATE file_handles SET status = $1, status_changed_at = $2, \
+                     storage_class = COALESCE($3, storage_class), \
+                     restored_at = CASE WHEN $4 THEN $2 ELSE restored_at END \
+                     WHERE id = $5 AND status IN ({list})"
+                );
+                let n = sqlx::query(&sql)
+                    .bind(to.as_str())
+                    .bind(now)
+                    .bind(storage_class)
+                    .bind(restored)
+                    .bind(id.as_str())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT status, COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes \
+                     FROM file_handles GROUP BY status ORDER BY status",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| Ok((r.try_get("status")?, r.try_get("n")?, r.try_get("bytes")?)))
+                    .collect()
+            }
+
+            async fn unlinked_per_month(&self) -> Result<Vec<(String, i64)>, CatalogError> {
+                use sqlx::Row;
+                let sql = format!(
+                    "SELECT {m} AS month, COUNT(*) AS n FROM file_handles \
+                     WHERE status <> 'available' AND status_changed_at IS NOT NULL GROUP BY {m} ORDER BY {m}",
+                    m = $month
+                );
+                let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+                rows.iter()
+                    .map(|r| Ok((r.try_get("month")?, r.try_get("n")?)))
+                    .collect()
+            }
+
+            async fn storage_class_of(
+                &self,
+                id: &$crate::domain::ids::FileId,
+            ) -> Result<Option<String>, CatalogError> {
+                Ok(sqlx::query_scalar("SELECT storage_class FROM file_handles WHERE id = $1")
+                    .bind(id.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+        }
+    };
+}
+
+pub(super) use impl_hygiene_catalog;
