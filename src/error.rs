@@ -141,18 +141,18 @@ impl AppError {
         match self {
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
             FinalKeyForbidden | AdminRequired => StatusCode::FORBIDDEN,
-            RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded | LinkScanNotFound => {
-                StatusCode::NOT_FOUND
-            }
+            RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
+            | LinkScanNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted => StatusCode::GONE,
+            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted => {
+                StatusCode::GONE
+            }
             Presign(_) | FinalKey(_) | InvalidJson(_) | InvalidRequest(_) | MethodInvalid
             | MultipartRequired | PartNumberInvalid(_) | PartsInvalid(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
-            | MultipartIncomplete
-            | LinkScanCompleted => StatusCode::CONFLICT,
+            | MultipartIncomplete | LinkScanCompleted => StatusCode::CONFLICT,
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch

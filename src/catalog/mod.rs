@@ -173,8 +173,11 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError>;
     /// Whether any handle of `key` is in one of `statuses`.
-    async fn key_has_status(&self, key: &str, statuses: &[HandleStatus])
-        -> Result<bool, CatalogError>;
+    async fn key_has_status(
+        &self,
+        key: &str,
+        statuses: &[HandleStatus],
+    ) -> Result<bool, CatalogError>;
     /// Conditional status change (only from `from`); `restored` also stamps `restored_at`.
     async fn set_status(
         &self,
@@ -193,9 +196,7 @@ pub trait HygieneCatalog: Send + Sync + 'static {
 }
 
 #[async_trait]
-pub trait Catalog:
-    MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync + 'static
-{
+pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync + 'static {
     /// Cheap round trip for readiness.
     async fn ping(&self) -> Result<(), CatalogError>;
 

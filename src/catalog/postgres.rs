@@ -38,4 +38,9 @@ impl PostgresCatalog {
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_job_catalog!(PostgresCatalog, Postgres, "BEGIN", "COLLATE \"C\"");
-impl_hygiene_catalog!(PostgresCatalog, Postgres, "BEGIN", "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')");
+impl_hygiene_catalog!(
+    PostgresCatalog,
+    Postgres,
+    "BEGIN",
+    "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')"
+);

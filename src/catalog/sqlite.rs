@@ -57,4 +57,9 @@ impl SqliteCatalog {
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_job_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "COLLATE BINARY");
-impl_hygiene_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "substr(status_changed_at, 1, 7)");
+impl_hygiene_catalog!(
+    SqliteCatalog,
+    Sqlite,
+    "BEGIN IMMEDIATE",
+    "substr(status_changed_at, 1, 7)"
+);

@@ -117,7 +117,9 @@ async fn batch(
         )));
     }
     if let Some(bad) = body.file_ids.iter().find(|f| FileId::parse(f).is_none()) {
-        return Err(AppError::InvalidRequest(format!("{bad:?} is not a file id")));
+        return Err(AppError::InvalidRequest(format!(
+            "{bad:?} is not a file id"
+        )));
     }
     open_scan(&state, &id).await?;
     let fresh = state

@@ -91,8 +91,26 @@ pub async fn run(
     let mut items = Vec::new();
     let result = async {
         detect(catalog, settings, dry_run, now, &mut summary, &mut items).await?;
-        archive(catalog, store, settings, dry_run, now, &mut summary, &mut items).await?;
-        delete(catalog, store, settings, dry_run, now, &mut summary, &mut items).await
+        archive(
+            catalog,
+            store,
+            settings,
+            dry_run,
+            now,
+            &mut summary,
+            &mut items,
+        )
+        .await?;
+        delete(
+            catalog,
+            store,
+            settings,
+            dry_run,
+            now,
+            &mut summary,
+            &mut items,
+        )
+        .await
     }
     .await;
     let state = match &result {
@@ -154,7 +172,11 @@ async fn detect(
                     Some(s) => format!("not seen by link scan {} and no links", s.id),
                     None => "no links".to_owned(),
                 };
-                items.push(item(if dry_run { "would_unlink" } else { "unlinked" }, &h, why));
+                items.push(item(
+                    if dry_run { "would_unlink" } else { "unlinked" },
+                    &h,
+                    why,
+                ));
             }
         }
     }
@@ -195,11 +217,22 @@ async fn archive(
             let already = current.as_deref() == Some(class);
             if dry_run {
                 summary.archived += 1;
-                items.push(item("would_archive", &h, if small { "kept in its class (small)" } else { class }));
+                items.push(item(
+                    "would_archive",
+                    &h,
+                    if small {
+                        "kept in its class (small)"
+                    } else {
+                        class
+                    },
+                ));
                 continue;
             }
             if !small && !already {
-                if let Err(e) = store.change_storage_class(&h.key, class, &[ARCHIVED_TAG]).await {
+                if let Err(e) = store
+                    .change_storage_class(&h.key, class, &[ARCHIVED_TAG])
+                    .await
+                {
                     summary.failed += 1;
                     items.push(item("failed", &h, format!("archive: {e}")));
                     continue;
@@ -220,7 +253,11 @@ async fn archive(
                 summary.archived += 1;
                 if small {
                     summary.archived_in_place += 1;
-                    items.push(item("archived", &h, "below the archive threshold: class kept"));
+                    items.push(item(
+                        "archived",
+                        &h,
+                        "below the archive threshold: class kept",
+                    ));
                 } else {
                     summary.archived_bytes += u64::try_from(h.size).unwrap_or(0);
                     items.push(item("archived", &h, format!("moved to {class}")));
@@ -260,7 +297,11 @@ async fn delete(
             }
             if dry_run {
                 summary.deleted += 1;
-                items.push(item("would_delete", &h, "archived past the retention period"));
+                items.push(item(
+                    "would_delete",
+                    &h,
+                    "archived past the retention period",
+                ));
                 continue;
             }
             if let Err(e) = delete_every_version(store.as_ref(), &h.key).await {

@@ -180,7 +180,8 @@ pub async fn storage_report(
             _ => cost_bytes(a.bytes, standard),
         };
     }
-    let loose = tmp.iter().map(|b| b.bytes).sum::<u64>() + unindexed.as_ref().map_or(0, |u| u.bytes);
+    let loose =
+        tmp.iter().map(|b| b.bytes).sum::<u64>() + unindexed.as_ref().map_or(0, |u| u.bytes);
     cost += cost_bytes(loose, standard);
     Ok(StorageReport {
         generated_at: now,

@@ -9,6 +9,7 @@ mod concurrency;
 mod faults;
 mod helpers;
 mod http_contract;
+mod hygiene;
 mod legacy;
 mod multipart;
 mod outages;

@@ -1,0 +1,441 @@
+//! Links, link scans and the unlinked → archived → deleted stages on LocalStack, with the clock
+//! injected through `upcommit hygiene --at`.
+
+use std::process::Command;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use upcommit::domain::ids::UploadId;
+use upcommit::domain::records::{Upload, UploadState};
+
+use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp, TestDb};
+
+const DAY: i64 = 86_400;
+
+async fn spawn(grace_secs: i64) -> TestApp {
+    spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_UNLINKED_GRACE_SECS", grace_secs.to_string()),
+            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
+            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
+            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
+        ],
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// Commits a PNG of `size` bytes for alice; returns (file id, key).
+async fn file(app: &TestApp, size: usize) -> (String, String) {
+    let (_, h) = app
+        .upload_and_commit(&app.token("alice"), "image", "image/png", size)
+        .await;
+    (
+        h["id"].as_str().expect("id").to_owned(),
+        h["key"].as_str().expect("key").to_owned(),
+    )
+}
+
+fn hygiene(app: &TestApp, at: Option<DateTime<Utc>>) -> Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    cmd.args(["hygiene", "--json"])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn");
+    if let Some(at) = at {
+        cmd.args(["--at", &at.to_rfc3339()]);
+    }
+    let out = cmd.output().expect("run upcommit hygiene");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn in_days(days: i64) -> DateTime<Utc> {
+    Utc::now() + chrono::Duration::seconds(days * DAY)
+}
+
+async fn status(app: &TestApp, id: &str) -> String {
+    let h: Value = app
+        .get(&format!("/v1/files/{id}"), Some(&app.admin_token("root")))
+        .await
+        .json()
+        .await
+        .expect("handle");
+    h["status"].as_str().expect("status").to_owned()
+}
+
+async fn head_class_and_tags(app: &TestApp, key: &str) -> (Option<String>, Vec<(String, String)>) {
+    let head = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("HEAD");
+    let tags = app
+        .s3
+        .get_object_tagging()
+        .bucket(&app.bucket)
+        .key(key)
+        .send()
+        .await
+        .expect("tagging");
+    (
+        head.storage_class().map(|c| c.as_str().to_owned()),
+        tags.tag_set()
+            .iter()
+            .map(|t| (t.key().to_owned(), t.value().to_owned()))
+            .collect(),
+    )
+}
+
+async fn versions(app: &TestApp, key: &str) -> usize {
+    let out = app
+        .s3
+        .list_object_versions()
+        .bucket(&app.bucket)
+        .prefix(key)
+        .send()
+        .await
+        .expect("versions");
+    out.versions()
+        .iter()
+        .filter(|v| v.key() == Some(key))
+        .count()
+        + out
+            .delete_markers()
+            .iter()
+            .filter(|m| m.key() == Some(key))
+            .count()
+}
+
+async fn put_link(app: &TestApp, token: &str, id: &str, path: &str) -> reqwest::Response {
+    app.http
+        .put(format!("{}/v1/files/{id}/links/{path}", app.address))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("PUT link")
+}
+
+#[tokio::test]
+async fn unlinked_files_are_archived_restored_and_deleted_only_after_retention() {
+    let app = spawn(DAY).await;
+    let (big, big_key) = file(&app, 2000).await;
+    let (small, small_key) = file(&app, 300).await;
+    let (used, _) = file(&app, 2000).await;
+    let token = app.token("alice");
+    assert_eq!(put_link(&app, &token, &used, "post/42").await.status(), 204);
+    assert_eq!(
+        put_link(&app, &token, &used, "post/42").await.status(),
+        204,
+        "idempotent"
+    );
+
+    // Young files are left alone.
+    let run = hygiene(&app, None);
+    assert_eq!(run["summary"]["unlinked"], 0);
+
+    // Past the grace period: the files nothing uses become unlinked, still downloadable.
+    let run = hygiene(&app, Some(in_days(2)));
+    assert_eq!(run["summary"]["unlinked"], 2, "{run}");
+    assert_eq!(status(&app, &big).await, "unlinked");
+    assert_eq!(status(&app, &used).await, "available");
+    let download = app
+        .get(&format!("/v1/files/{big}/content"), Some(&token))
+        .await;
+    assert_eq!(download.status(), 302);
+
+    // A further period on: archived. The big one moves to the archive class, tagged, held
+    // once; the small one keeps its class.
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(run["summary"]["archived"], 2, "{run}");
+    assert_eq!(run["summary"]["archived_in_place"], 1);
+    assert_eq!(status(&app, &big).await, "archived");
+    let (class, tags) = head_class_and_tags(&app, &big_key).await;
+    assert_eq!(class.as_deref(), Some("GLACIER_IR"));
+    assert_eq!(
+        tags,
+        vec![("upcommit-status".to_owned(), "archived".to_owned())]
+    );
+    assert_eq!(
+        versions(&app, &big_key).await,
+        1,
+        "the STANDARD version is gone"
+    );
+    let (small_class, _) = head_class_and_tags(&app, &small_key).await;
+    assert_ne!(small_class.as_deref(), Some("GLACIER_IR"));
+
+    // Restore brings it back: STANDARD, untagged, available.
+    let restored = app
+        .post_json(
+            &format!("/v1/files/{big}/restore"),
+            Some(&token),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(restored.status(), 200);
+    let restored: Value = restored.json().await.expect("JSON");
+    assert_eq!(restored["status"], "available");
+    let (class, tags) = head_class_and_tags(&app, &big_key).await;
+    assert!(
+        class.is_none() || class.as_deref() == Some("STANDARD"),
+        "{class:?}"
+    );
+    assert!(tags.is_empty());
+    assert_eq!(
+        app.get_object(&big_key).await,
+        crate::helpers::media("image/png", 2000)
+    );
+
+    // Before retention nothing is deleted; after it, only the archived file is.
+    let run = hygiene(&app, Some(in_days(4)));
+    assert_eq!(run["summary"]["deleted"], 0, "{run}");
+    let run = hygiene(&app, Some(in_days(6)));
+    assert_eq!(run["summary"]["deleted"], 1, "{run}");
+    assert_eq!(
+        status(&app, &small).await,
+        "deleted",
+        "the row stays for audit"
+    );
+    assert_eq!(versions(&app, &small_key).await, 0);
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{small}/content"), Some(&token))
+                .await
+        )
+        .await,
+        (410, "file_deleted".to_owned())
+    );
+    assert_eq!(
+        error_code(
+            app.post_json(
+                &format!("/v1/files/{small}/restore"),
+                Some(&token),
+                &Value::Null
+            )
+            .await
+        )
+        .await,
+        (410, "file_deleted".to_owned())
+    );
+    assert!(app.object_exists(&big_key).await);
+}
+
+#[tokio::test]
+async fn a_restored_file_is_not_flagged_again_within_the_grace_period() {
+    let app = spawn(2).await;
+    let (id, _) = file(&app, 300).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(hygiene(&app, None)["summary"]["unlinked"], 1);
+    let token = app.token("alice");
+    let r = app
+        .post_json(
+            &format!("/v1/files/{id}/restore"),
+            Some(&token),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(hygiene(&app, None)["summary"]["unlinked"], 0, "no flapping");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(
+        hygiene(&app, None)["summary"]["unlinked"],
+        1,
+        "after the grace period, again"
+    );
+}
+
+/// Inserts another handle for `key` (a copy) in `status`, linked (in use); returns its id.
+async fn sibling(app: &TestApp, key: &str, status: &str) -> String {
+    let upload = Upload {
+        id: UploadId::generate(),
+        owner: "alice".into(),
+        profile: "image".into(),
+        content_type: "image/png".into(),
+        declared_size: 2000,
+        key: format!("tmp/2026/01/01/{}/copy.png", UploadId::generate()),
+        method: "PUT".into(),
+        state: UploadState::Committed,
+        final_key: None,
+        reject_code: None,
+        lease_token: None,
+        lease_until: None,
+        created_at: Utc::now(),
+        expires_at: Utc::now(),
+        commit_deadline: Utc::now(),
+    };
+    app.catalog.import_upload(&upload).await.expect("upload");
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let sql = "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status) \
+               VALUES ($1, $2, $3, 2000, 'image/png', '\"x\"', 'image', 'alice', $4, $5)";
+    match &app.db {
+        TestDb::Sqlite(p) => sqlx::query(sql)
+            .bind(&id)
+            .bind(upload.id.as_str())
+            .bind(key)
+            .bind(Utc::now())
+            .bind(status)
+            .execute(p)
+            .await
+            .map(|_| ()),
+        TestDb::Postgres(p) => sqlx::query(sql)
+            .bind(&id)
+            .bind(upload.id.as_str())
+            .bind(key)
+            .bind(Utc::now())
+            .bind(status)
+            .execute(p)
+            .await
+            .map(|_| ()),
+    }
+    .expect("sibling handle");
+    let file = upcommit::domain::ids::FileId::parse(&id).expect("file id");
+    app.catalog
+        .put_link(&file, "album", "7", Utc::now())
+        .await
+        .expect("link");
+    id
+}
+
+#[tokio::test]
+async fn keys_shared_with_an_available_handle_are_never_archived_and_do_not_stall_the_run() {
+    let app = spawn(DAY).await;
+    let mut blocked = Vec::new();
+    for _ in 0..3 {
+        let (id, key) = file(&app, 2000).await;
+        blocked.push((id, key));
+    }
+    let (free, free_key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 4);
+    // Copies of three keys are in use.
+    for (_, key) in &blocked {
+        sibling(&app, key, "available").await;
+    }
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 3);
+    for _ in 0..2 {
+        let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+        assert_eq!(run["run"]["state"], "finished");
+        assert_eq!(run["summary"]["blocked"], 3, "{run}");
+        for (id, key) in &blocked {
+            assert_eq!(status(&app, id).await, "unlinked");
+            assert_ne!(
+                head_class_and_tags(&app, key).await.0.as_deref(),
+                Some("GLACIER_IR")
+            );
+        }
+    }
+    assert_eq!(status(&app, &free).await, "archived");
+    assert_eq!(
+        head_class_and_tags(&app, &free_key).await.0.as_deref(),
+        Some("GLACIER_IR")
+    );
+}
+
+#[tokio::test]
+async fn link_scans_resume_idempotently_and_never_flag_files_created_after_they_began() {
+    let app = spawn(DAY).await;
+    let (seen, _) = file(&app, 300).await;
+    let (unseen, _) = file(&app, 300).await;
+    let admin = app.admin_token("scanner");
+
+    let not_admin = app
+        .post_json("/v1/link-scans", Some(&app.token("alice")), &Value::Null)
+        .await;
+    assert_eq!(
+        error_code(not_admin).await,
+        (403, "admin_required".to_owned())
+    );
+    let scan: Value = app
+        .post_json("/v1/link-scans", Some(&admin), &Value::Null)
+        .await
+        .json()
+        .await
+        .expect("scan");
+    let scan_id = scan["id"].as_str().expect("id").to_owned();
+    let batch = |n: u32, ids: Vec<String>| {
+        let url = format!("{}/v1/link-scans/{scan_id}/batches/{n}", app.address);
+        let (http, admin) = (app.http.clone(), admin.clone());
+        async move {
+            http.put(url)
+                .bearer_auth(admin)
+                .json(&serde_json::json!({ "file_ids": ids }))
+                .send()
+                .await
+                .expect("batch")
+        }
+    };
+    let first: Value = batch(0, vec![seen.clone()])
+        .await
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(first["duplicate"], false);
+    // The scanner crashed and sends batch 0 again: nothing is added twice.
+    let again: Value = batch(0, vec![seen.clone()])
+        .await
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM link_scan_seen").await, 1);
+    let bad = batch(1, vec!["not-an-id".into()]).await;
+    assert_eq!(error_code(bad).await, (400, "invalid_request".to_owned()));
+
+    // A file created after the scan began.
+    let (late, _) = file(&app, 300).await;
+    let done = app
+        .post_json(
+            &format!("/v1/link-scans/{scan_id}/complete"),
+            Some(&admin),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(done.status(), 200);
+    assert_eq!(
+        error_code(batch(2, vec![seen.clone()]).await).await,
+        (409, "link_scan_completed".to_owned())
+    );
+
+    let run = hygiene(&app, Some(in_days(2)));
+    assert_eq!(run["summary"]["unlinked"], 1, "{run}");
+    assert_eq!(status(&app, &unseen).await, "unlinked");
+    assert_eq!(status(&app, &seen).await, "available");
+    assert_eq!(status(&app, &late).await, "available");
+}
+
+#[tokio::test]
+async fn links_are_for_the_owner_or_an_admin_and_validated() {
+    let app = spawn(DAY).await;
+    let (id, _) = file(&app, 300).await;
+    assert_eq!(
+        error_code(put_link(&app, &app.token("mallory"), &id, "post/1").await).await,
+        (404, "file_not_found".to_owned())
+    );
+    assert_eq!(
+        put_link(&app, &app.admin_token("root"), &id, "post/1")
+            .await
+            .status(),
+        204
+    );
+    assert_eq!(
+        error_code(put_link(&app, &app.token("alice"), &id, "post/a%2Fb").await).await,
+        (400, "invalid_request".to_owned())
+    );
+    let del = || {
+        app.http
+            .delete(format!("{}/v1/files/{id}/links/post/1", app.address))
+            .bearer_auth(app.token("alice"))
+            .send()
+    };
+    assert_eq!(del().await.expect("DELETE").status(), 204);
+    assert_eq!(del().await.expect("DELETE").status(), 204, "idempotent");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 0);
+}
