@@ -109,7 +109,11 @@ async fn openapi_paths_and_server_routes_agree() {
         "/v1/files",
         "/v1/files/{id}",
         "/v1/files/{id}/content",
-        "/v1/files/{id}/links",
+        "/v1/files/{id}/links/{object_type}/{object_id}",
+        "/v1/files/{id}/restore",
+        "/v1/link-scans",
+        "/v1/link-scans/{id}/batches/{n}",
+        "/v1/link-scans/{id}/complete",
         "/v1/admin/storage-report",
         "/healthz",
         "/readyz",
@@ -122,6 +126,9 @@ async fn openapi_paths_and_server_routes_agree() {
                 app.address,
                 p.replace("{id}", &"a".repeat(32))
                     .replace("{upload_id}", &"a".repeat(32))
+                    .replace("{object_type}", "post")
+                    .replace("{object_id}", "1")
+                    .replace("{n}", "0")
             );
             let method = reqwest::Method::from_bytes(m.as_bytes()).expect("method");
             let resp = app
