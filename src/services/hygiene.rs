@@ -347,8 +347,8 @@ async fn delete_every_version(store: &dyn ObjectStore, key: &str) -> Result<(), 
     }
     for batch in doomed.chunks(DELETE_BATCH) {
         let refused = store.delete_versions(batch).await?;
-        if let Some((k, why)) = refused.first() {
-            return Err(StoreError::Other(format!("{k}: {why}")));
+        if let Some(f) = refused.first() {
+            return Err(StoreError::Other(format!("{}: {}", f.key, f.reason)));
         }
     }
     Ok(())

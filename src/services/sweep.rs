@@ -287,13 +287,14 @@ async fn sweep_partition(
             }
             Verdict::Delete(reason) => {
                 if let Some(u) = upload.filter(|u| u.state == UploadState::Issued) {
-                    mark.push(u.id);
+                    mark.push((u.id, key.clone()));
                 }
                 doomed.extend(versions.into_iter().map(|v| (v, reason)));
             }
         }
     }
 
+    let mut failed_keys = std::collections::BTreeSet::new();
     for batch in doomed.chunks(DELETE_BATCH) {
         let refused = if dry_run {
             Vec::new()
@@ -305,11 +306,14 @@ async fn sweep_partition(
             store.delete_versions(&ids).await?
         };
         for (v, reason) in batch {
-            let failed = refused.iter().find(|(k, _)| *k == v.key);
+            let failed = refused
+                .iter()
+                .find(|f| f.key == v.key && f.version_id == v.version_id);
             let (action, why) = match (failed, dry_run) {
-                (Some((_, e)), _) => {
+                (Some(f), _) => {
                     out.failed_versions += 1;
-                    ("failed", e.clone())
+                    failed_keys.insert(v.key.clone());
+                    ("failed", f.reason.clone())
                 }
                 (None, dry) => {
                     // In a dry run the totals count what would go.
@@ -356,8 +360,9 @@ async fn sweep_partition(
     }
 
     if !dry_run {
-        for id in mark {
-            catalog.mark_swept(&id, records::now()).await?;
+        // Only uploads whose every version went are marked swept.
+        for (id, _) in mark.iter().filter(|(_, k)| !failed_keys.contains(k)) {
+            catalog.mark_swept(id, records::now()).await?;
             out.uploads_marked += 1;
         }
     }

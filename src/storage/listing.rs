@@ -169,12 +169,20 @@ pub(super) async fn objects(
     Ok(ObjectPage { objects, next })
 }
 
-/// Deletes up to [`DELETE_BATCH`] versions; returns the keys S3 refused, with its reason.
+/// One version S3 refused to delete, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteFailure {
+    pub key: String,
+    pub version_id: Option<String>,
+    pub reason: String,
+}
+
+/// Deletes up to [`DELETE_BATCH`] versions; returns the ones S3 refused.
 pub(super) async fn delete_versions(
     client: &Client,
     bucket: &str,
     batch: &[(String, Option<String>)],
-) -> Result<Vec<(String, String)>, StoreError> {
+) -> Result<Vec<DeleteFailure>, StoreError> {
     if batch.is_empty() {
         return Ok(Vec::new());
     }
@@ -203,15 +211,14 @@ pub(super) async fn delete_versions(
     Ok(out
         .errors()
         .iter()
-        .map(|e| {
-            (
-                e.key().unwrap_or("").to_owned(),
-                format!(
-                    "{}: {}",
-                    e.code().unwrap_or("error"),
-                    e.message().unwrap_or("")
-                ),
-            )
+        .map(|e| DeleteFailure {
+            key: e.key().unwrap_or("").to_owned(),
+            version_id: e.version_id().map(str::to_owned),
+            reason: format!(
+                "{}: {}",
+                e.code().unwrap_or("error"),
+                e.message().unwrap_or("")
+            ),
         })
         .collect())
 }

@@ -20,7 +20,9 @@ use crate::signing::post_policy::PostForm;
 
 pub use bucket::{lifecycle_configuration, rule_view, sdk_rule};
 pub use errors::StoreError;
-pub use listing::{ObjectEntry, ObjectPage, ObjectVersion, VersionPage, DELETE_BATCH};
+pub use listing::{
+    DeleteFailure, ObjectEntry, ObjectPage, ObjectVersion, VersionPage, DELETE_BATCH,
+};
 pub use s3::S3Store;
 
 /// Metadata key naming the upload an object was promoted from. A retried commit recognizes its
@@ -191,7 +193,7 @@ pub trait ObjectStore: Send + Sync + 'static {
     async fn delete_versions(
         &self,
         batch: &[(String, Option<String>)],
-    ) -> Result<Vec<(String, String)>, StoreError>;
+    ) -> Result<Vec<DeleteFailure>, StoreError>;
 
     /// (key, upload id) of every multipart upload in progress under `prefix`.
     async fn list_multipart_uploads(

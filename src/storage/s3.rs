@@ -14,8 +14,8 @@ use aws_sdk_s3::Client;
 use super::errors::classify;
 use super::{listing, multipart};
 use super::{
-    ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut,
-    StoreError, VersionPage, UPLOAD_ID_METADATA,
+    DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput,
+    PresignedPut, StoreError, VersionPage, UPLOAD_ID_METADATA,
 };
 use crate::config::S3Settings;
 use crate::domain::bucket_check::BucketView;
@@ -414,7 +414,7 @@ impl ObjectStore for S3Store {
     async fn delete_versions(
         &self,
         batch: &[(String, Option<String>)],
-    ) -> Result<Vec<(String, String)>, StoreError> {
+    ) -> Result<Vec<DeleteFailure>, StoreError> {
         listing::delete_versions(&self.client, &self.bucket, batch).await
     }
 

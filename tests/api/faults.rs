@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use upcommit::domain::keys::FinalKey;
 use upcommit::signing::post_policy::PostForm;
 use upcommit::storage::{
-    ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput, PresignedPut,
-    StoreError, VersionPage,
+    DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput,
+    PresignedPut, StoreError, VersionPage,
 };
 
 use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp};
@@ -207,7 +207,7 @@ impl ObjectStore for FaultyStore {
     async fn delete_versions(
         &self,
         batch: &[(String, Option<String>)],
-    ) -> Result<Vec<(String, String)>, StoreError> {
+    ) -> Result<Vec<DeleteFailure>, StoreError> {
         self.inner.delete_versions(batch).await
     }
 
