@@ -277,42 +277,32 @@ pub async fn complete(
         .settings
         .profile(&upload.profile)
         .map_or(session.plan.total, |p| p.max_size);
-    let held = all_parts(state, &upload.key, &session).await?;
-    let parts = check_completion(&session.plan, max_size, client, &held).map_err(|e| match e {
-        CompletionError::Invalid(m) => AppError::PartsInvalid(m),
-        CompletionError::NotUploaded(n) => AppError::PartNotUploaded(n),
-        CompletionError::EtagMismatch(n) => AppError::PartEtagMismatch(n),
-        CompletionError::PartSize {
-            part,
-            expected,
-            actual,
-        } => AppError::PartSizeMismatch {
-            part,
-            expected,
-            actual,
-        },
-        CompletionError::TooLarge { total, max } => AppError::ObjectTooLarge { total, max },
-    })?;
-    let list: Vec<(u32, String)> = parts
-        .iter()
-        .map(|p| (p.part_number, p.etag.clone()))
-        .collect();
-    match state
-        .store
-        .complete_multipart(&upload.key, &session.s3_upload_id, &list)
-        .await
-    {
-        Ok(()) => {}
-        Err(StoreError::NotFound) => {
-            // Completed by a concurrent call, or aborted: the catalog says which.
-            return match state.catalog.multipart_session(&upload.id).await? {
-                Some(s) if s.state == SessionState::Completed => Ok(done),
-                Some(s) if s.state == SessionState::Aborted => Err(AppError::UploadAborted),
-                _ => Err(AppError::MultipartSessionExpired),
-            };
+    let parts = match all_parts(state, &upload.key, &session).await {
+        Ok(held) => {
+            let parts = check_completion(&session.plan, max_size, client, &held)
+                .map_err(completion_error)?;
+            let list: Vec<(u32, String)> = parts
+                .iter()
+                .map(|p| (p.part_number, p.etag.clone()))
+                .collect();
+            match state
+                .store
+                .complete_multipart(&upload.key, &session.s3_upload_id, &list)
+                .await
+            {
+                Ok(()) => parts,
+                Err(StoreError::NotFound) => {
+                    return finish_lost_completion(state, &upload, &session, client, done, now)
+                        .await
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        Err(e) => return Err(e.into()),
-    }
+        Err(AppError::MultipartSessionExpired) => {
+            return finish_lost_completion(state, &upload, &session, client, done, now).await
+        }
+        Err(e) => return Err(e),
+    };
     if !state
         .catalog
         .finish_session(&upload.id, SessionState::Completed, &parts, now)
@@ -327,6 +317,67 @@ pub async fn complete(
         size_bytes = session.plan.total,
         "multipart upload completed"
     );
+    Ok(done)
+}
+
+fn completion_error(e: CompletionError) -> AppError {
+    match e {
+        CompletionError::Invalid(m) => AppError::PartsInvalid(m),
+        CompletionError::NotUploaded(n) => AppError::PartNotUploaded(n),
+        CompletionError::EtagMismatch(n) => AppError::PartEtagMismatch(n),
+        CompletionError::PartSize {
+            part,
+            expected,
+            actual,
+        } => AppError::PartSizeMismatch {
+            part,
+            expected,
+            actual,
+        },
+        CompletionError::TooLarge { total, max } => AppError::ObjectTooLarge { total, max },
+    }
+}
+
+/// S3 no longer knows the multipart upload. Completed by a concurrent call, or by an earlier
+/// attempt whose answer was lost (F18), or aborted: the catalog says, then the object — there
+/// with the planned size means the completion happened, and it is recorded now.
+async fn finish_lost_completion(
+    state: &AppState,
+    upload: &Upload,
+    session: &MultipartSession,
+    client: &[ClientPart],
+    done: Completed,
+    now: DateTime<Utc>,
+) -> Result<Completed, AppError> {
+    match state.catalog.multipart_session(&upload.id).await? {
+        Some(s) if s.state == SessionState::Completed => return Ok(done),
+        Some(s) if s.state == SessionState::Aborted => return Err(AppError::UploadAborted),
+        _ => {}
+    }
+    let landed = state.store.head(&upload.key).await?;
+    if !landed.is_some_and(|h| u64::try_from(h.size).ok() == Some(session.plan.total)) {
+        return Err(AppError::MultipartSessionExpired);
+    }
+    let parts: Vec<PartRecord> = client
+        .iter()
+        .filter_map(|p| {
+            let n = u32::try_from(p.part_number).ok()?;
+            Some(PartRecord {
+                part_number: n,
+                etag: p.etag.clone(),
+                size: session.plan.size_of(n)?,
+                checksum: None,
+            })
+        })
+        .collect();
+    // The list must still name every part once, in order.
+    let parts =
+        check_completion(&session.plan, u64::MAX, client, &parts).map_err(completion_error)?;
+    state
+        .catalog
+        .finish_session(&upload.id, SessionState::Completed, &parts, now)
+        .await?;
+    tracing::info!("multipart upload found completed by an earlier attempt");
     Ok(done)
 }
 

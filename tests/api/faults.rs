@@ -28,6 +28,8 @@ pub struct Faults {
     pub fail_copy_part: AtomicU32,
     /// UploadPartCopy calls that reached S3.
     pub part_copies: AtomicU32,
+    /// CompleteMultipartUpload calls that are carried out, then reported as a timeout.
+    pub complete_then_timeout: AtomicU32,
 }
 
 fn take(counter: &AtomicU32) -> bool {
@@ -153,7 +155,13 @@ impl ObjectStore for FaultyStore {
     ) -> Result<(), StoreError> {
         self.inner
             .complete_multipart(key, multipart_id, parts)
-            .await
+            .await?;
+        if take(&self.faults.complete_then_timeout) {
+            return Err(StoreError::Unavailable(
+                "injected: CompleteMultipartUpload timed out after completing".into(),
+            ));
+        }
+        Ok(())
     }
 
     async fn abort_multipart(&self, key: &str, multipart_id: &str) -> Result<(), StoreError> {

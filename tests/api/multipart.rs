@@ -630,3 +630,27 @@ async fn a_failure_in_the_middle_of_a_multipart_copy_leaves_no_multipart_upload_
     );
     assert_eq!(open_multipart_uploads(&app).await, 0);
 }
+
+/// F18: CompleteMultipartUpload completes but the answer is lost; the retry meets NoSuchUpload,
+/// finds the object with the expected size and finishes.
+#[tokio::test]
+async fn a_completion_whose_answer_was_lost_is_finished_by_the_retry() {
+    let (app, faults) = spawn_faulty_with(five_mib_parts()).await;
+    let token = app.token("alice");
+    let s = start(&app, &token, TOTAL).await;
+    let parts = sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await);
+    faults.complete_then_timeout.store(1, Ordering::SeqCst);
+    assert_eq!(
+        error_code(complete(&app, &token, s.id(), &parts).await).await,
+        (503, "service_unavailable".to_owned())
+    );
+    let retry = complete(&app, &token, s.id(), &parts).await;
+    assert_eq!(retry.status(), 200, "the retry finishes the job");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM multipart_sessions WHERE state = 'completed'")
+            .await,
+        1
+    );
+    assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+}
