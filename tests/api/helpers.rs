@@ -455,6 +455,39 @@ impl TestApp {
         (p, resp.json().await.expect("handle JSON"))
     }
 
+    /// A second server process-equivalent on the same database and bucket: another replica
+    /// behind the load balancer, with its own pools and clients. Returns its base address.
+    pub async fn replica(&self) -> String {
+        let mut vars = self.env.clone();
+        vars.insert("UPCOMMIT_LISTEN".into(), "127.0.0.1:0".into());
+        let settings = Settings::from_map(&vars).expect("replica settings");
+        let app = Application::build(settings).await.expect("replica builds");
+        let address = format!("http://127.0.0.1:{}", app.port());
+        tokio::spawn(app.run_until_stopped());
+        address
+    }
+
+    /// POST /v1/files on a given replica.
+    pub async fn commit_at(
+        &self,
+        base: &str,
+        token: &str,
+        key: &str,
+        final_key: Option<&str>,
+    ) -> reqwest::Response {
+        let mut body = json!({ "key": key });
+        if let Some(f) = final_key {
+            body["final_key"] = json!(f);
+        }
+        self.http
+            .post(format!("{base}/v1/files"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
     pub async fn object_exists(&self, key: &str) -> bool {
         match self
             .s3

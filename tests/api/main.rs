@@ -15,5 +15,6 @@ mod multipart;
 mod outages;
 mod presign;
 mod reconcile;
+mod replicas;
 mod sweep;
 mod upload_step;
