@@ -95,4 +95,58 @@ mod tests {
         assert_eq!(raw_size(Some(&num("1.5"))), RawSize::NotInteger);
         assert_eq!(raw_size(None), RawSize::NotInteger);
     }
+
+    use proptest::prelude::*;
+
+    /// JSON-shaped input: objects with the request's fields holding any JSON value, plus raw
+    /// strings around them.
+    fn body() -> impl Strategy<Value = String> {
+        let value = prop_oneof![
+            Just("null".to_owned()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<f64>().prop_map(|f| format!("{f:e}")),
+            "[0-9]{1,40}",
+            "-?[0-9]{1,30}\\.[0-9]{1,5}",
+            any::<String>().prop_map(|s| serde_json::to_string(&s).unwrap_or_default()),
+            Just("[]".to_owned()),
+            Just("{}".to_owned()),
+            Just("true".to_owned()),
+        ];
+        let field = prop_oneof![
+            Just("profile"),
+            Just("content_type"),
+            Just("size"),
+            Just("filename"),
+            Just("method"),
+            Just("multipart"),
+            Just("extra"),
+        ];
+        prop_oneof![
+            prop::collection::vec((field, value), 0..8).prop_map(|kv| {
+                let inner: Vec<String> = kv.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                format!("{{{}}}", inner.join(","))
+            }),
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// Whatever arrives, parsing and validation answer (an error or a body); they never panic,
+        /// and a size that parses keeps its sign and magnitude class.
+        #[test]
+        fn request_bodies_never_panic_the_parser(text in body()) {
+            if let Ok(b) = serde_json::from_str::<PresignBody>(&text) {
+                let _ = b.validate();
+                match raw_size(b.size.as_ref()) {
+                    RawSize::Integer(n) => {
+                        let src = b.size.as_ref().map(ToString::to_string).unwrap_or_default();
+                        prop_assert_eq!(n < 0, src.starts_with('-') && n != 0, "{}", src);
+                    }
+                    RawSize::NotInteger => {}
+                }
+            }
+        }
+    }
 }
