@@ -176,6 +176,10 @@ pub struct UploadSettings {
     /// Key prefixes of the layout that predates `tmp/`, committed in place
     /// (`UPCOMMIT_LEGACY_PREFIXES`, comma-separated, default none).
     pub legacy_prefixes: Vec<FinalPrefix>,
+    /// Presigns per second one user may sustain on one replica (`UPCOMMIT_PRESIGN_RATE_PER_SEC`,
+    /// default 10; 0 = unlimited), with bursts up to `UPCOMMIT_PRESIGN_BURST` (default 30).
+    pub presign_rate_per_sec: f64,
+    pub presign_burst: u32,
     /// Upload profiles (TOML `[[profiles]]`; default `image` and `recording`).
     pub profiles: Vec<Profile>,
 }
@@ -211,6 +215,8 @@ struct FileSettings {
     multipart_threshold_bytes: Option<u64>,
     multipart_part_size_bytes: Option<u64>,
     multipart_session_secs: Option<u64>,
+    presign_rate_per_sec: Option<f64>,
+    presign_burst: Option<u32>,
     legacy_prefixes: Option<Vec<String>>,
     request_timeout_secs: Option<u64>,
     body_limit_bytes: Option<usize>,
@@ -469,9 +475,20 @@ impl Settings {
                 f.multipart_session_secs,
                 43_200,
             )?,
+            presign_rate_per_sec: src.number(
+                "UPCOMMIT_PRESIGN_RATE_PER_SEC",
+                f.presign_rate_per_sec,
+                10.0,
+            )?,
+            presign_burst: src.number("UPCOMMIT_PRESIGN_BURST", f.presign_burst, 30)?,
             legacy_prefixes,
             profiles,
         };
+        if !(uploads.presign_rate_per_sec.is_finite() && uploads.presign_rate_per_sec >= 0.0) {
+            return Err(ConfigError(
+                "UPCOMMIT_PRESIGN_RATE_PER_SEC: must be a number ≥ 0".into(),
+            ));
+        }
         if !(1..=604_800).contains(&uploads.presign_expiry_secs) {
             return Err(ConfigError(
                 "UPCOMMIT_PRESIGN_EXPIRY_SECS: must be 1..=604800 (S3's limit)".into(),

@@ -92,6 +92,8 @@ pub enum AppError {
     UploadRejected(String),
     #[error("daily upload quota reached")]
     QuotaExceeded { retry_after_secs: u64 },
+    #[error("too many presigns in a short time; retry after the delay")]
+    RateLimited { retry_after_secs: u64 },
     #[error("another commit of this upload is in progress; retry shortly")]
     CommitInProgress,
     #[error("request timed out")]
@@ -161,7 +163,7 @@ impl AppError {
             | PartSizeMismatch { .. }
             | ObjectTooLarge { .. }
             | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            QuotaExceeded { .. } | RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             CommitInProgress | Unavailable(_) | Timeout => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -219,6 +221,7 @@ impl AppError {
             ObjectTooLarge { .. } => "object_too_large",
             UploadRejected(code) => code,
             QuotaExceeded { .. } => "quota_exceeded",
+            RateLimited { .. } => "rate_limited",
             CommitInProgress => "commit_in_progress",
             Timeout => "request_timeout",
             Unavailable(_) => "service_unavailable",
@@ -229,7 +232,8 @@ impl AppError {
     /// Seconds a client should wait before retrying, where a retry can succeed.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            AppError::QuotaExceeded { retry_after_secs } => Some(*retry_after_secs),
+            AppError::QuotaExceeded { retry_after_secs }
+            | AppError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
             AppError::CommitInProgress | AppError::Unavailable(_) | AppError::Timeout => Some(1),
             _ => None,
         }

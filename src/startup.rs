@@ -97,11 +97,18 @@ impl Application {
                 Duration::from_secs(secs),
             )),
         };
+        let presign_limiter = Arc::new(std::sync::Mutex::new(
+            crate::domain::rate::RateLimiter::new(
+                settings.uploads.presign_rate_per_sec,
+                settings.uploads.presign_burst,
+            ),
+        ));
         let state = AppState {
             settings: Arc::new(settings),
             catalog,
             store,
             bucket_watch,
+            presign_limiter,
         };
         let router = crate::http::router(state.clone());
         Ok(Self {

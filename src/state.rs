@@ -1,9 +1,10 @@
 //! The state every handler shares: cheap to clone, `Arc`s inside.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::catalog::Catalog;
 use crate::config::Settings;
+use crate::domain::rate::RateLimiter;
 use crate::services::bucket_watch::BucketWatch;
 use crate::storage::ObjectStore;
 
@@ -14,4 +15,6 @@ pub struct AppState {
     pub store: Arc<dyn ObjectStore>,
     /// The latest check of the live bucket's configuration.
     pub bucket_watch: Arc<BucketWatch>,
+    /// Presigns per user on this replica.
+    pub presign_limiter: Arc<Mutex<RateLimiter>>,
 }

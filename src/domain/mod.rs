@@ -10,6 +10,7 @@ pub mod lifecycle;
 pub mod multipart;
 pub mod profile;
 pub mod quota;
+pub mod rate;
 pub mod reconcile;
 pub mod records;
 pub mod sniff;

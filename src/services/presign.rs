@@ -65,6 +65,16 @@ pub async fn presign(
     cmd: PresignCommand,
 ) -> Result<PresignedUpload, AppError> {
     let settings = &state.settings;
+    let limited = match state.presign_limiter.lock() {
+        Ok(mut l) => l.take(&who.user_id, std::time::Instant::now()),
+        Err(poisoned) => poisoned
+            .into_inner()
+            .take(&who.user_id, std::time::Instant::now()),
+    };
+    if let Err(retry_after_secs) = limited {
+        tracing::warn!("presign rate limit reached");
+        return Err(AppError::RateLimited { retry_after_secs });
+    }
     let profile = settings
         .profile(&cmd.profile)
         .ok_or(PresignRejection::UnknownProfile)?;

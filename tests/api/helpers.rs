@@ -131,6 +131,8 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         ("AWS_REGION", "us-east-1".to_owned()),
         ("UPCOMMIT_COMMIT_LEASE_SECS", "10".to_owned()),
         ("UPCOMMIT_CORS_ORIGINS", TEST_ORIGIN.to_owned()),
+        // Tests presign in bursts; the rate limit has its own test.
+        ("UPCOMMIT_PRESIGN_RATE_PER_SEC", "0".to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -287,3 +287,52 @@ async fn daily_quota_answers_429_with_retry_after_and_charges_nothing_more() {
         1000
     );
 }
+
+/// Security case 12: a presign flood by one user is limited for that user; others are served,
+/// and nothing is charged for the refused ones.
+#[tokio::test]
+async fn a_presign_flood_is_limited_for_that_user_only() {
+    let app = crate::helpers::spawn_app_with(crate::helpers::Spawn {
+        env: vec![
+            ("UPCOMMIT_PRESIGN_RATE_PER_SEC", "0.5".into()),
+            ("UPCOMMIT_PRESIGN_BURST", "3".into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let alice = app.token("alice");
+    let body = serde_json::json!({"profile": "image", "content_type": "image/png", "size": 10});
+    for _ in 0..3 {
+        assert_eq!(app.presign(&alice, body.clone()).await.status(), 201);
+    }
+    let limited = app.presign(&alice, body.clone()).await;
+    assert_eq!(limited.status(), 429);
+    assert!(limited
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|s| s >= 1));
+    assert_eq!(
+        crate::helpers::error_code(limited).await,
+        (429, "rate_limited".to_owned())
+    );
+    assert_eq!(
+        app.presign(&app.token("bob"), body.clone()).await.status(),
+        201,
+        "other users are served"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'alice'")
+            .await,
+        3
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT CAST(COALESCE(SUM(uploads), 0) AS BIGINT) FROM quota_usage WHERE owner = 'alice'")
+            .await,
+        3,
+        "refused presigns are not charged"
+    );
+}
