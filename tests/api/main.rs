@@ -6,6 +6,7 @@
 mod bucket;
 mod commit;
 mod concurrency;
+mod crash;
 mod faults;
 mod helpers;
 mod http_contract;

@@ -123,7 +123,7 @@ pub(super) async fn promote(
                     .await
             };
             match copied {
-                Ok(()) => {}
+                Ok(()) => crash_point("after_copy"),
                 Err(StoreError::PreconditionFailed) => {
                     return Err(Failure::Release(AppError::ObjectChanged))
                 }
@@ -172,7 +172,10 @@ async fn record(
         status: HandleStatus::Available,
     };
     let recorded = match state.catalog.record_handle(&handle, &lease.token).await {
-        Ok(Some(h)) => h,
+        Ok(Some(h)) => {
+            crash_point("after_record");
+            h
+        }
         Ok(None) => {
             // Lost the lease to a takeover; whoever holds it finishes. Return its handle if done.
             return match state.catalog.handle_by_upload(&upload.id).await {
@@ -240,4 +243,23 @@ pub(super) async fn settle(
             err
         }
     }
+}
+
+/// Test builds only: `UPCOMMIT_CRASH_AT=<point>` makes the process `kill -9` itself there, so
+/// the integration tests can prove what a real crash at that step leaves behind. Release builds
+/// compile this to nothing.
+fn crash_point(point: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("UPCOMMIT_CRASH_AT").as_deref() == Ok(point) {
+        tracing::error!(
+            point,
+            "UPCOMMIT_CRASH_AT: killing this process with SIGKILL"
+        );
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &std::process::id().to_string()])
+            .status();
+        std::thread::sleep(std::time::Duration::from_secs(5));
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = point;
 }

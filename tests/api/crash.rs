@@ -1,0 +1,126 @@
+//! Real crashes: the `upcommit serve` binary is `kill -9`ed at a chosen step of a commit
+//! (`UPCOMMIT_CRASH_AT`, honoured by test builds only), then a retry on another replica must
+//! finish the job with one handle, one final object and no tmp leftover (F3, F4).
+
+use std::net::TcpListener;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::helpers::{spawn_app, TestApp};
+
+/// Starts the binary on the test's database and bucket, with a 1-second lease so a retry can
+/// take over at once; returns the child and its base address.
+async fn crashing_server(app: &TestApp, point: &str) -> (std::process::Child, String) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .arg("serve")
+        .envs(&app.env)
+        .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))
+        .env("UPCOMMIT_CRASH_AT", point)
+        .env("UPCOMMIT_COMMIT_LEASE_SECS", "1")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start upcommit serve");
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if app.http.get(format!("{base}/healthz")).send().await.is_ok() {
+            return (child, base);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("upcommit serve did not start");
+}
+
+/// A commit whose connection dies with the server: `true` when the outcome is unknown.
+async fn commit_unknown(app: &TestApp, base: &str, token: &str, key: &str) -> bool {
+    app.http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({ "key": key }))
+        .send()
+        .await
+        .is_err()
+}
+
+fn wait_killed(mut child: std::process::Child) {
+    let status = child.wait().expect("wait");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "killed by SIGKILL, not exited: {status:?}"
+    );
+}
+
+#[tokio::test]
+async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
+    let (child, base) = crashing_server(&app, "after_copy").await;
+
+    assert!(
+        commit_unknown(&app, &base, &token, &p.key).await,
+        "the connection drops: the client cannot tell what happened"
+    );
+    wait_killed(child);
+    let final_key = format!("media/images/{}/clip.bin", p.upload_id);
+    assert!(
+        app.object_exists(&final_key).await,
+        "copied before the kill"
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "promoting");
+
+    tokio::time::sleep(Duration::from_millis(1200)).await; // the crashed commit's lease ends
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(retry.status(), 201, "the retry rolls forward");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert!(!app.object_exists(&p.key).await, "tmp removed");
+    assert_eq!(app.keys().await, vec![final_key]);
+    assert_eq!(
+        app.db
+            .count("SELECT CAST(COALESCE(SUM(uploads), 0) AS BIGINT) FROM quota_usage")
+            .await,
+        1,
+        "charged once"
+    );
+}
+
+#[tokio::test]
+async fn killed_after_recording_the_retry_returns_the_same_handle_and_cleans_up() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
+    let (child, base) = crashing_server(&app, "after_record").await;
+
+    assert!(commit_unknown(&app, &base, &token, &p.key).await);
+    wait_killed(child);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert!(
+        app.object_exists(&p.key).await,
+        "tmp not yet deleted when the process died"
+    );
+
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(retry.status(), 200, "the same handle, not a second one");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert!(
+        !app.object_exists(&p.key).await,
+        "the retry removed the leftover"
+    );
+    assert_eq!(
+        app.keys().await,
+        vec![format!("media/images/{}/clip.bin", p.upload_id)]
+    );
+}
