@@ -17,7 +17,7 @@ async fn crashing_server(app: &TestApp, point: &str) -> (std::process::Child, St
         .local_addr()
         .expect("addr")
         .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .arg("serve")
         .envs(&app.env)
         .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))
@@ -35,6 +35,8 @@ async fn crashing_server(app: &TestApp, point: &str) -> (std::process::Child, St
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("upcommit serve did not start");
 }
 
