@@ -17,5 +17,6 @@ mod outages;
 mod presign;
 mod reconcile;
 mod replicas;
+mod security_cases;
 mod sweep;
 mod upload_step;
