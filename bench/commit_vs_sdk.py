@@ -1,0 +1,57 @@
+"""Commit latency against the raw S3 sequence it performs, on the same LocalStack in one run.
+Usage: python bench/commit_vs_sdk.py BASE TOKEN BUCKET [N]. The raw sequence is what a commit
+does to S3: HEAD, ranged GET (If-Match), HEAD of the final key, CopyObject (copy-source-if-match),
+HEAD to verify, DeleteObject of the tmp version."""
+import json
+import statistics
+import sys
+import time
+import uuid
+
+import boto3
+import requests
+
+BASE, TOKEN, BUCKET = sys.argv[1], sys.argv[2], sys.argv[3]
+N = int(sys.argv[4]) if len(sys.argv) > 4 else 100
+H = {"Authorization": f"Bearer {TOKEN}"}
+s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:4566", region_name="us-east-1",
+                  aws_access_key_id="test", aws_secret_access_key="test")
+body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(64 * 1024 - 16)
+http = requests.Session()
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(len(xs) * p))] * 1000, 2)
+
+
+raw, ours = [], []
+for _ in range(N):
+    src, dst = f"bench/{uuid.uuid4().hex}/a.png", f"bench-final/{uuid.uuid4().hex}/a.png"
+    put = s3.put_object(Bucket=BUCKET, Key=src, Body=body, ContentType="image/png")
+    t = time.perf_counter()
+    h = s3.head_object(Bucket=BUCKET, Key=src)
+    s3.get_object(Bucket=BUCKET, Key=src, Range="bytes=0-63", IfMatch=h["ETag"])["Body"].read()
+    try:
+        s3.head_object(Bucket=BUCKET, Key=dst)
+    except s3.exceptions.ClientError:
+        pass
+    s3.copy_object(Bucket=BUCKET, Key=dst, CopySource={"Bucket": BUCKET, "Key": src}, CopySourceIfMatch=h["ETag"],
+                   MetadataDirective="REPLACE", ContentType="image/png", Metadata={"upcommit-upload-id": "x"})
+    s3.head_object(Bucket=BUCKET, Key=dst)
+    s3.delete_object(Bucket=BUCKET, Key=src, VersionId=put.get("VersionId", "null"))
+    raw.append(time.perf_counter() - t)
+
+    p = http.post(f"{BASE}/v1/uploads", headers=H, json={"profile": "image", "content_type": "image/png", "size": len(body), "filename": "a.png"}).json()
+    http.put(p["url"], data=body, headers={k: v for k, v in p["headers"].items() if k.lower() != "content-length"})
+    t = time.perf_counter()
+    r = http.post(f"{BASE}/v1/files", headers=H, json={"key": p["key"]})
+    ours.append(time.perf_counter() - t)
+    assert r.status_code == 201, r.text
+
+print(json.dumps({
+    "n": N,
+    "raw_sdk_ms": {"p50": pct(raw, 0.5), "p99": pct(raw, 0.99), "mean": round(statistics.mean(raw) * 1000, 2)},
+    "commit_ms": {"p50": pct(ours, 0.5), "p99": pct(ours, 0.99), "mean": round(statistics.mean(ours) * 1000, 2)},
+    "ratio_p50": round(pct(ours, 0.5) / pct(raw, 0.5), 2),
+}))
