@@ -31,13 +31,9 @@ pub async fn sweep(settings: &Settings, dry_run: bool, json: bool) -> i32 {
             return 1;
         }
     };
-    let items = catalog.job_items(&run.id).await.unwrap_or_default();
-    if json {
-        let body = serde_json::json!({ "run": run, "summary": summary, "items": items });
-        println!("{body:#}");
-    } else {
-        let verb = if dry_run { "would delete" } else { "deleted" };
-        println!(
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    let headline = || {
+        format!(
             "sweep run {} {}{}: {} partitions swept, {} kept (too young); {verb} {} versions ({} bytes); {} keys skipped, {} failed, {} multipart uploads {}",
             run.id,
             run.state.as_str(),
@@ -50,12 +46,17 @@ pub async fn sweep(settings: &Settings, dry_run: bool, json: bool) -> i32 {
             summary.failed_versions,
             summary.multipart_aborted,
             if dry_run { "to abort" } else { "aborted" },
-        );
-        print_items(&items);
-        if let Some(e) = &summary.error {
-            println!("error: {e}");
-        }
-    }
+        )
+    };
+    print_run(
+        &catalog,
+        &run,
+        &summary,
+        json,
+        headline,
+        summary.error.as_deref(),
+    )
+    .await;
     match run.state {
         RunState::Finished => 0,
         RunState::Refused => 3,
@@ -138,31 +139,32 @@ pub async fn reconcile(
                 return 1;
             }
         };
-    let items = catalog.job_items(&run.id).await.unwrap_or_default();
-    if json {
-        let body = serde_json::json!({ "run": run, "summary": summary, "items": items });
-        println!("{body:#}");
-    } else {
-        println!(
-            "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window",
-            run.id,
-            run.state.as_str(),
-            summary.source,
-            summary.keys_listed,
-            summary.handles_read,
-            summary.matched,
-            summary.unindexed,
-            summary.unindexed_bytes,
-            if quarantine { format!(", {} quarantined", summary.quarantined) } else { String::new() },
-            summary.missing,
-            summary.missing_bytes,
-            summary.tmp_past_lifecycle,
-        );
-        print_items(&items);
-        if let Some(e) = &summary.error {
-            println!("error: {e}");
-        }
-    }
+    let headline = || {
+        format!(
+                "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window",
+                run.id,
+                run.state.as_str(),
+                summary.source,
+                summary.keys_listed,
+                summary.handles_read,
+                summary.matched,
+                summary.unindexed,
+                summary.unindexed_bytes,
+                if quarantine { format!(", {} quarantined", summary.quarantined) } else { String::new() },
+                summary.missing,
+                summary.missing_bytes,
+                summary.tmp_past_lifecycle,
+        )
+    };
+    print_run(
+        &catalog,
+        &run,
+        &summary,
+        json,
+        headline,
+        summary.error.as_deref(),
+    )
+    .await;
     match run.state {
         RunState::Finished if summary.missing > 0 => 5,
         RunState::Finished => 0,
@@ -198,27 +200,23 @@ pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<
                 return 1;
             }
         };
-    let items = catalog.job_items(&run.id).await.unwrap_or_default();
-    if json {
-        let body = serde_json::json!({ "run": run, "summary": summary, "items": items });
-        println!("{body:#}");
-    } else {
-        println!(
-            "unlinked-data run {} {}{}: {} unlinked, {} archived ({} bytes moved, {} kept in class), {} deleted ({} bytes), {} blocked, {} failed",
-            run.id,
-            run.state.as_str(),
-            if dry_run { " (dry run)" } else { "" },
-            summary.unlinked,
-            summary.archived,
-            summary.archived_bytes,
-            summary.archived_in_place,
-            summary.deleted,
-            summary.deleted_bytes,
-            summary.blocked,
-            summary.failed,
-        );
-        print_items(&items);
-    }
+    let headline = || {
+        format!(
+                "unlinked-data run {} {}{}: {} unlinked, {} archived ({} bytes moved, {} kept in class), {} deleted ({} bytes), {} blocked, {} failed",
+                run.id,
+                run.state.as_str(),
+                if dry_run { " (dry run)" } else { "" },
+                summary.unlinked,
+                summary.archived,
+                summary.archived_bytes,
+                summary.archived_in_place,
+                summary.deleted,
+                summary.deleted_bytes,
+                summary.blocked,
+                summary.failed,
+        )
+    };
+    print_run(&catalog, &run, &summary, json, headline, None).await;
     match run.state {
         RunState::Finished => 0,
         _ => 1,
@@ -269,6 +267,29 @@ pub async fn report(settings: &Settings, json: bool) -> i32 {
         report.estimated_monthly_cost
     );
     0
+}
+
+/// A finished run: as JSON (the run, its summary and every item), or a headline, the items and
+/// the error if there was one.
+async fn print_run<S: serde::Serialize>(
+    catalog: &Arc<dyn Catalog>,
+    run: &crate::domain::jobs::JobRun,
+    summary: &S,
+    json: bool,
+    headline: impl FnOnce() -> String,
+    error: Option<&str>,
+) {
+    let items = catalog.job_items(&run.id).await.unwrap_or_default();
+    if json {
+        let body = serde_json::json!({ "run": run, "summary": summary, "items": items });
+        println!("{body:#}");
+        return;
+    }
+    println!("{}", headline());
+    print_items(&items);
+    if let Some(e) = error {
+        println!("error: {e}");
+    }
 }
 
 fn print_items(items: &[JobItem]) {

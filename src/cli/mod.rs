@@ -116,7 +116,13 @@ pub enum BucketCommand {
 /// Runs a command; returns the process exit code.
 pub async fn run(cli: Cli) -> i32 {
     let loaded = match cli.command {
-        Command::Doctor { .. } | Command::Bucket { .. } => Settings::load_for_tools(),
+        // Operator commands never see a token: they need no JWT secret.
+        Command::Doctor { .. }
+        | Command::Bucket { .. }
+        | Command::Sweep { .. }
+        | Command::Reconcile { .. }
+        | Command::Report { .. }
+        | Command::Hygiene { .. } => Settings::load_for_tools(),
         _ => Settings::load(),
     };
     let settings = match loaded {

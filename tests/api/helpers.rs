@@ -490,6 +490,27 @@ impl TestApp {
             .expect("request sent")
     }
 
+    /// Every version and delete marker of exactly `key`.
+    pub async fn versions(&self, key: &str) -> usize {
+        let out = self
+            .s3
+            .list_object_versions()
+            .bucket(&self.bucket)
+            .prefix(key)
+            .send()
+            .await
+            .expect("versions");
+        out.versions()
+            .iter()
+            .filter(|v| v.key() == Some(key))
+            .count()
+            + out
+                .delete_markers()
+                .iter()
+                .filter(|m| m.key() == Some(key))
+                .count()
+    }
+
     pub async fn object_exists(&self, key: &str) -> bool {
         match self
             .s3

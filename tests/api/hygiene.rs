@@ -96,26 +96,6 @@ async fn head_class_and_tags(app: &TestApp, key: &str) -> (Option<String>, Vec<(
     )
 }
 
-async fn versions(app: &TestApp, key: &str) -> usize {
-    let out = app
-        .s3
-        .list_object_versions()
-        .bucket(&app.bucket)
-        .prefix(key)
-        .send()
-        .await
-        .expect("versions");
-    out.versions()
-        .iter()
-        .filter(|v| v.key() == Some(key))
-        .count()
-        + out
-            .delete_markers()
-            .iter()
-            .filter(|m| m.key() == Some(key))
-            .count()
-}
-
 async fn put_link(app: &TestApp, token: &str, id: &str, path: &str) -> reqwest::Response {
     app.http
         .put(format!("{}/v1/files/{id}/links/{path}", app.address))
@@ -166,7 +146,7 @@ async fn unlinked_files_are_archived_restored_and_deleted_only_after_retention()
         vec![("upcommit-status".to_owned(), "archived".to_owned())]
     );
     assert_eq!(
-        versions(&app, &big_key).await,
+        app.versions(&big_key).await,
         1,
         "the STANDARD version is gone"
     );
@@ -205,7 +185,7 @@ async fn unlinked_files_are_archived_restored_and_deleted_only_after_retention()
         "deleted",
         "the row stays for audit"
     );
-    assert_eq!(versions(&app, &small_key).await, 0);
+    assert_eq!(app.versions(&small_key).await, 0);
     assert_eq!(
         error_code(
             app.get(&format!("/v1/files/{small}/content"), Some(&token))

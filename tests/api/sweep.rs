@@ -51,19 +51,6 @@ async fn plant(app: &TestApp, day: &str, state: Option<UploadState>) -> String {
     key
 }
 
-/// Every version and delete marker under `key`.
-async fn versions(app: &TestApp, key: &str) -> usize {
-    let out = app
-        .s3
-        .list_object_versions()
-        .bucket(&app.bucket)
-        .prefix(key)
-        .send()
-        .await
-        .expect("versions");
-    out.versions().len() + out.delete_markers().len()
-}
-
 struct Run {
     code: i32,
     body: Value,
@@ -116,7 +103,7 @@ async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
         .send()
         .await
         .expect("delete marker");
-    assert_eq!(versions(&app, &abandoned).await, 3);
+    assert_eq!(app.versions(&abandoned).await, 3);
     let unrecorded = plant(&app, "2026/10/01", None).await;
     let mid_commit = plant(&app, "2026/10/02", Some(UploadState::Promoting)).await;
     let multipart_key = format!("tmp/2026/10/02/{}/big.png", UploadId::generate());
@@ -134,13 +121,13 @@ async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
     assert_eq!(run.body["run"]["state"], "finished");
     assert_eq!(run.body["summary"]["partitions_swept"], 2);
     assert_eq!(
-        versions(&app, &abandoned).await,
+        app.versions(&abandoned).await,
         0,
         "every version and marker"
     );
-    assert_eq!(versions(&app, &unrecorded).await, 0);
+    assert_eq!(app.versions(&unrecorded).await, 0);
     assert_eq!(
-        versions(&app, &mid_commit).await,
+        app.versions(&mid_commit).await,
         1,
         "never from under a commit"
     );
@@ -198,7 +185,7 @@ async fn a_dry_run_lists_what_would_go_and_changes_nothing() {
     let would = items(&run.body, "would_delete");
     assert_eq!(would.len(), 1);
     assert_eq!(would[0]["key"], abandoned.as_str());
-    assert_eq!(versions(&app, &abandoned).await, 1);
+    assert_eq!(app.versions(&abandoned).await, 1);
     assert!(!swept_at_set(&app, &abandoned).await);
 }
 
@@ -214,8 +201,8 @@ async fn a_partition_dated_in_the_future_makes_the_sweeper_refuse_to_delete_anyt
         run.body["summary"]["future_partitions"][0],
         "tmp/2099/01/01/"
     );
-    assert_eq!(versions(&app, &abandoned).await, 1);
-    assert_eq!(versions(&app, &future).await, 1);
+    assert_eq!(app.versions(&abandoned).await, 1);
+    assert_eq!(app.versions(&future).await, 1);
 }
 
 #[tokio::test]
@@ -235,7 +222,7 @@ async fn only_one_replica_sweeps_at_a_time() {
         .expect("lock"));
     let run = sweep_cli(&app, &[]);
     assert_eq!(run.code, 4);
-    assert_eq!(versions(&app, &abandoned).await, 1);
+    assert_eq!(app.versions(&abandoned).await, 1);
     // Once the other replica's lease runs out, a sweep takes over.
     assert!(!app
         .catalog
@@ -247,7 +234,7 @@ async fn only_one_replica_sweeps_at_a_time() {
         .await
         .expect("release");
     assert_eq!(sweep_cli(&app, &[]).code, 0);
-    assert_eq!(versions(&app, &abandoned).await, 0);
+    assert_eq!(app.versions(&abandoned).await, 0);
 }
 
 #[tokio::test]
@@ -268,9 +255,9 @@ async fn a_crashed_sweep_resumes_from_its_checkpoint() {
         "the same run continues"
     );
     assert_eq!(run.body["summary"]["resumed"], true);
-    assert_eq!(versions(&app, &todo).await, 0);
+    assert_eq!(app.versions(&todo).await, 0);
     assert_eq!(
-        versions(&app, &done).await,
+        app.versions(&done).await,
         1,
         "partitions before the checkpoint were done by the crashed run and are not listed again"
     );
@@ -285,7 +272,7 @@ async fn the_server_sweeps_on_its_own_schedule() {
     .await;
     let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
     for _ in 0..100 {
-        if versions(&app, &abandoned).await == 0 {
+        if app.versions(&abandoned).await == 0 {
             assert!(swept_at_set(&app, &abandoned).await);
             return;
         }
