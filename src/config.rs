@@ -924,6 +924,51 @@ mod tests {
         assert!(Settings::parse(None, &short, false).is_err());
     }
 
+    /// docs/configuration.md lists exactly the environment variables and TOML keys this module
+    /// reads.
+    #[test]
+    fn the_configuration_doc_lists_every_setting() {
+        let doc = include_str!("../docs/configuration.md");
+        let source = include_str!("config.rs");
+        // The settings code, not this test module.
+        let code = &source[..source.find("#[cfg(test)]").unwrap_or(source.len())];
+        let names = |text: &str, quote: char| -> std::collections::BTreeSet<String> {
+            text.split(quote)
+                .filter(|w| {
+                    (w.starts_with("UPCOMMIT_") || w.starts_with("AWS_") || *w == "DATABASE_URL")
+                        && w.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+                })
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut in_code = names(code, '"');
+        in_code.retain(|n| n != "UPCOMMIT_");
+        let in_doc = names(doc, '`');
+        let test_only: std::collections::BTreeSet<String> =
+            ["UPCOMMIT_CRASH_AT".to_owned()].into_iter().collect();
+        let missing: Vec<_> = in_code.difference(&in_doc).collect();
+        let stale: Vec<_> = in_doc
+            .difference(&in_code)
+            .filter(|n| !test_only.contains(*n))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in docs/configuration.md: {missing:?}"
+        );
+        assert!(stale.is_empty(), "documented but not read: {stale:?}");
+        let struct_start = code.find("struct FileSettings {").expect("FileSettings");
+        let struct_end = code[struct_start..].find("\n}").expect("end") + struct_start;
+        for line in code[struct_start..struct_end].lines().skip(1) {
+            let key = line.trim().split(':').next().unwrap_or("").trim();
+            if !key.is_empty() && !key.starts_with("//") {
+                assert!(
+                    doc.contains(&format!("`{key}`")),
+                    "TOML key {key} not documented"
+                );
+            }
+        }
+    }
+
     #[test]
     fn secrets_are_redacted_in_debug() {
         let s = Settings::from_map(&env(&[("UPCOMMIT_JWT_SECRET", "super-secret-value-1")]))

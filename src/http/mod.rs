@@ -9,6 +9,7 @@ mod health;
 mod link_scans;
 mod metrics;
 mod multipart;
+mod spec;
 mod uploads;
 
 use std::time::Duration;
@@ -42,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .merge(admin::router())
         .merge(link_scans::router())
         .merge(metrics::router())
+        .merge(spec::router())
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state);

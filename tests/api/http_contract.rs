@@ -149,3 +149,19 @@ async fn openapi_paths_and_server_routes_agree() {
     served.sort();
     assert_eq!(documented, served, "openapi.yaml and the router disagree");
 }
+
+#[tokio::test]
+async fn the_server_serves_the_spec_it_implements() {
+    let app = crate::helpers::spawn_app().await;
+    let resp = app.get("/openapi.yaml", None).await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/yaml")));
+    let served = resp.text().await.expect("body");
+    let on_disk = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.yaml"))
+        .expect("spec");
+    assert_eq!(served, on_disk);
+}
