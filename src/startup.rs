@@ -145,16 +145,30 @@ impl Application {
     }
 }
 
-/// Sweeps every `every`, the first time one interval after start.
+/// Runs `job` every `every`, the first time one interval after start, until aborted.
+fn spawn_every<F, Fut>(every: Duration, job: F) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            job().await;
+        }
+    })
+}
+
+/// The tmp sweep; another replica holding the job's lease makes it a no-op.
 fn spawn_sweeper(
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
     settings: Arc<Settings>,
     every: Duration,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
+    spawn_every(every, move || {
+        let (catalog, store, settings) = (catalog.clone(), store.clone(), settings.clone());
+        async move {
             match crate::services::sweep::sweep(&catalog, &store, &settings, false).await {
                 Ok(crate::services::sweep::SweepOutcome::Busy) => {
                     tracing::debug!("another replica is sweeping")
@@ -166,17 +180,16 @@ fn spawn_sweeper(
     })
 }
 
-/// Runs unlinked detection, archival and deletion every `every`, the first time one interval
-/// after start.
+/// Unlinked detection, archival and deletion.
 fn spawn_hygiene(
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
     settings: Arc<Settings>,
     every: Duration,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
+    spawn_every(every, move || {
+        let (catalog, store, settings) = (catalog.clone(), store.clone(), settings.clone());
+        async move {
             let now = crate::domain::records::now();
             if let Err(e) =
                 crate::services::hygiene::run(&catalog, &store, &settings, false, now).await

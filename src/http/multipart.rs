@@ -56,17 +56,16 @@ async fn list(
     Path(upload_id): Path<String>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PartListing>, AppError> {
-    let Query(q) = query.map_err(|_| {
+    let bad = || {
         AppError::InvalidRequest(format!(
             "after must be 0..={MAX_PARTS} and limit 1..={MAX_LIST_PAGE}"
         ))
-    })?;
+    };
+    let Query(q) = query.map_err(|_| bad())?;
     let after = q.after.unwrap_or(0);
     let limit = q.limit.unwrap_or(MAX_LIST_PAGE);
     if after > MAX_PARTS || !(1..=MAX_LIST_PAGE).contains(&limit) {
-        return Err(AppError::InvalidRequest(format!(
-            "after must be 0..={MAX_PARTS} and limit 1..={MAX_LIST_PAGE}"
-        )));
+        return Err(bad());
     }
     Ok(Json(
         multipart::list(&state, &who, &upload_id, after, limit).await?,

@@ -8,9 +8,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::config::Settings;
-use crate::domain::keys::TMP_PREFIX;
 use crate::domain::records;
-use crate::domain::sweep::partition_day;
 use crate::storage::{ObjectStore, StoreError};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -96,27 +94,27 @@ async fn tmp_by_age(
             bytes: 0,
         })
         .collect();
-    for year in store.list_prefixes(TMP_PREFIX).await? {
-        for month in store.list_prefixes(&year).await? {
-            for day in store.list_prefixes(&month).await? {
-                let age = partition_day(&day)
-                    .map_or(i64::MAX - 1, |d| (now.date_naive() - d).num_days().max(0));
-                let slot = AGE_BUCKETS
-                    .iter()
-                    .position(|(_, limit)| age < *limit)
-                    .unwrap_or(AGE_BUCKETS.len() - 1);
-                let mut token = None;
-                loop {
-                    let page = store.list_objects(&day, None, token.take(), 1000).await?;
-                    for o in &page.objects {
-                        buckets[slot].objects += 1;
-                        buckets[slot].bytes += u64::try_from(o.size).unwrap_or(0);
-                    }
-                    match page.next {
-                        Some(t) => token = Some(t),
-                        None => break,
-                    }
-                }
+    let (days, other) = crate::services::sweep::partitions(store).await?;
+    let dated = days.into_iter().map(|(d, p)| (Some(d), p));
+    for (day, prefix) in dated.chain(other.into_iter().map(|p| (None, p))) {
+        // Anything not dated like a partition counts as the oldest.
+        let age = day.map_or(i64::MAX - 1, |d| (now.date_naive() - d).num_days().max(0));
+        let slot = AGE_BUCKETS
+            .iter()
+            .position(|(_, limit)| age < *limit)
+            .unwrap_or(AGE_BUCKETS.len() - 1);
+        let mut token = None;
+        loop {
+            let page = store
+                .list_objects(&prefix, None, token.take(), 1000)
+                .await?;
+            for o in &page.objects {
+                buckets[slot].objects += 1;
+                buckets[slot].bytes += u64::try_from(o.size).unwrap_or(0);
+            }
+            match page.next {
+                Some(t) => token = Some(t),
+                None => break,
             }
         }
     }

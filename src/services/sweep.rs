@@ -71,8 +71,9 @@ pub fn policy(settings: &Settings) -> SweepPolicy {
     }
 }
 
-/// Every `tmp/YYYY/MM/DD/` partition, with anything else found under `tmp/`.
-async fn partitions(
+/// Every `tmp/YYYY/MM/DD/` partition in date order, and anything else found at that depth
+/// under `tmp/`. The storage report walks the same partitions.
+pub async fn partitions(
     store: &dyn ObjectStore,
 ) -> Result<(Vec<(NaiveDate, String)>, Vec<String>), StoreError> {
     let mut days = Vec::new();

@@ -430,11 +430,7 @@ impl TestApp {
         key: &str,
         final_key: Option<&str>,
     ) -> reqwest::Response {
-        let mut body = json!({ "key": key });
-        if let Some(f) = final_key {
-            body["final_key"] = json!(f);
-        }
-        self.post_json("/v1/files", Some(token), &body).await
+        self.commit_at(&self.address, token, key, final_key).await
     }
 
     /// Presign, upload and commit; returns the upload and the handle JSON (asserting 201).
