@@ -945,7 +945,9 @@ mod tests {
         in_code.retain(|n| n != "UPCOMMIT_");
         let in_doc = names(doc, '`');
         let test_only: std::collections::BTreeSet<String> =
-            ["UPCOMMIT_CRASH_AT".to_owned()].into_iter().collect();
+            ["UPCOMMIT_CRASH_AT".to_owned(), "UPCOMMIT_PAUSE_AT".to_owned()]
+                .into_iter()
+                .collect();
         let missing: Vec<_> = in_code.difference(&in_doc).collect();
         let stale: Vec<_> = in_doc
             .difference(&in_code)

@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod services;
 pub mod signing;
 pub mod startup;

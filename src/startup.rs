@@ -7,8 +7,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::catalog::{self, Catalog};
+use crate::catalog::{self, Catalog, ObservedCatalog};
 use crate::config::Settings;
+use crate::metrics::Metrics;
 use crate::services::bucket_watch::BucketWatch;
 use crate::state::AppState;
 use crate::storage::{ObjectStore, S3Store};
@@ -47,16 +48,22 @@ impl Application {
             settings.database.max_connections,
         )
         .await?;
-        let store: Arc<dyn ObjectStore> = Arc::new(S3Store::connect(&settings.s3).await?);
-        Self::build_with(settings, catalog, store).await
+        let metrics = Arc::new(Metrics::new());
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(S3Store::connect_observed(&settings.s3, metrics.clone()).await?);
+        Self::build_with(settings, catalog, store, metrics).await
     }
 
     /// Builds on given parts: tests pass a fault-injecting wrapper around the real store here.
+    /// The catalog is wrapped to time its calls into `metrics`; the store times itself when it
+    /// was connected with [`S3Store::connect_observed`].
     pub async fn build_with(
         settings: Settings,
         catalog: Arc<dyn Catalog>,
         store: Arc<dyn ObjectStore>,
+        metrics: Arc<Metrics>,
     ) -> Result<Self, StartupError> {
+        let catalog: Arc<dyn Catalog> = Arc::new(ObservedCatalog::new(catalog, metrics.clone()));
         let listener = TcpListener::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Bind {
@@ -109,6 +116,7 @@ impl Application {
             store,
             bucket_watch,
             presign_limiter,
+            metrics,
         };
         let router = crate::http::router(state.clone());
         Ok(Self {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use crate::catalog::Catalog;
 use crate::config::Settings;
 use crate::domain::rate::RateLimiter;
+use crate::metrics::Metrics;
 use crate::services::bucket_watch::BucketWatch;
 use crate::storage::ObjectStore;
 
@@ -17,4 +18,6 @@ pub struct AppState {
     pub bucket_watch: Arc<BucketWatch>,
     /// Presigns per user on this replica.
     pub presign_limiter: Arc<Mutex<RateLimiter>>,
+    /// This server's counters and histograms (`GET /metrics`).
+    pub metrics: Arc<Metrics>,
 }

@@ -6,6 +6,7 @@ mod errors;
 mod hygiene_queries;
 mod job_queries;
 mod multipart_queries;
+mod observed;
 mod postgres;
 mod queries;
 mod sqlite;
@@ -20,6 +21,7 @@ use crate::domain::quota::QuotaLimits;
 use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
 
 pub use errors::CatalogError;
+pub use observed::ObservedCatalog;
 pub use postgres::PostgresCatalog;
 pub use sqlite::SqliteCatalog;
 

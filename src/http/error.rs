@@ -8,6 +8,10 @@ use serde_json::json;
 
 use crate::error::AppError;
 
+/// The error code of a response, for the metrics middleware (which never parses bodies).
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorCode(pub String);
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -27,6 +31,9 @@ impl IntoResponse for AppError {
         let body =
             Json(json!({ "error": { "code": self.code(), "message": self.public_message() } }));
         let mut response = (status, body).into_response();
+        response
+            .extensions_mut()
+            .insert(ErrorCode(self.code().to_owned()));
         if let Some(secs) = self.retry_after() {
             response
                 .headers_mut()

@@ -1,4 +1,5 @@
-//! `GET /metrics` in the Prometheus text format (version 0.0.4): the bucket checks as gauges.
+//! `GET /metrics` in the Prometheus text format (version 0.0.4): the bucket checks and the
+//! maintenance jobs as gauges, then this server's request, outcome, S3 and database metrics.
 
 use std::fmt::Write;
 
@@ -42,6 +43,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         );
     }
     job_gauges(&state, &mut out).await;
+    state.metrics.render(&mut out);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         out,

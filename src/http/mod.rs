@@ -12,11 +12,12 @@ mod multipart;
 mod spec;
 mod uploads;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::HeaderName;
+use axum::http::{HeaderName, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -28,13 +29,16 @@ use tracing::Level;
 
 use crate::config::HttpSettings;
 use crate::error::AppError;
+use crate::metrics::{Flow, Metrics};
 use crate::state::AppState;
+use error::ErrorCode;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole application router with its middleware.
 pub fn router(state: AppState) -> Router {
     let http = state.settings.http.clone();
+    let metrics = state.metrics.clone();
     let app = Router::new()
         .merge(uploads::router())
         .merge(multipart::router())
@@ -47,10 +51,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state);
-    with_middleware(app, &http)
+    with_middleware(app, &http, metrics)
 }
 
-fn with_middleware(app: Router, http: &HttpSettings) -> Router {
+fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> Router {
     let timeout = Duration::from_secs(http.request_timeout_secs);
     app.layer(
         ServiceBuilder::new()
@@ -61,6 +65,9 @@ fn with_middleware(app: Router, http: &HttpSettings) -> Router {
                     .on_response(DefaultOnResponse::new().level(Level::INFO)),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+            .layer(middleware::from_fn(move |req: Request, next: Next| {
+                record_request(metrics.clone(), req, next)
+            }))
             .layer(CatchPanicLayer::custom(|_| {
                 AppError::Internal("handler panicked".into()).into_response()
             }))
@@ -85,6 +92,35 @@ fn request_span(req: &Request<Body>) -> tracing::Span {
         .unwrap_or("-")
         .to_owned();
     tracing::info_span!("request", method = %req.method(), route = %route, request_id = %request_id, user.id = tracing::field::Empty)
+}
+
+/// Times every request by method, matched route and status; counts presign and commit
+/// outcomes by error code.
+async fn record_request(metrics: Arc<Metrics>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned());
+    let response = next.run(req).await;
+    let status = response.status();
+    let route = route.as_deref().unwrap_or("unmatched");
+    metrics.request(method.as_str(), route, status.as_u16(), started.elapsed());
+    let flow = match (&method, route) {
+        (&Method::POST, "/v1/uploads") => Some(Flow::Presign),
+        (&Method::POST, "/v1/files") => Some(Flow::Commit),
+        _ => None,
+    };
+    if let Some(flow) = flow {
+        let outcome = match response.extensions().get::<ErrorCode>() {
+            Some(ErrorCode(code)) => code.clone(),
+            None if status.is_success() => "ok".to_owned(),
+            None => format!("http_{}", status.as_u16()),
+        };
+        metrics.outcome(flow, &outcome);
+    }
+    response
 }
 
 async fn enforce_timeout(timeout: Duration, req: Request, next: Next) -> Response {

@@ -6,6 +6,7 @@ mod bucket;
 mod errors;
 mod listing;
 mod multipart;
+mod observe;
 mod s3;
 
 use std::collections::HashMap;

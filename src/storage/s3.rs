@@ -36,6 +36,21 @@ impl S3Store {
     /// Builds the client from the standard AWS credential and region chain. A custom endpoint
     /// selects path-style addressing.
     pub async fn connect(settings: &S3Settings) -> Result<Self, StoreError> {
+        Self::connect_with(settings, None).await
+    }
+
+    /// Like [`S3Store::connect`], timing every S3 call into `metrics`.
+    pub async fn connect_observed(
+        settings: &S3Settings,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+    ) -> Result<Self, StoreError> {
+        Self::connect_with(settings, Some(metrics)).await
+    }
+
+    async fn connect_with(
+        settings: &S3Settings,
+        metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    ) -> Result<Self, StoreError> {
         let sdk = aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new(settings.region.clone()))
             .timeout_config(
@@ -52,6 +67,9 @@ impl S3Store {
             .credentials_provider()
             .ok_or_else(|| StoreError::Other("no AWS credentials found (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile, or instance role)".into()))?;
         let mut config = aws_sdk_s3::config::Builder::from(&sdk);
+        if let Some(metrics) = metrics {
+            config = config.interceptor(super::observe::TimingInterceptor::new(metrics));
+        }
         let location = match &settings.endpoint {
             Some(endpoint) => {
                 config = config.endpoint_url(endpoint).force_path_style(true);

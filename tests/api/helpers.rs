@@ -14,6 +14,7 @@ use sqlx::{Pool, Postgres, Sqlite};
 use upcommit::catalog::{Catalog, PostgresCatalog, SqliteCatalog};
 use upcommit::config::Settings;
 use upcommit::domain::lifecycle::{required_rules, Rule};
+use upcommit::metrics::Metrics;
 use upcommit::storage::lifecycle_configuration;
 use upcommit::storage::{ObjectStore, S3Store};
 use upcommit::Application;
@@ -143,7 +144,10 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
     let settings = Settings::from_map(&vars).expect("test settings");
     let env = vars.clone();
 
-    let real = S3Store::connect(&settings.s3).await.expect("S3 client");
+    let metrics = Arc::new(Metrics::new());
+    let real = S3Store::connect_observed(&settings.s3, metrics.clone())
+        .await
+        .expect("S3 client");
     let s3 = real.client().clone();
     create_bucket(&s3, &bucket).await;
     let real: Arc<dyn ObjectStore> = Arc::new(real);
@@ -166,7 +170,7 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         (Arc::new(c), db)
     };
 
-    let app = Application::build_with(settings, catalog.clone(), store)
+    let app = Application::build_with(settings, catalog.clone(), store, metrics)
         .await
         .expect("application builds");
     let address = format!("http://127.0.0.1:{}", app.port());

@@ -13,6 +13,7 @@ mod http_contract;
 mod hygiene;
 mod legacy;
 mod multipart;
+mod observability;
 mod outages;
 mod presign;
 mod reconcile;

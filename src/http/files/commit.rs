@@ -31,7 +31,10 @@ pub(super) async fn commit(
         final_key: body.final_key,
     };
     Ok(match commit::commit(&state, &who, cmd).await? {
-        CommitOutcome::Created(h) => (StatusCode::CREATED, Json(h)),
+        CommitOutcome::Created(h) => {
+            state.metrics.committed(u64::try_from(h.size).unwrap_or(0));
+            (StatusCode::CREATED, Json(h))
+        }
         CommitOutcome::Existing(h) => (StatusCode::OK, Json(h)),
     })
 }

@@ -123,7 +123,7 @@ pub(super) async fn promote(
                     .await
             };
             match copied {
-                Ok(()) => crash_point("after_copy"),
+                Ok(()) => fault_point("after_copy").await,
                 Err(StoreError::PreconditionFailed) => {
                     return Err(Failure::Release(AppError::ObjectChanged))
                 }
@@ -173,7 +173,7 @@ async fn record(
     };
     let recorded = match state.catalog.record_handle(&handle, &lease.token).await {
         Ok(Some(h)) => {
-            crash_point("after_record");
+            fault_point("after_record").await;
             h
         }
         Ok(None) => {
@@ -246,19 +246,26 @@ pub(super) async fn settle(
 }
 
 /// Test builds only: `UPCOMMIT_CRASH_AT=<point>` makes the process `kill -9` itself there, so
-/// the integration tests can prove what a real crash at that step leaves behind. Release builds
-/// compile this to nothing.
-fn crash_point(point: &str) {
+/// the crash tests can stop a real server between two steps of a commit;
+/// `UPCOMMIT_PAUSE_AT=<point>` holds the commit there for 3 seconds, so the shutdown test can
+/// send SIGTERM while a commit is in flight. Release builds ignore both.
+async fn fault_point(point: &str) {
     #[cfg(debug_assertions)]
-    if std::env::var("UPCOMMIT_CRASH_AT").as_deref() == Ok(point) {
-        tracing::error!(
-            point,
-            "UPCOMMIT_CRASH_AT: killing this process with SIGKILL"
-        );
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &std::process::id().to_string()])
-            .status();
-        std::thread::sleep(std::time::Duration::from_secs(5));
+    {
+        if std::env::var("UPCOMMIT_CRASH_AT").as_deref() == Ok(point) {
+            tracing::error!(
+                point,
+                "UPCOMMIT_CRASH_AT: killing this process with SIGKILL"
+            );
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &std::process::id().to_string()])
+                .status();
+            std::thread::sleep(std::time::Duration::from_secs(5));
+        }
+        if std::env::var("UPCOMMIT_PAUSE_AT").as_deref() == Ok(point) {
+            tracing::warn!(point, "UPCOMMIT_PAUSE_AT: holding this commit for 3 s");
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        }
     }
     #[cfg(not(debug_assertions))]
     let _ = point;

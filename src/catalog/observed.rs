@@ -1,0 +1,292 @@
+//! The catalog wrapped with timing: every call is measured into
+//! `upcommit_db_query_duration_seconds{operation, result}`. The server wraps whichever catalog
+//! it is given, so both backends (and the tests) are observed the same way.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::{
+    Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
+};
+use crate::domain::ids::{FileId, UploadId};
+use crate::domain::jobs::{JobItem, JobRun, RunState};
+use crate::domain::multipart::{MultipartSession, PartRecord, SessionState};
+use crate::domain::quota::QuotaLimits;
+use crate::domain::records::{FileHandle, HandleStatus, Upload};
+use crate::metrics::Metrics;
+
+pub struct ObservedCatalog {
+    inner: Arc<dyn Catalog>,
+    metrics: Arc<Metrics>,
+}
+
+impl ObservedCatalog {
+    pub fn new(inner: Arc<dyn Catalog>, metrics: Arc<Metrics>) -> Self {
+        Self { inner, metrics }
+    }
+}
+
+/// Calls the inner catalog's method of the same name and records its latency and result.
+macro_rules! timed {
+    ($self:ident, $op:ident($($arg:expr),*)) => {{
+        let started = Instant::now();
+        let result = $self.inner.$op($($arg),*).await;
+        $self
+            .metrics
+            .db_call(stringify!($op), result.is_ok(), started.elapsed());
+        result
+    }};
+}
+
+#[async_trait]
+impl MultipartCatalog for ObservedCatalog {
+    async fn multipart_session(
+        &self,
+        id: &UploadId,
+    ) -> Result<Option<MultipartSession>, CatalogError> {
+        timed!(self, multipart_session(id))
+    }
+    async fn record_parts(
+        &self,
+        id: &UploadId,
+        parts: &[PartRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, record_parts(id, parts, now))
+    }
+    async fn parts(&self, id: &UploadId) -> Result<Vec<PartRecord>, CatalogError> {
+        timed!(self, parts(id))
+    }
+    async fn finish_session(
+        &self,
+        id: &UploadId,
+        to: SessionState,
+        parts: &[PartRecord],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, finish_session(id, to, parts, now))
+    }
+}
+
+#[async_trait]
+impl JobCatalog for ObservedCatalog {
+    async fn acquire_job_lock(
+        &self,
+        job: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, acquire_job_lock(job, holder, until, now))
+    }
+    async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError> {
+        timed!(self, release_job_lock(job, holder))
+    }
+    async fn insert_run(&self, run: &JobRun) -> Result<(), CatalogError> {
+        timed!(self, insert_run(run))
+    }
+    async fn unfinished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
+        timed!(self, unfinished_run(job))
+    }
+    async fn last_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
+        timed!(self, last_run(job))
+    }
+    async fn run_by_id(&self, id: &str) -> Result<Option<JobRun>, CatalogError> {
+        timed!(self, run_by_id(id))
+    }
+    async fn update_run(
+        &self,
+        id: &str,
+        state: RunState,
+        checkpoint: Option<&str>,
+        summary: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, update_run(id, state, checkpoint, summary, now))
+    }
+    async fn add_job_items(&self, run_id: &str, items: &[JobItem]) -> Result<(), CatalogError> {
+        timed!(self, add_job_items(run_id, items))
+    }
+    async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError> {
+        timed!(self, job_items(run_id))
+    }
+    async fn handle_keys_after(
+        &self,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError> {
+        timed!(self, handle_keys_after(after, limit))
+    }
+    async fn mark_swept(
+        &self,
+        upload_id: &UploadId,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, mark_swept(upload_id, now))
+    }
+}
+
+#[async_trait]
+impl HygieneCatalog for ObservedCatalog {
+    async fn put_link(
+        &self,
+        file: &FileId,
+        object_type: &str,
+        object_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, put_link(file, object_type, object_id, now))
+    }
+    async fn delete_link(
+        &self,
+        file: &FileId,
+        object_type: &str,
+        object_id: &str,
+    ) -> Result<(), CatalogError> {
+        timed!(self, delete_link(file, object_type, object_id))
+    }
+    async fn links_of(&self, file: &FileId) -> Result<i64, CatalogError> {
+        timed!(self, links_of(file))
+    }
+    async fn create_scan(&self, id: &str, now: DateTime<Utc>) -> Result<(), CatalogError> {
+        timed!(self, create_scan(id, now))
+    }
+    async fn scan(&self, id: &str) -> Result<Option<LinkScan>, CatalogError> {
+        timed!(self, scan(id))
+    }
+    async fn add_scan_batch(
+        &self,
+        scan: &str,
+        n: i64,
+        files: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, add_scan_batch(scan, n, files, now))
+    }
+    async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError> {
+        timed!(self, complete_scan(id, now))
+    }
+    async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError> {
+        timed!(self, latest_completed_scan())
+    }
+    async fn unlinked_candidates(
+        &self,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        timed!(self, unlinked_candidates(cutoff, scan, after, limit))
+    }
+    async fn handles_in_status(
+        &self,
+        status: HandleStatus,
+        changed_before: DateTime<Utc>,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        timed!(
+            self,
+            handles_in_status(status, changed_before, after, limit)
+        )
+    }
+    async fn key_has_status(
+        &self,
+        key: &str,
+        statuses: &[HandleStatus],
+    ) -> Result<bool, CatalogError> {
+        timed!(self, key_has_status(key, statuses))
+    }
+    async fn set_status(
+        &self,
+        id: &FileId,
+        from: &[HandleStatus],
+        to: HandleStatus,
+        storage_class: Option<&str>,
+        restored: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, set_status(id, from, to, storage_class, restored, now))
+    }
+    async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
+        timed!(self, handle_totals_by_status())
+    }
+    async fn unlinked_per_month(&self) -> Result<Vec<(String, i64)>, CatalogError> {
+        timed!(self, unlinked_per_month())
+    }
+    async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError> {
+        timed!(self, storage_class_of(id))
+    }
+}
+
+#[async_trait]
+impl Catalog for ObservedCatalog {
+    async fn ping(&self) -> Result<(), CatalogError> {
+        timed!(self, ping())
+    }
+    async fn create_upload(
+        &self,
+        upload: &Upload,
+        session: Option<&MultipartSession>,
+        day: NaiveDate,
+        limits: QuotaLimits,
+    ) -> Result<(), CatalogError> {
+        timed!(self, create_upload(upload, session, day, limits))
+    }
+    async fn import_upload(&self, upload: &Upload) -> Result<(), CatalogError> {
+        timed!(self, import_upload(upload))
+    }
+    async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError> {
+        timed!(self, upload_by_key(key))
+    }
+    async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError> {
+        timed!(self, upload_by_id(id))
+    }
+    async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError> {
+        timed!(self, take_lease(req))
+    }
+    async fn release_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, release_lease(id, token, now))
+    }
+    async fn expire_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, expire_lease(id, token, now))
+    }
+    async fn reject(
+        &self,
+        id: &UploadId,
+        token: &str,
+        code: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, reject(id, token, code, now))
+    }
+    async fn record_handle(
+        &self,
+        handle: &FileHandle,
+        token: &str,
+    ) -> Result<Option<FileHandle>, CatalogError> {
+        timed!(self, record_handle(handle, token))
+    }
+    async fn handle_by_id(&self, id: &FileId) -> Result<Option<FileHandle>, CatalogError> {
+        timed!(self, handle_by_id(id))
+    }
+    async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError> {
+        timed!(self, handle_by_upload(id))
+    }
+    async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError> {
+        timed!(self, quota_usage(owner, day))
+    }
+}

@@ -1,0 +1,304 @@
+//! The service's own counters and latency histograms, rendered in the Prometheus text format
+//! by `GET /metrics`. One `Metrics` per running server (so tests that start several servers in
+//! one process read only their own), shared by the request middleware, the S3 client's
+//! interceptor and the catalog wrapper. Hand-written on purpose: a few mutex-guarded maps cost
+//! less than a metrics framework and its dependency tree, and the label sets are small and
+//! bounded (matched routes, error codes, operation names — never keys, ids or users).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the latency buckets, shared by every histogram.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Debug, Clone, Default)]
+struct Histogram {
+    /// Non-cumulative counts per bucket; the last slot is `+Inf`.
+    counts: [u64; BUCKETS.len() + 1],
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, secs: f64) {
+        let slot = BUCKETS
+            .iter()
+            .position(|le| secs <= *le)
+            .unwrap_or(BUCKETS.len());
+        self.counts[slot] += 1;
+        self.count += 1;
+        self.sum += secs;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, le) in BUCKETS.iter().enumerate() {
+            cumulative += self.counts[i];
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            self.count
+        );
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+/// Which flow an outcome counter belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Flow {
+    Presign,
+    Commit,
+}
+
+impl Flow {
+    fn name(self) -> &'static str {
+        match self {
+            Flow::Presign => "presign",
+            Flow::Commit => "commit",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// (method, matched route, status) → latency.
+    requests: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+    /// (flow, outcome: `ok` or the error code) → count.
+    outcomes: Mutex<BTreeMap<(Flow, String), u64>>,
+    /// (S3 operation, `ok`/`error`) → latency.
+    s3: Mutex<BTreeMap<(String, &'static str), Histogram>>,
+    /// (catalog operation, `ok`/`error`) → latency.
+    db: Mutex<BTreeMap<(&'static str, &'static str), Histogram>>,
+    quota_rejections: AtomicU64,
+    bytes_committed: AtomicU64,
+    files_committed: AtomicU64,
+}
+
+fn result_label(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "error"
+    }
+}
+
+/// Escapes a label value for the text format (backslash, quote, newline).
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        if let Ok(mut map) = self.requests.lock() {
+            map.entry((method.to_owned(), route.to_owned(), status))
+                .or_default()
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// One presign or commit answered: `outcome` is `ok` or the error code.
+    pub fn outcome(&self, flow: Flow, outcome: &str) {
+        if outcome == "quota_exceeded" {
+            self.quota_rejections.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Ok(mut map) = self.outcomes.lock() {
+            *map.entry((flow, outcome.to_owned())).or_default() += 1;
+        }
+    }
+
+    /// A commit that created a file handle (not an idempotent replay).
+    pub fn committed(&self, bytes: u64) {
+        self.files_committed.fetch_add(1, Ordering::Relaxed);
+        self.bytes_committed.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn s3_call(&self, operation: &str, ok: bool, elapsed: Duration) {
+        if let Ok(mut map) = self.s3.lock() {
+            map.entry((operation.to_owned(), result_label(ok)))
+                .or_default()
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    pub fn db_call(&self, operation: &'static str, ok: bool, elapsed: Duration) {
+        if let Ok(mut map) = self.db.lock() {
+            map.entry((operation, result_label(ok)))
+                .or_default()
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// Appends every metric in the Prometheus text format (version 0.0.4).
+    pub fn render(&self, out: &mut String) {
+        header(
+            out,
+            "upcommit_http_request_duration_seconds",
+            "histogram",
+            "HTTP requests by method, matched route and status.",
+        );
+        if let Ok(map) = self.requests.lock() {
+            for ((method, route, status), h) in map.iter() {
+                let labels = format!(
+                    "method=\"{}\",route=\"{}\",status=\"{status}\"",
+                    escape(method),
+                    escape(route)
+                );
+                h.render(out, "upcommit_http_request_duration_seconds", &labels);
+            }
+        }
+        header(
+            out,
+            "upcommit_outcomes_total",
+            "counter",
+            "Presigns and commits answered, by flow and outcome (ok or the error code).",
+        );
+        if let Ok(map) = self.outcomes.lock() {
+            for ((flow, outcome), n) in map.iter() {
+                let _ = writeln!(
+                    out,
+                    "upcommit_outcomes_total{{flow=\"{}\",outcome=\"{}\"}} {n}",
+                    flow.name(),
+                    escape(outcome)
+                );
+            }
+        }
+        for (name, kind, help, value) in [
+            (
+                "upcommit_quota_rejections_total",
+                "counter",
+                "Presigns refused because the user's daily quota was reached.",
+                &self.quota_rejections,
+            ),
+            (
+                "upcommit_committed_bytes_total",
+                "counter",
+                "Bytes of the files committed (first commits only, not replays).",
+                &self.bytes_committed,
+            ),
+            (
+                "upcommit_committed_files_total",
+                "counter",
+                "File handles created by commits.",
+                &self.files_committed,
+            ),
+        ] {
+            header(out, name, kind, help);
+            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
+        header(
+            out,
+            "upcommit_s3_request_duration_seconds",
+            "histogram",
+            "S3 calls by operation and result, retries included.",
+        );
+        if let Ok(map) = self.s3.lock() {
+            for ((operation, result), h) in map.iter() {
+                let labels = format!("operation=\"{}\",result=\"{result}\"", escape(operation));
+                h.render(out, "upcommit_s3_request_duration_seconds", &labels);
+            }
+        }
+        header(
+            out,
+            "upcommit_db_query_duration_seconds",
+            "histogram",
+            "Catalog (database) calls by operation and result.",
+        );
+        if let Ok(map) = self.db.lock() {
+            for ((operation, result), h) in map.iter() {
+                let labels = format!("operation=\"{operation}\",result=\"{result}\"");
+                h.render(out, "upcommit_db_query_duration_seconds", &labels);
+            }
+        }
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn histograms_are_cumulative_and_count_every_observation() {
+        let m = Metrics::new();
+        for ms in [0.2, 3.0, 3.0, 700.0, 20_000.0] {
+            m.request(
+                "POST",
+                "/v1/files",
+                201,
+                Duration::from_secs_f64(ms / 1000.0),
+            );
+        }
+        let mut out = String::new();
+        m.render(&mut out);
+        let series = |le: &str| {
+            format!(
+                "upcommit_http_request_duration_seconds_bucket{{method=\"POST\",route=\"/v1/files\",status=\"201\",le=\"{le}\"}}"
+            )
+        };
+        assert_eq!(sample(&out, &series("0.0005")), Some(1.0));
+        assert_eq!(sample(&out, &series("0.005")), Some(3.0));
+        assert_eq!(sample(&out, &series("1")), Some(4.0));
+        assert_eq!(sample(&out, &series("10")), Some(4.0));
+        assert_eq!(sample(&out, &series("+Inf")), Some(5.0));
+        assert_eq!(
+            sample(
+                &out,
+                "upcommit_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/files\",status=\"201\"}"
+            ),
+            Some(5.0)
+        );
+    }
+
+    #[test]
+    fn quota_rejections_are_counted_from_outcomes() {
+        let m = Metrics::new();
+        m.outcome(Flow::Presign, "ok");
+        m.outcome(Flow::Presign, "quota_exceeded");
+        m.outcome(Flow::Commit, "object_not_uploaded");
+        m.committed(42);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert_eq!(sample(&out, "upcommit_quota_rejections_total"), Some(1.0));
+        assert_eq!(
+            sample(
+                &out,
+                "upcommit_outcomes_total{flow=\"commit\",outcome=\"object_not_uploaded\"}"
+            ),
+            Some(1.0)
+        );
+        assert_eq!(sample(&out, "upcommit_committed_bytes_total"), Some(42.0));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

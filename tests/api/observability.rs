@@ -1,0 +1,282 @@
+//! What operators see: `/metrics` counts what really happened (requests by route and status,
+//! outcomes by error code, S3 and database calls, quota rejections, bytes committed); JSON logs
+//! carry the request id and never a token or a presigned URL's signature; SIGTERM lets an
+//! in-flight commit finish before the process exits.
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+
+/// The value of one exact series (`name{labels}`) in a Prometheus text page.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+async fn metrics(app: &TestApp) -> String {
+    let resp = app.get("/metrics", None).await;
+    assert_eq!(resp.status(), 200);
+    resp.text().await.expect("metrics text")
+}
+
+#[tokio::test]
+async fn metrics_count_what_happened() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_QUOTA_DAILY_UPLOADS", "2".to_owned())],
+        ..Spawn::default()
+    })
+    .await;
+    let alice = app.token("alice");
+    let (p, _) = app.upload_and_commit(&alice, "image", "image/png", 3000).await;
+    // A replay (200, not a second file), an unknown key, a refused type, then the quota.
+    assert_eq!(app.commit(&alice, &p.key, None).await.status(), 200);
+    let unknown = app
+        .commit(&alice, "tmp/2026/01/01/00000000000000000000000000/x.png", None)
+        .await;
+    assert_eq!(error_code(unknown).await.1, "upload_not_found");
+    let refused = app
+        .presign(
+            &alice,
+            json!({"profile": "image", "content_type": "text/html", "size": 10}),
+        )
+        .await;
+    assert_eq!(error_code(refused).await.1, "content_type_not_allowed");
+    app.presign_ok(&alice, "image", "image/png", 10, "PUT").await;
+    let over = app
+        .presign(
+            &alice,
+            json!({"profile": "image", "content_type": "image/png", "size": 10}),
+        )
+        .await;
+    assert_eq!(error_code(over).await.1, "quota_exceeded");
+
+    let text = metrics(&app).await;
+    let count = |route: &str, status: u16| {
+        sample(
+            &text,
+            &format!("upcommit_http_request_duration_seconds_count{{method=\"POST\",route=\"{route}\",status=\"{status}\"}}"),
+        )
+    };
+    assert_eq!(count("/v1/uploads", 201), Some(2.0), "{text}");
+    assert_eq!(count("/v1/uploads", 429), Some(1.0));
+    assert_eq!(count("/v1/files", 201), Some(1.0));
+    assert_eq!(count("/v1/files", 200), Some(1.0));
+    assert_eq!(count("/v1/files", 404), Some(1.0));
+    let outcome = |flow: &str, outcome: &str| {
+        sample(
+            &text,
+            &format!("upcommit_outcomes_total{{flow=\"{flow}\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(outcome("presign", "ok"), Some(2.0));
+    assert_eq!(outcome("presign", "content_type_not_allowed"), Some(1.0));
+    assert_eq!(outcome("presign", "quota_exceeded"), Some(1.0));
+    assert_eq!(outcome("commit", "ok"), Some(2.0));
+    assert_eq!(outcome("commit", "upload_not_found"), Some(1.0));
+    assert_eq!(sample(&text, "upcommit_quota_rejections_total"), Some(1.0));
+    assert_eq!(sample(&text, "upcommit_committed_files_total"), Some(1.0));
+    assert_eq!(sample(&text, "upcommit_committed_bytes_total"), Some(3000.0));
+
+    // The commit's S3 calls, named by the SDK's operation, and the catalog's.
+    for op in ["HeadObject", "CopyObject"] {
+        let n = sample(
+            &text,
+            &format!(
+                "upcommit_s3_request_duration_seconds_count{{operation=\"{op}\",result=\"ok\"}}"
+            ),
+        )
+        .unwrap_or(0.0);
+        assert!(n >= 1.0, "{op}: {n}\n{text}");
+    }
+    let db = |op: &str, result: &str| {
+        sample(
+            &text,
+            &format!(
+                "upcommit_db_query_duration_seconds_count{{operation=\"{op}\",result=\"{result}\"}}"
+            ),
+        )
+    };
+    assert_eq!(db("record_handle", "ok"), Some(1.0));
+    assert_eq!(db("create_upload", "ok"), Some(2.0));
+    assert_eq!(db("create_upload", "error"), Some(1.0), "the quota refusal");
+}
+
+/// Starts the real binary on the test's database and bucket with extra environment; stderr
+/// goes to `log`. Returns the child and its base address.
+async fn server_process(
+    app: &TestApp,
+    extra: &[(&str, &str)],
+    log: &std::path::Path,
+) -> (std::process::Child, String) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .arg("serve")
+        .envs(&app.env)
+        .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))
+        .envs(extra.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("start upcommit serve");
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if app.http.get(format!("{base}/healthz")).send().await.is_ok() {
+            return (child, base);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("upcommit serve did not start");
+}
+
+fn sigterm(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id_and_no_secret() {
+    let app = spawn_app_with(Spawn::default()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("server.log");
+    let (mut child, base) = server_process(
+        &app,
+        &[("UPCOMMIT_LOG_FORMAT", "json"), ("RUST_LOG", "info")],
+        &log,
+    )
+    .await;
+    let alice = app.token("alice");
+    let resp = app
+        .http
+        .post(format!("{base}/v1/uploads"))
+        .bearer_auth(&alice)
+        .header("x-request-id", "req-presign-1")
+        .json(&json!({"profile": "image", "content_type": "image/png", "size": 2048, "method": "PUT"}))
+        .send()
+        .await
+        .expect("presign");
+    assert_eq!(resp.status(), 201);
+    assert_eq!(resp.headers()["x-request-id"], "req-presign-1");
+    let p: crate::helpers::Presigned = resp.json().await.expect("presign JSON");
+    let url = p.url.clone();
+    assert!(app
+        .upload(&p, media("image/png", 2048), "image/png")
+        .await
+        .is_success());
+    let resp = app
+        .http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth(&alice)
+        .json(&json!({"key": p.key}))
+        .send()
+        .await
+        .expect("commit");
+    assert_eq!(resp.status(), 201);
+    let commit_id = resp.headers()["x-request-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(!commit_id.is_empty(), "a generated request id");
+    let bad = app
+        .http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth("not-a-token.at.all")
+        .header("x-request-id", "req-bad-token")
+        .json(&json!({"key": p.key}))
+        .send()
+        .await
+        .expect("commit");
+    assert_eq!(bad.status(), 401);
+    sigterm(&child);
+    assert!(child.wait().expect("wait").success());
+
+    let text = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let of_request = |id: &str| -> Vec<&Value> {
+        lines
+            .iter()
+            .filter(|l| l["span"]["request_id"] == id)
+            .collect()
+    };
+    // Every line logged inside a request carries that request's id; each request logged.
+    for id in ["req-presign-1", commit_id.as_str(), "req-bad-token"] {
+        assert!(!of_request(id).is_empty(), "no log line for {id}:\n{text}");
+    }
+    for l in &lines {
+        if l["span"]["name"] == "request" {
+            assert!(l["span"]["request_id"].is_string(), "{l}");
+        }
+    }
+    assert!(of_request("req-bad-token")
+        .iter()
+        .any(|l| l["error.code"] == "unauthorized"));
+    // No bearer token, presigned URL or signature anywhere in the log.
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    for secret in [alice.as_str(), "not-a-token.at.all", "X-Amz-Signature"] {
+        assert!(!text.contains(secret), "{secret} leaked into the log");
+    }
+    if !query.is_empty() {
+        assert!(!text.contains(query), "the presigned query leaked");
+    }
+}
+
+#[tokio::test]
+async fn sigterm_finishes_the_in_flight_commit() {
+    let app = spawn_app_with(Spawn::default()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut child, base) = server_process(
+        &app,
+        &[("UPCOMMIT_PAUSE_AT", "after_copy")],
+        &dir.path().join("server.log"),
+    )
+    .await;
+    let alice = app.token("alice");
+    let p = app
+        .uploaded(&alice, "image", "image/png", 2048, "PUT")
+        .await;
+    let commit = {
+        let (http, key, token) = (app.http.clone(), p.key.clone(), alice.clone());
+        tokio::spawn(async move {
+            http.post(format!("{base}/v1/files"))
+                .bearer_auth(token)
+                .json(&json!({ "key": key }))
+                .send()
+                .await
+        })
+    };
+    // The commit copies, then is held for 3 s; SIGTERM lands while it is held.
+    let final_key = format!("media/images/{}/clip.bin", p.upload_id);
+    for _ in 0..50 {
+        if app.object_exists(&final_key).await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(app.object_exists(&final_key).await, "the copy happened");
+    sigterm(&child);
+    let resp = commit
+        .await
+        .expect("task")
+        .expect("the in-flight commit is answered, not cut off");
+    assert_eq!(resp.status(), 201);
+    let handle: Value = resp.json().await.expect("handle");
+    assert_eq!(handle["key"], final_key.as_str());
+    assert!(child.wait().expect("wait").success(), "clean exit");
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "committed");
+    assert!(!app.object_exists(&p.key).await, "tmp object removed");
+}
