@@ -944,10 +944,12 @@ mod tests {
         let mut in_code = names(code, '"');
         in_code.retain(|n| n != "UPCOMMIT_");
         let in_doc = names(doc, '`');
-        let test_only: std::collections::BTreeSet<String> =
-            ["UPCOMMIT_CRASH_AT".to_owned(), "UPCOMMIT_PAUSE_AT".to_owned()]
-                .into_iter()
-                .collect();
+        let test_only: std::collections::BTreeSet<String> = [
+            "UPCOMMIT_CRASH_AT".to_owned(),
+            "UPCOMMIT_PAUSE_AT".to_owned(),
+        ]
+        .into_iter()
+        .collect();
         let missing: Vec<_> = in_code.difference(&in_doc).collect();
         let stale: Vec<_> = in_doc
             .difference(&in_code)

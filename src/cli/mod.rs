@@ -1,8 +1,10 @@
-//! The command line: `serve`, `migrate`, `token`, `doctor`, `bucket apply-lifecycle`. Each
-//! dispatches into library functions.
+//! The command line: `serve`, `migrate`, `token`, `doctor`, `bucket apply-lifecycle`, the
+//! maintenance jobs and the `upload` client. Each dispatches into library functions.
 
+mod api_client;
 mod bucket;
 mod jobs;
+mod upload;
 
 use clap::{ArgGroup, Parser, Subcommand};
 
@@ -91,6 +93,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Upload a file as a client does: presign, upload straight to S3 (multipart for large
+    /// files), commit. Prints the file handle. Exit 2 usage, 3 refused, 4 token refused,
+    /// 5 upload to storage failed, 6 service unreachable or failing.
+    Upload(upload::UploadArgs),
     /// Operate on the bucket's configuration.
     Bucket {
         #[command(subcommand)]
@@ -115,6 +121,10 @@ pub enum BucketCommand {
 
 /// Runs a command; returns the process exit code.
 pub async fn run(cli: Cli) -> i32 {
+    // The uploader is a client: it needs no server settings at all.
+    if let Command::Upload(args) = cli.command {
+        return upload::run(args).await;
+    }
     let loaded = match cli.command {
         // Operator commands never see a token: they need no JWT secret.
         Command::Doctor { .. }
@@ -172,6 +182,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,
+        Command::Upload(_) => unreachable!("handled before the settings load"),
         Command::Token { sub, admin, ttl } => {
             let Some(ttl) = crate::auth::parse_ttl(&ttl) else {
                 eprintln!("upcommit: --ttl: expected 30m, 1h, 2d or seconds, got {ttl:?}");

@@ -4,6 +4,7 @@
 //! everything they need.
 
 mod bucket;
+mod cli_upload;
 mod commit;
 mod concurrency;
 mod crash;

@@ -31,11 +31,17 @@ async fn metrics_count_what_happened() {
     })
     .await;
     let alice = app.token("alice");
-    let (p, _) = app.upload_and_commit(&alice, "image", "image/png", 3000).await;
+    let (p, _) = app
+        .upload_and_commit(&alice, "image", "image/png", 3000)
+        .await;
     // A replay (200, not a second file), an unknown key, a refused type, then the quota.
     assert_eq!(app.commit(&alice, &p.key, None).await.status(), 200);
     let unknown = app
-        .commit(&alice, "tmp/2026/01/01/00000000000000000000000000/x.png", None)
+        .commit(
+            &alice,
+            "tmp/2026/01/01/00000000000000000000000000/x.png",
+            None,
+        )
         .await;
     assert_eq!(error_code(unknown).await.1, "upload_not_found");
     let refused = app
@@ -45,7 +51,8 @@ async fn metrics_count_what_happened() {
         )
         .await;
     assert_eq!(error_code(refused).await.1, "content_type_not_allowed");
-    app.presign_ok(&alice, "image", "image/png", 10, "PUT").await;
+    app.presign_ok(&alice, "image", "image/png", 10, "PUT")
+        .await;
     let over = app
         .presign(
             &alice,
@@ -79,7 +86,10 @@ async fn metrics_count_what_happened() {
     assert_eq!(outcome("commit", "upload_not_found"), Some(1.0));
     assert_eq!(sample(&text, "upcommit_quota_rejections_total"), Some(1.0));
     assert_eq!(sample(&text, "upcommit_committed_files_total"), Some(1.0));
-    assert_eq!(sample(&text, "upcommit_committed_bytes_total"), Some(3000.0));
+    assert_eq!(
+        sample(&text, "upcommit_committed_bytes_total"),
+        Some(3000.0)
+    );
 
     // The commit's S3 calls, named by the SDK's operation, and the catalog's.
     for op in ["HeadObject", "CopyObject"] {

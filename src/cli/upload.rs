@@ -1,0 +1,569 @@
+//! `upcommit upload FILE --profile P`: presign → upload straight to S3 (one PUT, the POST form,
+//! or a multipart upload for large files, whichever the server chose) → commit, with a
+//! progress bar on stderr. Prints the file handle (`--json`) or a one-line summary.
+//!
+//! Exit codes: 0 committed; 2 usage or local problem (no token, unreadable file, unknown
+//! content type); 3 refused by the service (type, size, quota, …); 4 token refused or not
+//! allowed; 5 the upload to S3 failed; 6 the service is unreachable or failing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use super::api_client::{ApiClient, ApiError, CompletedPart, PartUrl, Presigned};
+
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_REFUSED: i32 = 3;
+pub const EXIT_AUTH: i32 = 4;
+pub const EXIT_UPLOAD: i32 = 5;
+pub const EXIT_UNAVAILABLE: i32 = 6;
+
+/// Part uploads in flight at once.
+const PART_CONCURRENCY: usize = 4;
+/// Part URLs asked for per request.
+const PART_URL_BATCH: usize = 100;
+const CHUNK: usize = 256 * 1024;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct UploadArgs {
+    /// The file to upload.
+    pub file: PathBuf,
+    /// The upload profile (`image`, `recording`, …).
+    #[arg(long)]
+    pub profile: String,
+    /// The service's base URL.
+    #[arg(long, env = "UPCOMMIT_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// Bearer token (or UPCOMMIT_TOKEN).
+    #[arg(long, env = "UPCOMMIT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Content type; guessed from the file name when absent.
+    #[arg(long)]
+    pub content_type: Option<String>,
+    /// Final key (admins only).
+    #[arg(long)]
+    pub final_key: Option<String>,
+    /// Print the file handle as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Retries of a call the service did not answer or failed (backing off 1, 2, 4, 8 s).
+    #[arg(long, default_value_t = 4)]
+    pub retries: u32,
+}
+
+/// A failure with the exit code it maps to and the sentence a person reads.
+#[derive(Debug)]
+struct Failure {
+    exit: i32,
+    message: String,
+}
+
+impl Failure {
+    fn usage(message: impl Into<String>) -> Self {
+        Self {
+            exit: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+}
+
+pub async fn run(args: UploadArgs) -> i32 {
+    match upload(&args).await {
+        Ok(handle) => {
+            if args.json {
+                println!("{handle}");
+            } else {
+                eprintln!(
+                    "committed {} → {} ({} bytes, {}), file {}",
+                    args.file.display(),
+                    handle["key"].as_str().unwrap_or("?"),
+                    handle["size"],
+                    handle["content_type"].as_str().unwrap_or("?"),
+                    handle["id"].as_str().unwrap_or("?"),
+                );
+            }
+            0
+        }
+        Err(f) => {
+            eprintln!("upcommit upload: {}", f.message);
+            f.exit
+        }
+    }
+}
+
+async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
+    let token = args
+        .token
+        .clone()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Failure::usage("no token: pass --token or set UPCOMMIT_TOKEN"))?;
+    let meta = tokio::fs::metadata(&args.file)
+        .await
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", args.file.display())))?;
+    if !meta.is_file() {
+        return Err(Failure::usage(format!(
+            "{} is not a file",
+            args.file.display()
+        )));
+    }
+    let size = meta.len();
+    let content_type = match &args.content_type {
+        Some(ct) => ct.clone(),
+        None => guess_content_type(&args.file).ok_or_else(|| {
+            Failure::usage(format!(
+                "cannot tell the content type of {} from its name: pass --content-type",
+                args.file.display()
+            ))
+        })?,
+    };
+    let filename = args
+        .file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "upload".into());
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| Failure::usage(format!("HTTP client: {e}")))?;
+    let api = ApiClient::new(http.clone(), &args.server, token);
+
+    let retries = args.retries;
+    let presigned = retry(retries, || {
+        api.presign(json!({
+            "profile": args.profile,
+            "content_type": content_type,
+            "size": size,
+            "filename": filename,
+        }))
+    })
+    .await
+    .map_err(|e| explain(e, args))?;
+
+    let bar = progress_bar(size);
+    let sent = match presigned.method.as_str() {
+        "PUT" => put_whole(&http, &presigned, &args.file, size, &content_type, &bar).await,
+        "POST" => post_form(&http, &presigned, &args.file, size, &filename, &bar).await,
+        "MULTIPART" => multipart(&api, &http, &presigned, &args.file, &bar, retries).await,
+        other => Err(Failure {
+            exit: EXIT_UNAVAILABLE,
+            message: format!("the service answered an unknown upload method {other:?}"),
+        }),
+    };
+    if let Err(f) = sent {
+        bar.abandon();
+        if presigned.method == "MULTIPART" {
+            // Free the parts now rather than at the bucket's abort rule.
+            let _ = api.abort(&presigned.upload_id).await;
+        }
+        return Err(f);
+    }
+    bar.finish_and_clear();
+
+    retry(retries, || {
+        api.commit(&presigned.key, args.final_key.as_deref())
+    })
+    .await
+    .map_err(|e| explain(e, args))
+}
+
+/// Repeats a call that is safe to repeat while the failure is transient (the service did not
+/// answer, failed, or asked to wait), backing off 1, 2, 4, 8 s (or what Retry-After says).
+async fn retry<T, F, Fut>(retries: u32, mut call: F) -> Result<T, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let mut attempt = 0;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.transient() && attempt < retries => {
+                let wait = match &e {
+                    ApiError::Refused {
+                        retry_after: Some(s),
+                        ..
+                    } => (*s).min(30),
+                    _ => 1 << attempt.min(5),
+                };
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+pub fn guess_content_type(path: &Path) -> Option<String> {
+    mime_guess::from_path(path)
+        .first()
+        .map(|m| m.essence_str().to_owned())
+}
+
+fn progress_bar(size: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{bar:32}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// The sentence and exit code for a refusal, by its stable error code.
+fn explain(e: ApiError, args: &UploadArgs) -> Failure {
+    let (status, code, message, retry_after) = match e {
+        ApiError::Unreachable(detail) => {
+            return Failure {
+                exit: EXIT_UNAVAILABLE,
+                message: format!("cannot reach the service at {}: {detail}", args.server),
+            }
+        }
+        ApiError::Refused {
+            status,
+            code,
+            message,
+            retry_after,
+        } => (status, code, message, retry_after),
+    };
+    let profile = &args.profile;
+    let text = match code.as_str() {
+        "unauthorized" => "the token was refused (expired, malformed or not signed by this service): get a new one".to_owned(),
+        "admin_required" | "final_key_forbidden" => "only an admin may choose the final key".to_owned(),
+        "profile_unknown" => format!("the service has no upload profile named {profile:?}"),
+        "content_type_not_allowed" | "content_type_invalid" | "content_type_required" => format!(
+            "the {profile} profile does not accept this file's type{}",
+            args.content_type.as_deref().map_or_else(String::new, |c| format!(" ({c})"))
+        ),
+        "size_invalid" => "the file is empty".to_owned(),
+        "size_too_large" | "object_too_large" => format!("the file is larger than the {profile} profile allows"),
+        "filename_too_long" | "filename_invalid" => "the file name is too long or has control characters: rename it".to_owned(),
+        "quota_exceeded" => format!(
+            "your daily upload quota is used up{}",
+            retry_after.map_or_else(String::new, |s| format!("; it renews in {}", human_secs(s)))
+        ),
+        "rate_limited" => "too many uploads at once; try again in a moment".to_owned(),
+        "upload_expired" | "multipart_session_expired" => "the upload took too long and expired: run the command again".to_owned(),
+        "content_mismatch" | "content_type_mismatch" | "size_mismatch" => {
+            "the service checked the uploaded bytes and they do not match what was declared".to_owned()
+        }
+        "final_key_conflict" => "another file already holds that final key".to_owned(),
+        "final_key_invalid" | "final_key_reserved" => "that final key is not allowed".to_owned(),
+        _ if message.is_empty() => format!("the service refused the request ({})", status.as_u16()),
+        _ => message.clone(),
+    };
+    let exit = if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        EXIT_AUTH
+    } else if status.is_server_error() {
+        EXIT_UNAVAILABLE
+    } else {
+        EXIT_REFUSED
+    };
+    Failure {
+        exit,
+        message: format!("{text} [{code}]"),
+    }
+}
+
+fn human_secs(s: u64) -> String {
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        _ => format!("{} h", s / 3600),
+    }
+}
+
+/// A request body streaming `len` bytes of `file` from `offset`, advancing `bar` as it goes.
+async fn file_body(
+    file: &Path,
+    offset: u64,
+    len: u64,
+    bar: &ProgressBar,
+) -> std::io::Result<reqwest::Body> {
+    let mut f = tokio::fs::File::open(file).await?;
+    f.seek(std::io::SeekFrom::Start(offset)).await?;
+    let reader = f.take(len);
+    let bar = bar.clone();
+    let stream = futures_util::stream::unfold(reader, move |mut reader| {
+        let bar = bar.clone();
+        async move {
+            let mut buf = vec![0u8; CHUNK];
+            match reader.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    bar.inc(n as u64);
+                    Some((Ok::<_, std::io::Error>(buf), reader))
+                }
+                Err(e) => Some((Err(e), reader)),
+            }
+        }
+    });
+    Ok(reqwest::Body::wrap_stream(stream))
+}
+
+fn upload_failed(what: &str, detail: impl std::fmt::Display) -> Failure {
+    Failure {
+        exit: EXIT_UPLOAD,
+        message: format!("the upload to storage failed ({what}): {detail}"),
+    }
+}
+
+/// PUTs `len` bytes from `offset` to a presigned URL, retrying network errors and 5xx from
+/// the start of the range; returns S3's ETag.
+async fn put_range(
+    http: &reqwest::Client,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+    file: &Path,
+    offset: u64,
+    len: u64,
+    bar: &ProgressBar,
+) -> Result<String, Failure> {
+    let start = bar.position();
+    let mut last = String::new();
+    for attempt in 0..3u32 {
+        if attempt > 0 {
+            bar.set_position(start);
+            tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+        }
+        let body = file_body(file, offset, len, bar)
+            .await
+            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", file.display())))?;
+        let mut req = http.put(url).body(body);
+        for (k, v) in headers {
+            // Signed as the exact length; sent once, below.
+            if !k.eq_ignore_ascii_case("content-length") {
+                req = req.header(k, v);
+            }
+        }
+        req = req.header(reqwest::header::CONTENT_LENGTH, len);
+        match req.send().await {
+            Ok(resp) if resp.status().is_success() => {
+                return Ok(resp
+                    .headers()
+                    .get(reqwest::header::ETAG)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned());
+            }
+            Ok(resp) if resp.status().is_server_error() => last = resp.status().to_string(),
+            Ok(resp) => {
+                let status = resp.status();
+                let text = resp.text().await.unwrap_or_default();
+                return Err(upload_failed(&status.to_string(), s3_error_code(&text)));
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(upload_failed("after 3 attempts", last))
+}
+
+/// S3's `<Code>` from an XML error body, for the message.
+fn s3_error_code(xml: &str) -> String {
+    xml.split_once("<Code>")
+        .and_then(|(_, rest)| rest.split_once("</Code>"))
+        .map_or_else(|| "no error code".to_owned(), |(code, _)| code.to_owned())
+}
+
+async fn put_whole(
+    http: &reqwest::Client,
+    p: &Presigned,
+    file: &Path,
+    size: u64,
+    content_type: &str,
+    bar: &ProgressBar,
+) -> Result<(), Failure> {
+    let url = p
+        .url
+        .as_deref()
+        .ok_or_else(|| upload_failed("PUT", "the service sent no URL"))?;
+    let mut headers = p.headers.clone().unwrap_or_default();
+    headers
+        .entry("content-type".into())
+        .or_insert_with(|| content_type.to_owned());
+    put_range(http, url, &headers, file, 0, size, bar)
+        .await
+        .map(|_| ())
+}
+
+async fn post_form(
+    http: &reqwest::Client,
+    p: &Presigned,
+    file: &Path,
+    size: u64,
+    filename: &str,
+    bar: &ProgressBar,
+) -> Result<(), Failure> {
+    let url = p
+        .url
+        .as_deref()
+        .ok_or_else(|| upload_failed("POST", "the service sent no URL"))?;
+    let mut form = reqwest::multipart::Form::new();
+    for (k, v) in p.fields.clone().unwrap_or_default() {
+        form = form.text(k, v);
+    }
+    let body = file_body(file, 0, size, bar)
+        .await
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", file.display())))?;
+    form = form.part(
+        "file",
+        reqwest::multipart::Part::stream_with_length(body, size).file_name(filename.to_owned()),
+    );
+    let resp = http
+        .post(url)
+        .multipart(form)
+        .send()
+        .await
+        .map_err(|e| upload_failed("POST", e))?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        Err(upload_failed(&status.to_string(), s3_error_code(&text)))
+    }
+}
+
+/// Uploads every part (a few at a time, part URLs asked for in batches), then completes.
+async fn multipart(
+    api: &ApiClient,
+    http: &reqwest::Client,
+    p: &Presigned,
+    file: &Path,
+    bar: &ProgressBar,
+    retries: u32,
+) -> Result<(), Failure> {
+    let plan = p
+        .multipart
+        .as_ref()
+        .ok_or_else(|| upload_failed("multipart", "the service sent no part plan"))?;
+    let numbers: Vec<u32> = (1..=plan.part_count).collect();
+    let mut done: Vec<CompletedPart> = Vec::with_capacity(numbers.len());
+    let limit = Arc::new(tokio::sync::Semaphore::new(PART_CONCURRENCY));
+    for batch in numbers.chunks(PART_URL_BATCH) {
+        let urls: Vec<PartUrl> = retry(retries, || api.part_urls(&p.upload_id, batch))
+            .await
+            .map_err(|e| upload_failed("part URLs", describe(&e)))?;
+        let mut tasks = tokio::task::JoinSet::new();
+        for part in urls {
+            let permit = limit
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|e| upload_failed("multipart", e))?;
+            let (http, file, bar) = (http.clone(), file.to_owned(), bar.clone());
+            let offset = u64::from(part.part_number - 1) * plan.part_size;
+            tasks.spawn(async move {
+                let _permit = permit;
+                let etag = put_range(
+                    &http,
+                    &part.url,
+                    &part.headers,
+                    &file,
+                    offset,
+                    part.size,
+                    &bar,
+                )
+                .await?;
+                Ok::<_, Failure>(CompletedPart {
+                    part_number: part.part_number,
+                    etag,
+                })
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            done.push(joined.map_err(|e| upload_failed("part", e))??);
+        }
+    }
+    done.sort_by_key(|p| p.part_number);
+    retry(retries, || api.complete(&p.upload_id, &done))
+        .await
+        .map_err(|e| upload_failed("completion", describe(&e)))
+}
+
+fn describe(e: &ApiError) -> String {
+    match e {
+        ApiError::Unreachable(d) => d.clone(),
+        ApiError::Refused { code, message, .. } => format!("{code}: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types_are_guessed_from_common_extensions() {
+        assert_eq!(
+            guess_content_type(Path::new("a/photo.PNG")).as_deref(),
+            Some("image/png")
+        );
+        assert_eq!(
+            guess_content_type(Path::new("talk.mp3")).as_deref(),
+            Some("audio/mpeg")
+        );
+        assert_eq!(guess_content_type(Path::new("no-extension")), None);
+    }
+
+    #[test]
+    fn s3_error_codes_are_read_from_xml() {
+        assert_eq!(
+            s3_error_code("<Error><Code>SignatureDoesNotMatch</Code></Error>"),
+            "SignatureDoesNotMatch"
+        );
+        assert_eq!(s3_error_code("garbage"), "no error code");
+    }
+
+    #[test]
+    fn refusals_map_to_exit_codes_and_readable_sentences() {
+        let args = UploadArgs {
+            file: "x.png".into(),
+            profile: "image".into(),
+            server: "http://s".into(),
+            token: None,
+            content_type: None,
+            final_key: None,
+            json: false,
+            retries: 0,
+        };
+        let refused = |status: u16, code: &str, retry_after| ApiError::Refused {
+            status: StatusCode::from_u16(status).expect("status"),
+            code: code.into(),
+            message: "m".into(),
+            retry_after,
+        };
+        let f = explain(refused(429, "quota_exceeded", Some(7200)), &args);
+        assert_eq!(f.exit, EXIT_REFUSED);
+        assert!(
+            f.message.contains("quota") && f.message.contains("2 h"),
+            "{}",
+            f.message
+        );
+        assert_eq!(
+            explain(refused(401, "unauthorized", None), &args).exit,
+            EXIT_AUTH
+        );
+        assert_eq!(
+            explain(refused(503, "service_unavailable", None), &args).exit,
+            EXIT_UNAVAILABLE
+        );
+        assert_eq!(
+            explain(ApiError::Unreachable("refused".into()), &args).exit,
+            EXIT_UNAVAILABLE
+        );
+        let f = explain(refused(400, "size_too_large", None), &args);
+        assert!(
+            f.message.contains("larger than the image profile"),
+            "{}",
+            f.message
+        );
+        assert!(f.message.ends_with("[size_too_large]"));
+        assert!(refused(409, "commit_in_progress", None).transient());
+        assert!(!refused(429, "quota_exceeded", None).transient());
+    }
+}
