@@ -8,6 +8,8 @@ LOCALSTACK_VERSION="4.13.1"
 LOCALSTACK_ADDR="${LOCALSTACK_ADDR:-127.0.0.1:4566}"
 INFRA_VENV="$UPCOMMIT_CACHE/infra-venv"
 CHECKOV_VERSION="3.3.30"
+SCHEMATHESIS_VENV="$UPCOMMIT_CACHE/schemathesis-venv"
+SCHEMATHESIS_VERSION="4.32.5"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
@@ -40,6 +42,36 @@ ensure_checkov_installed() {
   python3 -m venv "$INFRA_VENV"
   "$INFRA_VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION"
   touch "$INFRA_VENV/.installed-$CHECKOV_VERSION"
+}
+
+# schemathesis, pinned, in a venv of its own.
+ensure_schemathesis_installed() {
+  if [ -x "$SCHEMATHESIS_VENV/bin/schemathesis" ] && [ -f "$SCHEMATHESIS_VENV/.installed-$SCHEMATHESIS_VERSION" ]; then
+    return 0
+  fi
+  log "installing schemathesis $SCHEMATHESIS_VERSION into $SCHEMATHESIS_VENV"
+  mkdir -p "$UPCOMMIT_CACHE"
+  python3 -m venv "$SCHEMATHESIS_VENV"
+  "$SCHEMATHESIS_VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  touch "$SCHEMATHESIS_VENV/.installed-$SCHEMATHESIS_VERSION"
+}
+
+# Debian's chromium and Node.js for the browser test, and playwright-core (pinned by
+# tests/browser/package-lock.json; it drives the system chromium and downloads no browser).
+ensure_browser_installed() {
+  local missing=()
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]} from Debian's packages"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  if [ ! -d tests/browser/node_modules/playwright-core ]; then
+    log "installing playwright-core into tests/browser/node_modules"
+    (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+  fi
 }
 
 localstack_up() { curl -fsS "http://$LOCALSTACK_ADDR/_localstack/health" 2>/dev/null | grep -q '"s3": "\(available\|running\)"'; }

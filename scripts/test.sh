@@ -60,6 +60,10 @@ cargo test --locked --lib --bins
 log "integration tests on SQLite"
 UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api
 
+log "browser test: the demo page in headless chromium (Playwright)"
+ensure_browser_installed
+UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test browser
+
 log "integration tests on PostgreSQL"
 UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api
 

@@ -60,6 +60,7 @@ pub struct Settings {
     pub http: HttpSettings,
     pub bucket_check: BucketCheckSettings,
     pub jobs: JobSettings,
+    pub demo: DemoSettings,
     /// `text` or `json` (`UPCOMMIT_LOG_FORMAT`).
     pub log_format: LogFormat,
 }
@@ -125,6 +126,16 @@ pub struct JobSettings {
     /// Seconds between runs of unlinked detection, archival and deletion in the server; 0 turns
     /// them off (`UPCOMMIT_HYGIENE_INTERVAL_SECS`, default 86400).
     pub hygiene_interval_secs: u64,
+}
+
+/// The browser upload page, for trying the service and for the browser test.
+#[derive(Debug, Clone, Default)]
+pub struct DemoSettings {
+    /// Serve the upload page at `/demo` (`UPCOMMIT_DEMO`, default false).
+    pub enabled: bool,
+    /// Dev mode only: let the page mint short-lived tokens for any user id
+    /// (`UPCOMMIT_DEMO_MINT_TOKENS`, default false; needs `UPCOMMIT_DEMO`).
+    pub mint_tokens: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -223,6 +234,8 @@ struct FileSettings {
     cors_origins: Option<Vec<String>>,
     bucket_check_interval_secs: Option<u64>,
     bucket_check_fails_readiness: Option<bool>,
+    demo: Option<bool>,
+    demo_mint_tokens: Option<bool>,
     sweep_grace_secs: Option<u64>,
     sweep_skew_tolerance_secs: Option<u64>,
     sweep_interval_secs: Option<u64>,
@@ -512,6 +525,16 @@ impl Settings {
             ));
         }
         validate_multipart(&uploads)?;
+        let demo = DemoSettings {
+            enabled: src.flag("UPCOMMIT_DEMO", f.demo, false)?,
+            mint_tokens: src.flag("UPCOMMIT_DEMO_MINT_TOKENS", f.demo_mint_tokens, false)?,
+        };
+        if demo.mint_tokens && !demo.enabled {
+            return Err(ConfigError(
+                "UPCOMMIT_DEMO_MINT_TOKENS needs UPCOMMIT_DEMO=true (it mints tokens for the demo page)"
+                    .into(),
+            ));
+        }
 
         Ok(Self {
             listen: src.string("UPCOMMIT_LISTEN", f.listen, "127.0.0.1:8080"),
@@ -583,6 +606,7 @@ impl Settings {
                     86_400,
                 )?,
             },
+            demo,
             bucket_check: BucketCheckSettings {
                 interval_secs: src.number(
                     "UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS",

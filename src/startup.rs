@@ -140,6 +140,11 @@ impl Application {
 
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         tracing::info!(port = self.port, "listening");
+        if self.state.settings.demo.mint_tokens {
+            tracing::warn!(
+                "UPCOMMIT_DEMO_MINT_TOKENS is on: anyone who reaches /demo/token gets a token; dev machines only"
+            );
+        }
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
             .await;

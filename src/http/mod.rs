@@ -2,6 +2,7 @@
 //! one function that builds the middleware stack.
 
 mod admin;
+mod demo;
 mod error;
 pub mod extract;
 mod files;
@@ -48,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .merge(link_scans::router())
         .merge(metrics::router())
         .merge(spec::router())
+        .merge(demo::router(&state.settings))
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state);

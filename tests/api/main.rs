@@ -8,6 +8,7 @@ mod cli_upload;
 mod commit;
 mod concurrency;
 mod crash;
+mod demo;
 mod faults;
 mod helpers;
 mod http_contract;

@@ -1,4 +1,4 @@
-//! `/v1/files`: commit, read the handle, download, links, restore.
+//! `/v1/files`: commit, read the handle, download (redirect or URL), links, restore.
 
 mod commit;
 mod links;
@@ -14,6 +14,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/files", post(commit::commit))
         .route("/v1/files/{id}", get(read::handle))
         .route("/v1/files/{id}/content", get(read::content))
+        .route("/v1/files/{id}/download-url", get(read::download_url))
         .route(
             "/v1/files/{id}/links/{object_type}/{object_id}",
             put(links::put_link).delete(links::delete_link),

@@ -33,25 +33,30 @@ pub(super) async fn handle(
     Ok(Json(visible_handle(&state, &who, &id).await?))
 }
 
-/// 302 to a short-lived presigned GET, served as an attachment with the stored type so an
-/// uploaded document can never run as a page.
-pub(super) async fn content(
-    State(state): State<AppState>,
-    who: Identity,
-    Path(id): Path<String>,
-) -> Result<(StatusCode, HeaderMap), AppError> {
-    let h = visible_handle(&state, &who, &id).await?;
+/// A short-lived presigned GET of the file, served as an attachment with the stored type so
+/// an uploaded document can never run as a page.
+async fn download(state: &AppState, who: &Identity, id: &str) -> Result<String, AppError> {
+    let h = visible_handle(state, who, id).await?;
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
     }
-    let url = state
+    Ok(state
         .store
         .presign_get(
             &h.key,
             &h.content_type,
             state.settings.uploads.download_expiry_secs,
         )
-        .await?;
+        .await?)
+}
+
+/// 302 to the presigned GET.
+pub(super) async fn content(
+    State(state): State<AppState>,
+    who: Identity,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, HeaderMap), AppError> {
+    let url = download(&state, &who, &id).await?;
     let mut headers = HeaderMap::new();
     headers.insert(
         header::LOCATION,
@@ -60,4 +65,21 @@ pub(super) async fn content(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok((StatusCode::FOUND, headers))
+}
+
+/// The presigned GET as JSON, for clients that cannot read a redirect's Location (a browser's
+/// `fetch` follows it blindly) and want the URL for an `<img>` or a player.
+pub(super) async fn download_url(
+    State(state): State<AppState>,
+    who: Identity,
+    Path(id): Path<String>,
+) -> Result<(HeaderMap, Json<serde_json::Value>), AppError> {
+    let url = download(&state, &who, &id).await?;
+    let expires_in = state.settings.uploads.download_expiry_secs;
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok((
+        headers,
+        Json(serde_json::json!({ "url": url, "expires_in": expires_in })),
+    ))
 }

@@ -1,0 +1,101 @@
+//! The demo page in a real browser: Playwright (`playwright-core`) drives Debian's chromium,
+//! headless and off the network, through `/demo` on the real server, uploading real PNGs to
+//! LocalStack's S3 through CORS (preflight included). `demo.mjs` asserts what the page shows;
+//! this side checks the catalog and the bucket afterwards. Needs `node`, the packages of
+//! `tests/browser/package.json` and `/usr/bin/chromium`: `scripts/test.sh` installs them and
+//! runs this target; a missing piece fails the test rather than skipping it.
+
+#[allow(dead_code)]
+#[path = "../api/helpers.rs"]
+mod helpers;
+
+use std::process::Command;
+
+use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
+use helpers::{spawn_app_with, Spawn};
+
+#[tokio::test]
+async fn the_demo_page_uploads_commits_and_shows_the_image() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_DEMO", "true".to_owned()),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
+            ("UPCOMMIT_QUOTA_DAILY_UPLOADS", "3".to_owned()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    // The page's own origin uploads straight to the bucket.
+    let rule = CorsRule::builder()
+        .allowed_origins(&app.address)
+        .allowed_methods("PUT")
+        .allowed_methods("POST")
+        .allowed_headers("content-type")
+        .allowed_headers("if-none-match")
+        .expose_headers("ETag")
+        .max_age_seconds(600)
+        .build()
+        .expect("CORS rule");
+    app.s3
+        .put_bucket_cors()
+        .bucket(&app.bucket)
+        .cors_configuration(
+            CorsConfiguration::builder()
+                .cors_rules(rule)
+                .build()
+                .expect("CORS"),
+        )
+        .send()
+        .await
+        .expect("put CORS");
+
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let shots = format!("{dir}/test-artifacts/browser");
+    let mut cmd = Command::new("node");
+    cmd.arg(format!("{dir}/tests/browser/demo.mjs"))
+        .arg(&app.address)
+        .arg(&shots)
+        .current_dir(format!("{dir}/tests/browser"));
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("run node (scripts/test.sh installs it)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo.mjs failed:\n{stderr}");
+    let result: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("demo.mjs prints its result as JSON");
+    let ids: Vec<&str> = result["file_ids"]
+        .as_array()
+        .expect("file ids")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(ids.len(), 2, "the PUT and the POST upload were committed");
+
+    // Each committed file has its handle (owned by the minted user) and its object.
+    for id in &ids {
+        let h = app
+            .catalog
+            .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
+            .await
+            .expect("catalog")
+            .expect("the handle exists");
+        assert_eq!(h.created_by, "browser-user");
+        assert_eq!(h.content_type, "image/png");
+        assert!(h.key.starts_with("media/images/"), "{}", h.key);
+        assert!(
+            app.object_exists(&h.key).await,
+            "{} is in the bucket",
+            h.key
+        );
+    }
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM file_handles").await,
+        2,
+        "the refused, too large and dropped uploads made no file"
+    );
+    assert!(
+        std::path::Path::new(&format!("{shots}/demo-committed.png")).exists(),
+        "the screenshot is kept"
+    );
+}
