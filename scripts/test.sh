@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the infra checks (terraform fmt, the static ownership
-# check, checkov), unit tests, and the integration suite against LocalStack's S3 (signature
-# validation on) on SQLite and then on PostgreSQL. Installs and starts what it needs from
+# check, checkov), unit tests, the integration suite against LocalStack's S3 (signature
+# validation on) on SQLite and then on PostgreSQL, the browser test of the demo page (Playwright,
+# chromium), the OpenAPI conformance run (schemathesis) and the status-coverage check. Installs and starts what it needs from
 # nothing: LocalStack and checkov venvs (cached under ~/.cache/upcommit) and a throwaway
 # PostgreSQL cluster; stops what it started.
 set -euo pipefail
@@ -54,6 +55,11 @@ log "openapi.yaml parses"
 export UPCOMMIT_TEST_S3_ENDPOINT="http://$LOCALSTACK_ADDR"
 export UPCOMMIT_TEST_PG_URL="$PG_URL"
 
+# Every test server leaves the (method, route, status) triples it answered here; the last step
+# checks that each status code openapi.yaml documents was reached by some test.
+UPCOMMIT_STATUS_COVERAGE_DIR=$(mktemp -d)
+export UPCOMMIT_STATUS_COVERAGE_DIR
+
 log "unit tests"
 cargo test --locked --lib --bins
 
@@ -66,5 +72,12 @@ UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test browser
 
 log "integration tests on PostgreSQL"
 UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api
+
+log "OpenAPI conformance: schemathesis against the running server"
+bash scripts/conformance.sh
+
+log "status coverage: every documented status code reached by a test"
+"$LOCALSTACK_VENV/bin/python" scripts/status_coverage.py openapi.yaml "$UPCOMMIT_STATUS_COVERAGE_DIR"
+rm -rf "$UPCOMMIT_STATUS_COVERAGE_DIR"
 
 log "all tests passed"

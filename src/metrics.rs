@@ -147,6 +147,14 @@ impl Metrics {
         }
     }
 
+    /// Every (method, matched route, status) answered so far.
+    pub fn request_statuses(&self) -> Vec<(String, String, u16)> {
+        self.requests
+            .lock()
+            .map(|map| map.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Appends every metric in the Prometheus text format (version 0.0.4).
     pub fn render(&self, out: &mut String) {
         header(

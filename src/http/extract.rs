@@ -41,6 +41,25 @@ fn json_rejection(r: JsonRejection) -> AppError {
     }
 }
 
+/// Path parameters whose rejection (bad percent-encoding, a number that does not parse) is an
+/// `invalid_request` in the envelope rather than axum's plain-text 400.
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| Self(v))
+            .map_err(|r| AppError::InvalidRequest(format!("path: {}", r.body_text())))
+    }
+}
+
 /// The JWT secret, reachable from the state for the identity extractor.
 pub struct JwtSecret(pub SecretString);
 

@@ -2,7 +2,8 @@
 //! `POST /v1/link-scans`, `PUT /v1/link-scans/{id}/batches/{n}` (idempotent per batch, so a
 //! crashed scanner resumes), `POST /v1/link-scans/{id}/complete`.
 
-use axum::extract::{DefaultBodyLimit, Path, State};
+use crate::http::extract::ApiPath;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::{post, put};
 use axum::{Json, Router};
@@ -107,7 +108,7 @@ struct BatchView {
 async fn batch(
     State(state): State<AppState>,
     who: Identity,
-    Path((id, n)): Path<(String, i64)>,
+    ApiPath((id, n)): ApiPath<(String, i64)>,
     ApiJson(body): ApiJson<BatchBody>,
 ) -> Result<Json<BatchView>, AppError> {
     admin(&who)?;
@@ -137,7 +138,7 @@ async fn batch(
 async fn complete(
     State(state): State<AppState>,
     who: Identity,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ScanView>, AppError> {
     admin(&who)?;
     let scan = state

@@ -1,6 +1,7 @@
 //! The multipart routes of one upload: part URLs, the parts S3 holds, completion, abort.
 
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use crate::http::extract::ApiPath;
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
 use axum::{Json, Router};
@@ -36,7 +37,7 @@ struct PartUrlsBody {
 async fn part_urls(
     State(state): State<AppState>,
     who: Identity,
-    Path(upload_id): Path<String>,
+    ApiPath(upload_id): ApiPath<String>,
     ApiJson(body): ApiJson<PartUrlsBody>,
 ) -> Result<Json<PartUrls>, AppError> {
     Ok(Json(
@@ -53,7 +54,7 @@ struct ListQuery {
 async fn list(
     State(state): State<AppState>,
     who: Identity,
-    Path(upload_id): Path<String>,
+    ApiPath(upload_id): ApiPath<String>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PartListing>, AppError> {
     let bad = || {
@@ -86,7 +87,7 @@ struct CompleteBody {
 async fn complete(
     State(state): State<AppState>,
     who: Identity,
-    Path(upload_id): Path<String>,
+    ApiPath(upload_id): ApiPath<String>,
     ApiJson(body): ApiJson<CompleteBody>,
 ) -> Result<Json<Completed>, AppError> {
     let parts: Vec<ClientPart> = body
@@ -105,7 +106,7 @@ async fn complete(
 async fn abort(
     State(state): State<AppState>,
     who: Identity,
-    Path(upload_id): Path<String>,
+    ApiPath(upload_id): ApiPath<String>,
 ) -> Result<StatusCode, AppError> {
     multipart::abort(&state, &who, &upload_id).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -68,7 +68,40 @@ pub struct TestApp {
     pub db: TestDb,
     /// The server's environment, for running the `upcommit` binary against the same bucket.
     pub env: HashMap<String, String>,
+    /// The server's metrics: which (method, route, status) it answered.
+    pub metrics: Arc<Metrics>,
+    /// The metrics of replicas started with [`TestApp::replica`].
+    replicas: std::sync::Mutex<Vec<Arc<Metrics>>>,
     _dir: tempfile::TempDir,
+}
+
+/// With `UPCOMMIT_STATUS_COVERAGE_DIR` set (scripts/test.sh sets it), each test server leaves
+/// the (method, route, status) triples it answered there, one file per server, so the test
+/// command can check that every status code the spec documents is reached by some test.
+pub fn record_status_coverage(metrics: &Metrics) {
+    let Ok(dir) = std::env::var("UPCOMMIT_STATUS_COVERAGE_DIR") else {
+        return;
+    };
+    let lines: String = metrics
+        .request_statuses()
+        .into_iter()
+        .map(|(m, r, s)| format!("{m} {r} {s}\n"))
+        .collect();
+    if !lines.is_empty() {
+        let path = std::path::Path::new(&dir).join(format!("{}.txt", unique("app-")));
+        let _ = std::fs::write(path, lines);
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        record_status_coverage(&self.metrics);
+        if let Ok(replicas) = self.replicas.lock() {
+            for m in replicas.iter() {
+                record_status_coverage(m);
+            }
+        }
+    }
 }
 
 /// Wraps the real store (given with a raw client for arranging faults) in another store.
@@ -170,7 +203,7 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         (Arc::new(c), db)
     };
 
-    let app = Application::build_with(settings, catalog.clone(), store, metrics)
+    let app = Application::build_with(settings, catalog.clone(), store, metrics.clone())
         .await
         .expect("application builds");
     let address = format!("http://127.0.0.1:{}", app.port());
@@ -187,6 +220,8 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         catalog,
         db,
         env,
+        metrics,
+        replicas: std::sync::Mutex::default(),
         _dir: dir,
     }
 }
@@ -465,7 +500,12 @@ impl TestApp {
         let settings = Settings::from_map(&vars).expect("replica settings");
         let app = Application::build(settings).await.expect("replica builds");
         let address = format!("http://127.0.0.1:{}", app.port());
-        tokio::spawn(app.run_until_stopped());
+        let metrics = app.state().metrics.clone();
+        tokio::spawn(async move {
+            let _ = app.run_until_stopped().await;
+        });
+        // The replica's coverage is recorded with its primary's (it lives as long).
+        self.replicas.lock().expect("replicas").push(metrics);
         address
     }
 

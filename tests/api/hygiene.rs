@@ -206,6 +206,26 @@ async fn unlinked_files_are_archived_restored_and_deleted_only_after_retention()
         .await,
         (410, "file_deleted".to_owned())
     );
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{small}/download-url"), Some(&token))
+                .await
+        )
+        .await,
+        (410, "file_deleted".to_owned())
+    );
+    let relink = app
+        .http
+        .put(format!("{}/v1/files/{small}/links/post/7", app.address))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("PUT link");
+    assert_eq!(
+        error_code(relink).await,
+        (410, "file_deleted".to_owned()),
+        "a deleted file cannot be linked back to life"
+    );
     assert!(app.object_exists(&big_key).await);
 }
 

@@ -21,5 +21,6 @@ mod presign;
 mod reconcile;
 mod replicas;
 mod security_cases;
+mod statuses;
 mod sweep;
 mod upload_step;

@@ -1,7 +1,8 @@
 //! Where a file is used: `PUT`/`DELETE /v1/files/{id}/links/{object_type}/{object_id}`
 //! (idempotent; owner or admin), and `POST /v1/files/{id}/restore`.
 
-use axum::extract::{Path, State};
+use crate::http::extract::ApiPath;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 
@@ -40,7 +41,7 @@ fn store_error(e: HygieneError) -> AppError {
 pub(super) async fn put_link(
     State(state): State<AppState>,
     who: Identity,
-    Path((id, object_type, object_id)): Path<(String, String, String)>,
+    ApiPath((id, object_type, object_id)): ApiPath<(String, String, String)>,
 ) -> Result<StatusCode, AppError> {
     check(&object_type, &object_id)?;
     let h = visible_handle(&state, &who, &id).await?;
@@ -62,7 +63,7 @@ pub(super) async fn put_link(
 pub(super) async fn delete_link(
     State(state): State<AppState>,
     who: Identity,
-    Path((id, object_type, object_id)): Path<(String, String, String)>,
+    ApiPath((id, object_type, object_id)): ApiPath<(String, String, String)>,
 ) -> Result<StatusCode, AppError> {
     check(&object_type, &object_id)?;
     let h = visible_handle(&state, &who, &id).await?;
@@ -76,7 +77,7 @@ pub(super) async fn delete_link(
 pub(super) async fn restore(
     State(state): State<AppState>,
     who: Identity,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<FileHandle>, AppError> {
     let h = visible_handle(&state, &who, &id).await?;
     if h.status == HandleStatus::Deleted {

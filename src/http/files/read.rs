@@ -1,7 +1,8 @@
 //! `GET /v1/files/{id}` and `GET /v1/files/{id}/content`: owner or admin only; anyone else
 //! gets the same 404 as an unknown id.
 
-use axum::extract::{Path, State};
+use crate::http::extract::ApiPath;
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::Json;
 
@@ -28,7 +29,7 @@ pub(super) async fn visible_handle(
 pub(super) async fn handle(
     State(state): State<AppState>,
     who: Identity,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<FileHandle>, AppError> {
     Ok(Json(visible_handle(&state, &who, &id).await?))
 }
@@ -54,7 +55,7 @@ async fn download(state: &AppState, who: &Identity, id: &str) -> Result<String, 
 pub(super) async fn content(
     State(state): State<AppState>,
     who: Identity,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<(StatusCode, HeaderMap), AppError> {
     let url = download(&state, &who, &id).await?;
     let mut headers = HeaderMap::new();
@@ -72,7 +73,7 @@ pub(super) async fn content(
 pub(super) async fn download_url(
     State(state): State<AppState>,
     who: Identity,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<(HeaderMap, Json<serde_json::Value>), AppError> {
     let url = download(&state, &who, &id).await?;
     let expires_in = state.settings.uploads.download_expiry_secs;
