@@ -15,6 +15,9 @@ export UPCOMMIT_S3_ENDPOINT="${UPCOMMIT_S3_ENDPOINT:-http://$LOCALSTACK_ADDR}"
 export DATABASE_URL="${DATABASE_URL:-sqlite://data/upcommit.db}"
 export UPCOMMIT_LISTEN="${UPCOMMIT_LISTEN:-127.0.0.1:8080}"
 export UPCOMMIT_CORS_ORIGINS="${UPCOMMIT_CORS_ORIGINS:-http://$UPCOMMIT_LISTEN}"
+# The browser upload page, with dev-mode token minting: this is a development setup only.
+export UPCOMMIT_DEMO="${UPCOMMIT_DEMO:-true}"
+export UPCOMMIT_DEMO_MINT_TOKENS="${UPCOMMIT_DEMO_MINT_TOKENS:-true}"
 if [ -z "${UPCOMMIT_JWT_SECRET:-}" ]; then
   mkdir -p data
   [ -s data/dev-jwt-secret ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >data/dev-jwt-secret
@@ -28,6 +31,6 @@ log "preparing bucket $UPCOMMIT_BUCKET"
 cargo build --locked --bin upcommit
 target/debug/upcommit bucket apply-lifecycle --yes
 target/debug/upcommit doctor
-log "upcommit listens on http://$UPCOMMIT_LISTEN (database $DATABASE_URL, bucket $UPCOMMIT_BUCKET)"
+log "upcommit listens on http://$UPCOMMIT_LISTEN (database $DATABASE_URL, bucket $UPCOMMIT_BUCKET); upload page: http://$UPCOMMIT_LISTEN/demo"
 log "mint a token with: UPCOMMIT_JWT_SECRET=\$(cat data/dev-jwt-secret) target/debug/upcommit token --sub alice"
 target/debug/upcommit serve

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the infra checks (terraform fmt, the static ownership
 # check, checkov), unit tests, the integration suite against LocalStack's S3 (signature
-# validation on) on SQLite and then on PostgreSQL, the browser test of the demo page (Playwright,
-# chromium), the OpenAPI conformance run (schemathesis) and the status-coverage check. Installs and starts what it needs from
-# nothing: LocalStack and checkov venvs (cached under ~/.cache/upcommit) and a throwaway
-# PostgreSQL cluster; stops what it started.
+# validation on) on SQLite and then on PostgreSQL, the browser test of the demo page
+# (Playwright driving Debian's chromium), the OpenAPI conformance run (schemathesis) and the
+# status-coverage check. Installs and starts what it needs from nothing: LocalStack, checkov and
+# schemathesis venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
+# throwaway PostgreSQL cluster; stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -278,4 +278,21 @@ async fn refusals_no_feature_test_reaches() {
         error_code(batch(alice.clone()).await.expect("PUT")).await,
         (403, "admin_required".to_owned())
     );
+    // A path parameter that does not parse is refused in the envelope (schemathesis found it
+    // answered in axum's plain text).
+    let not_a_number = app
+        .http
+        .put(format!(
+            "{}/v1/link-scans/{unknown_scan}/batches/false",
+            app.address
+        ))
+        .bearer_auth(&admin)
+        .json(&json!({"file_ids": []}))
+        .send()
+        .await
+        .expect("PUT");
+    assert_eq!(
+        error_code(not_a_number).await,
+        (400, "invalid_request".to_owned())
+    );
 }
