@@ -220,6 +220,14 @@ pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync 
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError>;
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError>;
 
+    /// Uploads left `promoting` whose lease ran out before `lease_expired_before`: commits whose
+    /// caller went away (crashed, gave up) — the recovery run finishes or releases them.
+    async fn stale_promoting(
+        &self,
+        lease_expired_before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Upload>, CatalogError>;
+
     /// Compare-and-set into `promoting`. `Ok(false)`: someone else moved the upload first.
     /// [`CatalogError::FinalKeyTaken`]: another upload already holds that final key.
     async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError>;

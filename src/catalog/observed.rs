@@ -245,6 +245,13 @@ impl Catalog for ObservedCatalog {
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError> {
         timed!(self, upload_by_id(id))
     }
+    async fn stale_promoting(
+        &self,
+        lease_expired_before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Upload>, CatalogError> {
+        timed!(self, stale_promoting(lease_expired_before, limit))
+    }
     async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError> {
         timed!(self, take_lease(req))
     }

@@ -237,6 +237,23 @@ macro_rules! impl_catalog {
                 row.as_ref().map(Self::upload_row).transpose()
             }
 
+            async fn stale_promoting(
+                &self,
+                lease_expired_before: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::records::Upload>, CatalogError> {
+                let sql = format!(
+                    "SELECT {} FROM uploads WHERE state = 'promoting' AND lease_until < $1 ORDER BY id LIMIT $2",
+                    super::queries::UPLOAD_COLUMNS
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(lease_expired_before)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::upload_row).collect()
+            }
+
             #[tracing::instrument(skip_all, fields(upload.id = %req.upload_id))]
             async fn take_lease(&self, req: &super::LeaseRequest<'_>) -> Result<bool, CatalogError> {
                 let n = sqlx::query(

@@ -11,5 +11,6 @@ pub mod jobs;
 pub mod multipart;
 pub mod presign;
 pub mod reconcile;
+pub mod recovery;
 pub mod report;
 pub mod sweep;

@@ -41,6 +41,8 @@ pub struct SweepSummary {
     pub failed_versions: u64,
     pub multipart_aborted: u64,
     pub uploads_marked: u64,
+    /// Stale `promoting` commits finished or released (see `services::recovery`).
+    pub recovery: crate::services::recovery::RecoverySummary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -92,18 +94,28 @@ pub async fn partitions(
     Ok((days, other))
 }
 
-#[tracing::instrument(skip_all, fields(job = JOB, dry_run))]
 pub async fn sweep(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
     settings: &Settings,
     dry_run: bool,
 ) -> Result<SweepOutcome, SweepError> {
+    sweep_at(catalog, store, settings, dry_run, records::now()).await
+}
+
+/// [`sweep`] judging ages as of `now`: tests use it to let days pass.
+#[tracing::instrument(skip_all, fields(job = JOB, dry_run))]
+pub async fn sweep_at(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    settings: &Settings,
+    dry_run: bool,
+    now: DateTime<Utc>,
+) -> Result<SweepOutcome, SweepError> {
     let mut job = match jobs::begin(catalog, JOB, dry_run, settings.jobs.lease_secs).await? {
         Begin::Started(job) => job,
         Begin::Busy => return Ok(SweepOutcome::Busy),
     };
-    let now = records::now();
     let policy = policy(settings);
     let mut summary = SweepSummary {
         dry_run,
@@ -152,6 +164,16 @@ pub async fn sweep(
             summary: Box::new(summary),
         });
     }
+
+    // Commits whose caller went away are finished (or released) first, so what they leave
+    // under tmp/ is judged with everything else.
+    let (recovery, recovered) =
+        crate::services::recovery::recover_stale_commits(catalog, store, settings, now, dry_run)
+            .await?;
+    if !recovered.is_empty() {
+        catalog.add_job_items(&job.run.id, &recovered).await?;
+    }
+    summary.recovery = recovery;
 
     let done_through = job
         .run

@@ -126,3 +126,48 @@ async fn killed_after_recording_the_retry_returns_the_same_handle_and_cleans_up(
         vec![format!("media/images/{}/clip.bin", p.upload_id)]
     );
 }
+
+#[tokio::test]
+async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
+    let (child, base) = crashing_server(&app, "after_copy").await;
+    assert!(commit_unknown(&app, &base, &token, &p.key).await);
+    wait_killed(child);
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "promoting");
+
+    // The client never comes back. Once the lease has been expired for a further lease period,
+    // the sweep's recovery does what its retry would have done.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["sweep", "--json"])
+        .envs(&app.env)
+        .env("UPCOMMIT_COMMIT_LEASE_SECS", "1")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit sweep");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sweep JSON");
+    assert_eq!(body["summary"]["recovery"]["commits_finished"], 1, "{body}");
+    let final_key = format!("media/images/{}/clip.bin", p.upload_id);
+    assert!(body["items"].as_array().is_some_and(|items| items
+        .iter()
+        .any(|i| i["action"] == "recovered_commit" && i["key"] == p.key.as_str())));
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "committed");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert_eq!(
+        app.keys().await,
+        vec![final_key],
+        "tmp removed, the final object kept"
+    );
+    // The client, had it come back, gets the same handle.
+    assert_eq!(app.commit(&token, &p.key, None).await.status(), 200);
+}

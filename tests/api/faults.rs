@@ -247,19 +247,18 @@ async fn spawn_faulty() -> (TestApp, Arc<Faults>) {
 /// A server on the fault-injecting store, with extra settings.
 pub async fn spawn_faulty_with(env: Vec<(&'static str, String)>) -> (TestApp, Arc<Faults>) {
     let faults = Arc::new(Faults::default());
-    let f = faults.clone();
     let app = spawn_app_with(Spawn {
         env,
-        wrap_store: Some(Box::new(move |inner, raw| {
-            Arc::new(FaultyStore {
-                inner,
-                raw,
-                faults: f,
-            })
-        })),
+        wrap_store: Some(faulty_store(faults.clone())),
+        ..Spawn::default()
     })
     .await;
     (app, faults)
+}
+
+/// Wraps the real store in the fault injector driven by `faults`.
+pub fn faulty_store(faults: Arc<Faults>) -> crate::helpers::StoreWrapper {
+    Box::new(move |inner, raw| Arc::new(FaultyStore { inner, raw, faults }))
 }
 
 #[tokio::test]

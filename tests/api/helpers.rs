@@ -42,6 +42,23 @@ impl TestDb {
         }
     }
 
+    /// One text column of every row.
+    pub async fn strings(&self, sql: &str) -> Vec<String> {
+        match self {
+            TestDb::Sqlite(p) => sqlx::query_scalar(sql).fetch_all(p).await.expect("query"),
+            TestDb::Postgres(p) => sqlx::query_scalar(sql).fetch_all(p).await.expect("query"),
+        }
+    }
+
+    /// (key, size) of every file handle.
+    pub async fn key_sizes(&self) -> Vec<(String, i64)> {
+        let sql = "SELECT key, size FROM file_handles";
+        match self {
+            TestDb::Sqlite(p) => sqlx::query_as(sql).fetch_all(p).await.expect("query"),
+            TestDb::Postgres(p) => sqlx::query_as(sql).fetch_all(p).await.expect("query"),
+        }
+    }
+
     pub async fn upload_state(&self, upload_id: &str) -> String {
         let sql = "SELECT state FROM uploads WHERE id = $1";
         match self {
@@ -114,7 +131,12 @@ pub struct Spawn {
     pub env: Vec<(&'static str, String)>,
     /// Wraps the real store, e.g. in a fault injector.
     pub wrap_store: Option<StoreWrapper>,
+    /// Wraps the real catalog the server uses (the test keeps the real one for its checks).
+    pub wrap_catalog: Option<CatalogWrapper>,
 }
+
+/// Wraps the real catalog in another one.
+pub type CatalogWrapper = Box<dyn FnOnce(Arc<dyn Catalog>) -> Arc<dyn Catalog>>;
 
 pub fn s3_endpoint() -> String {
     std::env::var("UPCOMMIT_TEST_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
@@ -203,7 +225,11 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         (Arc::new(c), db)
     };
 
-    let app = Application::build_with(settings, catalog.clone(), store, metrics.clone())
+    let served: Arc<dyn Catalog> = match options.wrap_catalog {
+        Some(wrap) => wrap(catalog.clone()),
+        None => catalog.clone(),
+    };
+    let app = Application::build_with(settings, served, store, metrics.clone())
         .await
         .expect("application builds");
     let address = format!("http://127.0.0.1:{}", app.port());

@@ -4,6 +4,7 @@
 //! everything they need.
 
 mod bucket;
+mod catalog_faults;
 mod cli_upload;
 mod commit;
 mod concurrency;
@@ -11,6 +12,7 @@ mod crash;
 mod demo;
 mod faults;
 mod helpers;
+mod history;
 mod http_contract;
 mod hygiene;
 mod legacy;

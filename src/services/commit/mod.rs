@@ -41,6 +41,14 @@ pub enum CommitOutcome {
     Existing(FileHandle),
 }
 
+impl CommitOutcome {
+    pub fn handle(&self) -> &FileHandle {
+        match self {
+            CommitOutcome::Created(h) | CommitOutcome::Existing(h) => h,
+        }
+    }
+}
+
 /// A lease on one upload held by this commit.
 pub(super) struct Lease {
     pub(super) token: String,

@@ -1,0 +1,380 @@
+//! A fault-injecting wrapper around the real catalog (tests only): calls of chosen operations
+//! fail *before* reaching the database (nothing happened: F5, F6, F7, F17) or *after* it
+//! (the change is durable but the caller sees an error — the outcome is unknown to it: F8).
+//! Which calls fail is drawn from a seeded random generator, so a failing history replays
+//! from its seed.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use upcommit::catalog::{
+    Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
+};
+use upcommit::domain::ids::{FileId, UploadId};
+use upcommit::domain::jobs::{JobItem, JobRun, RunState};
+use upcommit::domain::multipart::{MultipartSession, PartRecord, SessionState};
+use upcommit::domain::quota::QuotaLimits;
+use upcommit::domain::records::{FileHandle, HandleStatus, Upload};
+
+/// A small seeded generator (xorshift64*): reproducible, no dependency.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// True with probability `percent`/100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Where an injected failure lands relative to the real call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Before,
+    After,
+}
+
+#[derive(Debug, Default)]
+pub struct CatalogFaults {
+    /// Percent of calls to each faulty operation that fail before / after the real call.
+    pub before_percent: u64,
+    pub after_percent: u64,
+    /// What was injected, for the failure report: (operation, when).
+    pub injected: Vec<(&'static str, When)>,
+    rng: Option<Rng>,
+}
+
+impl CatalogFaults {
+    pub fn seeded(seed: u64) -> Self {
+        Self {
+            rng: Some(Rng::new(seed)),
+            ..Self::default()
+        }
+    }
+    pub fn off(&mut self) {
+        self.before_percent = 0;
+        self.after_percent = 0;
+    }
+    fn draw(&mut self, op: &'static str) -> Option<When> {
+        let (before, after) = (self.before_percent, self.after_percent);
+        let rng = self.rng.as_mut()?;
+        let roll = rng.below(100);
+        let when = if roll < before {
+            When::Before
+        } else if roll < before + after {
+            When::After
+        } else {
+            return None;
+        };
+        self.injected.push((op, when));
+        Some(when)
+    }
+}
+
+pub struct FaultyCatalog {
+    inner: Arc<dyn Catalog>,
+    faults: Arc<Mutex<CatalogFaults>>,
+}
+
+impl FaultyCatalog {
+    pub fn new(inner: Arc<dyn Catalog>, faults: Arc<Mutex<CatalogFaults>>) -> Self {
+        Self { inner, faults }
+    }
+}
+
+fn injected(op: &str, when: When) -> CatalogError {
+    CatalogError::Unavailable(format!("injected fault {when:?} {op}"))
+}
+
+/// The real call, unless the draw says it fails before it; or the real call whose result is
+/// replaced by an error when the draw says it fails after it.
+macro_rules! faulty {
+    ($self:ident, $op:ident($($arg:expr),*)) => {{
+        let draw = $self.faults.lock().map(|mut f| f.draw(stringify!($op))).unwrap_or(None);
+        match draw {
+            Some(When::Before) => Err(injected(stringify!($op), When::Before)),
+            Some(When::After) => {
+                let _ = $self.inner.$op($($arg),*).await;
+                Err(injected(stringify!($op), When::After))
+            }
+            None => $self.inner.$op($($arg),*).await,
+        }
+    }};
+}
+
+#[async_trait]
+impl MultipartCatalog for FaultyCatalog {
+    async fn multipart_session(
+        &self,
+        id: &UploadId,
+    ) -> Result<Option<MultipartSession>, CatalogError> {
+        self.inner.multipart_session(id).await
+    }
+    async fn record_parts(
+        &self,
+        id: &UploadId,
+        parts: &[PartRecord],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner.record_parts(id, parts, now).await
+    }
+    async fn parts(&self, id: &UploadId) -> Result<Vec<PartRecord>, CatalogError> {
+        self.inner.parts(id).await
+    }
+    async fn finish_session(
+        &self,
+        id: &UploadId,
+        to: SessionState,
+        parts: &[PartRecord],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.finish_session(id, to, parts, now).await
+    }
+}
+
+#[async_trait]
+impl JobCatalog for FaultyCatalog {
+    async fn acquire_job_lock(
+        &self,
+        job: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.acquire_job_lock(job, holder, until, now).await
+    }
+    async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError> {
+        self.inner.release_job_lock(job, holder).await
+    }
+    async fn insert_run(&self, run: &JobRun) -> Result<(), CatalogError> {
+        self.inner.insert_run(run).await
+    }
+    async fn unfinished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
+        self.inner.unfinished_run(job).await
+    }
+    async fn last_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
+        self.inner.last_run(job).await
+    }
+    async fn run_by_id(&self, id: &str) -> Result<Option<JobRun>, CatalogError> {
+        self.inner.run_by_id(id).await
+    }
+    async fn update_run(
+        &self,
+        id: &str,
+        state: RunState,
+        checkpoint: Option<&str>,
+        summary: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner
+            .update_run(id, state, checkpoint, summary, now)
+            .await
+    }
+    async fn add_job_items(&self, run_id: &str, items: &[JobItem]) -> Result<(), CatalogError> {
+        self.inner.add_job_items(run_id, items).await
+    }
+    async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError> {
+        self.inner.job_items(run_id).await
+    }
+    async fn handle_keys_after(
+        &self,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<upcommit::domain::reconcile::HandleKey>, CatalogError> {
+        self.inner.handle_keys_after(after, limit).await
+    }
+    async fn mark_swept(
+        &self,
+        upload_id: &UploadId,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner.mark_swept(upload_id, now).await
+    }
+}
+
+#[async_trait]
+impl HygieneCatalog for FaultyCatalog {
+    async fn put_link(
+        &self,
+        file: &FileId,
+        object_type: &str,
+        object_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner.put_link(file, object_type, object_id, now).await
+    }
+    async fn delete_link(
+        &self,
+        file: &FileId,
+        object_type: &str,
+        object_id: &str,
+    ) -> Result<(), CatalogError> {
+        self.inner.delete_link(file, object_type, object_id).await
+    }
+    async fn links_of(&self, file: &FileId) -> Result<i64, CatalogError> {
+        self.inner.links_of(file).await
+    }
+    async fn create_scan(&self, id: &str, now: DateTime<Utc>) -> Result<(), CatalogError> {
+        self.inner.create_scan(id, now).await
+    }
+    async fn scan(&self, id: &str) -> Result<Option<LinkScan>, CatalogError> {
+        self.inner.scan(id).await
+    }
+    async fn add_scan_batch(
+        &self,
+        scan: &str,
+        n: i64,
+        files: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.add_scan_batch(scan, n, files, now).await
+    }
+    async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError> {
+        self.inner.complete_scan(id, now).await
+    }
+    async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError> {
+        self.inner.latest_completed_scan().await
+    }
+    async fn unlinked_candidates(
+        &self,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        self.inner
+            .unlinked_candidates(cutoff, scan, after, limit)
+            .await
+    }
+    async fn handles_in_status(
+        &self,
+        status: HandleStatus,
+        changed_before: DateTime<Utc>,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        self.inner
+            .handles_in_status(status, changed_before, after, limit)
+            .await
+    }
+    async fn key_has_status(
+        &self,
+        key: &str,
+        statuses: &[HandleStatus],
+    ) -> Result<bool, CatalogError> {
+        self.inner.key_has_status(key, statuses).await
+    }
+    async fn set_status(
+        &self,
+        id: &FileId,
+        from: &[HandleStatus],
+        to: HandleStatus,
+        storage_class: Option<&str>,
+        restored: bool,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner
+            .set_status(id, from, to, storage_class, restored, now)
+            .await
+    }
+    async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
+        self.inner.handle_totals_by_status().await
+    }
+    async fn unlinked_per_month(&self) -> Result<Vec<(String, i64)>, CatalogError> {
+        self.inner.unlinked_per_month().await
+    }
+    async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError> {
+        self.inner.storage_class_of(id).await
+    }
+}
+
+#[async_trait]
+impl Catalog for FaultyCatalog {
+    async fn ping(&self) -> Result<(), CatalogError> {
+        self.inner.ping().await
+    }
+    async fn create_upload(
+        &self,
+        upload: &Upload,
+        session: Option<&MultipartSession>,
+        day: NaiveDate,
+        limits: QuotaLimits,
+    ) -> Result<(), CatalogError> {
+        faulty!(self, create_upload(upload, session, day, limits))
+    }
+    async fn import_upload(&self, upload: &Upload) -> Result<(), CatalogError> {
+        self.inner.import_upload(upload).await
+    }
+    async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError> {
+        self.inner.upload_by_key(key).await
+    }
+    async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError> {
+        self.inner.upload_by_id(id).await
+    }
+    async fn stale_promoting(
+        &self,
+        lease_expired_before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Upload>, CatalogError> {
+        self.inner
+            .stale_promoting(lease_expired_before, limit)
+            .await
+    }
+    async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError> {
+        faulty!(self, take_lease(req))
+    }
+    async fn release_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.release_lease(id, token, now).await
+    }
+    async fn expire_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.expire_lease(id, token, now).await
+    }
+    async fn reject(
+        &self,
+        id: &UploadId,
+        token: &str,
+        code: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.reject(id, token, code, now).await
+    }
+    async fn record_handle(
+        &self,
+        handle: &FileHandle,
+        token: &str,
+    ) -> Result<Option<FileHandle>, CatalogError> {
+        faulty!(self, record_handle(handle, token))
+    }
+    async fn handle_by_id(&self, id: &FileId) -> Result<Option<FileHandle>, CatalogError> {
+        self.inner.handle_by_id(id).await
+    }
+    async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError> {
+        self.inner.handle_by_upload(id).await
+    }
+    async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError> {
+        self.inner.quota_usage(owner, day).await
+    }
+}
