@@ -203,7 +203,14 @@ fn spawn_hygiene(
     spawn_every(every, move || {
         let (catalog, store, settings) = (catalog.clone(), store.clone(), settings.clone());
         async move {
-            let now = crate::domain::records::now();
+            // The database's clock: the one every replica shares.
+            let now = match catalog.clock().await {
+                Ok(now) => now,
+                Err(e) => {
+                    tracing::error!(error = %e, "unlinked-data run: cannot read the database's clock");
+                    return;
+                }
+            };
             if let Err(e) =
                 crate::services::hygiene::run(&catalog, &store, &settings, false, now).await
             {

@@ -3,7 +3,7 @@
 
 /// Implements [`super::JobCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_job_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $bytes:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $bytes:expr, $now_text:expr) => {
         impl $ty {
             fn run_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -219,6 +219,13 @@ macro_rules! impl_job_catalog {
                         })
                     })
                     .collect()
+            }
+
+            async fn clock(&self) -> Result<chrono::DateTime<chrono::Utc>, CatalogError> {
+                let text: String = sqlx::query_scalar($now_text).fetch_one(&self.pool).await?;
+                chrono::DateTime::parse_from_rfc3339(&text)
+                    .map(|t| t.with_timezone(&chrono::Utc))
+                    .map_err(|e| CatalogError::Corrupt(format!("database clock {text:?}: {e}")))
             }
 
             async fn mark_swept(

@@ -106,6 +106,10 @@ pub trait JobCatalog: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
 
+    /// The database's clock: the one clock every age decision of a deleting job uses, so
+    /// replicas whose clocks drift cannot disagree about what is old (F12).
+    async fn clock(&self) -> Result<DateTime<Utc>, CatalogError>;
+
     /// Notes that the sweeper removed an upload's tmp object.
     async fn mark_swept(
         &self,

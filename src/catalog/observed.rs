@@ -120,6 +120,9 @@ impl JobCatalog for ObservedCatalog {
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError> {
         timed!(self, handle_keys_after(after, limit))
     }
+    async fn clock(&self) -> Result<DateTime<Utc>, CatalogError> {
+        timed!(self, clock())
+    }
     async fn mark_swept(
         &self,
         upload_id: &UploadId,

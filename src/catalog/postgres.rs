@@ -37,7 +37,13 @@ impl PostgresCatalog {
 
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
-impl_job_catalog!(PostgresCatalog, Postgres, "BEGIN", "COLLATE \"C\"");
+impl_job_catalog!(
+    PostgresCatalog,
+    Postgres,
+    "BEGIN",
+    "COLLATE \"C\"",
+    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+);
 impl_hygiene_catalog!(
     PostgresCatalog,
     Postgres,

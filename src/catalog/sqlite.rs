@@ -56,7 +56,13 @@ impl SqliteCatalog {
 
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
-impl_job_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "COLLATE BINARY");
+impl_job_catalog!(
+    SqliteCatalog,
+    Sqlite,
+    "BEGIN IMMEDIATE",
+    "COLLATE BINARY",
+    "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+);
 impl_hygiene_catalog!(
     SqliteCatalog,
     Sqlite,

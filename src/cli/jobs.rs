@@ -175,10 +175,10 @@ pub async fn reconcile(
 
 /// Exit codes: 0 finished, 1 failed, 2 cannot start, 4 another replica runs it.
 pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<&str>) -> i32 {
-    let now = match at {
-        None => crate::domain::records::now(),
+    let at = match at {
+        None => None,
         Some(t) => match chrono::DateTime::parse_from_rfc3339(t) {
-            Ok(t) => t.with_timezone(&chrono::Utc),
+            Ok(t) => Some(t.with_timezone(&chrono::Utc)),
             Err(e) => {
                 eprintln!("upcommit hygiene: --at: expected RFC 3339, got {t:?}: {e}");
                 return 2;
@@ -187,6 +187,17 @@ pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<
     };
     let Some((catalog, store, _)) = connect("hygiene", settings).await else {
         return 2;
+    };
+    // Ages are judged by the database's clock, the one every replica shares.
+    let now = match at {
+        Some(t) => t,
+        None => match catalog.clock().await {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("upcommit hygiene: cannot read the database's clock: {e}");
+                return 2;
+            }
+        },
     };
     let (run, summary) =
         match crate::services::hygiene::run(&catalog, &store, settings, dry_run, now).await {

@@ -18,7 +18,6 @@ use crate::domain::lifecycle::required_rules;
 use crate::domain::reconcile::{
     BucketKey, Finding, Join, JoinError, Need, ReconcilePolicy, QUARANTINE_PREFIX,
 };
-use crate::domain::records;
 use crate::services::jobs::{self, Begin};
 use crate::storage::{ObjectStore, StoreError};
 
@@ -158,7 +157,8 @@ pub async fn reconcile(
         source.unwrap_or_else(|| Box::new(ListingSource::new(store.clone(), resume_after.clone())));
     let policy = ReconcilePolicy {
         final_prefixes: settings.bucket_expectations().final_prefixes,
-        now: records::now(),
+        // The database's clock, like every job that judges ages.
+        now: catalog.clock().await?,
         grace: options.grace,
         tmp_max_age: tmp_max_age(),
     };

@@ -100,7 +100,9 @@ pub async fn sweep(
     settings: &Settings,
     dry_run: bool,
 ) -> Result<SweepOutcome, SweepError> {
-    sweep_at(catalog, store, settings, dry_run, records::now()).await
+    // The database's clock, not this machine's: every replica judges ages by the same clock.
+    let now = catalog.clock().await?;
+    sweep_at(catalog, store, settings, dry_run, now).await
 }
 
 /// [`sweep`] judging ages as of `now`: tests use it to let days pass.

@@ -52,6 +52,8 @@ pub struct CatalogFaults {
     /// Percent of calls to each faulty operation that fail before / after the real call.
     pub before_percent: u64,
     pub after_percent: u64,
+    /// Added to the database's clock: a database whose clock disagrees with this machine's.
+    pub clock_offset: chrono::Duration,
     /// What was injected, for the failure report: (operation, when).
     pub injected: Vec<(&'static str, When)>,
     rng: Option<Rng>,
@@ -195,6 +197,14 @@ impl JobCatalog for FaultyCatalog {
         limit: i64,
     ) -> Result<Vec<upcommit::domain::reconcile::HandleKey>, CatalogError> {
         self.inner.handle_keys_after(after, limit).await
+    }
+    async fn clock(&self) -> Result<DateTime<Utc>, CatalogError> {
+        let offset = self
+            .faults
+            .lock()
+            .map(|f| f.clock_offset)
+            .unwrap_or_default();
+        Ok(self.inner.clock().await? + offset)
     }
     async fn mark_swept(
         &self,

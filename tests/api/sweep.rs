@@ -280,3 +280,58 @@ async fn the_server_sweeps_on_its_own_schedule() {
     }
     panic!("the scheduled sweep never removed {abandoned}");
 }
+
+/// F12: the sweep judges ages by the database's clock, not this machine's. A database whose
+/// clock says five days earlier makes a three-day-old partition a partition from the future:
+/// the sweep refuses and deletes nothing. With the clocks agreeing, the same partition goes.
+#[tokio::test]
+async fn ages_are_judged_by_the_database_clock() {
+    use std::sync::{Arc, Mutex};
+    use upcommit::catalog::Catalog;
+    use upcommit::services::sweep::{sweep, SweepOutcome};
+    use upcommit::storage::{ObjectStore, S3Store};
+
+    use crate::catalog_faults::{CatalogFaults, FaultyCatalog};
+
+    let app = spawn_app().await;
+    let day = (chrono::Utc::now() - chrono::Duration::days(3)).format("%Y/%m/%d");
+    let key = format!("tmp/{day}/{}/left.png", "f".repeat(32));
+    app.put_object(&key, b"\x89PNG\r\n\x1a\nxx".to_vec(), "image/png")
+        .await;
+    let settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(S3Store::connect(&settings.s3).await.expect("store"));
+    let faults = Arc::new(Mutex::new(CatalogFaults::default()));
+    let catalog: Arc<dyn Catalog> =
+        Arc::new(FaultyCatalog::new(app.catalog.clone(), faults.clone()));
+
+    if let Ok(mut f) = faults.lock() {
+        f.clock_offset = -chrono::Duration::days(5);
+    }
+    let Ok(SweepOutcome::Ran { run, summary }) = sweep(&catalog, &store, &settings, false).await
+    else {
+        panic!("sweep ran");
+    };
+    assert_eq!(
+        run.state,
+        upcommit::domain::jobs::RunState::Refused,
+        "{summary:?}"
+    );
+    assert_eq!(summary.deleted_versions, 0);
+    assert!(app.object_exists(&key).await, "nothing deleted early");
+
+    if let Ok(mut f) = faults.lock() {
+        f.clock_offset = chrono::Duration::zero();
+    }
+    let Ok(SweepOutcome::Ran { run, summary }) = sweep(&catalog, &store, &settings, false).await
+    else {
+        panic!("sweep ran");
+    };
+    assert_eq!(
+        run.state,
+        upcommit::domain::jobs::RunState::Finished,
+        "{summary:?}"
+    );
+    assert_eq!(summary.deleted_versions, 1, "{summary:?}");
+    assert!(!app.object_exists(&key).await);
+}
