@@ -22,6 +22,7 @@ mod outages;
 mod presign;
 mod reconcile;
 mod replicas;
+mod s3_proxy;
 mod security_cases;
 mod statuses;
 mod sweep;
