@@ -1,6 +1,7 @@
 //! Real crashes: the `upcommit serve` binary is `kill -9`ed at a chosen step of a commit
-//! (`UPCOMMIT_CRASH_AT`, honoured by test builds only), then a retry on another replica must
-//! finish the job with one handle, one final object and no tmp leftover (F3, F4).
+//! (`UPCOMMIT_CRASH_AT=after_lease|after_copy|after_record`, honoured by test builds only), then
+//! a retry on another replica — or, when the client never comes back, the sweep's recovery —
+//! must finish the job with one handle, one final object and no tmp leftover (F3, F4).
 
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
@@ -170,4 +171,27 @@ async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
     );
     // The client, had it come back, gets the same handle.
     assert_eq!(app.commit(&token, &p.key, None).await.status(), 200);
+}
+
+#[tokio::test]
+async fn killed_after_taking_the_lease_the_retry_takes_over_and_copies() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
+    let (child, base) = crashing_server(&app, "after_lease").await;
+    assert!(commit_unknown(&app, &base, &token, &p.key).await);
+    wait_killed(child);
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "promoting");
+    assert_eq!(app.keys().await, vec![p.key.clone()], "nothing copied yet");
+
+    tokio::time::sleep(Duration::from_millis(1200)).await; // the dead commit's lease ends
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert_eq!(
+        app.keys().await,
+        vec![format!("media/images/{}/clip.bin", p.upload_id)]
+    );
 }

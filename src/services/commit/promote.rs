@@ -36,6 +36,7 @@ pub(super) async fn promote(
     lease: &Lease,
     legacy: bool,
 ) -> Result<CommitOutcome, Failure> {
+    fault_point("after_lease").await;
     let store = &state.store;
     let Some(head) = store
         .head(&upload.key)
