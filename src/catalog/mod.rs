@@ -3,6 +3,7 @@
 //! body of queries, and one contract-test suite run against both.
 
 mod errors;
+mod group_commit;
 mod hygiene_queries;
 mod job_queries;
 mod multipart_queries;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Pool, Postgres};
 
+use super::group_commit::GroupCommit;
 use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
@@ -14,6 +15,8 @@ use super::CatalogError;
 
 pub struct PostgresCatalog {
     pool: Pool<Postgres>,
+    /// Presigns' writes, grouped into shared transactions.
+    writer: GroupCommit,
 }
 
 impl PostgresCatalog {
@@ -27,7 +30,12 @@ impl PostgresCatalog {
             .run(&pool)
             .await
             .map_err(|e| CatalogError::Other(format!("migrations: {e}")))?;
-        Ok(Self { pool })
+        let batch_pool = pool.clone();
+        let writer = GroupCommit::spawn(move |items| {
+            let pool = batch_pool.clone();
+            async move { Self::create_uploads_batch(&pool, items).await }
+        });
+        Ok(Self { pool, writer })
     }
 
     pub fn pool(&self) -> &Pool<Postgres> {

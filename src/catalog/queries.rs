@@ -100,6 +100,76 @@ impl TryFrom<HandleRow> for FileHandle {
 macro_rules! impl_catalog {
     ($ty:ty, $db:ty, $begin:expr) => {
         impl $ty {
+            /// Writes a batch of presigns in one transaction, each in its own savepoint (see
+            /// `group_commit`). One result per item, in order.
+            async fn create_uploads_batch(
+                pool: &sqlx::Pool<$db>,
+                items: Vec<super::group_commit::NewUpload>,
+            ) -> Vec<Result<(), CatalogError>> {
+                let n = items.len();
+                match Self::write_batch(pool, &items).await {
+                    Ok(results) => results,
+                    // The transaction failed as a whole: nothing of the batch was written.
+                    Err(e) => {
+                        let text = e.to_string();
+                        (0..n)
+                            .map(|_| Err(CatalogError::Unavailable(text.clone())))
+                            .collect()
+                    }
+                }
+            }
+
+            async fn write_batch(
+                pool: &sqlx::Pool<$db>,
+                items: &[super::group_commit::NewUpload],
+            ) -> Result<Vec<Result<(), CatalogError>>, CatalogError> {
+                let mut results = Vec::with_capacity(items.len());
+                let mut tx = pool.begin_with($begin).await?;
+                for item in items {
+                    let (max_uploads, max_bytes) = item.limits.as_sql_bounds();
+                    if item.upload.declared_size > max_bytes {
+                        results.push(Err(CatalogError::QuotaExceeded));
+                        continue;
+                    }
+                    sqlx::query("SAVEPOINT presign").execute(&mut *tx).await?;
+                    let written: Result<(), CatalogError> = async {
+                        // One statement charges the ledger: the insert starts the day, the
+                        // conditional update adds to it only while both sums stay within the
+                        // limits.
+                        let charged = sqlx::query(
+                            "INSERT INTO quota_usage (owner, day, uploads, bytes) VALUES ($1, $2, 1, $3) \
+                             ON CONFLICT (owner, day) DO UPDATE SET uploads = quota_usage.uploads + 1, \
+                             bytes = quota_usage.bytes + excluded.bytes \
+                             WHERE quota_usage.uploads + 1 <= $4 AND quota_usage.bytes + excluded.bytes <= $5",
+                        )
+                        .bind(&item.upload.owner)
+                        .bind(item.day.to_string())
+                        .bind(item.upload.declared_size)
+                        .bind(max_uploads)
+                        .bind(max_bytes)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                        if charged == 0 {
+                            return Err(CatalogError::QuotaExceeded);
+                        }
+                        Self::insert_upload(&mut *tx, &item.upload).await?;
+                        if let Some(session) = &item.session {
+                            Self::insert_session(&mut *tx, session).await?;
+                        }
+                        Ok(())
+                    }
+                    .await;
+                    if written.is_err() {
+                        sqlx::query("ROLLBACK TO SAVEPOINT presign").execute(&mut *tx).await?;
+                    }
+                    sqlx::query("RELEASE SAVEPOINT presign").execute(&mut *tx).await?;
+                    results.push(written);
+                }
+                tx.commit().await?;
+                Ok(results)
+            }
+
             fn upload_row(row: &<$db as sqlx::Database>::Row) -> Result<$crate::domain::records::Upload, CatalogError> {
                 use sqlx::Row;
                 $crate::domain::records::Upload::try_from(super::queries::UploadRow {
@@ -183,37 +253,14 @@ macro_rules! impl_catalog {
                 day: chrono::NaiveDate,
                 limits: $crate::domain::quota::QuotaLimits,
             ) -> Result<(), CatalogError> {
-                let (max_uploads, max_bytes) = limits.as_sql_bounds();
-                if upload.declared_size > max_bytes {
-                    return Err(CatalogError::QuotaExceeded);
-                }
-                let mut tx = self.pool.begin_with($begin).await?;
-                // One statement charges the ledger: the insert starts the day, the conditional
-                // update adds to it only while both sums stay within the limits.
-                let charged = sqlx::query(
-                    "INSERT INTO quota_usage (owner, day, uploads, bytes) VALUES ($1, $2, 1, $3) \
-                     ON CONFLICT (owner, day) DO UPDATE SET uploads = quota_usage.uploads + 1, \
-                     bytes = quota_usage.bytes + excluded.bytes \
-                     WHERE quota_usage.uploads + 1 <= $4 AND quota_usage.bytes + excluded.bytes <= $5",
-                )
-                .bind(&upload.owner)
-                .bind(day.to_string())
-                .bind(upload.declared_size)
-                .bind(max_uploads)
-                .bind(max_bytes)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if charged == 0 {
-                    tx.rollback().await?;
-                    return Err(CatalogError::QuotaExceeded);
-                }
-                Self::insert_upload(&mut *tx, upload).await?;
-                if let Some(session) = session {
-                    Self::insert_session(&mut *tx, session).await?;
-                }
-                tx.commit().await?;
-                Ok(())
+                self.writer
+                    .submit(super::group_commit::NewUpload {
+                        upload: upload.clone(),
+                        session: session.cloned(),
+                        day,
+                        limits,
+                    })
+                    .await
             }
 
             async fn import_upload(&self, upload: &$crate::domain::records::Upload) -> Result<(), CatalogError> {

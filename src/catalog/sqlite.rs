@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::group_commit::GroupCommit;
 use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
@@ -16,6 +17,8 @@ use super::CatalogError;
 
 pub struct SqliteCatalog {
     pool: Pool<Sqlite>,
+    /// Presigns' writes, grouped into shared transactions.
+    writer: GroupCommit,
 }
 
 impl SqliteCatalog {
@@ -45,7 +48,12 @@ impl SqliteCatalog {
             .run(&pool)
             .await
             .map_err(|e| CatalogError::Other(format!("migrations: {e}")))?;
-        Ok(Self { pool })
+        let batch_pool = pool.clone();
+        let writer = GroupCommit::spawn(move |items| {
+            let pool = batch_pool.clone();
+            async move { Self::create_uploads_batch(&pool, items).await }
+        });
+        Ok(Self { pool, writer })
     }
 
     /// The pool, for tests that inspect the real tables.

@@ -100,3 +100,48 @@ async fn two_uploads_racing_for_one_admin_key_never_overwrite() {
     );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
+
+/// Presigns are written in shared transactions (group commit): a burst of concurrent presigns
+/// by one user against a quota of 20 gets exactly 20 URLs, every other one 429, and the ledger
+/// and the uploads table agree with the answers — each presign in the batch saw the charges of
+/// the ones before it.
+#[tokio::test]
+async fn a_concurrent_presign_burst_is_charged_exactly_once_each() {
+    let app = crate::helpers::spawn_app_with(crate::helpers::Spawn {
+        env: vec![("UPCOMMIT_QUOTA_DAILY_UPLOADS", "20".to_owned())],
+        ..crate::helpers::Spawn::default()
+    })
+    .await;
+    let token = app.token("burst");
+    let body = serde_json::json!({"profile": "image", "content_type": "image/png", "size": 100});
+    let answers =
+        futures::future::join_all((0..60).map(|_| app.presign(&token, body.clone()))).await;
+    let mut ok = 0;
+    let mut refused = 0;
+    for resp in answers {
+        match resp.status().as_u16() {
+            201 => ok += 1,
+            429 => refused += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!((ok, refused), (20, 40));
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'burst'")
+            .await,
+        20
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT CAST(SUM(uploads) AS BIGINT) FROM quota_usage WHERE owner = 'burst'")
+            .await,
+        20
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT CAST(SUM(bytes) AS BIGINT) FROM quota_usage WHERE owner = 'burst'")
+            .await,
+        2000
+    );
+}
