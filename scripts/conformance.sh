@@ -31,7 +31,8 @@ export UPCOMMIT_PRESIGN_RATE_PER_SEC=0 UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_Q
 export RUST_LOG="${RUST_LOG:-warn}"
 
 "$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" "$UPCOMMIT_CORS_ORIGINS"
-cargo build --locked --bin upcommit
+# The binary the integration tests built (same features: no second build of the dependencies).
+cargo build --locked --tests
 target/debug/upcommit bucket apply-lifecycle --yes >/dev/null
 target/debug/upcommit serve 2>"$work/server.log" &
 server_pid=$!
