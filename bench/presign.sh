@@ -13,7 +13,8 @@ export UPCOMMIT_S3_ENDPOINT=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test AWS_SEC
 export UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_QUOTA_DAILY_BYTES=0 UPCOMMIT_PRESIGN_RATE_PER_SEC=0
 export UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS=0 UPCOMMIT_SWEEP_INTERVAL_SECS=0 UPCOMMIT_HYGIENE_INTERVAL_SECS=0
 export RUST_LOG=warn
-target/release/upcommit serve & pid=$!
+log_file=${BENCH_SERVER_LOG:-/dev/null}
+target/release/upcommit serve 2>"$log_file" & pid=$!
 trap 'kill $pid; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do curl -fs "http://$UPCOMMIT_LISTEN/healthz" >/dev/null && break; sleep 0.1; done
 UPCOMMIT_BENCH_TOKEN=$(target/release/upcommit token --sub bench --ttl 1h)

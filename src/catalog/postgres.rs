@@ -43,7 +43,8 @@ impl PostgresCatalog {
     }
 }
 
-impl_catalog!(PostgresCatalog, Postgres, "BEGIN");
+// Presign batches lock the ledger rows they read, so replicas charging one user queue.
+impl_catalog!(PostgresCatalog, Postgres, "BEGIN", " FOR UPDATE");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
 impl_job_catalog!(
     PostgresCatalog,

@@ -98,7 +98,7 @@ impl TryFrom<HandleRow> for FileHandle {
 /// `$begin` is the statement that opens a write transaction (SQLite takes its write lock up
 /// front with `BEGIN IMMEDIATE`, so concurrent writers queue instead of failing).
 macro_rules! impl_catalog {
-    ($ty:ty, $db:ty, $begin:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $for_update:expr) => {
         impl $ty {
             /// Writes a batch of presigns in one transaction, each in its own savepoint (see
             /// `group_commit`). One result per item, in order.
@@ -107,7 +107,17 @@ macro_rules! impl_catalog {
                 items: Vec<super::group_commit::NewUpload>,
             ) -> Vec<Result<(), CatalogError>> {
                 let n = items.len();
-                match Self::write_batch(pool, &items).await {
+                let written = match Self::write_batch(pool, &items).await {
+                    Ok(results) => Ok(results),
+                    // A row the batch statement could not insert (a duplicate id or key, never
+                    // expected): nothing was written; redo the batch item by item, each in its
+                    // own savepoint, so only that item fails.
+                    Err(e) => {
+                        tracing::warn!(error = %e, items = n, "presign batch failed; writing its items one by one");
+                        Self::write_one_by_one(pool, &items).await
+                    }
+                };
+                match written {
                     Ok(results) => results,
                     // The transaction failed as a whole: nothing of the batch was written.
                     Err(e) => {
@@ -119,7 +129,119 @@ macro_rules! impl_catalog {
                 }
             }
 
+            /// The batch in a handful of statements whatever its size: make sure each (owner,
+            /// day) has a ledger row, read (and on PostgreSQL lock) those rows, admit the
+            /// charges in order (`quota::admit`), add the deltas in one update, insert the
+            /// admitted uploads (and sessions) in one statement each.
             async fn write_batch(
+                pool: &sqlx::Pool<$db>,
+                items: &[super::group_commit::NewUpload],
+            ) -> Result<Vec<Result<(), CatalogError>>, CatalogError> {
+                use $crate::domain::quota::{admit, Charge};
+                use sqlx::Row;
+                let charges: Vec<Charge> = items
+                    .iter()
+                    .map(|i| Charge {
+                        owner: i.upload.owner.clone(),
+                        day: i.day.to_string(),
+                        bytes: i.upload.declared_size,
+                        limits: i.limits,
+                    })
+                    .collect();
+                let mut keys: Vec<(String, String)> =
+                    charges.iter().map(|c| (c.owner.clone(), c.day.clone())).collect();
+                keys.sort();
+                keys.dedup();
+
+                let mut tx = pool.begin_with($begin).await?;
+                let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO quota_usage (owner, day, uploads, bytes) ");
+                qb.push_values(&keys, |mut b, (owner, day)| {
+                    b.push_bind(owner).push_bind(day).push_bind(0_i64).push_bind(0_i64);
+                });
+                qb.push(" ON CONFLICT (owner, day) DO NOTHING");
+                qb.build().execute(&mut *tx).await?;
+
+                let mut qb = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT owner, day, uploads, bytes FROM quota_usage WHERE owner IN (",
+                );
+                let mut owners = qb.separated(", ");
+                for (owner, _) in &keys {
+                    owners.push_bind(owner);
+                }
+                qb.push(") AND day IN (");
+                let mut days = qb.separated(", ");
+                for (_, day) in &keys {
+                    days.push_bind(day);
+                }
+                // One lock order for every replica: no deadlock between two batches.
+                qb.push(") ORDER BY owner, day");
+                qb.push($for_update);
+                let mut usage = std::collections::BTreeMap::new();
+                for row in qb.build().fetch_all(&mut *tx).await? {
+                    let key: (String, String) = (row.try_get("owner")?, row.try_get("day")?);
+                    if keys.binary_search(&key).is_ok() {
+                        usage.insert(key, (row.try_get::<i64, _>("uploads")?, row.try_get::<i64, _>("bytes")?));
+                    }
+                }
+
+                let admission = admit(&usage, &charges);
+                if !admission.deltas.is_empty() {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("WITH v (owner, day, du, db) AS (");
+                    qb.push_values(&admission.deltas, |mut b, ((owner, day), (du, db))| {
+                        b.push_bind(owner).push_bind(day).push_bind(*du).push_bind(*db);
+                    });
+                    qb.push(
+                        ") UPDATE quota_usage SET uploads = quota_usage.uploads + v.du, \
+                         bytes = quota_usage.bytes + v.db FROM v \
+                         WHERE quota_usage.owner = v.owner AND quota_usage.day = v.day",
+                    );
+                    qb.build().execute(&mut *tx).await?;
+
+                    let admitted: Vec<&super::group_commit::NewUpload> = items
+                        .iter()
+                        .zip(&admission.admitted)
+                        .filter(|(_, ok)| **ok)
+                        .map(|(i, _)| i)
+                        .collect();
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO uploads (id, owner, profile, content_type, declared_size, key, method, state, \
+                         final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at) ",
+                    );
+                    qb.push_values(&admitted, |mut b, i| {
+                        let u = &i.upload;
+                        b.push_bind(u.id.as_str())
+                            .push_bind(&u.owner)
+                            .push_bind(&u.profile)
+                            .push_bind(&u.content_type)
+                            .push_bind(u.declared_size)
+                            .push_bind(&u.key)
+                            .push_bind(&u.method)
+                            .push_bind(u.state.as_str())
+                            .push_bind(&u.final_key)
+                            .push_bind(&u.reject_code)
+                            .push_bind(&u.lease_token)
+                            .push_bind(u.lease_until)
+                            .push_bind(u.created_at)
+                            .push_bind(u.expires_at)
+                            .push_bind(u.commit_deadline)
+                            .push_bind(u.created_at);
+                    });
+                    qb.build().execute(&mut *tx).await?;
+                    for i in &admitted {
+                        if let Some(session) = &i.session {
+                            Self::insert_session(&mut *tx, session).await?;
+                        }
+                    }
+                }
+                tx.commit().await?;
+                Ok(admission
+                    .admitted
+                    .into_iter()
+                    .map(|ok| if ok { Ok(()) } else { Err(CatalogError::QuotaExceeded) })
+                    .collect())
+            }
+
+            async fn write_one_by_one(
                 pool: &sqlx::Pool<$db>,
                 items: &[super::group_commit::NewUpload],
             ) -> Result<Vec<Result<(), CatalogError>>, CatalogError> {

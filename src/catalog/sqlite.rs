@@ -62,7 +62,8 @@ impl SqliteCatalog {
     }
 }
 
-impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
+// SQLite's write transaction (BEGIN IMMEDIATE) already excludes every other writer.
+impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
 impl_job_catalog!(
     SqliteCatalog,
