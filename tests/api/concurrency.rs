@@ -145,3 +145,66 @@ async fn a_concurrent_presign_burst_is_charged_exactly_once_each() {
         2000
     );
 }
+
+/// A batch holding a row that cannot be inserted (here, one upload submitted twice) is redone
+/// item by item: the duplicate alone fails, the others are written, and the ledger is charged
+/// once per written upload.
+#[tokio::test]
+async fn a_duplicate_in_a_presign_batch_fails_alone() {
+    use chrono::Utc;
+    use upcommit::catalog::CatalogError;
+    use upcommit::domain::ids::UploadId;
+    use upcommit::domain::quota::QuotaLimits;
+    use upcommit::domain::records::{Upload, UploadState};
+
+    let app = crate::helpers::spawn_app().await;
+    let upload = |id: UploadId| Upload {
+        key: format!("tmp/2026/01/01/{id}/a.png"),
+        id,
+        owner: "dup".into(),
+        profile: "image".into(),
+        content_type: "image/png".into(),
+        declared_size: 10,
+        method: "PUT".into(),
+        state: UploadState::Issued,
+        final_key: None,
+        reject_code: None,
+        lease_token: None,
+        lease_until: None,
+        created_at: Utc::now(),
+        expires_at: Utc::now(),
+        commit_deadline: Utc::now(),
+    };
+    let twice = upload(UploadId::generate());
+    let others: Vec<Upload> = (0..6).map(|_| upload(UploadId::generate())).collect();
+    let day = Utc::now().date_naive();
+    let limits = QuotaLimits {
+        daily_uploads: 0,
+        daily_bytes: 0,
+    };
+    let mut all = vec![twice.clone(), twice];
+    all.extend(others);
+    let results = futures::future::join_all(
+        all.iter()
+            .map(|u| app.catalog.create_upload(u, None, day, limits)),
+    )
+    .await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let duplicates = results
+        .iter()
+        .filter(|r| matches!(r, Err(CatalogError::Duplicate(_))))
+        .count();
+    assert_eq!((ok, duplicates), (7, 1), "{results:?}");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'dup'")
+            .await,
+        7
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT CAST(SUM(uploads) AS BIGINT) FROM quota_usage WHERE owner = 'dup'")
+            .await,
+        7
+    );
+}
