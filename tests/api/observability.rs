@@ -91,17 +91,22 @@ async fn metrics_count_what_happened() {
         Some(3000.0)
     );
 
-    // The commit's S3 calls, named by the SDK's operation, and the catalog's.
-    for op in ["HeadObject", "CopyObject"] {
-        let n = sample(
+    // The commit's S3 calls, named by the SDK's operation: exactly the raw sequence (HEAD tmp,
+    // ranged GET, HEAD final → 404, CopyObject, HEAD verify, DeleteObject), plus the replay's
+    // HEAD of the already removed tmp object (404). No hidden extra round trips.
+    let s3 = |op: &str, result: &str| {
+        sample(
             &text,
             &format!(
-                "upcommit_s3_request_duration_seconds_count{{operation=\"{op}\",result=\"ok\"}}"
+                "upcommit_s3_request_duration_seconds_count{{operation=\"{op}\",result=\"{result}\"}}"
             ),
         )
-        .unwrap_or(0.0);
-        assert!(n >= 1.0, "{op}: {n}\n{text}");
-    }
+    };
+    assert_eq!(s3("HeadObject", "ok"), Some(2.0), "{text}");
+    assert_eq!(s3("HeadObject", "error"), Some(2.0), "{text}");
+    assert_eq!(s3("GetObject", "ok"), Some(1.0));
+    assert_eq!(s3("CopyObject", "ok"), Some(1.0));
+    assert_eq!(s3("DeleteObject", "ok"), Some(1.0));
     let db = |op: &str, result: &str| {
         sample(
             &text,
