@@ -3,42 +3,25 @@
 //! a retry on another replica — or, when the client never comes back, the sweep's recovery —
 //! must finish the job with one handle, one final object and no tmp leftover (F3, F4).
 
-use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use crate::helpers::{spawn_app, TestApp};
+use crate::helpers::{server_process, spawn_app, TestApp};
 
 /// Starts the binary on the test's database and bucket, with a 1-second lease so a retry can
 /// take over at once; returns the child and its base address.
 async fn crashing_server(app: &TestApp, point: &str) -> (std::process::Child, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .arg("serve")
-        .envs(&app.env)
-        .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))
-        .env("UPCOMMIT_CRASH_AT", point)
-        .env("UPCOMMIT_COMMIT_LEASE_SECS", "1")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start upcommit serve");
-    let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if app.http.get(format!("{base}/healthz")).send().await.is_ok() {
-            return (child, base);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("upcommit serve did not start");
+    server_process(
+        app,
+        &[
+            ("UPCOMMIT_CRASH_AT", point),
+            ("UPCOMMIT_COMMIT_LEASE_SECS", "1"),
+            ("RUST_LOG", "warn"),
+        ],
+        Stdio::null(),
+    )
+    .await
 }
 
 /// A commit whose connection dies with the server: `true` when the outcome is unknown.

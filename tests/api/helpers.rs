@@ -647,3 +647,37 @@ pub async fn error_code(resp: reqwest::Response) -> (u16, String) {
             .to_owned(),
     )
 }
+
+/// Starts the real `upcommit serve` binary on the test's database and bucket, with extra
+/// environment and stderr going to `stderr`; waits until it answers. Returns the child and its
+/// base address.
+pub async fn server_process(
+    app: &TestApp,
+    extra: &[(&str, &str)],
+    stderr: std::process::Stdio,
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .arg("serve")
+        .envs(&app.env)
+        .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))
+        .envs(extra.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start upcommit serve");
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if app.http.get(format!("{base}/healthz")).send().await.is_ok() {
+            return (child, base);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("upcommit serve did not start");
+}

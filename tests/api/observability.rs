@@ -3,13 +3,12 @@
 //! carry the request id and never a token or a presigned URL's signature; SIGTERM lets an
 //! in-flight commit finish before the process exits.
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{error_code, media, server_process, spawn_app_with, Spawn, TestApp};
 
 /// The value of one exact series (`name{labels}`) in a Prometheus text page.
 fn sample(text: &str, series: &str) -> Option<f64> {
@@ -120,37 +119,14 @@ async fn metrics_count_what_happened() {
     assert_eq!(db("create_upload", "error"), Some(1.0), "the quota refusal");
 }
 
-/// Starts the real binary on the test's database and bucket with extra environment; stderr
-/// goes to `log`. Returns the child and its base address.
-async fn server_process(
+/// The real binary with extra environment, stderr to `log`.
+async fn server_with_log(
     app: &TestApp,
     extra: &[(&str, &str)],
     log: &std::path::Path,
 ) -> (std::process::Child, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .arg("serve")
-        .envs(&app.env)
-        .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))
-        .envs(extra.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("log file"))
-        .spawn()
-        .expect("start upcommit serve");
-    let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if app.http.get(format!("{base}/healthz")).send().await.is_ok() {
-            return (child, base);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("upcommit serve did not start");
+    let file = std::fs::File::create(log).expect("log file");
+    server_process(app, extra, Stdio::from(file)).await
 }
 
 fn sigterm(child: &std::process::Child) {
@@ -166,7 +142,7 @@ async fn json_logs_carry_the_request_id_and_no_secret() {
     let app = spawn_app_with(Spawn::default()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("server.log");
-    let (mut child, base) = server_process(
+    let (mut child, base) = server_with_log(
         &app,
         &[("UPCOMMIT_LOG_FORMAT", "json"), ("RUST_LOG", "info")],
         &log,
@@ -254,7 +230,7 @@ async fn json_logs_carry_the_request_id_and_no_secret() {
 async fn sigterm_finishes_the_in_flight_commit() {
     let app = spawn_app_with(Spawn::default()).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (mut child, base) = server_process(
+    let (mut child, base) = server_with_log(
         &app,
         &[("UPCOMMIT_PAUSE_AT", "after_copy")],
         &dir.path().join("server.log"),
