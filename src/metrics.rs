@@ -55,6 +55,9 @@ impl Histogram {
     }
 }
 
+/// One route's latencies by (method, status).
+type ByMethodStatus = BTreeMap<(&'static str, u16), Histogram>;
+
 /// Which flow an outcome counter belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Flow {
@@ -73,8 +76,9 @@ impl Flow {
 
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// (method, matched route, status) → latency.
-    requests: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+    /// matched route → (method, status) → latency. Keyed by route first so the hot path looks
+    /// up with a borrowed `&str` and allocates only for a route's first request.
+    requests: Mutex<BTreeMap<String, ByMethodStatus>>,
     /// (flow, outcome: `ok` or the error code) → count.
     outcomes: Mutex<BTreeMap<(Flow, String), u64>>,
     /// (S3 operation, `ok`/`error`) → latency.
@@ -84,6 +88,20 @@ pub struct Metrics {
     quota_rejections: AtomicU64,
     bytes_committed: AtomicU64,
     files_committed: AtomicU64,
+}
+
+/// The method as a label value without allocating; anything unusual is `other` (bounded labels).
+fn static_method(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "other",
+    }
 }
 
 fn result_label(ok: bool) -> &'static str {
@@ -108,8 +126,14 @@ impl Metrics {
     }
 
     pub fn request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
+        let method = static_method(method);
         if let Ok(mut map) = self.requests.lock() {
-            map.entry((method.to_owned(), route.to_owned(), status))
+            let by_route = match map.get_mut(route) {
+                Some(m) => m,
+                None => map.entry(route.to_owned()).or_default(),
+            };
+            by_route
+                .entry((method, status))
                 .or_default()
                 .observe(elapsed.as_secs_f64());
         }
@@ -151,7 +175,15 @@ impl Metrics {
     pub fn request_statuses(&self) -> Vec<(String, String, u16)> {
         self.requests
             .lock()
-            .map(|map| map.keys().cloned().collect())
+            .map(|map| {
+                map.iter()
+                    .flat_map(|(route, m)| {
+                        m.keys().map(move |(method, status)| {
+                            ((*method).to_owned(), route.clone(), *status)
+                        })
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -164,13 +196,14 @@ impl Metrics {
             "HTTP requests by method, matched route and status.",
         );
         if let Ok(map) = self.requests.lock() {
-            for ((method, route, status), h) in map.iter() {
-                let labels = format!(
-                    "method=\"{}\",route=\"{}\",status=\"{status}\"",
-                    escape(method),
-                    escape(route)
-                );
-                h.render(out, "upcommit_http_request_duration_seconds", &labels);
+            for (route, by_method) in map.iter() {
+                for ((method, status), h) in by_method {
+                    let labels = format!(
+                        "method=\"{method}\",route=\"{}\",status=\"{status}\"",
+                        escape(route)
+                    );
+                    h.render(out, "upcommit_http_request_duration_seconds", &labels);
+                }
             }
         }
         header(

@@ -101,13 +101,11 @@ fn request_span(req: &Request<Body>) -> tracing::Span {
 async fn record_request(metrics: Arc<Metrics>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned());
+    // MatchedPath is an `Arc<str>`: cloning it allocates nothing.
+    let matched = req.extensions().get::<MatchedPath>().cloned();
     let response = next.run(req).await;
     let status = response.status();
-    let route = route.as_deref().unwrap_or("unmatched");
+    let route = matched.as_ref().map_or("unmatched", MatchedPath::as_str);
     metrics.request(method.as_str(), route, status.as_u16(), started.elapsed());
     let flow = match (&method, route) {
         (&Method::POST, "/v1/uploads") => Some(Flow::Presign),
