@@ -32,29 +32,22 @@ ensure_localstack_installed() {
   touch "$LOCALSTACK_VENV/.installed-$LOCALSTACK_VERSION"
 }
 
-# checkov, pinned, in a venv of its own (its dependency pins differ from LocalStack's).
-ensure_checkov_installed() {
-  if [ -x "$INFRA_VENV/bin/checkov" ] && [ -f "$INFRA_VENV/.installed-$CHECKOV_VERSION" ]; then
+# A Python tool pinned in a venv of its own (their dependency pins differ from LocalStack's and
+# from each other's): ensure_pinned_tool VENV COMMAND PACKAGE VERSION.
+ensure_pinned_tool() {
+  local venv=$1 command=$2 package=$3 version=$4
+  if [ -x "$venv/bin/$command" ] && [ -f "$venv/.installed-$version" ]; then
     return 0
   fi
-  log "installing checkov $CHECKOV_VERSION into $INFRA_VENV"
+  log "installing $package $version into $venv"
   mkdir -p "$UPCOMMIT_CACHE"
-  python3 -m venv "$INFRA_VENV"
-  "$INFRA_VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION"
-  touch "$INFRA_VENV/.installed-$CHECKOV_VERSION"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$package==$version"
+  touch "$venv/.installed-$version"
 }
 
-# schemathesis, pinned, in a venv of its own.
-ensure_schemathesis_installed() {
-  if [ -x "$SCHEMATHESIS_VENV/bin/schemathesis" ] && [ -f "$SCHEMATHESIS_VENV/.installed-$SCHEMATHESIS_VERSION" ]; then
-    return 0
-  fi
-  log "installing schemathesis $SCHEMATHESIS_VERSION into $SCHEMATHESIS_VENV"
-  mkdir -p "$UPCOMMIT_CACHE"
-  python3 -m venv "$SCHEMATHESIS_VENV"
-  "$SCHEMATHESIS_VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-  touch "$SCHEMATHESIS_VENV/.installed-$SCHEMATHESIS_VERSION"
-}
+ensure_checkov_installed() { ensure_pinned_tool "$INFRA_VENV" checkov checkov "$CHECKOV_VERSION"; }
+ensure_schemathesis_installed() { ensure_pinned_tool "$SCHEMATHESIS_VENV" schemathesis schemathesis "$SCHEMATHESIS_VERSION"; }
 
 # Debian's chromium and Node.js for the browser test, and playwright-core (pinned by
 # tests/browser/package-lock.json; it drives the system chromium and downloads no browser).
