@@ -96,6 +96,8 @@ pub enum AppError {
     RateLimited { retry_after_secs: u64 },
     #[error("another commit of this upload is in progress; retry shortly")]
     CommitInProgress,
+    #[error("another completion or abort of this multipart upload is in progress; retry shortly")]
+    CompletionInProgress,
     #[error("request timed out")]
     Timeout,
     #[error("a dependency is unavailable; retry shortly")]
@@ -164,7 +166,9 @@ impl AppError {
             | ObjectTooLarge { .. }
             | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             QuotaExceeded { .. } | RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            CommitInProgress | Unavailable(_) | Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            CommitInProgress | CompletionInProgress | Unavailable(_) | Timeout => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -223,6 +227,7 @@ impl AppError {
             QuotaExceeded { .. } => "quota_exceeded",
             RateLimited { .. } => "rate_limited",
             CommitInProgress => "commit_in_progress",
+            CompletionInProgress => "completion_in_progress",
             Timeout => "request_timeout",
             Unavailable(_) => "service_unavailable",
             Internal(_) => "internal_error",
@@ -234,7 +239,10 @@ impl AppError {
         match self {
             AppError::QuotaExceeded { retry_after_secs }
             | AppError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
-            AppError::CommitInProgress | AppError::Unavailable(_) | AppError::Timeout => Some(1),
+            AppError::CommitInProgress
+            | AppError::CompletionInProgress
+            | AppError::Unavailable(_)
+            | AppError::Timeout => Some(1),
             _ => None,
         }
     }

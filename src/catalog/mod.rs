@@ -35,8 +35,20 @@ pub struct LeaseRequest<'a> {
     pub expected_token: Option<&'a str>,
     pub final_key: &'a str,
     pub token: &'a str,
-    pub until: DateTime<Utc>,
+    /// How long the new lease runs, counted on the database's clock.
+    pub lease_secs: i64,
     pub now: DateTime<Utc>,
+}
+
+/// A settled (committed or rejected) upload whose tmp object may still be in the bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettledTmp {
+    pub upload_id: UploadId,
+    pub key: String,
+    pub method: String,
+    /// The version the commit checked; `None` when it did not see one (then every version of
+    /// the key is listed before deleting).
+    pub tmp_version_id: Option<String>,
 }
 
 /// Multipart sessions and their parts.
@@ -67,6 +79,18 @@ pub trait MultipartCatalog: Send + Sync + 'static {
         parts: &[PartRecord],
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError>;
+
+    /// Claims the session for one completion (or abort) for `lease_secs` on the database's
+    /// clock. `Ok(false)`: it is not open, or another call's claim is still alive.
+    async fn claim_session(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError>;
+
+    /// Gives a claim back (the call failed before changing anything).
+    async fn release_session_claim(&self, id: &UploadId, token: &str) -> Result<(), CatalogError>;
 }
 
 /// Maintenance job runs, their items, and one lease per job across replicas.
@@ -233,7 +257,9 @@ pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync 
         limit: i64,
     ) -> Result<Vec<Upload>, CatalogError>;
 
-    /// Compare-and-set into `promoting`. `Ok(false)`: someone else moved the upload first.
+    /// Compare-and-set into `promoting`: from `issued`, or from `promoting` when the held lease
+    /// has run out on the database's clock. `Ok(false)`: someone else moved the upload first,
+    /// or the lease it saw is still alive.
     /// [`CatalogError::FinalKeyTaken`]: another upload already holds that final key.
     async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError>;
 
@@ -260,16 +286,34 @@ pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync 
         id: &UploadId,
         token: &str,
         code: &str,
+        tmp_version: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError>;
 
     /// Inserts the handle and moves the upload `promoting → committed` in one transaction,
-    /// only while `token` still holds the lease. `Ok(None)`: the lease was lost.
+    /// only while `token` still holds the lease. `Ok(None)`: the lease was lost. `tmp_version`
+    /// is the tmp version the commit checked, deleted once the upload's URL has expired.
     async fn record_handle(
         &self,
         handle: &FileHandle,
         token: &str,
+        tmp_version: Option<&str>,
     ) -> Result<Option<FileHandle>, CatalogError>;
+
+    /// Up to `limit` settled uploads whose URL expired before `expired_before` and whose tmp
+    /// object was not cleared yet, oldest first.
+    async fn settled_tmp(
+        &self,
+        expired_before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<SettledTmp>, CatalogError>;
+
+    /// Notes that every version of these uploads' tmp keys is gone.
+    async fn mark_tmp_cleared(
+        &self,
+        ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError>;
 
     async fn handle_by_id(&self, id: &FileId) -> Result<Option<FileHandle>, CatalogError>;
     async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError>;

@@ -155,7 +155,8 @@ macro_rules! impl_multipart_catalog {
             ) -> Result<bool, CatalogError> {
                 let mut tx = self.pool.begin_with($begin).await?;
                 let moved = sqlx::query(
-                    "UPDATE multipart_sessions SET state = $1, updated_at = $2 WHERE upload_id = $3 AND state = 'open'",
+                    "UPDATE multipart_sessions SET state = $1, updated_at = $2, claim_token = NULL, claim_until = NULL \
+                     WHERE upload_id = $3 AND state = 'open'",
                 )
                 .bind(to.as_str())
                 .bind(now)
@@ -170,6 +171,44 @@ macro_rules! impl_multipart_catalog {
                 Self::upsert_parts(&mut *tx, id, parts, now).await?;
                 tx.commit().await?;
                 Ok(true)
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %id))]
+            async fn claim_session(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+                token: &str,
+                lease_secs: i64,
+            ) -> Result<bool, CatalogError> {
+                let sql = format!(
+                    "UPDATE multipart_sessions SET claim_token = $1, claim_until = {} \
+                     WHERE upload_id = $2 AND state = 'open' AND (claim_until IS NULL OR claim_until < {})",
+                    Self::db_now_plus(lease_secs),
+                    Self::DB_NOW,
+                );
+                let n = sqlx::query(&sql)
+                    .bind(token)
+                    .bind(id.as_str())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn release_session_claim(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+                token: &str,
+            ) -> Result<(), CatalogError> {
+                sqlx::query(
+                    "UPDATE multipart_sessions SET claim_token = NULL, claim_until = NULL \
+                     WHERE upload_id = $1 AND claim_token = $2",
+                )
+                .bind(id.as_str())
+                .bind(token)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
             }
         }
     };

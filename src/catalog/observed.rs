@@ -10,6 +10,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
     Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
+    SettledTmp,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -68,6 +69,17 @@ impl MultipartCatalog for ObservedCatalog {
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError> {
         timed!(self, finish_session(id, to, parts, now))
+    }
+    async fn claim_session(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, claim_session(id, token, lease_secs))
+    }
+    async fn release_session_claim(&self, id: &UploadId, token: &str) -> Result<(), CatalogError> {
+        timed!(self, release_session_claim(id, token))
     }
 }
 
@@ -279,16 +291,32 @@ impl Catalog for ObservedCatalog {
         id: &UploadId,
         token: &str,
         code: &str,
+        tmp_version: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError> {
-        timed!(self, reject(id, token, code, now))
+        timed!(self, reject(id, token, code, tmp_version, now))
     }
     async fn record_handle(
         &self,
         handle: &FileHandle,
         token: &str,
+        tmp_version: Option<&str>,
     ) -> Result<Option<FileHandle>, CatalogError> {
-        timed!(self, record_handle(handle, token))
+        timed!(self, record_handle(handle, token, tmp_version))
+    }
+    async fn settled_tmp(
+        &self,
+        expired_before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<SettledTmp>, CatalogError> {
+        timed!(self, settled_tmp(expired_before, limit))
+    }
+    async fn mark_tmp_cleared(
+        &self,
+        ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, mark_tmp_cleared(ids, now))
     }
     async fn handle_by_id(&self, id: &FileId) -> Result<Option<FileHandle>, CatalogError> {
         timed!(self, handle_by_id(id))

@@ -20,6 +20,14 @@ pub struct PostgresCatalog {
 }
 
 impl PostgresCatalog {
+    /// The database's clock (the time of the statement, not of its transaction).
+    const DB_NOW: &'static str = "clock_timestamp()";
+
+    /// The database's clock plus `secs` seconds (an integer of ours, never client input).
+    fn db_now_plus(secs: i64) -> String {
+        format!("(clock_timestamp() + make_interval(secs => {secs}))")
+    }
+
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, CatalogError> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)

@@ -425,20 +425,26 @@ macro_rules! impl_catalog {
 
             #[tracing::instrument(skip_all, fields(upload.id = %req.upload_id))]
             async fn take_lease(&self, req: &super::LeaseRequest<'_>) -> Result<bool, CatalogError> {
-                let n = sqlx::query(
-                    "UPDATE uploads SET state = 'promoting', final_key = $1, lease_token = $2, lease_until = $3, \
-                     updated_at = $4 WHERE id = $5 AND state = $6 AND COALESCE(lease_token, '') = $7",
-                )
-                .bind(req.final_key)
-                .bind(req.token)
-                .bind(req.until)
-                .bind(req.now)
-                .bind(req.upload_id.as_str())
-                .bind(req.expected_state.as_str())
-                .bind(req.expected_token.unwrap_or(""))
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+                // Whether a held lease has run out is judged here, on the database's clock, and
+                // the new lease runs on it too: a replica whose clock runs ahead cannot take
+                // over a live lease (F12).
+                let sql = format!(
+                    "UPDATE uploads SET state = 'promoting', final_key = $1, lease_token = $2, lease_until = {}, \
+                     updated_at = $3 WHERE id = $4 AND state = $5 AND COALESCE(lease_token, '') = $6 \
+                     AND (state = 'issued' OR lease_until < {})",
+                    Self::db_now_plus(req.lease_secs),
+                    Self::DB_NOW,
+                );
+                let n = sqlx::query(&sql)
+                    .bind(req.final_key)
+                    .bind(req.token)
+                    .bind(req.now)
+                    .bind(req.upload_id.as_str())
+                    .bind(req.expected_state.as_str())
+                    .bind(req.expected_token.unwrap_or(""))
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
                 Ok(n == 1)
             }
 
@@ -469,10 +475,12 @@ macro_rules! impl_catalog {
                 token: &str,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<bool, CatalogError> {
-                let n = sqlx::query(
-                    "UPDATE uploads SET lease_until = $1, updated_at = $1 \
+                let sql = format!(
+                    "UPDATE uploads SET lease_until = {}, updated_at = $1 \
                      WHERE id = $2 AND state = 'promoting' AND lease_token = $3",
-                )
+                    Self::DB_NOW
+                );
+                let n = sqlx::query(&sql)
                 .bind(now)
                 .bind(id.as_str())
                 .bind(token)
@@ -488,16 +496,20 @@ macro_rules! impl_catalog {
                 id: &$crate::domain::ids::UploadId,
                 token: &str,
                 code: &str,
+                tmp_version: Option<&str>,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<bool, CatalogError> {
                 let n = sqlx::query(
                     "UPDATE uploads SET state = 'rejected', reject_code = $1, final_key = NULL, lease_token = NULL, \
-                     lease_until = NULL, updated_at = $2 WHERE id = $3 AND state = 'promoting' AND lease_token = $4",
+                     lease_until = NULL, updated_at = $2, tmp_version_id = $5, \
+                     tmp_cleared_at = CASE WHEN key LIKE 'tmp/%' THEN NULL ELSE $2 END \
+                     WHERE id = $3 AND state = 'promoting' AND lease_token = $4",
                 )
                 .bind(code)
                 .bind(now)
                 .bind(id.as_str())
                 .bind(token)
+                .bind(tmp_version)
                 .execute(&self.pool)
                 .await?
                 .rows_affected();
@@ -509,16 +521,21 @@ macro_rules! impl_catalog {
                 &self,
                 handle: &$crate::domain::records::FileHandle,
                 token: &str,
+                tmp_version: Option<&str>,
             ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
                 let mut tx = self.pool.begin_with($begin).await?;
                 // The state change goes first so that only the lease holder inserts at all.
+                // The tmp object stays until its URL has expired (single-use URLs); legacy
+                // uploads, committed in place, have none to clear.
                 let moved = sqlx::query(
-                    "UPDATE uploads SET state = 'committed', lease_token = NULL, lease_until = NULL, updated_at = $1 \
+                    "UPDATE uploads SET state = 'committed', lease_token = NULL, lease_until = NULL, updated_at = $1, \
+                     tmp_version_id = $4, tmp_cleared_at = CASE WHEN key LIKE 'tmp/%' THEN NULL ELSE $1 END \
                      WHERE id = $2 AND state = 'promoting' AND lease_token = $3",
                 )
                 .bind(handle.created_at)
                 .bind(handle.upload_id.as_str())
                 .bind(token)
+                .bind(tmp_version)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -543,6 +560,54 @@ macro_rules! impl_catalog {
                 .await?;
                 tx.commit().await?;
                 Ok(Some(handle.clone()))
+            }
+
+            async fn settled_tmp(
+                &self,
+                expired_before: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<Vec<super::SettledTmp>, CatalogError> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT id, key, method, tmp_version_id FROM uploads \
+                     WHERE tmp_cleared_at IS NULL AND state IN ('committed', 'rejected') AND expires_at < $1 \
+                     ORDER BY expires_at, id LIMIT $2",
+                )
+                .bind(expired_before)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        let id: String = r.try_get("id")?;
+                        Ok(super::SettledTmp {
+                            upload_id: $crate::domain::ids::UploadId::parse(&id)
+                                .ok_or_else(|| CatalogError::Corrupt(format!("upload id {id:?}")))?,
+                            key: r.try_get("key")?,
+                            method: r.try_get("method")?,
+                            tmp_version_id: r.try_get("tmp_version_id")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn mark_tmp_cleared(
+                &self,
+                ids: &[$crate::domain::ids::UploadId],
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                for chunk in ids.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE uploads SET tmp_cleared_at = ");
+                    qb.push_bind(now);
+                    qb.push(" WHERE id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in chunk {
+                        list.push_bind(id.as_str());
+                    }
+                    qb.push(")");
+                    qb.build().execute(&self.pool).await?;
+                }
+                Ok(())
             }
 
             #[tracing::instrument(skip_all, fields(file.id = %id))]

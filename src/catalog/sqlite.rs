@@ -22,6 +22,15 @@ pub struct SqliteCatalog {
 }
 
 impl SqliteCatalog {
+    /// The database's clock, in the text form timestamps are stored in (RFC 3339, UTC), so it
+    /// compares with them as text.
+    const DB_NOW: &'static str = "strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')";
+
+    /// The database's clock plus `secs` seconds (an integer of ours, never client input).
+    fn db_now_plus(secs: i64) -> String {
+        format!("strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '{secs:+} seconds')")
+    }
+
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, CatalogError> {
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| CatalogError::Other(format!("DATABASE_URL: {e}")))?

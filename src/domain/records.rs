@@ -5,7 +5,26 @@ use chrono::{DateTime, SubsecRound, Utc};
 /// The current time at the precision both databases store (microseconds), so a record read
 /// back equals the record written and a 201 body equals every later 200 body.
 pub fn now() -> DateTime<Utc> {
-    Utc::now().trunc_subsecs(6)
+    (Utc::now() + test_clock_skew()).trunc_subsecs(6)
+}
+
+/// Debug builds only: `UPCOMMIT_CLOCK_SKEW_SECS` moves this process's clock (read once), so a
+/// test can run a replica whose clock is wrong beside one whose clock is right. Release builds
+/// have no such switch.
+#[cfg(debug_assertions)]
+fn test_clock_skew() -> chrono::Duration {
+    static SKEW: std::sync::OnceLock<chrono::Duration> = std::sync::OnceLock::new();
+    *SKEW.get_or_init(|| {
+        std::env::var("UPCOMMIT_CLOCK_SKEW_SECS")
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .map_or_else(chrono::Duration::zero, chrono::Duration::seconds)
+    })
+}
+
+#[cfg(not(debug_assertions))]
+fn test_clock_skew() -> chrono::Duration {
+    chrono::Duration::zero()
 }
 use serde::Serialize;
 

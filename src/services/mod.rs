@@ -14,3 +14,4 @@ pub mod reconcile;
 pub mod recovery;
 pub mod report;
 pub mod sweep;
+pub mod tmp_cleanup;

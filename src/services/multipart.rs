@@ -273,11 +273,71 @@ pub async fn complete(
     }
     let now = records::now();
     require_open(&session, now)?;
+    // One completion reaches S3 at a time: two CompleteMultipartUpload calls of one upload
+    // can leave a broken object behind (seen on LocalStack: 0 bytes). A concurrent call — a
+    // client's retry after a timeout, the normal path — waits for the holder's answer.
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let Some(claimed) = claim(state, &upload, &token).await? else {
+        return Ok(done);
+    };
+    let result = complete_claimed(state, &upload, &session, client, done, now).await;
+    if result.is_err() {
+        if let Err(e) = state.catalog.release_session_claim(&claimed, &token).await {
+            tracing::warn!(error = %e, "could not release the completion claim; it will expire");
+        }
+    }
+    result
+}
+
+/// Claims the session for this call, waiting (at most until the holder's claim would run out,
+/// and never past the request timeout) while another call holds it. `Ok(None)`: the holder
+/// completed it meanwhile.
+async fn claim(
+    state: &AppState,
+    upload: &Upload,
+    token: &str,
+) -> Result<Option<UploadId>, AppError> {
+    let settings = &state.settings;
+    let lease_secs = settings.uploads.commit_lease_secs;
+    let wait = (lease_secs + 5).min(settings.http.request_timeout_secs.saturating_sub(2).max(1));
+    let give_up_at = std::time::Instant::now() + std::time::Duration::from_secs(wait);
+    let lease = i64::try_from(lease_secs).unwrap_or(30);
+    loop {
+        if state
+            .catalog
+            .claim_session(&upload.id, token, lease)
+            .await?
+        {
+            return Ok(Some(upload.id.clone()));
+        }
+        match state.catalog.multipart_session(&upload.id).await? {
+            Some(s) if s.state == SessionState::Completed => return Ok(None),
+            Some(s) if s.state == SessionState::Aborted => return Err(AppError::UploadAborted),
+            _ => {}
+        }
+        if std::time::Instant::now() >= give_up_at {
+            return Err(AppError::CompletionInProgress);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Completion under the claim: the parts S3 holds checked against the plan and the client's
+/// list, CompleteMultipartUpload, the completed object's size checked, then the session
+/// recorded completed.
+async fn complete_claimed(
+    state: &AppState,
+    upload: &Upload,
+    session: &MultipartSession,
+    client: &[ClientPart],
+    done: Completed,
+    now: DateTime<Utc>,
+) -> Result<Completed, AppError> {
     let max_size = state
         .settings
         .profile(&upload.profile)
         .map_or(session.plan.total, |p| p.max_size);
-    let parts = match all_parts(state, &upload.key, &session).await {
+    let parts = match all_parts(state, &upload.key, session).await {
         Ok(held) => {
             let parts = check_completion(&session.plan, max_size, client, &held)
                 .map_err(completion_error)?;
@@ -292,17 +352,25 @@ pub async fn complete(
             {
                 Ok(()) => parts,
                 Err(StoreError::NotFound) => {
-                    return finish_lost_completion(state, &upload, &session, client, done, now)
-                        .await
+                    return finish_lost_completion(state, upload, session, client, done, now).await
                 }
                 Err(e) => return Err(e.into()),
             }
         }
         Err(AppError::MultipartSessionExpired) => {
-            return finish_lost_completion(state, &upload, &session, client, done, now).await
+            return finish_lost_completion(state, upload, session, client, done, now).await
         }
         Err(e) => return Err(e),
     };
+    // The session says completed only for an object that is there with the planned size.
+    let landed = state.store.head(&upload.key).await?;
+    let size = landed.as_ref().map(|h| h.size);
+    if size.and_then(|s| u64::try_from(s).ok()) != Some(session.plan.total) {
+        return Err(AppError::Internal(format!(
+            "completed multipart object {} has size {size:?}, planned {}",
+            upload.key, session.plan.total
+        )));
+    }
     if !state
         .catalog
         .finish_session(&upload.id, SessionState::Completed, &parts, now)
@@ -389,11 +457,35 @@ pub async fn abort(state: &AppState, who: &Identity, id: &str) -> Result<(), App
         SessionState::Completed => return Err(AppError::MultipartCompleted),
         SessionState::Open => {}
     }
+    // Never beside a completion in flight: the abort takes the same claim.
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let lease = i64::try_from(state.settings.uploads.commit_lease_secs).unwrap_or(30);
+    if !state
+        .catalog
+        .claim_session(&upload.id, &token, lease)
+        .await?
+    {
+        return match state.catalog.multipart_session(&upload.id).await? {
+            Some(s) if s.state == SessionState::Aborted => Ok(()),
+            Some(s) if s.state == SessionState::Completed => Err(AppError::MultipartCompleted),
+            _ => Err(AppError::CompletionInProgress),
+        };
+    }
     // S3 first: if it fails, the catalog still says open and a retried DELETE aborts again.
-    state
+    if let Err(e) = state
         .store
         .abort_multipart(&upload.key, &session.s3_upload_id)
-        .await?;
+        .await
+    {
+        if let Err(e) = state
+            .catalog
+            .release_session_claim(&upload.id, &token)
+            .await
+        {
+            tracing::warn!(error = %e, "could not release the abort's claim; it will expire");
+        }
+        return Err(e.into());
+    }
     let now = records::now();
     if !state
         .catalog

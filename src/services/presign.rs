@@ -104,7 +104,6 @@ pub async fn presign(
         key: key.as_str(),
         content_type: content_type.as_str(),
         size,
-        max_size: profile.max_size,
         now,
         expires_at,
     };

@@ -43,6 +43,8 @@ pub struct SweepSummary {
     pub uploads_marked: u64,
     /// Stale `promoting` commits finished or released (see `services::recovery`).
     pub recovery: crate::services::recovery::RecoverySummary,
+    /// Tmp objects of settled uploads whose URLs expired (see `services::tmp_cleanup`).
+    pub settled_tmp: crate::services::tmp_cleanup::TmpCleanupSummary,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -62,6 +64,16 @@ pub enum SweepError {
     Catalog(#[from] CatalogError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<crate::services::tmp_cleanup::TmpCleanupError> for SweepError {
+    fn from(e: crate::services::tmp_cleanup::TmpCleanupError) -> Self {
+        use crate::services::tmp_cleanup::TmpCleanupError;
+        match e {
+            TmpCleanupError::Catalog(e) => SweepError::Catalog(e),
+            TmpCleanupError::Store(e) => SweepError::Store(e),
+        }
+    }
 }
 
 pub fn policy(settings: &Settings) -> SweepPolicy {
@@ -176,6 +188,15 @@ pub async fn sweep_at(
         catalog.add_job_items(&job.run.id, &recovered).await?;
     }
     summary.recovery = recovery;
+
+    // Settled uploads whose URLs can no longer store anything lose their tmp objects, every
+    // version, whatever partition they are in.
+    let (settled, refused) =
+        crate::services::tmp_cleanup::clear_settled_tmp(catalog, store, now, dry_run).await?;
+    if !refused.is_empty() {
+        catalog.add_job_items(&job.run.id, &refused).await?;
+    }
+    summary.settled_tmp = settled;
 
     let done_through = job
         .run

@@ -1,5 +1,6 @@
 //! Browser POST uploads: a SigV4-signed policy document. S3 checks every condition itself, so
-//! an oversize body or a different key or Content-Type is refused before it is stored.
+//! a body of any other length than the declared one, or a different key or Content-Type, is
+//! refused before it is stored.
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
@@ -13,7 +14,8 @@ pub struct PostPolicyRequest<'a> {
     pub bucket: &'a str,
     pub key: &'a str,
     pub content_type: &'a str,
-    pub max_size: u64,
+    /// The declared size: the only length the form accepts.
+    pub size: u64,
     pub region: &'a str,
     pub now: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -26,13 +28,14 @@ pub struct PostForm {
     pub fields: Vec<(String, String)>,
 }
 
-/// The policy document: exact key, exact Content-Type, size in [1, max].
+/// The policy document: exact key, exact Content-Type, exactly the declared size (what the
+/// owner was charged for; a profile's maximum would let a form declared at 1 KB store 20 MB).
 pub fn policy_document(req: &PostPolicyRequest<'_>, creds: &SigningCredentials) -> Value {
     let mut conditions = vec![
         json!({ "bucket": req.bucket }),
         json!(["eq", "$key", req.key]),
         json!(["eq", "$Content-Type", req.content_type]),
-        json!(["content-length-range", 1, req.max_size]),
+        json!(["content-length-range", req.size, req.size]),
         json!({ "x-amz-algorithm": ALGORITHM }),
         json!({ "x-amz-credential": format!("{}/{}", creds.access_key_id, credential_scope(req.now, req.region)) }),
         json!({ "x-amz-date": amz_date(req.now) }),
@@ -109,7 +112,7 @@ mod tests {
     }
 
     #[test]
-    fn policy_binds_exact_key_type_and_size_range() {
+    fn policy_binds_exact_key_type_and_declared_size() {
         let location = S3Location::path_style("http://127.0.0.1:4566", "uploads").expect("valid");
         let now = Utc
             .with_ymd_and_hms(2026, 11, 29, 12, 0, 0)
@@ -120,7 +123,7 @@ mod tests {
             bucket: "uploads",
             key: "tmp/2026/11/29/abc/a.png",
             content_type: "image/png",
-            max_size: 1000,
+            size: 1000,
             region: "us-east-1",
             now,
             expires_at: now + chrono::Duration::minutes(15),
@@ -130,7 +133,7 @@ mod tests {
         let conditions = doc["conditions"].as_array().expect("array");
         assert!(conditions.contains(&json!(["eq", "$key", "tmp/2026/11/29/abc/a.png"])));
         assert!(conditions.contains(&json!(["eq", "$Content-Type", "image/png"])));
-        assert!(conditions.contains(&json!(["content-length-range", 1, 1000])));
+        assert!(conditions.contains(&json!(["content-length-range", 1000, 1000])));
         let form = build(&req, &example_creds());
         assert_eq!(form.url, "http://127.0.0.1:4566/uploads/");
         let field = |n: &str| {

@@ -53,8 +53,8 @@ pub struct PresignedPut {
 pub struct PresignInput<'a> {
     pub key: &'a str,
     pub content_type: &'a str,
+    /// The declared size: PUT URLs sign it as Content-Length, POST forms bind it exactly.
     pub size: u64,
-    pub max_size: u64,
     pub now: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
 }

@@ -174,7 +174,7 @@ impl ObjectStore for S3Store {
                 bucket: &self.bucket,
                 key: input.key,
                 content_type: input.content_type,
-                max_size: input.max_size,
+                size: input.size,
                 region: &self.region,
                 now: input.now,
                 expires_at: input.expires_at,

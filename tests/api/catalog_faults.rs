@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
     Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
+    SettledTmp,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -144,6 +145,17 @@ impl MultipartCatalog for FaultyCatalog {
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError> {
         self.inner.finish_session(id, to, parts, now).await
+    }
+    async fn claim_session(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError> {
+        self.inner.claim_session(id, token, lease_secs).await
+    }
+    async fn release_session_claim(&self, id: &UploadId, token: &str) -> Result<(), CatalogError> {
+        self.inner.release_session_claim(id, token).await
     }
 }
 
@@ -367,16 +379,32 @@ impl Catalog for FaultyCatalog {
         id: &UploadId,
         token: &str,
         code: &str,
+        tmp_version: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError> {
-        self.inner.reject(id, token, code, now).await
+        self.inner.reject(id, token, code, tmp_version, now).await
     }
     async fn record_handle(
         &self,
         handle: &FileHandle,
         token: &str,
+        tmp_version: Option<&str>,
     ) -> Result<Option<FileHandle>, CatalogError> {
-        faulty!(self, record_handle(handle, token))
+        faulty!(self, record_handle(handle, token, tmp_version))
+    }
+    async fn settled_tmp(
+        &self,
+        expired_before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<SettledTmp>, CatalogError> {
+        self.inner.settled_tmp(expired_before, limit).await
+    }
+    async fn mark_tmp_cleared(
+        &self,
+        ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner.mark_tmp_cleared(ids, now).await
     }
     async fn handle_by_id(&self, id: &FileId) -> Result<Option<FileHandle>, CatalogError> {
         self.inner.handle_by_id(id).await

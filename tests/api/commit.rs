@@ -40,10 +40,16 @@ async fn put_and_post_uploads_of_both_profiles_commit_to_their_paired_keys() {
             "final object holds the uploaded bytes"
         );
         assert!(
-            !app.object_exists(&p.key).await,
-            "tmp object deleted after commit"
+            app.object_exists(&p.key).await,
+            "tmp object kept until its URL has expired (single-use URLs)"
         );
     }
+    let swept = app.sweep_after_urls_expire().await;
+    assert_eq!(swept.settled_tmp.uploads_cleared, 4, "{swept:?}");
+    assert!(
+        app.keys().await.iter().all(|k| !k.starts_with("tmp/")),
+        "every tmp object deleted once the URLs expired"
+    );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 4);
     assert_eq!(
         app.db
@@ -67,7 +73,17 @@ async fn a_repeated_commit_returns_the_same_handle_with_200() {
     let second: Value = again.json().await.expect("handle");
     assert_eq!(first, second);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
-    assert_eq!(app.keys().await.len(), 1, "no second copy");
+    let finals: Vec<String> = app
+        .keys()
+        .await
+        .into_iter()
+        .filter(|k| !k.starts_with("tmp/"))
+        .collect();
+    assert_eq!(
+        finals,
+        vec![first["key"].as_str().expect("key").to_owned()],
+        "no second copy"
+    );
 }
 
 #[tokio::test]
@@ -153,17 +169,18 @@ async fn an_html_document_labelled_png_is_rejected_by_its_magic_bytes() {
         (422, "content_mismatch".to_owned())
     );
     assert_eq!(app.db.upload_state(&p.upload_id).await, "rejected");
-    assert!(
-        !app.object_exists(&p.key).await,
-        "rejected tmp object removed"
-    );
-    assert!(app.keys().await.is_empty(), "nothing promoted");
+    assert_eq!(app.keys().await, vec![p.key.clone()], "nothing promoted");
     // The verdict is final: a retry answers the same.
     assert_eq!(
         error_code(app.commit(&token, &p.key, None).await).await,
         (422, "content_mismatch".to_owned())
     );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    app.sweep_after_urls_expire().await;
+    assert!(
+        !app.object_exists(&p.key).await,
+        "rejected tmp object removed once its URL expired"
+    );
 }
 
 #[tokio::test]

@@ -35,7 +35,11 @@ async fn twenty_concurrent_commits_of_one_upload_produce_one_handle_for_all() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
     assert_eq!(
         app.keys().await,
-        vec![format!("media/images/{}/clip.bin", p.upload_id)]
+        vec![
+            format!("media/images/{}/clip.bin", p.upload_id),
+            p.key.clone()
+        ],
+        "one final object; the tmp object stays until its URL expires"
     );
 }
 

@@ -70,7 +70,11 @@ async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
     let retry = app.commit(&token, &p.key, None).await;
     assert_eq!(retry.status(), 201, "the retry rolls forward");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
-    assert!(!app.object_exists(&p.key).await, "tmp removed");
+    app.sweep_after_urls_expire().await;
+    assert!(
+        !app.object_exists(&p.key).await,
+        "tmp removed once its URL expired"
+    );
     assert_eq!(app.keys().await, vec![final_key]);
     assert_eq!(
         app.db
@@ -102,8 +106,13 @@ async fn killed_after_recording_the_retry_returns_the_same_handle_and_cleans_up(
     assert_eq!(retry.status(), 200, "the same handle, not a second one");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
     assert!(
+        app.object_exists(&p.key).await,
+        "the tmp object stays while its URL is valid"
+    );
+    app.sweep_after_urls_expire().await;
+    assert!(
         !app.object_exists(&p.key).await,
-        "the retry removed the leftover"
+        "the sweep removed it once the URL expired"
     );
     assert_eq!(
         app.keys().await,
@@ -147,10 +156,11 @@ async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
         .any(|i| i["action"] == "recovered_commit" && i["key"] == p.key.as_str())));
     assert_eq!(app.db.upload_state(&p.upload_id).await, "committed");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    app.sweep_after_urls_expire().await;
     assert_eq!(
         app.keys().await,
         vec![final_key],
-        "tmp removed, the final object kept"
+        "tmp removed once its URL expired, the final object kept"
     );
     // The client, had it come back, gets the same handle.
     assert_eq!(app.commit(&token, &p.key, None).await.status(), 200);
@@ -173,6 +183,7 @@ async fn killed_after_taking_the_lease_the_retry_takes_over_and_copies() {
     let retry = app.commit(&token, &p.key, None).await;
     assert_eq!(retry.status(), 201);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    app.sweep_after_urls_expire().await;
     assert_eq!(
         app.keys().await,
         vec![format!("media/images/{}/clip.bin", p.upload_id)]

@@ -556,6 +556,32 @@ impl TestApp {
             .expect("request sent")
     }
 
+    /// Lets every upload URL issued so far expire (and the in-flight margin pass), then runs
+    /// the sweep as of then: it deletes the tmp objects of settled uploads.
+    pub async fn sweep_after_urls_expire(&self) -> upcommit::services::sweep::SweepSummary {
+        use upcommit::services::sweep::{sweep_at, SweepOutcome};
+        let settings = Settings::from_map(&self.env).expect("settings");
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(S3Store::connect(&settings.s3).await.expect("store"));
+        let longest = settings
+            .uploads
+            .presign_expiry_secs
+            .max(settings.uploads.multipart_session_secs);
+        let later = chrono::Utc::now()
+            + chrono::Duration::seconds(i64::try_from(longest).expect("secs") + 60)
+            + upcommit::services::tmp_cleanup::IN_FLIGHT_MARGIN;
+        match sweep_at(&self.catalog, &store, &settings, false, later)
+            .await
+            .expect("sweep")
+        {
+            SweepOutcome::Ran { summary, .. } => {
+                assert!(summary.error.is_none(), "sweep failed: {summary:?}");
+                *summary
+            }
+            SweepOutcome::Busy => panic!("sweep busy"),
+        }
+    }
+
     /// Every version and delete marker of exactly `key`.
     pub async fn versions(&self, key: &str) -> usize {
         let out = self

@@ -6,6 +6,7 @@
 mod bucket;
 mod catalog_faults;
 mod cli_upload;
+mod clocks;
 mod commit;
 mod concurrency;
 mod crash;
@@ -24,6 +25,7 @@ mod reconcile;
 mod replicas;
 mod s3_proxy;
 mod security_cases;
+mod single_use;
 mod statuses;
 mod sweep;
 mod upload_step;

@@ -258,6 +258,8 @@ async fn a_crashed_reconcile_resumes_after_its_checkpoint() {
 async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
     let app = spawn_app().await;
     let (_, lost) = two_files(&app).await; // 300 + 400 bytes
+                                           // Their tmp objects stay until the URLs expire; let that happen first.
+    app.sweep_after_urls_expire().await;
     let token = app.token("alice");
     app.uploaded(&token, "image", "image/png", 120, "PUT").await; // today's tmp
     app.put_object(

@@ -128,7 +128,7 @@ async fn slow_down_is_retried_with_backoff() {
         3,
         "two throttled attempts, then one through"
     );
-    assert!(!app.object_exists(&p.key).await);
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "committed");
 }
 
 #[tokio::test]

@@ -8,8 +8,12 @@
 //! 3. CopyObject to the final key guarded by `x-amz-copy-source-if-match`, the upload id written
 //!    into the copy's metadata (a retry recognizes its own final object by it);
 //! 4. HEAD the final object to verify it;
-//! 5. record the handle and `promoting → committed` in one transaction;
-//! 6. only then delete the tmp object's version.
+//! 5. record the handle and `promoting → committed` in one transaction.
+//!
+//! The tmp object is not deleted here: it stays until the upload's URL has expired, so the
+//! URL's `If-None-Match: *` keeps refusing a second PUT (single-use URLs), and the sweep then
+//! deletes every version of every settled tmp key in `DeleteObjects` batches
+//! (`services::tmp_cleanup`). Lease expiry is judged on the database's clock.
 
 use std::time::{Duration, Instant};
 
@@ -97,16 +101,10 @@ pub async fn commit(
             .max(1),
     );
     let give_up_at = Instant::now() + Duration::from_secs(wait);
-    // A commit that finds the upload already committed on its first read is a retry: it may
-    // finish an earlier commit's tmp cleanup. One that waited for a concurrent holder is not:
-    // the holder deletes the tmp object itself, right after recording.
-    let mut first_read = true;
     let lease = loop {
         let now = records::now();
         match upload.state {
-            UploadState::Committed => {
-                return existing(state, &upload, custom.as_ref(), first_read).await
-            }
+            UploadState::Committed => return existing(state, &upload, custom.as_ref()).await,
             UploadState::Rejected => {
                 return Err(AppError::UploadRejected(
                     upload
@@ -128,30 +126,28 @@ pub async fn commit(
                 }
             }
             UploadState::Promoting => {
-                let alive = upload.lease_until.is_some_and(|until| until > now);
-                if !alive {
-                    let target = match (&upload.final_key, &custom) {
-                        (Some(held), Some(wanted)) if held != wanted.as_str() => {
-                            return Err(AppError::FinalKeyConflict)
-                        }
-                        (Some(held), _) => FinalKey::from_trusted(held.clone()),
-                        (None, _) => target_key(state, &upload, custom.as_ref(), legacy)?,
-                    };
-                    let previous = upload.lease_token.clone();
-                    if let Some(lease) =
-                        take_lease(state, &upload, target, previous.as_deref()).await?
-                    {
-                        tracing::info!("took over an expired commit lease");
-                        break lease;
+                // Whether the holder's lease has run out is the database's call (its clock),
+                // never this replica's: the takeover is a conditional update that only
+                // succeeds on an expired lease.
+                let target = match (&upload.final_key, &custom) {
+                    (Some(held), Some(wanted)) if held != wanted.as_str() => {
+                        return Err(AppError::FinalKeyConflict)
                     }
-                } else if Instant::now() >= give_up_at {
-                    return Err(AppError::CommitInProgress);
-                } else {
-                    tokio::time::sleep(POLL_INTERVAL).await;
+                    (Some(held), _) => FinalKey::from_trusted(held.clone()),
+                    (None, _) => target_key(state, &upload, custom.as_ref(), legacy)?,
+                };
+                let previous = upload.lease_token.clone();
+                if let Some(lease) = take_lease(state, &upload, target, previous.as_deref()).await?
+                {
+                    tracing::info!("took over an expired commit lease");
+                    break lease;
                 }
+                if Instant::now() >= give_up_at {
+                    return Err(AppError::CommitInProgress);
+                }
+                tokio::time::sleep(POLL_INTERVAL).await;
             }
         }
-        first_read = false;
         upload = state
             .catalog
             .upload_by_id(&upload.id)
@@ -161,7 +157,21 @@ pub async fn commit(
 
     match promote(state, &upload, &lease, legacy).await {
         Ok(outcome) => Ok(outcome),
-        Err(failure) => Err(settle(state, &upload, &lease, failure).await),
+        Err(failure) => {
+            let err = settle(state, &upload, &lease, failure).await;
+            // A commit that lost its lease to a takeover which then finished answers with the
+            // handle that takeover recorded, never with an error of its own.
+            match state.catalog.upload_by_id(&upload.id).await {
+                Ok(Some(now)) if now.state == UploadState::Committed => {
+                    tracing::info!(
+                        error.code = err.code(),
+                        "the upload was committed by another call"
+                    );
+                    existing(state, &now, custom.as_ref()).await
+                }
+                _ => Err(err),
+            }
+        }
     }
 }
 
@@ -196,17 +206,15 @@ async fn take_lease(
     final_key: FinalKey,
     previous: Option<&str>,
 ) -> Result<Option<Lease>, AppError> {
-    let now = records::now();
     let token = uuid::Uuid::new_v4().simple().to_string();
-    let secs = i64::try_from(state.settings.uploads.commit_lease_secs).unwrap_or(30);
     let req = LeaseRequest {
         upload_id: &upload.id,
         expected_state: upload.state,
         expected_token: previous,
         final_key: final_key.as_str(),
         token: &token,
-        until: now + chrono::Duration::seconds(secs),
-        now,
+        lease_secs: i64::try_from(state.settings.uploads.commit_lease_secs).unwrap_or(30),
+        now: records::now(),
     };
     match state.catalog.take_lease(&req).await {
         Ok(true) => Ok(Some(Lease { token, final_key })),
@@ -220,7 +228,6 @@ async fn existing(
     state: &AppState,
     upload: &Upload,
     custom: Option<&FinalKey>,
-    clean_leftover: bool,
 ) -> Result<CommitOutcome, AppError> {
     let handle = state
         .catalog
@@ -235,28 +242,5 @@ async fn existing(
     if custom.is_some_and(|k| k.as_str() != handle.key) {
         return Err(AppError::FinalKeyConflict);
     }
-    if clean_leftover {
-        remove_leftover_tmp(state, upload).await;
-    }
     Ok(CommitOutcome::Existing(handle))
-}
-
-/// A retry after a commit whose tmp delete failed finishes the cleanup. The handle is recorded
-/// and its final object was verified, so the tmp copy is not the only one.
-async fn remove_leftover_tmp(state: &AppState, upload: &Upload) {
-    if TmpKey::parse(&upload.key).is_none() {
-        return;
-    }
-    match state.store.head(&upload.key).await {
-        Ok(Some(h)) => match state
-            .store
-            .delete_version(&upload.key, h.version_id.as_deref())
-            .await
-        {
-            Ok(()) => tracing::info!("removed a tmp object left behind by an earlier commit"),
-            Err(e) => tracing::warn!(error = %e, "could not remove a leftover tmp object"),
-        },
-        Ok(None) => {}
-        Err(e) => tracing::warn!(error = %e, "could not check for a leftover tmp object"),
-    }
 }

@@ -2,7 +2,6 @@
 
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
-use crate::domain::keys::TmpKey;
 use crate::domain::records::{self, FileHandle, HandleStatus, Upload};
 use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
 use crate::error::AppError;
@@ -52,7 +51,7 @@ pub(super) async fn promote(
                 .map_err(|e| Failure::Release(e.into()))?
             {
                 if is_ours(&fin, upload) {
-                    return record(state, upload, lease, fin, None, legacy).await;
+                    return record(state, upload, lease, fin, None).await;
                 }
             }
         }
@@ -85,7 +84,7 @@ pub(super) async fn promote(
 
     if legacy {
         // Committed in place: the object already sits at its final key.
-        return record(state, upload, lease, head, None, legacy).await;
+        return record(state, upload, lease, head, None).await;
     }
 
     match store
@@ -148,17 +147,18 @@ pub(super) async fn promote(
             lease.final_key, fin.size, upload.declared_size
         ))));
     }
-    record(state, upload, lease, fin, Some(head), legacy).await
+    record(state, upload, lease, fin, Some(head)).await
 }
 
-/// Step 5 and 6: record the handle, then delete the tmp version the copy came from.
+/// Step 5: record the handle. The tmp version the copy came from is named in the record and
+/// deleted once the upload's URL has expired (`services::tmp_cleanup`), not here: while it is
+/// there, the URL's `If-None-Match: *` refuses a second PUT.
 async fn record(
     state: &AppState,
     upload: &Upload,
     lease: &Lease,
     fin: ObjectHead,
     source: Option<ObjectHead>,
-    legacy: bool,
 ) -> Result<CommitOutcome, Failure> {
     let handle = FileHandle {
         id: FileId::generate(),
@@ -172,7 +172,12 @@ async fn record(
         created_at: records::now(),
         status: HandleStatus::Available,
     };
-    let recorded = match state.catalog.record_handle(&handle, &lease.token).await {
+    let tmp_version = source.as_ref().and_then(|h| h.version_id.as_deref());
+    let recorded = match state
+        .catalog
+        .record_handle(&handle, &lease.token, tmp_version)
+        .await
+    {
         Ok(Some(h)) => {
             fault_point("after_record").await;
             h
@@ -188,14 +193,6 @@ async fn record(
         Err(e) => return Err(Failure::Abandon(e.into())),
     };
     tracing::info!(file.id = %recorded.id, key = %recorded.key, size_bytes = recorded.size, "file committed");
-    if !legacy {
-        let version = source.as_ref().and_then(|h| h.version_id.as_deref());
-        if let Err(e) = state.store.delete_version(&upload.key, version).await {
-            // The handle is durable; the leftover tmp object is removed by a retry's
-            // roll-forward, the sweeper or the lifecycle rule.
-            tracing::warn!(error = %e, "could not delete the tmp object after commit");
-        }
-    }
     Ok(CommitOutcome::Created(recorded))
 }
 
@@ -216,19 +213,15 @@ pub(super) async fn settle(
             err
         }
         Failure::Reject(err, head) => {
+            // The refused object stays until the URL has expired, like a committed one, so
+            // the URL cannot store a second object; then the sweep deletes it.
+            let version = head.as_ref().and_then(|h| h.version_id.as_deref());
             match catalog
-                .reject(&upload.id, &lease.token, err.code(), now)
+                .reject(&upload.id, &lease.token, err.code(), version, now)
                 .await
             {
                 Ok(true) => {
                     tracing::warn!(error.code = err.code(), "upload rejected");
-                    let legacy = TmpKey::parse(&upload.key).is_none();
-                    if !legacy {
-                        let version = head.as_ref().and_then(|h| h.version_id.as_deref());
-                        if let Err(e) = state.store.delete_version(&upload.key, version).await {
-                            tracing::warn!(error = %e, "could not delete a rejected tmp object; the lifecycle rule will");
-                        }
-                    }
                 }
                 Ok(false) => {}
                 Err(e) => {
