@@ -3,6 +3,7 @@
 
 pub mod bucket_check;
 pub mod content;
+pub mod duration;
 pub mod ids;
 pub mod jobs;
 pub mod keys;
