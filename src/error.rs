@@ -124,7 +124,8 @@ fn presign_message(r: PresignRejection) -> String {
 fn final_key_message(e: FinalKeyError) -> String {
     match e {
         FinalKeyError::Reserved => {
-            "final_key resolves under tmp/, which is reserved for uncommitted uploads".into()
+            "final_key resolves under a prefix a lifecycle rule expires (tmp/, quarantine/, …)"
+                .into()
         }
         FinalKeyError::Empty => "final_key is empty".into(),
         FinalKeyError::TooLong => "final_key is longer than 1024 bytes".into(),

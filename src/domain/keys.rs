@@ -12,9 +12,11 @@
 use std::fmt;
 
 use chrono::{Datelike, NaiveDate};
-use percent_encoding::percent_decode_str;
 
 use super::ids::UploadId;
+use super::lifecycle::required_rules;
+pub use super::reserved::resolves_under_tmp;
+use super::reserved::{is_invisible, Reservation, ReservedKeys};
 
 /// Everything under this prefix is temporary and expired by the bucket's lifecycle rule.
 pub const TMP_PREFIX: &str = "tmp/";
@@ -37,11 +39,6 @@ pub struct SafeName(String);
 pub enum FilenameError {
     TooLong,
     ControlCharacter,
-}
-
-/// Characters that render as nothing; they are stripped so a name never carries them unseen.
-fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
 }
 
 fn is_safe_name_byte(b: u8) -> bool {
@@ -182,7 +179,8 @@ impl fmt::Display for TmpKey {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinalKeyError {
-    /// Resolves under `tmp/` after normalization: it would be expired by the lifecycle rule.
+    /// Resolves under a prefix a lifecycle rule expires (`tmp/`, `quarantine/`, …) after
+    /// normalization: the bucket would delete the file.
     Reserved,
     Empty,
     TooLong,
@@ -214,9 +212,10 @@ impl FinalKey {
     }
 
     /// An admin's custom key. The reserved check runs first, on a normalized skeleton, so that
-    /// every spelling of `tmp/` answers `Reserved`; then the strict grammar.
-    pub fn parse_custom(raw: &str) -> Result<Self, FinalKeyError> {
-        if resolves_under_tmp(raw) {
+    /// every spelling of a reserved key (`tmp/`, any expiring prefix) is refused as reserved;
+    /// then the strict grammar.
+    pub fn parse_custom(raw: &str, reserved: &ReservedKeys) -> Result<Self, FinalKeyError> {
+        if reserved.reservation(raw) == Some(Reservation::Expiring) {
             return Err(FinalKeyError::Reserved);
         }
         check_grammar(raw)?;
@@ -258,66 +257,19 @@ fn check_grammar(raw: &str) -> Result<(), FinalKeyError> {
     Ok(())
 }
 
-/// Maps characters that read as ASCII to the ASCII they imitate: full-width forms, slash
-/// look-alikes and the Cyrillic letters that spell `tmp`.
-fn fold_lookalike(c: char) -> char {
-    match c {
-        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
-        '\u{2215}' | '\u{2044}' | '\u{29F8}' => '/',
-        '\u{0442}' | '\u{0422}' => 't',
-        '\u{043C}' | '\u{041C}' => 'm',
-        '\u{0440}' | '\u{0420}' => 'p',
-        '\\' => '/',
-        _ => c,
-    }
-}
-
-/// True when `raw`, read the way any layer might read it (percent-decoded, case-folded, with
-/// look-alikes folded, invisible characters and whitespace dropped, `.`/`..`/empty segments
-/// resolved, trailing dots trimmed), starts with the segment `tmp`.
-pub fn resolves_under_tmp(raw: &str) -> bool {
-    let mut decoded = raw.to_owned();
-    for _ in 0..4 {
-        let next = percent_decode_str(&decoded)
-            .decode_utf8_lossy()
-            .into_owned();
-        if next == decoded {
-            break;
-        }
-        decoded = next;
-    }
-    let folded: String = decoded
-        .chars()
-        .filter(|c| !is_invisible(*c) && !c.is_whitespace() && !c.is_control())
-        .map(fold_lookalike)
-        .collect::<String>()
-        .to_lowercase();
-    let mut resolved: Vec<&str> = Vec::new();
-    for seg in folded.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                resolved.pop();
-            }
-            // `tmp.` and `tmp...` name the same thing to several file-system-backed stores.
-            s => match s.trim_end_matches('.') {
-                "" => {}
-                trimmed => resolved.push(trimmed),
-            },
-        }
-    }
-    resolved.first() == Some(&"tmp")
-}
-
-/// A profile's final prefix: grammar-valid, ends with `/`, not under `tmp/`. Checked when the
-/// settings load, so a bad profile fails at start, not at the first commit.
+/// A profile's final prefix: grammar-valid, ends with `/`, not under `tmp/` nor under any prefix
+/// the compiled lifecycle rules expire (`quarantine/`). Checked when the settings load, so a bad
+/// profile fails at start, not at the first commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FinalPrefix(String);
 
 impl FinalPrefix {
     pub fn parse(s: &str) -> Result<Self, FinalKeyError> {
         let body = s.strip_suffix('/').ok_or(FinalKeyError::InvalidSegment)?;
-        if resolves_under_tmp(s) {
+        if ReservedKeys::base()
+            .with_rules(required_rules())
+            .expires_prefix(s)
+        {
             return Err(FinalKeyError::Reserved);
         }
         check_grammar(body)?;
@@ -491,7 +443,7 @@ mod tests {
             "tmp\u{2215}x",
         ] {
             assert_eq!(
-                FinalKey::parse_custom(raw),
+                FinalKey::parse_custom(raw, &ReservedKeys::base()),
                 Err(FinalKeyError::Reserved),
                 "{raw:?}"
             );
@@ -500,9 +452,9 @@ mod tests {
 
     #[test]
     fn custom_final_keys_follow_the_grammar() {
-        assert!(FinalKey::parse_custom("avatars/alice/current.png").is_ok());
-        assert!(FinalKey::parse_custom("tmpl/x").is_ok());
-        assert!(FinalKey::parse_custom("media/tmp/x").is_ok());
+        assert!(FinalKey::parse_custom("avatars/alice/current.png", &ReservedKeys::base()).is_ok());
+        assert!(FinalKey::parse_custom("tmpl/x", &ReservedKeys::base()).is_ok());
+        assert!(FinalKey::parse_custom("media/tmp/x", &ReservedKeys::base()).is_ok());
         let cases: [(&str, FinalKeyError); 10] = [
             ("", FinalKeyError::Empty),
             ("a/", FinalKeyError::InvalidSegment),
@@ -516,15 +468,19 @@ mod tests {
             ("a\nb", FinalKeyError::InvalidCharacter),
         ];
         for (raw, want) in cases {
-            assert_eq!(FinalKey::parse_custom(raw), Err(want), "{raw:?}");
+            assert_eq!(
+                FinalKey::parse_custom(raw, &ReservedKeys::base()),
+                Err(want),
+                "{raw:?}"
+            );
         }
         assert_eq!(
-            FinalKey::parse_custom(&"k".repeat(1025)),
+            FinalKey::parse_custom(&"k".repeat(1025), &ReservedKeys::base()),
             Err(FinalKeyError::TooLong)
         );
-        assert!(FinalKey::parse_custom(&"k".repeat(1024)).is_ok());
+        assert!(FinalKey::parse_custom(&"k".repeat(1024), &ReservedKeys::base()).is_ok());
         assert_eq!(
-            FinalKey::parse_custom("/abs"),
+            FinalKey::parse_custom("/abs", &ReservedKeys::base()),
             Err(FinalKeyError::InvalidSegment)
         );
     }
@@ -597,7 +553,7 @@ mod properties {
 
         #[test]
         fn an_accepted_admin_key_is_plain_short_and_never_under_tmp(raw in any_key()) {
-            if let Ok(key) = FinalKey::parse_custom(&raw) {
+            if let Ok(key) = FinalKey::parse_custom(&raw, &ReservedKeys::base()) {
                 let k = key.as_str();
                 prop_assert!(k.is_ascii());
                 prop_assert!(!k.contains('%'));
@@ -642,7 +598,7 @@ mod properties {
             let fin = FinalKey::paired(&prefix, &tmp);
             prop_assert!(!resolves_under_tmp(fin.as_str()));
             prop_assert!(!fin.as_str().to_ascii_lowercase().starts_with("tmp/"));
-            prop_assert!(FinalKey::parse_custom(fin.as_str()).is_ok(), "{:?}", fin.as_str());
+            prop_assert!(FinalKey::parse_custom(fin.as_str(), &ReservedKeys::base()).is_ok(), "{:?}", fin.as_str());
         }
     }
 }

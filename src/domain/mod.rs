@@ -14,5 +14,6 @@ pub mod quota;
 pub mod rate;
 pub mod reconcile;
 pub mod records;
+pub mod reserved;
 pub mod sniff;
 pub mod sweep;

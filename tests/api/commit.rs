@@ -395,3 +395,87 @@ async fn handles_are_readable_by_owner_and_admin_only_and_download_as_attachment
         404
     );
 }
+
+#[tokio::test]
+async fn final_key_under_any_expiring_prefix_is_refused_in_every_spelling() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
+
+    for final_key in [
+        "quarantine/kept.jpg",
+        "QUARANTINE/kept.jpg",
+        "./quarantine/kept.jpg",
+        "quarantine%2Fkept.jpg",
+        "%71uarantine/kept.jpg",
+        "media/../quarantine/kept.jpg",
+        "ｑｕａｒａｎｔｉｎｅ/kept.jpg",
+        "quarantine./kept.jpg",
+        "quarantine",
+    ] {
+        let got = error_code(app.commit(&admin, &p.key, Some(final_key)).await).await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{final_key:?}");
+    }
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert_eq!(app.keys().await, vec![p.key.clone()]);
+    // A look-alike that no rule expires is an ordinary key.
+    assert_eq!(
+        app.commit(&admin, &p.key, Some("quarantined/kept.jpg"))
+            .await
+            .status(),
+        201
+    );
+}
+
+#[tokio::test]
+async fn final_key_under_a_prefix_the_live_lifecycle_document_expires_is_refused() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
+    // Another writer's rule: not in infra/lifecycle-rules.json, only in the live document.
+    let mut rules = upcommit::domain::lifecycle::required_rules().to_vec();
+    let mut cache = upcommit::domain::lifecycle::Rule::new("resize-cache-expire", "cache/");
+    cache.expiration_days = Some(30);
+    cache.noncurrent_expiration_days = Some(1);
+    rules.push(cache);
+    crate::helpers::put_lifecycle(&app.s3, &app.bucket, &rules).await;
+
+    // A replica started now reads the live document in its first bucket check.
+    let replica = app.replica().await;
+    let mut checked = false;
+    for _ in 0..100 {
+        let ready: Value = app
+            .http
+            .get(format!("{replica}/readyz"))
+            .send()
+            .await
+            .expect("readyz")
+            .json()
+            .await
+            .expect("JSON");
+        if ready["checks"]["bucket_config"] != "pending" {
+            checked = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(checked, "the replica's first bucket check finished");
+
+    for final_key in ["cache/kept.jpg", "CACHE/kept.jpg", "cache%2fkept.jpg"] {
+        let got = error_code(
+            app.commit_at(&replica, &admin, &p.key, Some(final_key))
+                .await,
+        )
+        .await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{final_key:?}");
+    }
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert_eq!(
+        app.commit_at(&replica, &admin, &p.key, Some("cached/kept.jpg"))
+            .await
+            .status(),
+        201
+    );
+}
