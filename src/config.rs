@@ -674,9 +674,13 @@ impl Settings {
     }
 
     /// The reserved key space known from the settings alone: the compiled lifecycle rules'
-    /// expiring prefixes.
+    /// expiring prefixes and the paired layout under every profile's final prefix.
     pub fn reserved_keys(&self) -> crate::domain::reserved::ReservedKeys {
-        crate::domain::reserved::ReservedKeys::base().with_rules(required_rules())
+        crate::domain::reserved::ReservedKeys::new(
+            [],
+            self.uploads.profiles.iter().map(|p| &p.final_prefix),
+        )
+        .with_rules(required_rules())
     }
 
     pub fn profile(&self, name: &str) -> Option<&Profile> {

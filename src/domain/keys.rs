@@ -182,6 +182,9 @@ pub enum FinalKeyError {
     /// Resolves under a prefix a lifecycle rule expires (`tmp/`, `quarantine/`, …) after
     /// normalization: the bucket would delete the file.
     Reserved,
+    /// Has the paired layout of some profile (`<final prefix><upload id>/…`): the key that
+    /// upload's own commit needs.
+    PairedLayout,
     Empty,
     TooLong,
     /// Outside the key alphabet: non-ASCII, `%`, `\`, control characters, spaces.
@@ -212,11 +215,13 @@ impl FinalKey {
     }
 
     /// An admin's custom key. The reserved check runs first, on a normalized skeleton, so that
-    /// every spelling of a reserved key (`tmp/`, any expiring prefix) is refused as reserved;
-    /// then the strict grammar.
+    /// every spelling of a reserved key (`tmp/`, any expiring prefix, the paired layout) is
+    /// refused as reserved; then the strict grammar.
     pub fn parse_custom(raw: &str, reserved: &ReservedKeys) -> Result<Self, FinalKeyError> {
-        if reserved.reservation(raw) == Some(Reservation::Expiring) {
-            return Err(FinalKeyError::Reserved);
+        match reserved.reservation(raw) {
+            Some(Reservation::Expiring) => return Err(FinalKeyError::Reserved),
+            Some(Reservation::Paired) => return Err(FinalKeyError::PairedLayout),
+            None => {}
         }
         check_grammar(raw)?;
         Ok(Self(raw.to_owned()))

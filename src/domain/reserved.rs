@@ -1,13 +1,17 @@
 //! The key space an admin's custom final key may not take.
 //!
-//! Reserved: **expiring prefixes.** Every prefix that an enabled lifecycle rule expiring current versions
+//! Two kinds of key are reserved:
+//! * **Expiring prefixes.** Every prefix that an enabled lifecycle rule expiring current versions
 //!   covers: `tmp/`, `quarantine/` (where `reconcile --quarantine` moves objects), every such
 //!   prefix in `infra/lifecycle-rules.json`, and, when the server has read the live bucket's
 //!   lifecycle document, every such prefix there. A rule narrowed by tags or object size still
 //!   reserves its whole prefix: which objects it reaches depends on data the key does not show.
 //!   A file committed there would be deleted by the bucket, not by anyone's decision.
+//! * **The paired layout.** `<final prefix of any profile><32 hex characters>` and anything
+//!   below it: the key a user's own commit of that upload id produces. An admin key there would
+//!   make the owner's commit answer `final_key_conflict` for ever.
 //!
-//! They are judged on a normalized skeleton of the key: percent-decoded (repeatedly),
+//! Both are judged on the same normalized skeleton of the key: percent-decoded (repeatedly),
 //! invisible characters, whitespace and control characters dropped, look-alikes folded to the
 //! ASCII they imitate, lowercased, `.`/`..`/empty segments resolved and trailing dots trimmed.
 //! So every spelling some layer might read as a reserved key is refused, not only the literal.
@@ -20,7 +24,7 @@
 
 use percent_encoding::percent_decode_str;
 
-use super::keys::TMP_PREFIX;
+use super::keys::{FinalPrefix, TMP_PREFIX};
 use super::lifecycle::Rule;
 use super::reconcile::QUARANTINE_PREFIX;
 
@@ -29,18 +33,29 @@ use super::reconcile::QUARANTINE_PREFIX;
 pub enum Reservation {
     /// Under a prefix a lifecycle rule expires.
     Expiring,
+    /// In the paired layout of some profile: `<final prefix><upload id>/…`.
+    Paired,
 }
 
-/// The reserved key space, built from the prefixes that expire.
+/// The reserved key space, built from the prefixes that expire and the profiles' final prefixes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReservedKeys {
     /// Normalized expiring prefixes; always holds `tmp/` and `quarantine/`.
     expiring: Vec<String>,
+    /// Normalized final prefixes (each ends with `/`).
+    paired: Vec<String>,
 }
 
+/// Length of an upload id in its key segment (32 lowercase hex characters).
+const UPLOAD_ID_LEN: usize = 32;
+
 impl ReservedKeys {
-    /// `tmp/`, `quarantine/` and the given expiring prefixes.
-    pub fn new<'a>(expiring: impl IntoIterator<Item = &'a str>) -> Self {
+    /// `tmp/`, `quarantine/`, the given expiring prefixes, and the paired layout under each of
+    /// `final_prefixes`.
+    pub fn new<'a>(
+        expiring: impl IntoIterator<Item = &'a str>,
+        final_prefixes: impl IntoIterator<Item = &'a FinalPrefix>,
+    ) -> Self {
         let mut expiring: Vec<String> = [TMP_PREFIX, QUARANTINE_PREFIX]
             .into_iter()
             .chain(expiring)
@@ -48,12 +63,18 @@ impl ReservedKeys {
             .collect();
         expiring.sort();
         expiring.dedup();
-        Self { expiring }
+        let mut paired: Vec<String> = final_prefixes
+            .into_iter()
+            .map(|p| normalize_prefix(p.as_str()))
+            .collect();
+        paired.sort();
+        paired.dedup();
+        Self { expiring, paired }
     }
 
-    /// Only `tmp/` and `quarantine/`: what is reserved before any rule is known.
+    /// Only `tmp/` and `quarantine/`: what is reserved before any rule or profile is known.
     pub fn base() -> Self {
-        Self::new([])
+        Self::new([], [])
     }
 
     /// Adds the prefixes that `rules` expire (a rules file or a live lifecycle document).
@@ -77,7 +98,13 @@ impl ReservedKeys {
         {
             return Some(Reservation::Expiring);
         }
-        None
+        let paired = self.paired.iter().any(|p| {
+            skeleton
+                .strip_prefix(p.as_str())
+                .and_then(|rest| rest.split('/').next())
+                .is_some_and(is_upload_id_shaped)
+        });
+        paired.then_some(Reservation::Paired)
     }
 
     /// True when every key under `prefix` is in an expiring prefix (a profile whose final
@@ -93,6 +120,11 @@ pub fn expiring_prefixes(rules: &[Rule]) -> impl Iterator<Item = &str> {
         .iter()
         .filter(|r| r.expires_current())
         .map(|r| r.prefix.as_str())
+}
+
+/// A segment an upload id could be read as: 32 hex digits after case folding.
+fn is_upload_id_shaped(seg: &str) -> bool {
+    seg.len() == UPLOAD_ID_LEN && seg.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Characters that render as nothing (soft hyphen, zero-width and bidi controls, word joiners,
@@ -188,8 +220,18 @@ mod tests {
     use super::*;
     use crate::domain::lifecycle::required_rules;
 
+    const ID: &str = "0192f3a4b5c6d7e8f90a1b2c3d4e5f60";
+
+    fn images() -> FinalPrefix {
+        FinalPrefix::parse("media/images/").expect("valid")
+    }
+
     fn compiled() -> ReservedKeys {
-        ReservedKeys::base().with_rules(required_rules())
+        let prefixes = [
+            images(),
+            FinalPrefix::parse("media/recordings/").expect("valid"),
+        ];
+        ReservedKeys::new([], prefixes.iter()).with_rules(required_rules())
     }
 
     #[test]
@@ -296,6 +338,46 @@ mod tests {
     }
 
     #[test]
+    fn every_spelling_of_a_paired_key_is_reserved() {
+        let reserved = compiled();
+        let upper = ID.to_uppercase();
+        let wide: String = ID
+            .chars()
+            .map(|c| char::from_u32(c as u32 + 0xFEE0).unwrap_or(c))
+            .collect();
+        for raw in [
+            format!("media/images/{ID}/bob.png"),
+            format!("media/images/{ID}/other/name.png"),
+            format!("media/images/{ID}"),
+            format!("media/recordings/{ID}/song.mp3"),
+            format!("MEDIA/Images/{upper}/bob.png"),
+            format!("media/images/{wide}/bob.png"),
+            format!("media//images/./{ID}/bob.png"),
+            format!("media/x/../images/{ID}/bob.png"),
+            format!("media%2Fimages%2F{ID}%2Fbob.png"),
+            format!("media/images/{ID}./bob.png"),
+            format!("media\\images\\{ID}\\bob.png"),
+        ] {
+            assert_eq!(
+                reserved.reservation(&raw),
+                Some(Reservation::Paired),
+                "{raw:?}"
+            );
+        }
+        for fine in [
+            "media/images/avatar.png".to_owned(),
+            format!("media/images/{ID}x/bob.png"),
+            format!("media/images/{}/bob.png", &ID[..31]),
+            format!("media/images/sub/{ID}/bob.png"),
+            format!("media/images2/{ID}/bob.png"),
+            format!("avatars/{ID}/bob.png"),
+            format!("media/images/{}g/bob.png", &ID[..31]),
+        ] {
+            assert_eq!(reserved.reservation(&fine), None, "{fine:?}");
+        }
+    }
+
+    #[test]
     fn tmp_is_reserved_exactly_as_before() {
         for raw in ["tmp/x", "TMP", "tmp", "%74mp/x", "тмр/x", "a/../tmp/x"] {
             assert!(resolves_under_tmp(raw), "{raw:?}");
@@ -356,12 +438,28 @@ mod properties {
             prop_assert!(FinalKey::parse_custom(&key, &reserved).is_err());
         }
 
-        /// Keys that do not sit under an expiring prefix stay available.
+        /// The paired key of any upload id under any profile prefix is refused as a custom key.
+        #[test]
+        fn the_paired_key_of_any_upload_is_refused(
+            prefix in "[a-z]{1,8}/([a-z0-9]{1,8}/)?",
+            id in "[0-9a-f]{32}",
+            name in "[a-zA-Z0-9_-]{1,20}(\\.[a-z0-9]{1,5})?",
+        ) {
+            // A generated `tmp/` is no profile's prefix.
+            let Ok(prefix) = FinalPrefix::parse(&prefix) else {
+                return Ok(());
+            };
+            let reserved = ReservedKeys::new([], [&prefix]);
+            let key = format!("{}{id}/{name}", prefix.as_str());
+            prop_assert!(reserved.reservation(&key).is_some(), "{:?}", key);
+        }
+
+        /// Keys that neither sit under an expiring prefix nor look paired stay available.
         #[test]
         fn an_unrelated_key_is_not_reserved(
             key in ("[a-zA-Z0-9][a-zA-Z0-9_=+@,!-]{0,9}", grammar_key()).prop_map(|(a, b)| format!("{a}/{b}")),
         ) {
-            let reserved = ReservedKeys::base();
+            let reserved = ReservedKeys::new([], [&FinalPrefix::parse("media/images/").expect("valid")]);
             let lower = key.to_ascii_lowercase();
             let first = lower.split('/').next().unwrap_or("");
             prop_assume!(first != "tmp" && first != "quarantine" && first != "media");

@@ -479,3 +479,41 @@ async fn final_key_under_a_prefix_the_live_lifecycle_document_expires_is_refused
         201
     );
 }
+
+#[tokio::test]
+async fn an_admin_key_cannot_take_another_uploads_paired_key() {
+    let app = spawn_app().await;
+    let bob = app.token("bob");
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let bobs = app.uploaded(&bob, "image", "image/png", 300, "PUT").await;
+    let other = app.uploaded(&alice, "image", "image/png", 400, "PUT").await;
+    let id = bobs.upload_id.as_str();
+
+    for final_key in [
+        format!("media/images/{id}/bob.png"),
+        format!("media/images/{id}/clip.bin"),
+        format!("media/images/{id}"),
+        format!("MEDIA/IMAGES/{}/bob.png", id.to_uppercase()),
+        format!("media/images/./{id}/bob.png"),
+        format!("media%2Fimages%2F{id}%2Fclip.bin"),
+        // Another profile's prefix with an id that is not (yet) an upload's: the same layout.
+        format!("media/recordings/{}/x.mp3", "0".repeat(32)),
+    ] {
+        let got = error_code(app.commit(&admin, &other.key, Some(&final_key)).await).await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{final_key:?}");
+    }
+    assert_eq!(app.db.upload_state(&other.upload_id).await, "issued");
+
+    let resp = app.commit(&bob, &bobs.key, None).await;
+    assert_eq!(resp.status(), 201, "Bob's own commit takes his paired key");
+    let h: Value = resp.json().await.expect("handle");
+    assert_eq!(h["key"], format!("media/images/{id}/clip.bin").as_str());
+    // Keys under a final prefix that are not in the paired layout stay available to admins.
+    assert_eq!(
+        app.commit(&admin, &other.key, Some("media/images/avatars/alice.png"))
+            .await
+            .status(),
+        201
+    );
+}
