@@ -12,6 +12,8 @@
 use std::fmt;
 
 use chrono::{Datelike, NaiveDate};
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
 
 use super::ids::UploadId;
 use super::lifecycle::required_rules;
@@ -46,12 +48,15 @@ fn is_safe_name_byte(b: u8) -> bool {
 }
 
 impl SafeName {
-    /// Sanitizes a client-supplied filename. Percent signs and backslashes are replaced, never
-    /// decoded, so `..%2f` or `%252e` cannot turn into a path; only the last path component of
-    /// the name is kept.
+    /// Sanitizes a client-supplied filename into an ASCII slug that keeps the extension.
+    /// Percent signs and backslashes are replaced, never decoded, so `..%2f` or `%252e` cannot
+    /// turn into a path; only the last path component of the name is kept. Accents are dropped
+    /// (`café` → `cafe`); a stem with nothing ASCII-safe left becomes `file`, so `写真.jpg`,
+    /// `फोटो.jpg` and `.jpg` all become `file.jpg`. The name as written is kept apart, as a
+    /// [`super::filename::OriginalName`].
     pub fn sanitize(raw: Option<&str>) -> Result<Self, FilenameError> {
         let Some(raw) = raw else {
-            return Ok(Self(DEFAULT_NAME.to_owned()));
+            return Ok(Self::unnamed());
         };
         if raw.len() > MAX_FILENAME_BYTES {
             return Err(FilenameError::TooLong);
@@ -59,23 +64,27 @@ impl SafeName {
         if raw.chars().any(char::is_control) {
             return Err(FilenameError::ControlCharacter);
         }
-        let visible: String = raw.chars().filter(|c| !is_invisible(*c)).collect();
+        let visible: String = raw
+            .nfkd()
+            .filter(|c| !is_invisible(*c) && !is_combining_mark(*c))
+            .collect();
         let last = visible.rsplit(['/', '\\']).next().unwrap_or("");
-        let mut mapped = String::with_capacity(last.len());
-        for c in last.chars() {
-            let c = if c.is_ascii() && is_safe_name_byte(c as u8) {
-                c
-            } else {
-                '_'
-            };
-            if !(c == '_' && mapped.ends_with('_')) {
-                mapped.push(c);
-            }
-        }
-        let trimmed = mapped
-            .trim_start_matches(['.', '_', '-'])
-            .trim_end_matches(['.', '_']);
-        Ok(Self(shorten(trimmed)))
+        let (stem, ext) = match last.rsplit_once('.') {
+            Some((stem, ext)) if is_extension(ext) => (stem, Some(ext)),
+            _ => (last, None),
+        };
+        let slug = slug(stem);
+        let stem = if slug.is_empty() { DEFAULT_NAME } else { &slug };
+        let name = match ext {
+            Some(ext) => format!("{stem}.{ext}"),
+            None => stem.to_owned(),
+        };
+        Ok(Self(shorten(&name)))
+    }
+
+    /// `file`: the name of an upload whose client gave none.
+    pub fn unnamed() -> Self {
+        Self(DEFAULT_NAME.to_owned())
     }
 
     /// Accepts a name already in sanitized form (used when parsing a key back).
@@ -90,6 +99,31 @@ impl SafeName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// An extension worth keeping: 1 to 15 ASCII letters and digits (`jpg`, `MP3`, `webm`).
+fn is_extension(ext: &str) -> bool {
+    (1..=15).contains(&ext.len()) && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// `[A-Za-z0-9._-]` only, runs of anything else as one `_`, no leading `.`/`_`/`-`, no
+/// trailing `.`/`_`.
+fn slug(stem: &str) -> String {
+    let mut mapped = String::with_capacity(stem.len());
+    for c in stem.chars() {
+        let c = if c.is_ascii() && is_safe_name_byte(c as u8) {
+            c
+        } else {
+            '_'
+        };
+        if !(c == '_' && mapped.ends_with('_')) {
+            mapped.push(c);
+        }
+    }
+    mapped
+        .trim_start_matches(['.', '_', '-'])
+        .trim_end_matches(['.', '_'])
+        .to_owned()
 }
 
 /// Keeps the extension when a name must be cut to fit.
@@ -378,6 +412,37 @@ mod tests {
             Ok("x.png".into())
         );
         assert_eq!(SafeName::sanitize(None).map(|n| n.0), Ok("file".into()));
+    }
+
+    #[test]
+    fn a_slug_always_keeps_the_extension() {
+        for (raw, want) in [
+            ("写真.jpg", "file.jpg"),
+            ("फोटो.jpg", "file.jpg"),
+            ("صورة.png", "file.png"),
+            ("תמונה.PNG", "file.PNG"),
+            ("😀🎉.gif", "file.gif"),
+            (".jpg", "file.jpg"),
+            ("..jpg", "file.jpg"),
+            ("写真 2024.jpg", "2024.jpg"),
+            ("café crème.png", "cafe_creme.png"),
+            ("ｆｕｌｌ.png", "full.png"),
+            ("holiday.tar.gz", "holiday.tar.gz"),
+            ("a..b.mp3", "a..b.mp3"),
+            ("photo\u{202E}gnp.exe", "photognp.exe"),
+            ("no-extension", "no-extension"),
+            ("trailing.", "trailing"),
+            ("x.写真", "x"),
+            ("写真", "file"),
+            ("../../写真.jpg", "file.jpg"),
+            ("%2e%2e%2f.jpg", "2e_2e_2f.jpg"),
+        ] {
+            assert_eq!(
+                SafeName::sanitize(Some(raw)).map(|n| n.0),
+                Ok(want.to_owned()),
+                "{raw:?}"
+            );
+        }
     }
 
     #[test]

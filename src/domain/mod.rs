@@ -4,6 +4,7 @@
 pub mod bucket_check;
 pub mod content;
 pub mod duration;
+pub mod filename;
 pub mod ids;
 pub mod jobs;
 pub mod keys;

@@ -12,6 +12,7 @@ mod crash;
 mod demo;
 mod durations;
 mod faults;
+mod filenames;
 mod helpers;
 mod history;
 mod http_contract;

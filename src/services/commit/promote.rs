@@ -171,6 +171,7 @@ async fn record(
         created_by: upload.owner.clone(),
         created_at: records::now(),
         status: HandleStatus::Available,
+        original_filename: upload.original_filename.clone(),
     };
     let recorded = match state.catalog.record_handle(&handle, &lease.token).await {
         Ok(Some(h)) => {
