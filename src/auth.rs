@@ -119,22 +119,11 @@ pub fn verify(secret: &[u8], token: &str, now_unix: i64) -> Result<Identity, Aut
     })
 }
 
-/// Parses `1h`, `30m`, `45s`, `2d` or plain seconds.
+/// A token lifetime: any duration [`crate::domain::duration::parse_secs`] reads, above 0.
 pub fn parse_ttl(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let (num, unit) = match s.char_indices().last()? {
-        (i, c) if c.is_ascii_alphabetic() => (&s[..i], c),
-        _ => (s, 's'),
-    };
-    let n: i64 = num.parse().ok().filter(|n| *n > 0)?;
-    let mult = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3600,
-        'd' => 86_400,
-        _ => return None,
-    };
-    n.checked_mul(mult)
+    crate::domain::duration::parse_secs(s)
+        .filter(|n| *n > 0)
+        .and_then(|n| i64::try_from(n).ok())
 }
 
 #[cfg(test)]
@@ -220,7 +209,9 @@ mod tests {
         assert_eq!(parse_ttl("2d"), Some(172_800));
         assert_eq!(parse_ttl("45"), Some(45));
         assert_eq!(parse_ttl("0"), None);
-        assert_eq!(parse_ttl("1y"), None);
+        assert_eq!(parse_ttl("0s"), None);
+        assert_eq!(parse_ttl("1h30m"), Some(5400));
+        assert_eq!(parse_ttl("soon"), None);
         assert_eq!(parse_ttl(""), None);
     }
 }

@@ -673,6 +673,16 @@ impl Settings {
         }
     }
 
+    /// The reserved key space known from the settings alone: the compiled lifecycle rules'
+    /// expiring prefixes and the paired layout under every profile's final prefix.
+    pub fn reserved_keys(&self) -> crate::domain::reserved::ReservedKeys {
+        crate::domain::reserved::ReservedKeys::new(
+            [],
+            self.uploads.profiles.iter().map(|p| &p.final_prefix),
+        )
+        .with_rules(required_rules())
+    }
+
     pub fn profile(&self, name: &str) -> Option<&Profile> {
         self.uploads.profiles.iter().find(|p| p.name == name)
     }
@@ -780,7 +790,7 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
     }
     let final_prefix = FinalPrefix::parse(&p.final_prefix).map_err(|e| {
         ConfigError(at(&format!(
-            "final_prefix {:?}: {e:?} (must end with / and not be under tmp/)",
+            "final_prefix {:?}: {e:?} (must end with / and not be under tmp/ or another prefix a lifecycle rule expires)",
             p.final_prefix
         )))
     })?;

@@ -126,7 +126,10 @@ fn presign_message(r: PresignRejection) -> String {
 fn final_key_message(e: FinalKeyError) -> String {
     match e {
         FinalKeyError::Reserved => {
-            "final_key resolves under tmp/, which is reserved for uncommitted uploads".into()
+            "final_key resolves under a prefix a lifecycle rule expires (tmp/, quarantine/, …)".into()
+        }
+        FinalKeyError::PairedLayout => {
+            "final_key has the layout of an upload's paired key (<profile final prefix><upload id>/…), which only that upload's own commit may take".into()
         }
         FinalKeyError::Empty => "final_key is empty".into(),
         FinalKeyError::TooLong => "final_key is longer than 1024 bytes".into(),
@@ -199,7 +202,7 @@ impl AppError {
                 PresignRejection::FilenameTooLong => "filename_too_long",
                 PresignRejection::FilenameControlCharacter => "filename_invalid",
             },
-            FinalKey(FinalKeyError::Reserved) => "final_key_reserved",
+            FinalKey(FinalKeyError::Reserved | FinalKeyError::PairedLayout) => "final_key_reserved",
             FinalKey(_) => "final_key_invalid",
             InvalidJson(_) => "invalid_json",
             InvalidRequest(_) => "invalid_request",

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use crate::catalog::Catalog;
 use crate::config::Settings;
 use crate::domain::rate::RateLimiter;
+use crate::domain::reserved::ReservedKeys;
 use crate::metrics::Metrics;
 use crate::services::bucket_watch::BucketWatch;
 use crate::storage::ObjectStore;
@@ -20,4 +21,20 @@ pub struct AppState {
     pub presign_limiter: Arc<Mutex<RateLimiter>>,
     /// This server's counters and histograms (`GET /metrics`).
     pub metrics: Arc<Metrics>,
+}
+
+impl AppState {
+    /// The key space custom final keys may not take: the compiled rules' expiring prefixes,
+    /// every profile's paired layout and, once the bucket watch has read it, every prefix the
+    /// live lifecycle document expires.
+    pub fn reserved_keys(&self) -> ReservedKeys {
+        let reserved = self.settings.reserved_keys();
+        match self.bucket_watch.latest() {
+            Some(report) => match &report.lifecycle {
+                Some(rules) => reserved.with_rules(rules),
+                None => reserved,
+            },
+            None => reserved,
+        }
+    }
 }

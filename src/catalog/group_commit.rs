@@ -117,6 +117,7 @@ mod tests {
                 created_at: at,
                 expires_at: at,
                 commit_deadline: at,
+                original_filename: None,
             },
             session: None,
             day: at.date_naive(),

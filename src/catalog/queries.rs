@@ -11,10 +11,12 @@ use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
 
 pub(super) const UPLOAD_COLUMNS: &str =
     "id, owner, profile, content_type, declared_size, key, method, state, \
-     final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline";
+     final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, \
+     original_filename";
 
 pub(super) const HANDLE_COLUMNS: &str =
-    "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status";
+    "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status, \
+     original_filename";
 
 /// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
 pub(super) struct UploadRow {
@@ -33,6 +35,7 @@ pub(super) struct UploadRow {
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub commit_deadline: DateTime<Utc>,
+    pub original_filename: Option<String>,
 }
 
 impl TryFrom<UploadRow> for Upload {
@@ -56,6 +59,7 @@ impl TryFrom<UploadRow> for Upload {
             created_at: r.created_at,
             expires_at: r.expires_at,
             commit_deadline: r.commit_deadline,
+            original_filename: r.original_filename,
         })
     }
 }
@@ -71,6 +75,7 @@ pub(super) struct HandleRow {
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub status: String,
+    pub original_filename: Option<String>,
 }
 
 impl TryFrom<HandleRow> for FileHandle {
@@ -90,6 +95,7 @@ impl TryFrom<HandleRow> for FileHandle {
             created_at: r.created_at,
             status: HandleStatus::parse(&r.status)
                 .ok_or_else(|| CatalogError::Corrupt(format!("handle status {:?}", r.status)))?,
+            original_filename: r.original_filename,
         })
     }
 }
@@ -205,7 +211,8 @@ macro_rules! impl_catalog {
                         .collect();
                     let mut qb = sqlx::QueryBuilder::<$db>::new(
                         "INSERT INTO uploads (id, owner, profile, content_type, declared_size, key, method, state, \
-                         final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at) ",
+                         final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at, \
+                         original_filename) ",
                     );
                     qb.push_values(&admitted, |mut b, i| {
                         let u = &i.upload;
@@ -224,7 +231,8 @@ macro_rules! impl_catalog {
                             .push_bind(u.created_at)
                             .push_bind(u.expires_at)
                             .push_bind(u.commit_deadline)
-                            .push_bind(u.created_at);
+                            .push_bind(u.created_at)
+                            .push_bind(&u.original_filename);
                     });
                     qb.build().execute(&mut *tx).await?;
                     for i in &admitted {
@@ -310,6 +318,7 @@ macro_rules! impl_catalog {
                     created_at: row.try_get("created_at")?,
                     expires_at: row.try_get("expires_at")?,
                     commit_deadline: row.try_get("commit_deadline")?,
+                    original_filename: row.try_get("original_filename")?,
                 })
             }
 
@@ -326,6 +335,7 @@ macro_rules! impl_catalog {
                     created_by: row.try_get("created_by")?,
                     created_at: row.try_get("created_at")?,
                     status: row.try_get("status")?,
+                    original_filename: row.try_get("original_filename")?,
                 })
             }
 
@@ -335,8 +345,9 @@ macro_rules! impl_catalog {
             {
                 sqlx::query(
                     "INSERT INTO uploads (id, owner, profile, content_type, declared_size, key, method, state, \
-                     final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $13)",
+                     final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at, \
+                     original_filename) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $13, $16)",
                 )
                 .bind(u.id.as_str())
                 .bind(&u.owner)
@@ -353,6 +364,7 @@ macro_rules! impl_catalog {
                 .bind(u.created_at)
                 .bind(u.expires_at)
                 .bind(u.commit_deadline)
+                .bind(&u.original_filename)
                 .execute(exec)
                 .await?;
                 Ok(())
@@ -544,8 +556,9 @@ macro_rules! impl_catalog {
                     return Ok(None);
                 }
                 sqlx::query(
-                    "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, \
+                     original_filename) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 )
                 .bind(handle.id.as_str())
                 .bind(handle.upload_id.as_str())
@@ -556,6 +569,7 @@ macro_rules! impl_catalog {
                 .bind(&handle.profile)
                 .bind(&handle.created_by)
                 .bind(handle.created_at)
+                .bind(&handle.original_filename)
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;

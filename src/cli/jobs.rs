@@ -102,12 +102,13 @@ pub async fn reconcile(
     quarantine: bool,
     json: bool,
 ) -> i32 {
-    let parsed = match grace.trim() {
-        "0" => Some(0),
-        other => crate::auth::parse_ttl(other),
-    };
+    let parsed =
+        crate::domain::duration::parse_secs(grace).and_then(|secs| i64::try_from(secs).ok());
     let Some(grace) = parsed else {
-        eprintln!("upcommit reconcile: --grace: expected 30m, 1h, 2d or seconds, got {grace:?}");
+        eprintln!(
+            "upcommit reconcile: --grace: {}, got {grace:?}",
+            crate::domain::duration::EXPECTED
+        );
         return 2;
     };
     let Some((catalog, store, client)) = connect("reconcile", settings).await else {

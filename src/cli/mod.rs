@@ -35,7 +35,7 @@ pub enum Command {
         /// Mark the token as an admin's.
         #[arg(long)]
         admin: bool,
-        /// Lifetime: 30m, 1h, 2d or seconds.
+        /// Lifetime: 90s, 30m, 1h30m, 2d or seconds (above 0).
         #[arg(long, default_value = "1h")]
         ttl: String,
     },
@@ -60,7 +60,7 @@ pub enum Command {
     /// prefixes, handles whose object is missing, tmp objects past the lifecycle window. Reports;
     /// never deletes. Exit 5 when an object is missing.
     Reconcile {
-        /// Skip unindexed objects younger than this (30m, 24h, 2d or seconds): commits in flight.
+        /// Skip unindexed objects younger than this (0s, 30m, 1h30m, 2d or seconds): commits in flight.
         #[arg(long, default_value = "24h")]
         grace: String,
         /// Read the bucket's keys from an S3 Inventory (CSV) instead of listing:
@@ -185,7 +185,10 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Upload(_) => unreachable!("handled before the settings load"),
         Command::Token { sub, admin, ttl } => {
             let Some(ttl) = crate::auth::parse_ttl(&ttl) else {
-                eprintln!("upcommit: --ttl: expected 30m, 1h, 2d or seconds, got {ttl:?}");
+                eprintln!(
+                    "upcommit: --ttl: {} (above 0), got {ttl:?}",
+                    crate::domain::duration::EXPECTED
+                );
                 return 2;
             };
             if sub.is_empty() {

@@ -12,9 +12,13 @@
 use std::fmt;
 
 use chrono::{Datelike, NaiveDate};
-use percent_encoding::percent_decode_str;
+use unicode_normalization::char::is_combining_mark;
+use unicode_normalization::UnicodeNormalization;
 
 use super::ids::UploadId;
+use super::lifecycle::required_rules;
+pub use super::reserved::resolves_under_tmp;
+use super::reserved::{is_invisible, Reservation, ReservedKeys};
 
 /// Everything under this prefix is temporary and expired by the bucket's lifecycle rule.
 pub const TMP_PREFIX: &str = "tmp/";
@@ -39,22 +43,20 @@ pub enum FilenameError {
     ControlCharacter,
 }
 
-/// Characters that render as nothing; they are stripped so a name never carries them unseen.
-fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
-}
-
 fn is_safe_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
 }
 
 impl SafeName {
-    /// Sanitizes a client-supplied filename. Percent signs and backslashes are replaced, never
-    /// decoded, so `..%2f` or `%252e` cannot turn into a path; only the last path component of
-    /// the name is kept.
+    /// Sanitizes a client-supplied filename into an ASCII slug that keeps the extension.
+    /// Percent signs and backslashes are replaced, never decoded, so `..%2f` or `%252e` cannot
+    /// turn into a path; only the last path component of the name is kept. Accents are dropped
+    /// (`café` → `cafe`); a stem with nothing ASCII-safe left becomes `file`, so `写真.jpg`,
+    /// `फोटो.jpg` and `.jpg` all become `file.jpg`. The name as written is kept apart, as a
+    /// [`super::filename::OriginalName`].
     pub fn sanitize(raw: Option<&str>) -> Result<Self, FilenameError> {
         let Some(raw) = raw else {
-            return Ok(Self(DEFAULT_NAME.to_owned()));
+            return Ok(Self::unnamed());
         };
         if raw.len() > MAX_FILENAME_BYTES {
             return Err(FilenameError::TooLong);
@@ -62,23 +64,27 @@ impl SafeName {
         if raw.chars().any(char::is_control) {
             return Err(FilenameError::ControlCharacter);
         }
-        let visible: String = raw.chars().filter(|c| !is_invisible(*c)).collect();
+        let visible: String = raw
+            .nfkd()
+            .filter(|c| !is_invisible(*c) && !is_combining_mark(*c))
+            .collect();
         let last = visible.rsplit(['/', '\\']).next().unwrap_or("");
-        let mut mapped = String::with_capacity(last.len());
-        for c in last.chars() {
-            let c = if c.is_ascii() && is_safe_name_byte(c as u8) {
-                c
-            } else {
-                '_'
-            };
-            if !(c == '_' && mapped.ends_with('_')) {
-                mapped.push(c);
-            }
-        }
-        let trimmed = mapped
-            .trim_start_matches(['.', '_', '-'])
-            .trim_end_matches(['.', '_']);
-        Ok(Self(shorten(trimmed)))
+        let (stem, ext) = match last.rsplit_once('.') {
+            Some((stem, ext)) if is_extension(ext) => (stem, Some(ext)),
+            _ => (last, None),
+        };
+        let slug = slug(stem);
+        let stem = if slug.is_empty() { DEFAULT_NAME } else { &slug };
+        let name = match ext {
+            Some(ext) => format!("{stem}.{ext}"),
+            None => stem.to_owned(),
+        };
+        Ok(Self(shorten(&name)))
+    }
+
+    /// `file`: the name of an upload whose client gave none.
+    pub fn unnamed() -> Self {
+        Self(DEFAULT_NAME.to_owned())
     }
 
     /// Accepts a name already in sanitized form (used when parsing a key back).
@@ -93,6 +99,31 @@ impl SafeName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// An extension worth keeping: 1 to 15 ASCII letters and digits (`jpg`, `MP3`, `webm`).
+fn is_extension(ext: &str) -> bool {
+    (1..=15).contains(&ext.len()) && ext.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// `[A-Za-z0-9._-]` only, runs of anything else as one `_`, no leading `.`/`_`/`-`, no
+/// trailing `.`/`_`.
+fn slug(stem: &str) -> String {
+    let mut mapped = String::with_capacity(stem.len());
+    for c in stem.chars() {
+        let c = if c.is_ascii() && is_safe_name_byte(c as u8) {
+            c
+        } else {
+            '_'
+        };
+        if !(c == '_' && mapped.ends_with('_')) {
+            mapped.push(c);
+        }
+    }
+    mapped
+        .trim_start_matches(['.', '_', '-'])
+        .trim_end_matches(['.', '_'])
+        .to_owned()
 }
 
 /// Keeps the extension when a name must be cut to fit.
@@ -182,8 +213,12 @@ impl fmt::Display for TmpKey {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinalKeyError {
-    /// Resolves under `tmp/` after normalization: it would be expired by the lifecycle rule.
+    /// Resolves under a prefix a lifecycle rule expires (`tmp/`, `quarantine/`, …) after
+    /// normalization: the bucket would delete the file.
     Reserved,
+    /// Has the paired layout of some profile (`<final prefix><upload id>/…`): the key that
+    /// upload's own commit needs.
+    PairedLayout,
     Empty,
     TooLong,
     /// Outside the key alphabet: non-ASCII, `%`, `\`, control characters, spaces.
@@ -214,10 +249,13 @@ impl FinalKey {
     }
 
     /// An admin's custom key. The reserved check runs first, on a normalized skeleton, so that
-    /// every spelling of `tmp/` answers `Reserved`; then the strict grammar.
-    pub fn parse_custom(raw: &str) -> Result<Self, FinalKeyError> {
-        if resolves_under_tmp(raw) {
-            return Err(FinalKeyError::Reserved);
+    /// every spelling of a reserved key (`tmp/`, any expiring prefix, the paired layout) is
+    /// refused as reserved; then the strict grammar.
+    pub fn parse_custom(raw: &str, reserved: &ReservedKeys) -> Result<Self, FinalKeyError> {
+        match reserved.reservation(raw) {
+            Some(Reservation::Expiring) => return Err(FinalKeyError::Reserved),
+            Some(Reservation::Paired) => return Err(FinalKeyError::PairedLayout),
+            None => {}
         }
         check_grammar(raw)?;
         Ok(Self(raw.to_owned()))
@@ -258,66 +296,19 @@ fn check_grammar(raw: &str) -> Result<(), FinalKeyError> {
     Ok(())
 }
 
-/// Maps characters that read as ASCII to the ASCII they imitate: full-width forms, slash
-/// look-alikes and the Cyrillic letters that spell `tmp`.
-fn fold_lookalike(c: char) -> char {
-    match c {
-        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
-        '\u{2215}' | '\u{2044}' | '\u{29F8}' => '/',
-        '\u{0442}' | '\u{0422}' => 't',
-        '\u{043C}' | '\u{041C}' => 'm',
-        '\u{0440}' | '\u{0420}' => 'p',
-        '\\' => '/',
-        _ => c,
-    }
-}
-
-/// True when `raw`, read the way any layer might read it (percent-decoded, case-folded, with
-/// look-alikes folded, invisible characters and whitespace dropped, `.`/`..`/empty segments
-/// resolved, trailing dots trimmed), starts with the segment `tmp`.
-pub fn resolves_under_tmp(raw: &str) -> bool {
-    let mut decoded = raw.to_owned();
-    for _ in 0..4 {
-        let next = percent_decode_str(&decoded)
-            .decode_utf8_lossy()
-            .into_owned();
-        if next == decoded {
-            break;
-        }
-        decoded = next;
-    }
-    let folded: String = decoded
-        .chars()
-        .filter(|c| !is_invisible(*c) && !c.is_whitespace() && !c.is_control())
-        .map(fold_lookalike)
-        .collect::<String>()
-        .to_lowercase();
-    let mut resolved: Vec<&str> = Vec::new();
-    for seg in folded.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                resolved.pop();
-            }
-            // `tmp.` and `tmp...` name the same thing to several file-system-backed stores.
-            s => match s.trim_end_matches('.') {
-                "" => {}
-                trimmed => resolved.push(trimmed),
-            },
-        }
-    }
-    resolved.first() == Some(&"tmp")
-}
-
-/// A profile's final prefix: grammar-valid, ends with `/`, not under `tmp/`. Checked when the
-/// settings load, so a bad profile fails at start, not at the first commit.
+/// A profile's final prefix: grammar-valid, ends with `/`, not under `tmp/` nor under any prefix
+/// the compiled lifecycle rules expire (`quarantine/`). Checked when the settings load, so a bad
+/// profile fails at start, not at the first commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FinalPrefix(String);
 
 impl FinalPrefix {
     pub fn parse(s: &str) -> Result<Self, FinalKeyError> {
         let body = s.strip_suffix('/').ok_or(FinalKeyError::InvalidSegment)?;
-        if resolves_under_tmp(s) {
+        if ReservedKeys::base()
+            .with_rules(required_rules())
+            .expires_prefix(s)
+        {
             return Err(FinalKeyError::Reserved);
         }
         check_grammar(body)?;
@@ -424,6 +415,37 @@ mod tests {
     }
 
     #[test]
+    fn a_slug_always_keeps_the_extension() {
+        for (raw, want) in [
+            ("写真.jpg", "file.jpg"),
+            ("फोटो.jpg", "file.jpg"),
+            ("صورة.png", "file.png"),
+            ("תמונה.PNG", "file.PNG"),
+            ("😀🎉.gif", "file.gif"),
+            (".jpg", "file.jpg"),
+            ("..jpg", "file.jpg"),
+            ("写真 2024.jpg", "2024.jpg"),
+            ("café crème.png", "cafe_creme.png"),
+            ("ｆｕｌｌ.png", "full.png"),
+            ("holiday.tar.gz", "holiday.tar.gz"),
+            ("a..b.mp3", "a..b.mp3"),
+            ("photo\u{202E}gnp.exe", "photognp.exe"),
+            ("no-extension", "no-extension"),
+            ("trailing.", "trailing"),
+            ("x.写真", "x"),
+            ("写真", "file"),
+            ("../../写真.jpg", "file.jpg"),
+            ("%2e%2e%2f.jpg", "2e_2e_2f.jpg"),
+        ] {
+            assert_eq!(
+                SafeName::sanitize(Some(raw)).map(|n| n.0),
+                Ok(want.to_owned()),
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
     fn filenames_with_control_characters_or_too_long_are_refused() {
         for raw in [
             "a\0b.png",
@@ -491,7 +513,7 @@ mod tests {
             "tmp\u{2215}x",
         ] {
             assert_eq!(
-                FinalKey::parse_custom(raw),
+                FinalKey::parse_custom(raw, &ReservedKeys::base()),
                 Err(FinalKeyError::Reserved),
                 "{raw:?}"
             );
@@ -500,9 +522,9 @@ mod tests {
 
     #[test]
     fn custom_final_keys_follow_the_grammar() {
-        assert!(FinalKey::parse_custom("avatars/alice/current.png").is_ok());
-        assert!(FinalKey::parse_custom("tmpl/x").is_ok());
-        assert!(FinalKey::parse_custom("media/tmp/x").is_ok());
+        assert!(FinalKey::parse_custom("avatars/alice/current.png", &ReservedKeys::base()).is_ok());
+        assert!(FinalKey::parse_custom("tmpl/x", &ReservedKeys::base()).is_ok());
+        assert!(FinalKey::parse_custom("media/tmp/x", &ReservedKeys::base()).is_ok());
         let cases: [(&str, FinalKeyError); 10] = [
             ("", FinalKeyError::Empty),
             ("a/", FinalKeyError::InvalidSegment),
@@ -516,15 +538,19 @@ mod tests {
             ("a\nb", FinalKeyError::InvalidCharacter),
         ];
         for (raw, want) in cases {
-            assert_eq!(FinalKey::parse_custom(raw), Err(want), "{raw:?}");
+            assert_eq!(
+                FinalKey::parse_custom(raw, &ReservedKeys::base()),
+                Err(want),
+                "{raw:?}"
+            );
         }
         assert_eq!(
-            FinalKey::parse_custom(&"k".repeat(1025)),
+            FinalKey::parse_custom(&"k".repeat(1025), &ReservedKeys::base()),
             Err(FinalKeyError::TooLong)
         );
-        assert!(FinalKey::parse_custom(&"k".repeat(1024)).is_ok());
+        assert!(FinalKey::parse_custom(&"k".repeat(1024), &ReservedKeys::base()).is_ok());
         assert_eq!(
-            FinalKey::parse_custom("/abs"),
+            FinalKey::parse_custom("/abs", &ReservedKeys::base()),
             Err(FinalKeyError::InvalidSegment)
         );
     }
@@ -597,7 +623,7 @@ mod properties {
 
         #[test]
         fn an_accepted_admin_key_is_plain_short_and_never_under_tmp(raw in any_key()) {
-            if let Ok(key) = FinalKey::parse_custom(&raw) {
+            if let Ok(key) = FinalKey::parse_custom(&raw, &ReservedKeys::base()) {
                 let k = key.as_str();
                 prop_assert!(k.is_ascii());
                 prop_assert!(!k.contains('%'));
@@ -642,7 +668,7 @@ mod properties {
             let fin = FinalKey::paired(&prefix, &tmp);
             prop_assert!(!resolves_under_tmp(fin.as_str()));
             prop_assert!(!fin.as_str().to_ascii_lowercase().starts_with("tmp/"));
-            prop_assert!(FinalKey::parse_custom(fin.as_str()).is_ok(), "{:?}", fin.as_str());
+            prop_assert!(FinalKey::parse_custom(fin.as_str(), &ReservedKeys::base()).is_ok(), "{:?}", fin.as_str());
         }
     }
 }

@@ -3,6 +3,8 @@
 
 pub mod bucket_check;
 pub mod content;
+pub mod duration;
+pub mod filename;
 pub mod ids;
 pub mod jobs;
 pub mod keys;
@@ -13,5 +15,6 @@ pub mod quota;
 pub mod rate;
 pub mod reconcile;
 pub mod records;
+pub mod reserved;
 pub mod sniff;
 pub mod sweep;

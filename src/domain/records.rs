@@ -104,6 +104,9 @@ pub struct Upload {
     pub expires_at: DateTime<Utc>,
     /// After this, a commit answers 410: the tmp object may already be gone.
     pub commit_deadline: DateTime<Utc>,
+    /// The filename as the client wrote it (see [`super::filename::OriginalName`]); the key
+    /// holds only its ASCII slug.
+    pub original_filename: Option<String>,
 }
 
 /// Where a file handle is in its life: `available` → `unlinked` (nothing uses it, past the
@@ -153,6 +156,9 @@ pub struct FileHandle {
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub status: HandleStatus,
+    /// The upload's original filename, as written (absent when the client gave none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original_filename: Option<String>,
 }
 
 impl Serialize for FileId {

@@ -152,6 +152,7 @@ mod tests {
             created_at: t,
             expires_at: t,
             commit_deadline: at(deadline),
+            original_filename: None,
         }
     }
 

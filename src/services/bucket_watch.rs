@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::domain::bucket_check::{evaluate, Check, CheckResult, Expectations};
+use crate::domain::lifecycle::Rule;
 use crate::storage::ObjectStore;
 
 /// The verdicts of one run of every check.
@@ -18,6 +19,10 @@ pub struct BucketReport {
     pub bucket: String,
     pub checked_at: DateTime<Utc>,
     pub results: Vec<CheckResult>,
+    /// The live lifecycle rules, when they could be read: their expiring prefixes are reserved
+    /// from custom final keys (see `domain::reserved`).
+    #[serde(skip)]
+    pub lifecycle: Option<Vec<Rule>>,
 }
 
 impl BucketReport {
@@ -45,6 +50,7 @@ pub async fn check(store: &dyn ObjectStore, want: &Expectations) -> BucketReport
         bucket: store.bucket().to_owned(),
         checked_at: crate::domain::records::now(),
         results: evaluate(&view, want),
+        lifecycle: view.lifecycle.ok(),
     }
 }
 

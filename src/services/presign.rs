@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::auth::Identity;
 use crate::catalog::CatalogError;
+use crate::domain::filename::OriginalName;
 use crate::domain::ids::UploadId;
 use crate::domain::keys::{SafeName, TmpKey};
 use crate::domain::multipart::{MultipartSession, PartPlan, SessionState, MAX_PART_SIZE};
@@ -81,6 +82,7 @@ pub async fn presign(
     let content_type = profile.accept_content_type(cmd.content_type.as_deref())?;
     let size = profile.accept_size(cmd.size)?;
     let name = SafeName::sanitize(cmd.filename.as_deref()).map_err(PresignRejection::from)?;
+    let original_filename = cmd.filename.as_deref().and_then(OriginalName::clean);
     let uploads = &settings.uploads;
     let method = choose_method(
         cmd.multipart,
@@ -157,6 +159,7 @@ pub async fn presign(
         created_at: now,
         expires_at,
         commit_deadline,
+        original_filename: original_filename.map(|n| n.as_str().to_owned()),
     };
     let created = state
         .catalog

@@ -89,11 +89,13 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Browser POST form with exact key and Content-Type and `content-length-range` [1, max].
     async fn presign_post(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError>;
 
-    /// Short-lived GET URL served as an attachment with the given type.
+    /// Short-lived GET URL served with the given type and `Content-Disposition` (S3 answers
+    /// with them: `response-content-type`, `response-content-disposition`).
     async fn presign_get(
         &self,
         key: &str,
         content_type: &str,
+        disposition: &str,
         expires_secs: u64,
     ) -> Result<String, StoreError>;
 

@@ -187,13 +187,14 @@ impl ObjectStore for S3Store {
         &self,
         key: &str,
         content_type: &str,
+        disposition: &str,
         expires_secs: u64,
     ) -> Result<String, StoreError> {
         let creds = self.signing_credentials().await?;
         let mut q = BTreeMap::new();
         q.insert(
             "response-content-disposition".to_owned(),
-            "attachment".to_owned(),
+            disposition.to_owned(),
         );
         q.insert("response-content-type".to_owned(), content_type.to_owned());
         Ok(query::presign(

@@ -412,3 +412,125 @@ async fn handles_are_readable_by_owner_and_admin_only_and_download_as_attachment
         404
     );
 }
+
+#[tokio::test]
+async fn final_key_under_any_expiring_prefix_is_refused_in_every_spelling() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
+
+    for final_key in [
+        "quarantine/kept.jpg",
+        "QUARANTINE/kept.jpg",
+        "./quarantine/kept.jpg",
+        "quarantine%2Fkept.jpg",
+        "%71uarantine/kept.jpg",
+        "media/../quarantine/kept.jpg",
+        "ｑｕａｒａｎｔｉｎｅ/kept.jpg",
+        "quarantine./kept.jpg",
+        "quarantine",
+    ] {
+        let got = error_code(app.commit(&admin, &p.key, Some(final_key)).await).await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{final_key:?}");
+    }
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert_eq!(app.keys().await, vec![p.key.clone()]);
+    // A look-alike that no rule expires is an ordinary key.
+    assert_eq!(
+        app.commit(&admin, &p.key, Some("quarantined/kept.jpg"))
+            .await
+            .status(),
+        201
+    );
+}
+
+#[tokio::test]
+async fn final_key_under_a_prefix_the_live_lifecycle_document_expires_is_refused() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
+    // Another writer's rule: not in infra/lifecycle-rules.json, only in the live document.
+    let mut rules = upcommit::domain::lifecycle::required_rules().to_vec();
+    let mut cache = upcommit::domain::lifecycle::Rule::new("resize-cache-expire", "cache/");
+    cache.expiration_days = Some(30);
+    cache.noncurrent_expiration_days = Some(1);
+    rules.push(cache);
+    crate::helpers::put_lifecycle(&app.s3, &app.bucket, &rules).await;
+
+    // A replica started now reads the live document in its first bucket check.
+    let replica = app.replica().await;
+    let mut checked = false;
+    for _ in 0..100 {
+        let ready: Value = app
+            .http
+            .get(format!("{replica}/readyz"))
+            .send()
+            .await
+            .expect("readyz")
+            .json()
+            .await
+            .expect("JSON");
+        if ready["checks"]["bucket_config"] != "pending" {
+            checked = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(checked, "the replica's first bucket check finished");
+
+    for final_key in ["cache/kept.jpg", "CACHE/kept.jpg", "cache%2fkept.jpg"] {
+        let got = error_code(
+            app.commit_at(&replica, &admin, &p.key, Some(final_key))
+                .await,
+        )
+        .await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{final_key:?}");
+    }
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    assert_eq!(
+        app.commit_at(&replica, &admin, &p.key, Some("cached/kept.jpg"))
+            .await
+            .status(),
+        201
+    );
+}
+
+#[tokio::test]
+async fn an_admin_key_cannot_take_another_uploads_paired_key() {
+    let app = spawn_app().await;
+    let bob = app.token("bob");
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let bobs = app.uploaded(&bob, "image", "image/png", 300, "PUT").await;
+    let other = app.uploaded(&alice, "image", "image/png", 400, "PUT").await;
+    let id = bobs.upload_id.as_str();
+
+    for final_key in [
+        format!("media/images/{id}/bob.png"),
+        format!("media/images/{id}/clip.bin"),
+        format!("media/images/{id}"),
+        format!("MEDIA/IMAGES/{}/bob.png", id.to_uppercase()),
+        format!("media/images/./{id}/bob.png"),
+        format!("media%2Fimages%2F{id}%2Fclip.bin"),
+        // Another profile's prefix with an id that is not (yet) an upload's: the same layout.
+        format!("media/recordings/{}/x.mp3", "0".repeat(32)),
+    ] {
+        let got = error_code(app.commit(&admin, &other.key, Some(&final_key)).await).await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{final_key:?}");
+    }
+    assert_eq!(app.db.upload_state(&other.upload_id).await, "issued");
+
+    let resp = app.commit(&bob, &bobs.key, None).await;
+    assert_eq!(resp.status(), 201, "Bob's own commit takes his paired key");
+    let h: Value = resp.json().await.expect("handle");
+    assert_eq!(h["key"], format!("media/images/{id}/clip.bin").as_str());
+    // Keys under a final prefix that are not in the paired layout stay available to admins.
+    assert_eq!(
+        app.commit(&admin, &other.key, Some("media/images/avatars/alice.png"))
+            .await
+            .status(),
+        201
+    );
+}

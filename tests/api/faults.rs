@@ -59,10 +59,11 @@ impl ObjectStore for FaultyStore {
         &self,
         key: &str,
         content_type: &str,
+        disposition: &str,
         expires_secs: u64,
     ) -> Result<String, StoreError> {
         self.inner
-            .presign_get(key, content_type, expires_secs)
+            .presign_get(key, content_type, disposition, expires_secs)
             .await
     }
     async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError> {

@@ -271,6 +271,7 @@ async fn sibling(app: &TestApp, key: &str, status: &str) -> String {
         created_at: Utc::now(),
         expires_at: Utc::now(),
         commit_deadline: Utc::now(),
+        original_filename: None,
     };
     app.catalog.import_upload(&upload).await.expect("upload");
     let id = uuid::Uuid::new_v4().simple().to_string();

@@ -27,6 +27,7 @@ async fn legacy_upload(app: &TestApp, owner: &str) -> (UploadId, String) {
             created_at: now,
             expires_at: now + Duration::minutes(15),
             commit_deadline: now + Duration::days(1),
+            original_filename: None,
         })
         .await
         .expect("import legacy upload");

@@ -43,6 +43,7 @@ async fn plant(app: &TestApp, day: &str, state: Option<UploadState>) -> String {
             created_at: created,
             expires_at: created + chrono::Duration::minutes(15),
             commit_deadline: created + chrono::Duration::days(1),
+            original_filename: None,
         };
         app.catalog.import_upload(&upload).await.expect("import");
     }

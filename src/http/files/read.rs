@@ -7,7 +7,9 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::Json;
 
 use crate::auth::Identity;
+use crate::domain::filename::{content_disposition, OriginalName};
 use crate::domain::ids::FileId;
+use crate::domain::keys::SafeName;
 use crate::domain::records::{FileHandle, HandleStatus};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -35,20 +37,34 @@ pub(super) async fn handle(
 }
 
 /// A short-lived presigned GET of the file, served as an attachment with the stored type so
-/// an uploaded document can never run as a page.
+/// an uploaded document can never run as a page, under the name the user gave it
+/// (RFC 6266 `filename*`) with the key's ASCII name as the fallback.
 async fn download(state: &AppState, who: &Identity, id: &str) -> Result<String, AppError> {
     let h = visible_handle(state, who, id).await?;
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
     }
+    let original = h.original_filename.clone().map(OriginalName::from_trusted);
+    let ascii = download_name(&h.key, original.as_ref());
+    let disposition = content_disposition(ascii.as_str(), original.as_ref());
     Ok(state
         .store
         .presign_get(
             &h.key,
             &h.content_type,
+            &disposition,
             state.settings.uploads.download_expiry_secs,
         )
         .await?)
+}
+
+/// The ASCII fallback name: the slug of the original name, else of the key's last segment.
+fn download_name(key: &str, original: Option<&OriginalName>) -> SafeName {
+    let raw = match original {
+        Some(name) => name.as_str(),
+        None => key.rsplit('/').next().unwrap_or(key),
+    };
+    SafeName::sanitize(Some(raw)).unwrap_or_else(|_| SafeName::unnamed())
 }
 
 /// 302 to the presigned GET.

@@ -67,7 +67,7 @@ pub async fn commit(
 ) -> Result<CommitOutcome, AppError> {
     let custom = match (&cmd.final_key, who.admin) {
         (Some(_), false) => return Err(AppError::FinalKeyForbidden),
-        (Some(raw), true) => Some(FinalKey::parse_custom(raw)?),
+        (Some(raw), true) => Some(FinalKey::parse_custom(raw, &state.reserved_keys())?),
         (None, _) => None,
     };
     let legacy = is_legacy_key(&cmd.key, &state.settings.uploads.legacy_prefixes);

@@ -171,6 +171,7 @@ async fn record(
         created_by: upload.owner.clone(),
         created_at: records::now(),
         status: HandleStatus::Available,
+        original_filename: upload.original_filename.clone(),
     };
     let tmp_version = source.as_ref().and_then(|h| h.version_id.as_deref());
     let recorded = match state
