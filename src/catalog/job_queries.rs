@@ -221,6 +221,16 @@ macro_rules! impl_job_catalog {
                     .collect()
             }
 
+            async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM uploads WHERE key = $1 OR final_key = $1",
+                )
+                .bind(key)
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(n > 0)
+            }
+
             async fn clock(&self) -> Result<chrono::DateTime<chrono::Utc>, CatalogError> {
                 let text: String = sqlx::query_scalar($now_text).fetch_one(&self.pool).await?;
                 chrono::DateTime::parse_from_rfc3339(&text)

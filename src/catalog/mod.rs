@@ -107,6 +107,10 @@ pub trait JobCatalog: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
 
+    /// Whether an upload record names `key` (its tmp or legacy key, or its final key):
+    /// reconcile never moves such an object.
+    async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError>;
+
     /// The database's clock: the one clock every age decision of a deleting job uses, so
     /// replicas whose clocks drift cannot disagree about what is old (F12).
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError>;

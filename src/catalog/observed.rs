@@ -120,6 +120,9 @@ impl JobCatalog for ObservedCatalog {
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError> {
         timed!(self, handle_keys_after(after, limit))
     }
+    async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
+        timed!(self, upload_names_key(key))
+    }
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError> {
         timed!(self, clock())
     }

@@ -4,7 +4,7 @@
 //! handles whose object is missing (a data-loss alarm), tmp objects older than the lifecycle rule allows, and stray objects outside every
 //! prefix the service knows. It never deletes: `--quarantine` moves unindexed objects (and
 //! `--quarantine-stray` stray ones) under `quarantine/`, which has an expiring rule of its own,
-//! after verifying the copy.
+//! after verifying the copy — never an object that an upload record names.
 
 use std::sync::Arc;
 
@@ -109,6 +109,8 @@ pub struct ReconcileSummary {
     pub quarantined: u64,
     /// Stray objects moved under `quarantine/` (`--quarantine-stray`).
     pub stray_quarantined: u64,
+    /// Findings left in place because an upload record names them (a commit may come).
+    pub named_by_upload: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -206,7 +208,7 @@ pub async fn reconcile(
         loop {
             let need = join.advance(&mut found);
             for f in found.drain(..) {
-                items.push(judge(store, &mut summary, f, options).await);
+                items.push(judge(catalog, store, &mut summary, f, options).await);
             }
             match need {
                 Need::Done => return Ok(()),
@@ -297,6 +299,7 @@ fn size(n: i64) -> u64 {
 
 /// Counts a finding, logs what must be logged, quarantines when asked, and reports it.
 async fn judge(
+    catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
     summary: &mut ReconcileSummary,
     finding: Finding,
@@ -341,7 +344,7 @@ async fn judge(
             if !options.quarantine {
                 return item;
             }
-            let moved = quarantine(store, &b, item).await;
+            let moved = quarantine(catalog, store, summary, &b, item).await;
             if moved.action == "quarantined" {
                 summary.quarantined += 1;
             }
@@ -361,7 +364,7 @@ async fn judge(
             if !options.quarantine_stray {
                 return item;
             }
-            let moved = quarantine(store, &b, item).await;
+            let moved = quarantine(catalog, store, summary, &b, item).await;
             if moved.action == "quarantined" {
                 summary.stray_quarantined += 1;
             }
@@ -370,8 +373,27 @@ async fn judge(
     }
 }
 
-/// Moves a finding under `quarantine/`.
-async fn quarantine(store: &Arc<dyn ObjectStore>, b: &BucketKey, mut item: JobItem) -> JobItem {
+/// Moves a finding under `quarantine/` unless an upload record names it (a legacy upload
+/// waiting for its in-place commit, a commit in flight to its final key).
+async fn quarantine(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    summary: &mut ReconcileSummary,
+    b: &BucketKey,
+    mut item: JobItem,
+) -> JobItem {
+    match catalog.upload_names_key(&b.key).await {
+        Ok(false) => {}
+        Ok(true) => {
+            summary.named_by_upload += 1;
+            item.reason = "not quarantined: an upload record names this object".into();
+            return item;
+        }
+        Err(e) => {
+            item.reason = format!("not quarantined: cannot check the uploads: {e}");
+            return item;
+        }
+    }
     match move_aside(store.as_ref(), b).await {
         Ok(()) => {
             item.action = "quarantined".into();

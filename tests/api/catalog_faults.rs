@@ -198,6 +198,9 @@ impl JobCatalog for FaultyCatalog {
     ) -> Result<Vec<upcommit::domain::reconcile::HandleKey>, CatalogError> {
         self.inner.handle_keys_after(after, limit).await
     }
+    async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
+        self.inner.upload_names_key(key).await
+    }
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError> {
         let offset = self
             .faults
