@@ -1,6 +1,26 @@
 //! The SQL of links, link scans and handle statuses (unlinked → archived → deleted, restore),
 //! shared by both backends. `$month` formats a timestamp column as `YYYY-MM` in each dialect.
 
+/// `profile IN (…)` over profile names, which the configuration validated (1–32 of
+/// `[a-z0-9_-]`); `1 = 0` for none. Anything else is refused rather than quoted.
+pub(super) fn profiles_in(column: &str, profiles: &[String]) -> String {
+    let safe = |p: &String| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    };
+    let list: Vec<String> = profiles
+        .iter()
+        .filter(|p| safe(p))
+        .map(|p| format!("'{p}'"))
+        .collect();
+    if list.is_empty() {
+        "1 = 0".to_owned()
+    } else {
+        format!("{column} IN ({})", list.join(", "))
+    }
+}
+
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
     ($ty:ty, $db:ty, $begin:expr, $month:expr) => {
@@ -176,17 +196,19 @@ macro_rules! impl_hygiene_catalog {
                 &self,
                 cutoff: chrono::DateTime<chrono::Utc>,
                 scan: Option<&super::LinkScan>,
+                profiles: &[String],
                 after: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
-                // Available, older than the grace period, not restored within it, no links; and,
-                // when scans are used, created before the latest completed scan began and not
-                // seen by it.
+                // Available, older than the grace period, not restored within it, no links, a
+                // profile that tracks links; and, when scans are used, created before the latest
+                // completed scan began and not seen by it.
                 let base = format!(
                     "SELECT {} FROM file_handles h WHERE h.status = 'available' AND h.id > $1 \
                      AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
-                     AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id)",
-                    super::queries::HANDLE_COLUMNS
+                     AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {}",
+                    super::queries::HANDLE_COLUMNS,
+                    super::hygiene_queries::profiles_in("h.profile", profiles)
                 );
                 let rows = match scan {
                     None => {
@@ -218,10 +240,15 @@ macro_rules! impl_hygiene_catalog {
                 &self,
                 status: $crate::domain::records::HandleStatus,
                 changed_before: chrono::DateTime<chrono::Utc>,
+                profiles: &[String],
                 after: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
-                let condition = format!("status = '{}'", status.as_str());
+                let condition = format!(
+                    "status = '{}' AND {}",
+                    status.as_str(),
+                    super::hygiene_queries::profiles_in("profile", profiles)
+                );
                 self.handles_where(&condition, (after, changed_before, limit)).await
             }
 

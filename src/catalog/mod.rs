@@ -167,19 +167,23 @@ pub trait HygieneCatalog: Send + Sync + 'static {
     async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError>;
     async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError>;
 
-    /// Available handles nothing uses, older than `cutoff`, after id `after`, in id order.
+    /// Available handles of `profiles` nothing uses, older than `cutoff`, after id `after`, in
+    /// id order.
     async fn unlinked_candidates(
         &self,
         cutoff: DateTime<Utc>,
         scan: Option<&LinkScan>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError>;
-    /// Handles in `status` since before `changed_before`, after id `after`, in id order.
+    /// Handles of `profiles` in `status` since before `changed_before`, after id `after`, in
+    /// id order.
     async fn handles_in_status(
         &self,
         status: HandleStatus,
         changed_before: DateTime<Utc>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError>;

@@ -182,21 +182,26 @@ impl HygieneCatalog for ObservedCatalog {
         &self,
         cutoff: DateTime<Utc>,
         scan: Option<&LinkScan>,
-        after: &str,
-        limit: i64,
-    ) -> Result<Vec<FileHandle>, CatalogError> {
-        timed!(self, unlinked_candidates(cutoff, scan, after, limit))
-    }
-    async fn handles_in_status(
-        &self,
-        status: HandleStatus,
-        changed_before: DateTime<Utc>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
         timed!(
             self,
-            handles_in_status(status, changed_before, after, limit)
+            unlinked_candidates(cutoff, scan, profiles, after, limit)
+        )
+    }
+    async fn handles_in_status(
+        &self,
+        status: HandleStatus,
+        changed_before: DateTime<Utc>,
+        profiles: &[String],
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        timed!(
+            self,
+            handles_in_status(status, changed_before, profiles, after, limit)
         )
     }
     async fn key_has_status(

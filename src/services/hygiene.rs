@@ -36,6 +36,8 @@ pub struct HygieneSummary {
     pub deleted: u64,
     pub deleted_bytes: u64,
     pub failed: u64,
+    /// The profiles hygiene acted on: those that track links.
+    pub profiles: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -86,6 +88,7 @@ pub async fn run(
     let mut summary = HygieneSummary {
         dry_run,
         at: Some(now),
+        profiles: settings.hygiene_profiles(),
         ..HygieneSummary::default()
     };
     let mut items = Vec::new();
@@ -144,11 +147,12 @@ async fn detect(
     items: &mut Vec<JobItem>,
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.unlinked_grace_secs);
+    let profiles = settings.hygiene_profiles();
     let scan = catalog.latest_completed_scan().await?;
     let mut after = String::new();
     loop {
         let page = catalog
-            .unlinked_candidates(cutoff, scan.as_ref(), &after, PAGE)
+            .unlinked_candidates(cutoff, scan.as_ref(), &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());
@@ -193,10 +197,11 @@ async fn archive(
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.archive_after_secs);
     let class = settings.jobs.archive_storage_class.as_str();
+    let profiles = settings.hygiene_profiles();
     let mut after = String::new();
     loop {
         let page = catalog
-            .handles_in_status(HandleStatus::Unlinked, cutoff, &after, PAGE)
+            .handles_in_status(HandleStatus::Unlinked, cutoff, &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());
@@ -277,10 +282,11 @@ async fn delete(
     items: &mut Vec<JobItem>,
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.delete_after_secs);
+    let profiles = settings.hygiene_profiles();
     let mut after = String::new();
     loop {
         let page = catalog
-            .handles_in_status(HandleStatus::Archived, cutoff, &after, PAGE)
+            .handles_in_status(HandleStatus::Archived, cutoff, &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());

@@ -265,22 +265,24 @@ impl HygieneCatalog for FaultyCatalog {
         &self,
         cutoff: DateTime<Utc>,
         scan: Option<&LinkScan>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
         self.inner
-            .unlinked_candidates(cutoff, scan, after, limit)
+            .unlinked_candidates(cutoff, scan, profiles, after, limit)
             .await
     }
     async fn handles_in_status(
         &self,
         status: HandleStatus,
         changed_before: DateTime<Utc>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
         self.inner
-            .handles_in_status(status, changed_before, after, limit)
+            .handles_in_status(status, changed_before, profiles, after, limit)
             .await
     }
     async fn key_has_status(

@@ -13,14 +13,20 @@ use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp, TestDb};
 
 const DAY: i64 = 86_400;
 
+/// Short hygiene periods; the `image` profile tracks links (hygiene acts on nothing else).
+fn hygiene_env(grace_secs: i64) -> Vec<(&'static str, String)> {
+    vec![
+        ("UPCOMMIT_UNLINKED_GRACE_SECS", grace_secs.to_string()),
+        ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
+        ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
+        ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
+        ("UPCOMMIT_TRACKS_LINKS", "image".into()),
+    ]
+}
+
 async fn spawn(grace_secs: i64) -> TestApp {
     spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", grace_secs.to_string()),
-            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
-            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
-            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
-        ],
+        env: hygiene_env(grace_secs),
         ..Spawn::default()
     })
     .await
@@ -438,4 +444,36 @@ async fn links_are_for_the_owner_or_an_admin_and_validated() {
     assert_eq!(del().await.expect("DELETE").status(), 204);
     assert_eq!(del().await.expect("DELETE").status(), 204, "idempotent");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 0);
+}
+
+#[tokio::test]
+async fn hygiene_touches_no_file_of_a_profile_that_does_not_track_links() {
+    // The README walkthrough: the links API is never called, nothing is configured.
+    let mut env = hygiene_env(DAY);
+    env.retain(|(k, _)| *k != "UPCOMMIT_TRACKS_LINKS");
+    let app = spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await;
+    let (id, key) = file(&app, 300).await;
+    for days in [2, 4, 400] {
+        let run = hygiene(&app, Some(in_days(days)));
+        assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+        assert_eq!(run["summary"]["profiles"], serde_json::json!([]), "{run}");
+    }
+    assert_eq!(status(&app, &id).await, "available");
+    assert!(app.object_exists(&key).await);
+
+    // A profile opted in later: its files are acted on, the others' still not.
+    let opted = hygiene_env(DAY);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    cmd.args(["hygiene", "--json", "--at", &in_days(2).to_rfc3339()])
+        .envs(&app.env)
+        .envs(opted.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("RUST_LOG", "warn");
+    let out = cmd.output().expect("run upcommit hygiene");
+    let run: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(run["summary"]["unlinked"], 1, "{run}");
+    assert_eq!(run["summary"]["profiles"], serde_json::json!(["image"]));
 }
