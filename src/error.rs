@@ -20,6 +20,8 @@ pub enum AppError {
     AdminRequired,
     #[error("this file was deleted after its retention period")]
     FileDeleted,
+    #[error("this file is being archived or deleted by hygiene; retry shortly")]
+    FileBusy,
     #[error("no such link scan")]
     LinkScanNotFound,
     #[error("this link scan is completed; start a new one")]
@@ -164,7 +166,9 @@ impl AppError {
             | ObjectTooLarge { .. }
             | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             QuotaExceeded { .. } | RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            CommitInProgress | Unavailable(_) | Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            CommitInProgress | FileBusy | Unavailable(_) | Timeout => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -177,6 +181,7 @@ impl AppError {
             FinalKeyForbidden => "final_key_forbidden",
             AdminRequired => "admin_required",
             FileDeleted => "file_deleted",
+            FileBusy => "file_busy",
             LinkScanNotFound => "link_scan_not_found",
             LinkScanCompleted => "link_scan_completed",
             RouteNotFound => "not_found",
@@ -234,7 +239,10 @@ impl AppError {
         match self {
             AppError::QuotaExceeded { retry_after_secs }
             | AppError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
-            AppError::CommitInProgress | AppError::Unavailable(_) | AppError::Timeout => Some(1),
+            AppError::CommitInProgress
+            | AppError::FileBusy
+            | AppError::Unavailable(_)
+            | AppError::Timeout => Some(1),
             _ => None,
         }
     }

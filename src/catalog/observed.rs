@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
-    Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
+    Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
+    LinkScan, MultipartCatalog, Settle,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -143,7 +144,7 @@ impl HygieneCatalog for ObservedCatalog {
         object_type: &str,
         object_id: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), CatalogError> {
+    ) -> Result<bool, CatalogError> {
         timed!(self, put_link(file, object_type, object_id, now))
     }
     async fn delete_link(
@@ -191,6 +192,16 @@ impl HygieneCatalog for ObservedCatalog {
             unlinked_candidates(cutoff, scan, profiles, after, limit)
         )
     }
+    async fn unlink_if_unused(
+        &self,
+        id: &FileId,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        profiles: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, unlink_if_unused(id, cutoff, scan, profiles, now))
+    }
     async fn handles_in_status(
         &self,
         status: HandleStatus,
@@ -211,16 +222,26 @@ impl HygieneCatalog for ObservedCatalog {
     ) -> Result<bool, CatalogError> {
         timed!(self, key_has_status(key, statuses))
     }
-    async fn set_status(
+    async fn claim_handle(
         &self,
         id: &FileId,
-        from: &[HandleStatus],
-        to: HandleStatus,
-        storage_class: Option<&str>,
-        restored: bool,
-        now: DateTime<Utc>,
+        kind: ClaimKind,
+        guard: Option<&HygieneGuard<'_>>,
+        token: &str,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
-        timed!(self, set_status(id, from, to, storage_class, restored, now))
+        timed!(self, claim_handle(id, kind, guard, token, lease_secs))
+    }
+    async fn settle_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        settle: &Settle<'_>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, settle_claim(id, token, settle))
+    }
+    async fn release_claim(&self, id: &FileId, token: &str) -> Result<(), CatalogError> {
+        timed!(self, release_claim(id, token))
     }
     async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
         timed!(self, handle_totals_by_status())

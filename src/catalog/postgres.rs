@@ -57,5 +57,7 @@ impl_hygiene_catalog!(
     PostgresCatalog,
     Postgres,
     "BEGIN",
-    "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')"
+    "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')",
+    "clock_timestamp()",
+    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))"
 );

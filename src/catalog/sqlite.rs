@@ -76,5 +76,7 @@ impl_hygiene_catalog!(
     SqliteCatalog,
     Sqlite,
     "BEGIN IMMEDIATE",
-    "substr(status_changed_at, 1, 7)"
+    "substr(status_changed_at, 1, 7)",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')"
 );

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
-    Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
+    Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
+    LinkScan, MultipartCatalog, Settle,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -226,7 +227,7 @@ impl HygieneCatalog for FaultyCatalog {
         object_type: &str,
         object_id: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), CatalogError> {
+    ) -> Result<bool, CatalogError> {
         self.inner.put_link(file, object_type, object_id, now).await
     }
     async fn delete_link(
@@ -273,6 +274,18 @@ impl HygieneCatalog for FaultyCatalog {
             .unlinked_candidates(cutoff, scan, profiles, after, limit)
             .await
     }
+    async fn unlink_if_unused(
+        &self,
+        id: &FileId,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        profiles: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner
+            .unlink_if_unused(id, cutoff, scan, profiles, now)
+            .await
+    }
     async fn handles_in_status(
         &self,
         status: HandleStatus,
@@ -292,18 +305,28 @@ impl HygieneCatalog for FaultyCatalog {
     ) -> Result<bool, CatalogError> {
         self.inner.key_has_status(key, statuses).await
     }
-    async fn set_status(
+    async fn claim_handle(
         &self,
         id: &FileId,
-        from: &[HandleStatus],
-        to: HandleStatus,
-        storage_class: Option<&str>,
-        restored: bool,
-        now: DateTime<Utc>,
+        kind: ClaimKind,
+        guard: Option<&HygieneGuard<'_>>,
+        token: &str,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
         self.inner
-            .set_status(id, from, to, storage_class, restored, now)
+            .claim_handle(id, kind, guard, token, lease_secs)
             .await
+    }
+    async fn settle_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        settle: &Settle<'_>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.settle_claim(id, token, settle).await
+    }
+    async fn release_claim(&self, id: &FileId, token: &str) -> Result<(), CatalogError> {
+        self.inner.release_claim(id, token).await
     }
     async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
         self.inner.handle_totals_by_status().await

@@ -477,3 +477,195 @@ async fn hygiene_touches_no_file_of_a_profile_that_does_not_track_links() {
     assert_eq!(run["summary"]["unlinked"], 1, "{run}");
     assert_eq!(run["summary"]["profiles"], serde_json::json!(["image"]));
 }
+
+/// `upcommit hygiene --at` started in the background, holding at pause point `point` until
+/// released.
+struct Paused {
+    child: std::process::Child,
+    gate: std::path::PathBuf,
+}
+
+impl Paused {
+    async fn start(app: &TestApp, at: DateTime<Utc>, point: &str) -> Self {
+        let gate =
+            std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
+        let child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+            .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
+            .envs(&app.env)
+            .env("RUST_LOG", "warn")
+            .env("UPCOMMIT_PAUSE_AT", point)
+            .env("UPCOMMIT_PAUSE_GATE", &gate)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start upcommit hygiene");
+        let mut paused = Self { child, gate };
+        let reached = paused.gate.with_extension("reached");
+        for _ in 0..1500 {
+            if reached.exists() {
+                return paused;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = paused.child.kill();
+        let _ = paused.child.wait();
+        panic!("hygiene never reached {point}");
+    }
+
+    /// Lets the run go on and returns its JSON output.
+    fn release(self) -> Value {
+        std::fs::write(&self.gate, b"go").expect("open the gate");
+        let out = self.child.wait_with_output().expect("hygiene ends");
+        let _ = std::fs::remove_file(&self.gate);
+        let _ = std::fs::remove_file(self.gate.with_extension("reached"));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    }
+}
+
+async fn restore(app: &TestApp, id: &str) -> reqwest::Response {
+    app.post_json(
+        &format!("/v1/files/{id}/restore"),
+        Some(&app.token("alice")),
+        &Value::Null,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_link_added_between_detection_read_and_update_keeps_the_file_available() {
+    let app = spawn(DAY).await;
+    let (id, _) = file(&app, 300).await;
+    let paused = Paused::start(&app, in_days(2), "hygiene_unlink").await;
+    // Detection has read its candidates; the application links the file now.
+    assert_eq!(
+        put_link(&app, &app.token("alice"), &id, "post/9")
+            .await
+            .status(),
+        204
+    );
+    let run = paused.release();
+    assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+    assert_eq!(status(&app, &id).await, "available");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 1);
+}
+
+#[tokio::test]
+async fn a_restore_while_archival_holds_the_file_answers_file_busy_and_never_loses_the_class() {
+    let app = spawn(DAY).await;
+    let (id, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_claimed",
+    )
+    .await;
+    // Archival has claimed the file and not yet touched S3.
+    let busy = restore(&app, &id).await;
+    assert_eq!(busy.headers()["retry-after"], "1");
+    assert_eq!(error_code(busy).await, (503, "file_busy".to_owned()));
+    assert_eq!(
+        error_code(put_link(&app, &app.token("alice"), &id, "post/1").await).await,
+        (503, "file_busy".to_owned())
+    );
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM file_links").await,
+        0,
+        "a refused link leaves nothing behind"
+    );
+    let run = paused.release();
+    assert_eq!(run["summary"]["archived"], 1, "{run}");
+    assert_eq!(status(&app, &id).await, "archived");
+    assert_eq!(
+        head_class_and_tags(&app, &key).await.0.as_deref(),
+        Some("GLACIER_IR")
+    );
+
+    // The retry succeeds, and the handle and the object agree.
+    let again = restore(&app, &id).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(status(&app, &id).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(
+        class.is_none() || class.as_deref() == Some("STANDARD"),
+        "{class:?}"
+    );
+    assert!(tags.is_empty());
+}
+
+#[tokio::test]
+async fn a_restore_while_deletion_holds_the_file_answers_file_busy_and_the_deletion_completes() {
+    let app = spawn(DAY).await;
+    let (id, key) = file(&app, 300).await;
+    hygiene(&app, Some(in_days(2)));
+    assert_eq!(
+        hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)))["summary"]["archived"],
+        1
+    );
+    let paused = Paused::start(&app, in_days(6), "hygiene_delete_claimed").await;
+    // Deletion has claimed the file and not yet deleted a version.
+    assert_eq!(
+        error_code(restore(&app, &id).await).await,
+        (503, "file_busy".to_owned())
+    );
+    let run = paused.release();
+    assert_eq!(run["summary"]["deleted"], 1, "{run}");
+    assert_eq!(status(&app, &id).await, "deleted");
+    assert_eq!(app.versions(&key).await, 0);
+    assert_eq!(
+        error_code(restore(&app, &id).await).await,
+        (410, "file_deleted".to_owned()),
+        "never available without its object"
+    );
+}
+
+#[tokio::test]
+async fn a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_links() {
+    let faults = std::sync::Arc::new(crate::faults::Faults::default());
+    let app = spawn_app_with(Spawn {
+        env: hygiene_env(DAY),
+        wrap_store: Some(crate::faults::faulty_store(faults.clone())),
+        ..Spawn::default()
+    })
+    .await;
+    let (id, key) = file(&app, 2000).await;
+    hygiene(&app, Some(in_days(2)));
+    hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(status(&app, &id).await, "archived");
+    assert_eq!(
+        head_class_and_tags(&app, &key).await.0.as_deref(),
+        Some("GLACIER_IR")
+    );
+
+    faults
+        .fail_class_changes
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let token = app.token("alice");
+    assert_eq!(
+        error_code(put_link(&app, &token, &id, "post/5").await).await,
+        (503, "service_unavailable".to_owned())
+    );
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM file_links").await,
+        0,
+        "no link on a file left archived"
+    );
+    assert_eq!(status(&app, &id).await, "archived");
+
+    // The claim was given back: the retry restores and links.
+    assert_eq!(put_link(&app, &token, &id, "post/5").await.status(), 204);
+    assert_eq!(status(&app, &id).await, "available");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 1);
+    let (class, _) = head_class_and_tags(&app, &key).await;
+    assert!(
+        class.is_none() || class.as_deref() == Some("STANDARD"),
+        "{class:?}"
+    );
+}
