@@ -201,8 +201,14 @@ macro_rules! impl_job_catalog {
                 limit: i64,
             ) -> Result<Vec<$crate::domain::reconcile::HandleKey>, CatalogError> {
                 use sqlx::Row;
+                // Only handles whose object must exist: not deleted, and not claimed for
+                // deletion (its versions may be partly gone until the deletion settles). One
+                // row per key: copies share a key and the join needs keys strictly in order.
                 let sql = format!(
-                    "SELECT id, key, size FROM file_handles WHERE key {c} > $1 ORDER BY key {c} LIMIT $2",
+                    "SELECT MIN(id) AS id, key, MAX(size) AS size FROM file_handles \
+                     WHERE key {c} > $1 AND status IN ('available', 'unlinked', 'archived') \
+                     AND (claim IS NULL OR claim <> 'delete') \
+                     GROUP BY key ORDER BY key {c} LIMIT $2",
                     c = $bytes
                 );
                 let rows = sqlx::query(&sql)

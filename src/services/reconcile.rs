@@ -1,7 +1,8 @@
 //! Unindexed reconciliation: a streaming merge-join of the bucket's keys (ListObjectsV2, or an
 //! S3 Inventory) against the catalog's handle keys, both in byte order, in constant memory.
 //! It reports objects under final prefixes that no handle records (older than a grace period),
-//! handles whose object is missing (a data-loss alarm), tmp objects older than the lifecycle rule allows, and stray objects outside every
+//! handles whose object must exist but is missing (a data-loss alarm; deleted handles do not
+//! count), tmp objects older than the lifecycle rule allows, and stray objects outside every
 //! prefix the service knows. It never deletes: `--quarantine` moves unindexed objects (and
 //! `--quarantine-stray` stray ones) under `quarantine/`, which has an expiring rule of its own,
 //! after verifying the copy — never an object that an upload record names.

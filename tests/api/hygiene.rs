@@ -478,6 +478,58 @@ async fn hygiene_touches_no_file_of_a_profile_that_does_not_track_links() {
     assert_eq!(run["summary"]["profiles"], serde_json::json!(["image"]));
 }
 
+/// Runs `upcommit reconcile --grace 0 --json`: (exit code, output).
+fn reconcile(app: &TestApp) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "0"])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit reconcile");
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).expect("JSON"),
+    )
+}
+
+#[tokio::test]
+async fn reconcile_does_not_report_a_file_hygiene_deleted_on_purpose_as_missing() {
+    let app = spawn(DAY).await;
+    let (gone, gone_key) = file(&app, 300).await;
+    let (kept, kept_key) = file(&app, 300).await;
+    assert_eq!(
+        put_link(&app, &app.token("alice"), &kept, "post/1")
+            .await
+            .status(),
+        204
+    );
+    hygiene(&app, Some(in_days(2)));
+    hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    let run = hygiene(&app, Some(in_days(6)));
+    assert_eq!(run["summary"]["deleted"], 1, "{run}");
+    assert_eq!(status(&app, &gone).await, "deleted");
+    assert_eq!(app.versions(&gone_key).await, 0);
+
+    // A copy shares the live key: one key, matched once (the join needs keys in strict order).
+    sibling(&app, &kept_key, "available").await;
+    let (code, body) = reconcile(&app);
+    assert_eq!(code, 0, "a deletion on purpose is no alarm: {body}");
+    assert_eq!(body["summary"]["missing"], 0, "{body}");
+    assert_eq!(body["summary"]["matched"], 1, "{body}");
+
+    // A live handle whose object is lost still is.
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&kept_key)
+        .send()
+        .await
+        .expect("lose an object");
+    let (code, body) = reconcile(&app);
+    assert_eq!(code, 5, "{body}");
+    assert_eq!(body["summary"]["missing"], 1, "{body}");
+}
+
 /// `upcommit hygiene --at` started in the background, holding at pause point `point` until
 /// released.
 struct Paused {
