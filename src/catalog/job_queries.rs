@@ -3,7 +3,7 @@
 
 /// Implements [`super::JobCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_job_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $bytes:expr, $now_text:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $bytes:expr, $now_text:expr, $db_now:expr, $db_until:expr) => {
         impl $ty {
             fn run_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -31,23 +31,26 @@ macro_rules! impl_job_catalog {
                 &self,
                 job: &str,
                 holder: &str,
-                until: chrono::DateTime<chrono::Utc>,
-                now: chrono::DateTime<chrono::Utc>,
+                lease_secs: u64,
             ) -> Result<bool, CatalogError> {
                 // Inserted when free, taken over when the holder's lease ran out, renewed by
-                // the holder itself; anyone else gets no row changed.
-                let n = sqlx::query(
-                    "INSERT INTO job_locks (job, holder, until) VALUES ($1, $2, $3) \
+                // the holder itself; anyone else gets no row changed. Both the new lease's end
+                // and the old one's expiry are the database's clock: a replica whose clock runs
+                // ahead cannot take over a live lease.
+                let sql = format!(
+                    "INSERT INTO job_locks (job, holder, until) VALUES ($1, $2, {until}) \
                      ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, until = excluded.until \
-                     WHERE job_locks.until < $4 OR job_locks.holder = excluded.holder",
-                )
-                .bind(job)
-                .bind(holder)
-                .bind(until)
-                .bind(now)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+                     WHERE job_locks.until < {now} OR job_locks.holder = excluded.holder",
+                    until = $db_until.replace("{secs}", "$3"),
+                    now = $db_now,
+                );
+                let n = sqlx::query(&sql)
+                    .bind(job)
+                    .bind(holder)
+                    .bind(i64::try_from(lease_secs).unwrap_or(i64::MAX / 4))
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
                 Ok(n == 1)
             }
 

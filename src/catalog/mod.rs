@@ -72,14 +72,14 @@ pub trait MultipartCatalog: Send + Sync + 'static {
 /// Maintenance job runs, their items, and one lease per job across replicas.
 #[async_trait]
 pub trait JobCatalog: Send + Sync + 'static {
-    /// Takes (or renews, for the same holder) the job's lease until `until`. `Ok(false)`:
-    /// another holder's lease is still running.
+    /// Takes (or renews, for the same holder) the job's lease for `lease_secs` of the
+    /// database's clock, which also judges whether another holder's lease ran out.
+    /// `Ok(false)`: another holder's lease is still running.
     async fn acquire_job_lock(
         &self,
         job: &str,
         holder: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError>;
     async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError>;
 

@@ -78,10 +78,9 @@ impl JobCatalog for ObservedCatalog {
         &self,
         job: &str,
         holder: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
-        timed!(self, acquire_job_lock(job, holder, until, now))
+        timed!(self, acquire_job_lock(job, holder, lease_secs))
     }
     async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError> {
         timed!(self, release_job_lock(job, holder))

@@ -51,7 +51,9 @@ impl_job_catalog!(
     Postgres,
     "BEGIN",
     "COLLATE \"C\"",
-    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+    "clock_timestamp()",
+    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))"
 );
 impl_hygiene_catalog!(
     PostgresCatalog,

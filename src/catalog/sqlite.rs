@@ -70,7 +70,9 @@ impl_job_catalog!(
     Sqlite,
     "BEGIN IMMEDIATE",
     "COLLATE BINARY",
-    "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')"
 );
 impl_hygiene_catalog!(
     SqliteCatalog,

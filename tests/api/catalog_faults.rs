@@ -154,10 +154,9 @@ impl JobCatalog for FaultyCatalog {
         &self,
         job: &str,
         holder: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
-        self.inner.acquire_job_lock(job, holder, until, now).await
+        self.inner.acquire_job_lock(job, holder, lease_secs).await
     }
     async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError> {
         self.inner.release_job_lock(job, holder).await
