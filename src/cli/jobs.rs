@@ -225,10 +225,11 @@ pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<
         };
     let headline = || {
         format!(
-                "unlinked-data run {} {}{}: {} unlinked, {} archived ({} bytes moved, {} kept in class), {} deleted ({} bytes), {} blocked, {} failed",
+                "unlinked-data run {} {}{} on profiles [{}]: {} unlinked, {} archived ({} bytes moved, {} kept in class), {} deleted ({} bytes), {} blocked, {} skipped (changed since read), {} failed",
                 run.id,
                 run.state.as_str(),
                 if dry_run { " (dry run)" } else { "" },
+                summary.profiles.join(", "),
                 summary.unlinked,
                 summary.archived,
                 summary.archived_bytes,
@@ -236,6 +237,7 @@ pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<
                 summary.deleted,
                 summary.deleted_bytes,
                 summary.blocked,
+                summary.skipped,
                 summary.failed,
         )
     };
