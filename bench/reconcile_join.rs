@@ -55,6 +55,7 @@ fn main() {
     });
     let policy = ReconcilePolicy {
         final_prefixes: vec!["media/images/".into()],
+        known_prefixes: vec!["tmp/".into()],
         now: Utc::now(),
         grace: Duration::hours(24),
         tmp_max_age: Duration::days(8),
@@ -64,7 +65,7 @@ fn main() {
     let matched = join_pages(policy, bucket, catalog, |f| match f {
         Finding::Unindexed(_) => unindexed += 1,
         Finding::Missing(_) => missing += 1,
-        Finding::TmpPastLifecycle(_) => {}
+        Finding::TmpPastLifecycle(_) | Finding::Stray(_) => {}
     })
     .expect("sorted input");
     let secs = started.elapsed().as_secs_f64();

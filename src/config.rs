@@ -191,7 +191,10 @@ pub struct UploadSettings {
     /// default 10; 0 = unlimited), with bursts up to `UPCOMMIT_PRESIGN_BURST` (default 30).
     pub presign_rate_per_sec: f64,
     pub presign_burst: u32,
-    /// Upload profiles (TOML `[[profiles]]`; default `image` and `recording`).
+    /// Upload profiles (TOML `[[profiles]]`; default `image` and `recording`). Hygiene acts on
+    /// a profile's files only when it sets `tracks_links` (TOML, default false), or when
+    /// `UPCOMMIT_TRACKS_LINKS` (comma-separated profile names) names it; that list, when set,
+    /// replaces the profiles' own setting.
     pub profiles: Vec<Profile>,
 }
 
@@ -259,6 +262,8 @@ struct FileProfile {
     content_types: Vec<String>,
     max_size: u64,
     final_prefix: String,
+    #[serde(default)]
+    tracks_links: bool,
 }
 
 /// Reads one setting: environment first, then file, then default.
@@ -430,6 +435,23 @@ impl Settings {
             return Err(ConfigError(
                 "profiles: at least one profile is required".into(),
             ));
+        }
+        // Which profiles' files hygiene may act on: the environment's list replaces the
+        // profiles' own `tracks_links`.
+        let mut profiles = profiles;
+        if (src.env)("UPCOMMIT_TRACKS_LINKS").is_some() {
+            let names = src.list("UPCOMMIT_TRACKS_LINKS", None);
+            if let Some(bad) = names
+                .iter()
+                .find(|n| !profiles.iter().any(|p| &p.name == *n))
+            {
+                return Err(ConfigError(format!(
+                    "UPCOMMIT_TRACKS_LINKS: no profile is named {bad:?}"
+                )));
+            }
+            for p in &mut profiles {
+                p.tracks_links = names.contains(&p.name);
+            }
         }
 
         let log_format = match src
@@ -683,6 +705,16 @@ impl Settings {
         .with_rules(required_rules())
     }
 
+    /// The profiles whose files hygiene may unlink, archive and delete: those that track links.
+    pub fn hygiene_profiles(&self) -> Vec<String> {
+        self.uploads
+            .profiles
+            .iter()
+            .filter(|p| p.tracks_links)
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
     pub fn profile(&self, name: &str) -> Option<&Profile> {
         self.uploads.profiles.iter().find(|p| p.name == name)
     }
@@ -799,6 +831,7 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         content_types,
         max_size: p.max_size,
         final_prefix,
+        tracks_links: p.tracks_links,
     })
 }
 
@@ -922,6 +955,42 @@ mod tests {
             .expect_err("reserved prefix")
             .0;
         assert!(err.contains("profiles.doc"), "{err}");
+    }
+
+    #[test]
+    fn hygiene_acts_on_no_profile_unless_one_tracks_links() {
+        let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
+        let s = Settings::from_map(&env(&[secret])).expect("loads");
+        assert!(s.hygiene_profiles().is_empty(), "off by default");
+        let s =
+            Settings::from_map(&env(&[secret, ("UPCOMMIT_TRACKS_LINKS", "image")])).expect("loads");
+        assert_eq!(s.hygiene_profiles(), vec!["image"]);
+        let err = Settings::from_map(&env(&[secret, ("UPCOMMIT_TRACKS_LINKS", "imgae")]))
+            .expect_err("unknown profile")
+            .0;
+        assert!(err.contains("imgae"), "{err}");
+        let file = r#"
+            jwt_secret = "file-secret-0123456789"
+            [[profiles]]
+            name = "doc"
+            content_types = ["application/pdf"]
+            max_size = 1000
+            final_prefix = "docs/"
+            tracks_links = true
+            [[profiles]]
+            name = "raw"
+            content_types = ["application/pdf"]
+            max_size = 1000
+            final_prefix = "raw/"
+        "#;
+        let s = Settings::from_sources(Some(file), &|_| None).expect("loads");
+        assert_eq!(s.hygiene_profiles(), vec!["doc"]);
+        let none = |k: &str| (k == "UPCOMMIT_TRACKS_LINKS").then(String::new);
+        let s = Settings::from_sources(Some(file), &none).expect("loads");
+        assert!(
+            s.hygiene_profiles().is_empty(),
+            "the environment's list wins"
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub enum AppError {
     AdminRequired,
     #[error("this file was deleted after its retention period")]
     FileDeleted,
+    #[error("this file is being archived or deleted by hygiene; retry shortly")]
+    FileBusy,
     #[error("no such link scan")]
     LinkScanNotFound,
     #[error("this link scan is completed; start a new one")]
@@ -169,7 +171,7 @@ impl AppError {
             | ObjectTooLarge { .. }
             | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             QuotaExceeded { .. } | RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            CommitInProgress | CompletionInProgress | Unavailable(_) | Timeout => {
+            CommitInProgress | CompletionInProgress | FileBusy | Unavailable(_) | Timeout => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -184,6 +186,7 @@ impl AppError {
             FinalKeyForbidden => "final_key_forbidden",
             AdminRequired => "admin_required",
             FileDeleted => "file_deleted",
+            FileBusy => "file_busy",
             LinkScanNotFound => "link_scan_not_found",
             LinkScanCompleted => "link_scan_completed",
             RouteNotFound => "not_found",
@@ -244,6 +247,7 @@ impl AppError {
             | AppError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
             AppError::CommitInProgress
             | AppError::CompletionInProgress
+            | AppError::FileBusy
             | AppError::Unavailable(_)
             | AppError::Timeout => Some(1),
             _ => None,

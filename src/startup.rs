@@ -95,6 +95,18 @@ impl Application {
                 Duration::from_secs(secs),
             )),
         };
+        // Hygiene deletes files in the end: say which profiles' files it may act on.
+        let hygiene_profiles = settings.hygiene_profiles();
+        if hygiene_profiles.is_empty() {
+            tracing::info!(
+                "hygiene acts on no profile: none tracks links (tracks_links, UPCOMMIT_TRACKS_LINKS)"
+            );
+        } else {
+            tracing::warn!(
+                profiles = %hygiene_profiles.join(","),
+                "hygiene may unlink, archive and delete the files of these profiles (they track links)"
+            );
+        }
         let hygiene_task = match settings.jobs.hygiene_interval_secs {
             0 => None,
             secs => Some(spawn_hygiene(

@@ -1,9 +1,61 @@
 //! The SQL of links, link scans and handle statuses (unlinked → archived → deleted, restore),
-//! shared by both backends. `$month` formats a timestamp column as `YYYY-MM` in each dialect.
+//! shared by both backends. `$month` formats a timestamp column as `YYYY-MM` in each dialect;
+//! `$db_now` is the database's clock and `$db_until` the database's clock plus `{secs}` seconds
+//! (a bind), so that claim leases are judged by the one clock every replica shares.
+//!
+//! Every transition is one conditional statement that checks everything it depends on
+//! (status, claim, links, shared keys), and links move `link_count` on the handle row in the same
+//! transaction: a link and a transition racing on one handle meet on that row's lock.
+
+/// `profile IN (…)` over profile names, which the configuration validated (1–32 of
+/// `[a-z0-9_-]`); `FALSE` for none. Anything else is refused rather than quoted.
+pub(super) fn profiles_in(column: &str, profiles: &[String]) -> String {
+    let safe = |p: &String| {
+        !p.is_empty()
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    };
+    let list: Vec<String> = profiles
+        .iter()
+        .filter(|p| safe(p))
+        .map(|p| format!("'{p}'"))
+        .collect();
+    if list.is_empty() {
+        "1 = 0".to_owned()
+    } else {
+        format!("{column} IN ({})", list.join(", "))
+    }
+}
+
+pub(super) fn statuses_sql(statuses: &[crate::domain::records::HandleStatus]) -> String {
+    statuses
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff,
+/// and with a scan `$4`/`$5` its start and id. Shared by the candidate read and the update.
+pub(super) fn unused_conditions(scan: bool, profiles: &[String]) -> String {
+    let mut c = format!(
+        "h.status = 'available' AND h.claim IS NULL AND h.link_count = 0 \
+         AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
+         AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {}",
+        profiles_in("h.profile", profiles)
+    );
+    if scan {
+        c.push_str(
+            " AND h.created_at < $4 AND NOT EXISTS (SELECT 1 FROM link_scan_seen s \
+             WHERE s.scan_id = $5 AND s.file_id = h.id)",
+        );
+    }
+    c
+}
 
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $month:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $month:expr, $db_now:expr, $db_until:expr) => {
         impl $ty {
             fn scan_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -45,7 +97,8 @@ macro_rules! impl_hygiene_catalog {
                 object_type: &str,
                 object_id: &str,
                 now: chrono::DateTime<chrono::Utc>,
-            ) -> Result<(), CatalogError> {
+            ) -> Result<bool, CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
                 sqlx::query(
                     "INSERT INTO file_links (file_id, object_type, object_id, created_at) VALUES ($1, $2, $3, $4) \
                      ON CONFLICT (file_id, object_type, object_id) DO NOTHING",
@@ -54,9 +107,23 @@ macro_rules! impl_hygiene_catalog {
                 .bind(object_type)
                 .bind(object_id)
                 .bind(now)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
-                Ok(())
+                let n = sqlx::query(
+                    "UPDATE file_handles SET link_count = (SELECT COUNT(*) FROM file_links WHERE file_id = $1) \
+                     WHERE id = $1 AND status = 'available' AND claim IS NULL",
+                )
+                .bind(file.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if n == 1 {
+                    tx.commit().await?;
+                    Ok(true)
+                } else {
+                    tx.rollback().await?;
+                    Ok(false)
+                }
             }
 
             async fn delete_link(
@@ -65,14 +132,23 @@ macro_rules! impl_hygiene_catalog {
                 object_type: &str,
                 object_id: &str,
             ) -> Result<(), CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
                 sqlx::query(
                     "DELETE FROM file_links WHERE file_id = $1 AND object_type = $2 AND object_id = $3",
                 )
                 .bind(file.as_str())
                 .bind(object_type)
                 .bind(object_id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+                sqlx::query(
+                    "UPDATE file_handles SET link_count = (SELECT COUNT(*) FROM file_links WHERE file_id = $1) \
+                     WHERE id = $1",
+                )
+                .bind(file.as_str())
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
                 Ok(())
             }
 
@@ -176,52 +252,61 @@ macro_rules! impl_hygiene_catalog {
                 &self,
                 cutoff: chrono::DateTime<chrono::Utc>,
                 scan: Option<&super::LinkScan>,
+                profiles: &[String],
                 after: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
-                // Available, older than the grace period, not restored within it, no links; and,
-                // when scans are used, created before the latest completed scan began and not
-                // seen by it.
-                let base = format!(
-                    "SELECT {} FROM file_handles h WHERE h.status = 'available' AND h.id > $1 \
-                     AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
-                     AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id)",
-                    super::queries::HANDLE_COLUMNS
+                // Available, older than the grace period, not restored within it, no links, a
+                // profile that tracks links; and, when scans are used, created before the latest
+                // completed scan began and not seen by it.
+                let sql = format!(
+                    "SELECT {} FROM file_handles h WHERE h.id > $1 AND {} ORDER BY h.id LIMIT $3",
+                    super::queries::HANDLE_COLUMNS,
+                    super::hygiene_queries::unused_conditions(scan.is_some(), profiles)
                 );
-                let rows = match scan {
-                    None => {
-                        sqlx::query(&format!("{base} ORDER BY h.id LIMIT $3"))
-                            .bind(after)
-                            .bind(cutoff)
-                            .bind(limit)
-                            .fetch_all(&self.pool)
-                            .await?
-                    }
-                    Some(s) => {
-                        sqlx::query(&format!(
-                            "{base} AND h.created_at < $4 AND NOT EXISTS (SELECT 1 FROM link_scan_seen s \
-                             WHERE s.scan_id = $5 AND s.file_id = h.id) ORDER BY h.id LIMIT $3"
-                        ))
-                        .bind(after)
-                        .bind(cutoff)
-                        .bind(limit)
-                        .bind(s.started_at)
-                        .bind(&s.id)
-                        .fetch_all(&self.pool)
-                        .await?
-                    }
+                let q = sqlx::query(&sql).bind(after).bind(cutoff).bind(limit);
+                let q = match scan {
+                    Some(s) => q.bind(s.started_at).bind(s.id.clone()),
+                    None => q,
                 };
+                let rows = q.fetch_all(&self.pool).await?;
                 rows.iter().map(Self::handle_row).collect()
+            }
+
+            async fn unlink_if_unused(
+                &self,
+                id: &$crate::domain::ids::FileId,
+                cutoff: chrono::DateTime<chrono::Utc>,
+                scan: Option<&super::LinkScan>,
+                profiles: &[String],
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let sql = format!(
+                    "UPDATE file_handles AS h SET status = 'unlinked', status_changed_at = $3 \
+                     WHERE h.id = $1 AND {}",
+                    super::hygiene_queries::unused_conditions(scan.is_some(), profiles)
+                );
+                let q = sqlx::query(&sql).bind(id.as_str()).bind(cutoff).bind(now);
+                let q = match scan {
+                    Some(s) => q.bind(s.started_at).bind(s.id.clone()),
+                    None => q,
+                };
+                Ok(q.execute(&self.pool).await?.rows_affected() == 1)
             }
 
             async fn handles_in_status(
                 &self,
                 status: $crate::domain::records::HandleStatus,
                 changed_before: chrono::DateTime<chrono::Utc>,
+                profiles: &[String],
                 after: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
-                let condition = format!("status = '{}'", status.as_str());
+                let condition = format!(
+                    "status = '{}' AND {}",
+                    status.as_str(),
+                    super::hygiene_queries::profiles_in("profile", profiles)
+                );
                 self.handles_where(&condition, (after, changed_before, limit)).await
             }
 
@@ -230,46 +315,122 @@ macro_rules! impl_hygiene_catalog {
                 key: &str,
                 statuses: &[$crate::domain::records::HandleStatus],
             ) -> Result<bool, CatalogError> {
-                let list = statuses
-                    .iter()
-                    .map(|s| format!("'{}'", s.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let list = super::hygiene_queries::statuses_sql(statuses);
                 let sql = format!("SELECT COUNT(*) FROM file_handles WHERE key = $1 AND status IN ({list})");
                 let n: i64 = sqlx::query_scalar(&sql).bind(key).fetch_one(&self.pool).await?;
                 Ok(n > 0)
             }
 
-            async fn set_status(
+            async fn claim_handle(
                 &self,
                 id: &$crate::domain::ids::FileId,
-                from: &[$crate::domain::records::HandleStatus],
-                to: $crate::domain::records::HandleStatus,
-                storage_class: Option<&str>,
-                restored: bool,
-                now: chrono::DateTime<chrono::Utc>,
+                kind: super::ClaimKind,
+                guard: Option<&super::HygieneGuard<'_>>,
+                token: &str,
+                lease_secs: u64,
             ) -> Result<bool, CatalogError> {
-                let list = from
-                    .iter()
-                    .map(|s| format!("'{}'", s.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let sql = format!(
+                let until = $db_until.replace("{secs}", "$3");
+                let mut sql = format!(
+                    "UPDATE file_handles AS h SET claim = $1, claim_token = $2, claim_until = {until} \
+                     WHERE h.id = $4"
+                );
+                match guard {
+                    Some(g) => {
+                        // Hygiene: everything the step depends on, in this statement.
+                        sql.push_str(&format!(
+                            " AND h.status = '{}' AND h.status_changed_at < $5 AND h.link_count = 0 \
+                             AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} \
+                             AND (h.claim IS NULL OR h.claim_until < {now})",
+                            g.from.as_str(),
+                            super::hygiene_queries::profiles_in("h.profile", g.profiles),
+                            now = $db_now,
+                        ));
+                        if !g.key_not_in.is_empty() {
+                            sql.push_str(&format!(
+                                " AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
+                                 AND o.id <> h.id AND o.status IN ({}))",
+                                super::hygiene_queries::statuses_sql(g.key_not_in)
+                            ));
+                        }
+                    }
+                    None => sql.push_str(&format!(
+                        " AND h.status IN ('unlinked', 'archived') \
+                         AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now}))",
+                        now = $db_now,
+                    )),
+                }
+                let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
+                let q = sqlx::query(&sql)
+                    .bind(kind.as_str())
+                    .bind(token)
+                    .bind(secs)
+                    .bind(id.as_str());
+                let q = match guard {
+                    Some(g) => q.bind(g.changed_before),
+                    None => q,
+                };
+                Ok(q.execute(&self.pool).await?.rows_affected() == 1)
+            }
+
+            async fn settle_claim(
+                &self,
+                id: &$crate::domain::ids::FileId,
+                token: &str,
+                settle: &super::Settle<'_>,
+            ) -> Result<bool, CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
+                if let Some((object_type, object_id)) = settle.link {
+                    sqlx::query(
+                        "INSERT INTO file_links (file_id, object_type, object_id, created_at) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (file_id, object_type, object_id) DO NOTHING",
+                    )
+                    .bind(id.as_str())
+                    .bind(object_type)
+                    .bind(object_id)
+                    .bind(settle.now)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                let n = sqlx::query(
                     "UPDATE file_handles SET status = $1, status_changed_at = $2, \
                      storage_class = COALESCE($3, storage_class), \
-                     restored_at = CASE WHEN $4 THEN $2 ELSE restored_at END \
-                     WHERE id = $5 AND status IN ({list})"
-                );
-                let n = sqlx::query(&sql)
-                    .bind(to.as_str())
-                    .bind(now)
-                    .bind(storage_class)
-                    .bind(restored)
-                    .bind(id.as_str())
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected();
-                Ok(n == 1)
+                     restored_at = CASE WHEN $4 THEN $2 ELSE restored_at END, \
+                     link_count = (SELECT COUNT(*) FROM file_links WHERE file_id = $5), \
+                     claim = NULL, claim_token = NULL, claim_until = NULL \
+                     WHERE id = $5 AND claim_token = $6",
+                )
+                .bind(settle.to.as_str())
+                .bind(settle.now)
+                .bind(settle.storage_class)
+                .bind(settle.restored)
+                .bind(id.as_str())
+                .bind(token)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if n == 1 {
+                    tx.commit().await?;
+                    Ok(true)
+                } else {
+                    tx.rollback().await?;
+                    Ok(false)
+                }
+            }
+
+            async fn release_claim(
+                &self,
+                id: &$crate::domain::ids::FileId,
+                token: &str,
+            ) -> Result<(), CatalogError> {
+                sqlx::query(
+                    "UPDATE file_handles SET claim = NULL, claim_token = NULL, claim_until = NULL \
+                     WHERE id = $1 AND claim_token = $2",
+                )
+                .bind(id.as_str())
+                .bind(token)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
             }
 
             async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {

@@ -3,7 +3,7 @@
 
 /// Implements [`super::JobCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_job_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $bytes:expr, $now_text:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $bytes:expr, $now_text:expr, $db_now:expr, $db_until:expr) => {
         impl $ty {
             fn run_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -31,23 +31,26 @@ macro_rules! impl_job_catalog {
                 &self,
                 job: &str,
                 holder: &str,
-                until: chrono::DateTime<chrono::Utc>,
-                now: chrono::DateTime<chrono::Utc>,
+                lease_secs: u64,
             ) -> Result<bool, CatalogError> {
                 // Inserted when free, taken over when the holder's lease ran out, renewed by
-                // the holder itself; anyone else gets no row changed.
-                let n = sqlx::query(
-                    "INSERT INTO job_locks (job, holder, until) VALUES ($1, $2, $3) \
+                // the holder itself; anyone else gets no row changed. Both the new lease's end
+                // and the old one's expiry are the database's clock: a replica whose clock runs
+                // ahead cannot take over a live lease.
+                let sql = format!(
+                    "INSERT INTO job_locks (job, holder, until) VALUES ($1, $2, {until}) \
                      ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, until = excluded.until \
-                     WHERE job_locks.until < $4 OR job_locks.holder = excluded.holder",
-                )
-                .bind(job)
-                .bind(holder)
-                .bind(until)
-                .bind(now)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+                     WHERE job_locks.until < {now} OR job_locks.holder = excluded.holder",
+                    until = $db_until.replace("{secs}", "$3"),
+                    now = $db_now,
+                );
+                let n = sqlx::query(&sql)
+                    .bind(job)
+                    .bind(holder)
+                    .bind(i64::try_from(lease_secs).unwrap_or(i64::MAX / 4))
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
                 Ok(n == 1)
             }
 
@@ -201,8 +204,14 @@ macro_rules! impl_job_catalog {
                 limit: i64,
             ) -> Result<Vec<$crate::domain::reconcile::HandleKey>, CatalogError> {
                 use sqlx::Row;
+                // Only handles whose object must exist: not deleted, and not claimed for
+                // deletion (its versions may be partly gone until the deletion settles). One
+                // row per key: copies share a key and the join needs keys strictly in order.
                 let sql = format!(
-                    "SELECT id, key, size FROM file_handles WHERE key {c} > $1 ORDER BY key {c} LIMIT $2",
+                    "SELECT MIN(id) AS id, key, MAX(size) AS size FROM file_handles \
+                     WHERE key {c} > $1 AND status IN ('available', 'unlinked', 'archived') \
+                     AND (claim IS NULL OR claim <> 'delete') \
+                     GROUP BY key ORDER BY key {c} LIMIT $2",
                     c = $bytes
                 );
                 let rows = sqlx::query(&sql)
@@ -219,6 +228,16 @@ macro_rules! impl_job_catalog {
                         })
                     })
                     .collect()
+            }
+
+            async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM uploads WHERE key = $1 OR final_key = $1",
+                )
+                .bind(key)
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(n > 0)
             }
 
             async fn clock(&self) -> Result<chrono::DateTime<chrono::Utc>, CatalogError> {

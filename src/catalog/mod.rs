@@ -96,14 +96,14 @@ pub trait MultipartCatalog: Send + Sync + 'static {
 /// Maintenance job runs, their items, and one lease per job across replicas.
 #[async_trait]
 pub trait JobCatalog: Send + Sync + 'static {
-    /// Takes (or renews, for the same holder) the job's lease until `until`. `Ok(false)`:
-    /// another holder's lease is still running.
+    /// Takes (or renews, for the same holder) the job's lease for `lease_secs` of the
+    /// database's clock, which also judges whether another holder's lease ran out.
+    /// `Ok(false)`: another holder's lease is still running.
     async fn acquire_job_lock(
         &self,
         job: &str,
         holder: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError>;
     async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError>;
 
@@ -131,6 +131,10 @@ pub trait JobCatalog: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
 
+    /// Whether an upload record names `key` (its tmp or legacy key, or its final key):
+    /// reconcile never moves such an object.
+    async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError>;
+
     /// The database's clock: the one clock every age decision of a deleting job uses, so
     /// replicas whose clocks drift cannot disagree about what is old (F12).
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError>;
@@ -152,17 +156,59 @@ pub struct LinkScan {
     pub completed_at: Option<DateTime<Utc>>,
 }
 
+/// What a hygiene claim is for. Hygiene's own claims (`Archive`, `Delete`) and a restore's are
+/// exclusive: while one holds, no other transition of the handle applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimKind {
+    Archive,
+    Delete,
+    Restore,
+}
+
+impl ClaimKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimKind::Archive => "archive",
+            ClaimKind::Delete => "delete",
+            ClaimKind::Restore => "restore",
+        }
+    }
+}
+
+/// What must still hold, in the claiming statement itself, for hygiene to claim a handle: its
+/// status and age, no link, a profile hygiene may act on, and no handle sharing its key in one
+/// of `key_not_in`.
+#[derive(Debug, Clone)]
+pub struct HygieneGuard<'a> {
+    pub from: HandleStatus,
+    pub changed_before: DateTime<Utc>,
+    pub profiles: &'a [String],
+    pub key_not_in: &'a [HandleStatus],
+}
+
+/// How a claim ends: the handle's new status, and for a restore from a link, that link.
+#[derive(Debug, Clone)]
+pub struct Settle<'a> {
+    pub to: HandleStatus,
+    pub storage_class: Option<&'a str>,
+    pub restored: bool,
+    /// `(object_type, object_id)` inserted in the same transaction.
+    pub link: Option<(&'a str, &'a str)>,
+    pub now: DateTime<Utc>,
+}
+
 /// Links, link scans, and handle statuses.
 #[async_trait]
 pub trait HygieneCatalog: Send + Sync + 'static {
-    /// Idempotent.
+    /// Links an *available*, unclaimed handle (idempotent), in one transaction with the handle
+    /// row's link count. `Ok(false)`: the handle is not available (nothing is recorded).
     async fn put_link(
         &self,
         file: &FileId,
         object_type: &str,
         object_id: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), CatalogError>;
+    ) -> Result<bool, CatalogError>;
     /// Idempotent.
     async fn delete_link(
         &self,
@@ -187,19 +233,33 @@ pub trait HygieneCatalog: Send + Sync + 'static {
     async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError>;
     async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError>;
 
-    /// Available handles nothing uses, older than `cutoff`, after id `after`, in id order.
+    /// Available handles of `profiles` nothing uses, older than `cutoff`, after id `after`, in
+    /// id order.
     async fn unlinked_candidates(
         &self,
         cutoff: DateTime<Utc>,
         scan: Option<&LinkScan>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError>;
-    /// Handles in `status` since before `changed_before`, after id `after`, in id order.
+    /// `available → unlinked`, only if everything [`Self::unlinked_candidates`] checks still
+    /// holds when the row is updated (a link added since the read wins).
+    async fn unlink_if_unused(
+        &self,
+        id: &FileId,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        profiles: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+    /// Handles of `profiles` in `status` since before `changed_before`, after id `after`, in
+    /// id order.
     async fn handles_in_status(
         &self,
         status: HandleStatus,
         changed_before: DateTime<Utc>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError>;
@@ -209,16 +269,27 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         key: &str,
         statuses: &[HandleStatus],
     ) -> Result<bool, CatalogError>;
-    /// Conditional status change (only from `from`); `restored` also stamps `restored_at`.
-    async fn set_status(
+    /// Claims a handle for `kind` with `token` for `lease_secs` of the database's clock. Hygiene
+    /// claims check `guard` in the same statement; a restore claims an unlinked or archived
+    /// handle. An expired claim may be taken over, except that a restore never takes over a
+    /// deletion (its objects may be partly gone: only deletion can roll forward).
+    async fn claim_handle(
         &self,
         id: &FileId,
-        from: &[HandleStatus],
-        to: HandleStatus,
-        storage_class: Option<&str>,
-        restored: bool,
-        now: DateTime<Utc>,
+        kind: ClaimKind,
+        guard: Option<&HygieneGuard<'_>>,
+        token: &str,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError>;
+    /// Ends the claim `token` holds with `settle`; `Ok(false)`: the claim was taken over.
+    async fn settle_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        settle: &Settle<'_>,
+    ) -> Result<bool, CatalogError>;
+    /// Gives a claim up with nothing changed.
+    async fn release_claim(&self, id: &FileId, token: &str) -> Result<(), CatalogError>;
     /// (status, count, bytes) per status.
     async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError>;
     /// Handles that left `available`, by the month they did.

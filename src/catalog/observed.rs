@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
-    Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
-    SettledTmp,
+    Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
+    LinkScan, MultipartCatalog, Settle, SettledTmp,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -89,10 +89,9 @@ impl JobCatalog for ObservedCatalog {
         &self,
         job: &str,
         holder: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
-        timed!(self, acquire_job_lock(job, holder, until, now))
+        timed!(self, acquire_job_lock(job, holder, lease_secs))
     }
     async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError> {
         timed!(self, release_job_lock(job, holder))
@@ -132,6 +131,9 @@ impl JobCatalog for ObservedCatalog {
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError> {
         timed!(self, handle_keys_after(after, limit))
     }
+    async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
+        timed!(self, upload_names_key(key))
+    }
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError> {
         timed!(self, clock())
     }
@@ -152,7 +154,7 @@ impl HygieneCatalog for ObservedCatalog {
         object_type: &str,
         object_id: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), CatalogError> {
+    ) -> Result<bool, CatalogError> {
         timed!(self, put_link(file, object_type, object_id, now))
     }
     async fn delete_link(
@@ -191,21 +193,36 @@ impl HygieneCatalog for ObservedCatalog {
         &self,
         cutoff: DateTime<Utc>,
         scan: Option<&LinkScan>,
-        after: &str,
-        limit: i64,
-    ) -> Result<Vec<FileHandle>, CatalogError> {
-        timed!(self, unlinked_candidates(cutoff, scan, after, limit))
-    }
-    async fn handles_in_status(
-        &self,
-        status: HandleStatus,
-        changed_before: DateTime<Utc>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
         timed!(
             self,
-            handles_in_status(status, changed_before, after, limit)
+            unlinked_candidates(cutoff, scan, profiles, after, limit)
+        )
+    }
+    async fn unlink_if_unused(
+        &self,
+        id: &FileId,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        profiles: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, unlink_if_unused(id, cutoff, scan, profiles, now))
+    }
+    async fn handles_in_status(
+        &self,
+        status: HandleStatus,
+        changed_before: DateTime<Utc>,
+        profiles: &[String],
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        timed!(
+            self,
+            handles_in_status(status, changed_before, profiles, after, limit)
         )
     }
     async fn key_has_status(
@@ -215,16 +232,26 @@ impl HygieneCatalog for ObservedCatalog {
     ) -> Result<bool, CatalogError> {
         timed!(self, key_has_status(key, statuses))
     }
-    async fn set_status(
+    async fn claim_handle(
         &self,
         id: &FileId,
-        from: &[HandleStatus],
-        to: HandleStatus,
-        storage_class: Option<&str>,
-        restored: bool,
-        now: DateTime<Utc>,
+        kind: ClaimKind,
+        guard: Option<&HygieneGuard<'_>>,
+        token: &str,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
-        timed!(self, set_status(id, from, to, storage_class, restored, now))
+        timed!(self, claim_handle(id, kind, guard, token, lease_secs))
+    }
+    async fn settle_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        settle: &Settle<'_>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, settle_claim(id, token, settle))
+    }
+    async fn release_claim(&self, id: &FileId, token: &str) -> Result<(), CatalogError> {
+        timed!(self, release_claim(id, token))
     }
     async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
         timed!(self, handle_totals_by_status())

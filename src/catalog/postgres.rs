@@ -59,11 +59,15 @@ impl_job_catalog!(
     Postgres,
     "BEGIN",
     "COLLATE \"C\"",
-    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
+    "clock_timestamp()",
+    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))"
 );
 impl_hygiene_catalog!(
     PostgresCatalog,
     Postgres,
     "BEGIN",
-    "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')"
+    "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')",
+    "clock_timestamp()",
+    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))"
 );

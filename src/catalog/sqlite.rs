@@ -79,11 +79,15 @@ impl_job_catalog!(
     Sqlite,
     "BEGIN IMMEDIATE",
     "COLLATE BINARY",
-    "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')"
 );
 impl_hygiene_catalog!(
     SqliteCatalog,
     Sqlite,
     "BEGIN IMMEDIATE",
-    "substr(status_changed_at, 1, 7)"
+    "substr(status_changed_at, 1, 7)",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')"
 );

@@ -93,13 +93,21 @@ async fn connect(
     }
 }
 
+/// What `--quarantine` and `--quarantine-stray` ask to move.
+#[derive(Debug, Clone, Copy)]
+pub struct Quarantine {
+    pub unindexed: bool,
+    pub stray: bool,
+}
+
 /// Exit codes: 0 finished, 1 failed, 2 cannot start, 3 refused (keys out of order), 4 another
 /// replica is reconciling, 5 finished and file handles whose object is missing were found.
+/// Stray objects are reported, not an alarm: they do not change the exit code.
 pub async fn reconcile(
     settings: &Settings,
     grace: &str,
     inventory: Option<&str>,
-    quarantine: bool,
+    quarantine: Quarantine,
     json: bool,
 ) -> i32 {
     let parsed =
@@ -126,7 +134,8 @@ pub async fn reconcile(
     };
     let options = ReconcileOptions {
         grace: chrono::Duration::seconds(grace),
-        quarantine,
+        quarantine: quarantine.unindexed,
+        quarantine_stray: quarantine.stray,
     };
     let (run, summary) =
         match reconcile::reconcile(&catalog, &store, settings, &options, source).await {
@@ -142,7 +151,7 @@ pub async fn reconcile(
         };
     let headline = || {
         format!(
-                "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window",
+                "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window, {} stray ({} bytes{})",
                 run.id,
                 run.state.as_str(),
                 summary.source,
@@ -151,10 +160,13 @@ pub async fn reconcile(
                 summary.matched,
                 summary.unindexed,
                 summary.unindexed_bytes,
-                if quarantine { format!(", {} quarantined", summary.quarantined) } else { String::new() },
+                if quarantine.unindexed { format!(", {} quarantined", summary.quarantined) } else { String::new() },
                 summary.missing,
                 summary.missing_bytes,
                 summary.tmp_past_lifecycle,
+                summary.stray,
+                summary.stray_bytes,
+                if quarantine.stray { format!(", {} quarantined", summary.stray_quarantined) } else { String::new() },
         )
     };
     print_run(
@@ -214,10 +226,11 @@ pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<
         };
     let headline = || {
         format!(
-                "unlinked-data run {} {}{}: {} unlinked, {} archived ({} bytes moved, {} kept in class), {} deleted ({} bytes), {} blocked, {} failed",
+                "unlinked-data run {} {}{} on profiles [{}]: {} unlinked, {} archived ({} bytes moved, {} kept in class), {} deleted ({} bytes), {} blocked, {} skipped (changed since read), {} failed",
                 run.id,
                 run.state.as_str(),
                 if dry_run { " (dry run)" } else { "" },
+                summary.profiles.join(", "),
                 summary.unlinked,
                 summary.archived,
                 summary.archived_bytes,
@@ -225,6 +238,7 @@ pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<
                 summary.deleted,
                 summary.deleted_bytes,
                 summary.blocked,
+                summary.skipped,
                 summary.failed,
         )
     };

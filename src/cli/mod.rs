@@ -57,8 +57,9 @@ pub enum Command {
         json: bool,
     },
     /// Match the bucket's keys against the file handles: unindexed objects under final
-    /// prefixes, handles whose object is missing, tmp objects past the lifecycle window. Reports;
-    /// never deletes. Exit 5 when an object is missing.
+    /// prefixes, handles whose object is missing, tmp objects past the lifecycle window, stray
+    /// objects outside every known prefix. Reports; never deletes. Exit 5 when an object is
+    /// missing.
     Reconcile {
         /// Skip unindexed objects younger than this (0s, 30m, 1h30m, 2d or seconds): commits in flight.
         #[arg(long, default_value = "24h")]
@@ -70,6 +71,9 @@ pub enum Command {
         /// Move unindexed objects under quarantine/ (which expires on its own rule).
         #[arg(long)]
         quarantine: bool,
+        /// Also move stray objects (outside every known prefix) under quarantine/.
+        #[arg(long)]
+        quarantine_stray: bool,
         /// Print the run, its totals and every finding as JSON.
         #[arg(long)]
         json: bool,
@@ -177,8 +181,15 @@ pub async fn run(cli: Cli) -> i32 {
             grace,
             inventory,
             quarantine,
+            quarantine_stray,
             json,
-        } => jobs::reconcile(&settings, &grace, inventory.as_deref(), quarantine, json).await,
+        } => {
+            let quarantine = jobs::Quarantine {
+                unindexed: quarantine,
+                stray: quarantine_stray,
+            };
+            jobs::reconcile(&settings, &grace, inventory.as_deref(), quarantine, json).await
+        }
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,

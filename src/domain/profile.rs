@@ -15,6 +15,10 @@ pub struct Profile {
     pub content_types: Vec<ContentType>,
     pub max_size: u64,
     pub final_prefix: FinalPrefix,
+    /// The application records every use of this profile's files through the links API, so
+    /// "no link" is evidence that a file is unused: only then may hygiene unlink, archive and
+    /// delete its files. Off unless configured.
+    pub tracks_links: bool,
 }
 
 /// Why a presign request is refused before anything is recorded or signed.
@@ -96,6 +100,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             content_types: types(&["image/jpeg", "image/png", "image/webp", "image/heic"]),
             max_size: 20 * MIB,
             final_prefix: prefix("media/images/"),
+            tracks_links: false,
         },
         Profile {
             name: "recording".into(),
@@ -109,6 +114,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             ]),
             max_size: 500 * MIB,
             final_prefix: prefix("media/recordings/"),
+            tracks_links: false,
         },
     ]
 }

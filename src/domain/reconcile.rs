@@ -36,11 +36,17 @@ pub enum Finding {
     Missing(HandleKey),
     /// A tmp object older than the lifecycle rule allows: the rule is not running.
     TmpPastLifecycle(BucketKey),
+    /// An object outside every prefix the service knows (tmp, quarantine, final and legacy
+    /// prefixes, lifecycle rule prefixes): data with no owner.
+    Stray(BucketKey),
 }
 
 #[derive(Debug, Clone)]
 pub struct ReconcilePolicy {
     pub final_prefixes: Vec<String>,
+    /// Every other prefix the service owns (tmp/, quarantine/, lifecycle rule prefixes): an
+    /// object under none of these nor a final prefix is stray.
+    pub known_prefixes: Vec<String>,
     pub now: DateTime<Utc>,
     /// Unindexed objects younger than this are skipped: a commit may be in flight.
     pub grace: Duration,
@@ -60,11 +66,21 @@ impl ReconcilePolicy {
                 .older_than(&k, self.tmp_max_age)
                 .then_some(Finding::TmpPastLifecycle(k));
         }
-        let under_final = self
-            .final_prefixes
-            .iter()
-            .any(|p| k.key.as_bytes().starts_with(p.as_bytes()));
-        (under_final && self.older_than(&k, self.grace)).then_some(Finding::Unindexed(k))
+        let under = |prefixes: &[String]| {
+            prefixes
+                .iter()
+                .any(|p| !p.is_empty() && k.key.as_bytes().starts_with(p.as_bytes()))
+        };
+        if under(&self.final_prefixes) {
+            return self
+                .older_than(&k, self.grace)
+                .then_some(Finding::Unindexed(k));
+        }
+        if under(&self.known_prefixes) || k.key.starts_with(QUARANTINE_PREFIX) {
+            return None;
+        }
+        // The same grace as unindexed objects: an admin's commit to a custom key may be in flight.
+        self.older_than(&k, self.grace).then_some(Finding::Stray(k))
     }
 }
 
@@ -250,6 +266,7 @@ mod tests {
     fn policy() -> ReconcilePolicy {
         ReconcilePolicy {
             final_prefixes: vec!["media/images/".into(), "media/recordings/".into()],
+            known_prefixes: vec!["tmp/".into(), "quarantine/".into(), String::new()],
             now: now(),
             grace: Duration::hours(24),
             tmp_max_age: Duration::days(8),
@@ -326,6 +343,14 @@ mod tests {
                 })
                 .collect();
             assert_eq!(missing, vec!["media/images/ab.png"]);
+            let stray: Vec<&str> = found
+                .iter()
+                .filter_map(|f| match f {
+                    Finding::Stray(k) => Some(k.key.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(stray, vec!["media/images2/a.png"], "page {page}");
         }
     }
 
@@ -343,10 +368,37 @@ mod tests {
         assert_eq!(
             found,
             vec![
+                Finding::Stray(b("cache/thumb.png", 90)),
                 Finding::Unindexed(b("media/images/old.png", 2)),
                 Finding::TmpPastLifecycle(b("tmp/2026/11/01/x/a.png", 28)),
             ]
         );
+    }
+
+    #[test]
+    fn objects_outside_every_known_prefix_are_stray_once_past_the_grace_period() {
+        let bucket = sorted_b(vec![
+            b("exports/x.csv", 3),
+            b("exports/young.csv", 0),
+            b("media/images2/x.jpg", 3),
+            b("media/imagesx", 3),
+            b("quarantine/exports/x.csv", 3),
+            b("tmp/2026/11/28/x/a.png", 3),
+            b("media/images/x.jpg", 3),
+        ]);
+        let (found, _) = run(bucket, Vec::new(), 3);
+        let stray: Vec<&str> = found
+            .iter()
+            .filter_map(|f| match f {
+                Finding::Stray(k) => Some(k.key.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            stray,
+            vec!["exports/x.csv", "media/images2/x.jpg", "media/imagesx"]
+        );
+        assert!(found.contains(&Finding::Unindexed(b("media/images/x.jpg", 3))));
     }
 
     #[test]

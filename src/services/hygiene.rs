@@ -11,11 +11,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use crate::catalog::{Catalog, CatalogError};
+use crate::catalog::{Catalog, CatalogError, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::records::{FileHandle, HandleStatus};
 use crate::services::jobs::{self, Begin};
+use crate::services::pause;
 use crate::storage::{ObjectStore, StoreError, DELETE_BATCH};
 
 pub const JOB: &str = "hygiene";
@@ -35,7 +36,11 @@ pub struct HygieneSummary {
     pub blocked: u64,
     pub deleted: u64,
     pub deleted_bytes: u64,
+    /// Candidates that changed between the read and the claim (linked, restored, claimed).
+    pub skipped: u64,
     pub failed: u64,
+    /// The profiles hygiene acted on: those that track links.
+    pub profiles: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -86,6 +91,7 @@ pub async fn run(
     let mut summary = HygieneSummary {
         dry_run,
         at: Some(now),
+        profiles: settings.hygiene_profiles(),
         ..HygieneSummary::default()
     };
     let mut items = Vec::new();
@@ -144,27 +150,23 @@ async fn detect(
     items: &mut Vec<JobItem>,
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.unlinked_grace_secs);
+    let profiles = settings.hygiene_profiles();
     let scan = catalog.latest_completed_scan().await?;
     let mut after = String::new();
     loop {
         let page = catalog
-            .unlinked_candidates(cutoff, scan.as_ref(), &after, PAGE)
+            .unlinked_candidates(cutoff, scan.as_ref(), &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());
         };
         after = last.id.as_str().to_owned();
+        pause::point("hygiene_unlink").await;
         for h in page {
+            // The update re-checks everything the read did: a link added since wins.
             let done = dry_run
                 || catalog
-                    .set_status(
-                        &h.id,
-                        &[HandleStatus::Available],
-                        HandleStatus::Unlinked,
-                        None,
-                        false,
-                        now,
-                    )
+                    .unlink_if_unused(&h.id, cutoff, scan.as_ref(), &profiles, now)
                     .await?;
             if done {
                 summary.unlinked += 1;
@@ -182,6 +184,10 @@ async fn detect(
     }
 }
 
+fn token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 async fn archive(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
@@ -193,10 +199,17 @@ async fn archive(
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.archive_after_secs);
     let class = settings.jobs.archive_storage_class.as_str();
+    let profiles = settings.hygiene_profiles();
+    let guard = HygieneGuard {
+        from: HandleStatus::Unlinked,
+        changed_before: cutoff,
+        profiles: &profiles,
+        key_not_in: &[HandleStatus::Available],
+    };
     let mut after = String::new();
     loop {
         let page = catalog
-            .handles_in_status(HandleStatus::Unlinked, cutoff, &after, PAGE)
+            .handles_in_status(HandleStatus::Unlinked, cutoff, &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());
@@ -228,40 +241,63 @@ async fn archive(
                 ));
                 continue;
             }
+            // Claim first (checking links, shared keys and status in the same statement), then
+            // S3, then settle: a restore meanwhile waits for the claim instead of losing.
+            let claim = token();
+            if !catalog
+                .claim_handle(
+                    &h.id,
+                    ClaimKind::Archive,
+                    Some(&guard),
+                    &claim,
+                    settings.jobs.lease_secs,
+                )
+                .await?
+            {
+                summary.skipped += 1;
+                items.push(item(
+                    "skipped",
+                    &h,
+                    "changed since read: linked, restored or claimed",
+                ));
+                continue;
+            }
+            pause::point("hygiene_archive_claimed").await;
             if !small && !already {
                 if let Err(e) = store
                     .change_storage_class(&h.key, class, &[ARCHIVED_TAG])
                     .await
                 {
+                    catalog.release_claim(&h.id, &claim).await?;
                     summary.failed += 1;
                     items.push(item("failed", &h, format!("archive: {e}")));
                     continue;
                 }
             }
             let new_class = (!small).then_some(class);
-            if catalog
-                .set_status(
-                    &h.id,
-                    &[HandleStatus::Unlinked],
-                    HandleStatus::Archived,
-                    new_class,
-                    false,
-                    now,
-                )
-                .await?
-            {
-                summary.archived += 1;
-                if small {
-                    summary.archived_in_place += 1;
-                    items.push(item(
-                        "archived",
-                        &h,
-                        "below the archive threshold: class kept",
-                    ));
-                } else {
-                    summary.archived_bytes += u64::try_from(h.size).unwrap_or(0);
-                    items.push(item("archived", &h, format!("moved to {class}")));
-                }
+            let settle = Settle {
+                to: HandleStatus::Archived,
+                storage_class: new_class,
+                restored: false,
+                link: None,
+                now,
+            };
+            if !catalog.settle_claim(&h.id, &claim, &settle).await? {
+                summary.failed += 1;
+                items.push(item("failed", &h, "archive: the claim was taken over"));
+                continue;
+            }
+            summary.archived += 1;
+            if small {
+                summary.archived_in_place += 1;
+                items.push(item(
+                    "archived",
+                    &h,
+                    "below the archive threshold: class kept",
+                ));
+            } else {
+                summary.archived_bytes += u64::try_from(h.size).unwrap_or(0);
+                items.push(item("archived", &h, format!("moved to {class}")));
             }
         }
     }
@@ -277,20 +313,25 @@ async fn delete(
     items: &mut Vec<JobItem>,
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.delete_after_secs);
+    let profiles = settings.hygiene_profiles();
+    let live = [HandleStatus::Available, HandleStatus::Unlinked];
+    let guard = HygieneGuard {
+        from: HandleStatus::Archived,
+        changed_before: cutoff,
+        profiles: &profiles,
+        key_not_in: &live,
+    };
     let mut after = String::new();
     loop {
         let page = catalog
-            .handles_in_status(HandleStatus::Archived, cutoff, &after, PAGE)
+            .handles_in_status(HandleStatus::Archived, cutoff, &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());
         };
         after = last.id.as_str().to_owned();
         for h in page {
-            if catalog
-                .key_has_status(&h.key, &[HandleStatus::Available, HandleStatus::Unlinked])
-                .await?
-            {
+            if catalog.key_has_status(&h.key, &live).await? {
                 summary.blocked += 1;
                 items.push(item("blocked", &h, "another live handle shares its key"));
                 continue;
@@ -304,25 +345,47 @@ async fn delete(
                 ));
                 continue;
             }
+            let claim = token();
+            if !catalog
+                .claim_handle(
+                    &h.id,
+                    ClaimKind::Delete,
+                    Some(&guard),
+                    &claim,
+                    settings.jobs.lease_secs,
+                )
+                .await?
+            {
+                summary.skipped += 1;
+                items.push(item(
+                    "skipped",
+                    &h,
+                    "changed since read: linked, restored or claimed",
+                ));
+                continue;
+            }
+            pause::point("hygiene_delete_claimed").await;
             if let Err(e) = delete_every_version(store.as_ref(), &h.key).await {
+                // The claim stays: some versions may be gone, so only a later run may finish
+                // the deletion (a restore never takes a deletion over).
                 summary.failed += 1;
                 items.push(item("failed", &h, format!("delete: {e}")));
                 continue;
             }
-            if catalog
-                .set_status(
-                    &h.id,
-                    &[HandleStatus::Archived],
-                    HandleStatus::Deleted,
-                    None,
-                    false,
-                    now,
-                )
-                .await?
-            {
+            let settle = Settle {
+                to: HandleStatus::Deleted,
+                storage_class: None,
+                restored: false,
+                link: None,
+                now,
+            };
+            if catalog.settle_claim(&h.id, &claim, &settle).await? {
                 summary.deleted += 1;
                 summary.deleted_bytes += u64::try_from(h.size).unwrap_or(0);
                 items.push(item("deleted", &h, "archived past the retention period"));
+            } else {
+                summary.failed += 1;
+                items.push(item("failed", &h, "delete: the claim was taken over"));
             }
         }
     }
@@ -354,33 +417,109 @@ async fn delete_every_version(store: &dyn ObjectStore, key: &str) -> Result<(), 
     Ok(())
 }
 
+/// Why a restore did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// Hygiene holds the handle (archiving or deleting it): retry shortly.
+    #[error("the file is being archived or deleted; retry shortly")]
+    Busy,
+    #[error("the file is deleted")]
+    Deleted,
+    #[error(transparent)]
+    Failed(#[from] HygieneError),
+}
+
+impl From<CatalogError> for RestoreError {
+    fn from(e: CatalogError) -> Self {
+        Self::Failed(e.into())
+    }
+}
+
+impl From<StoreError> for RestoreError {
+    fn from(e: StoreError) -> Self {
+        Self::Failed(e.into())
+    }
+}
+
 /// Brings an unlinked or archived handle back to `available` (the object back to STANDARD and
-/// untagged, when it was moved). `Ok(false)` when it was already available.
+/// untagged, when it was moved), under a claim: claim, S3, then settle. With `link`, that link
+/// is recorded in the settling transaction, so a link exists only if the file is available
+/// again. `Ok(false)` when it was already available (the link, if any, is recorded then too).
 pub async fn restore(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
     handle: &FileHandle,
+    link: Option<(&str, &str)>,
+    lease_secs: u64,
     now: DateTime<Utc>,
-) -> Result<bool, HygieneError> {
-    match handle.status {
-        HandleStatus::Available | HandleStatus::Deleted => return Ok(false),
-        HandleStatus::Unlinked | HandleStatus::Archived => {}
+) -> Result<bool, RestoreError> {
+    let mut status = handle.status;
+    // An available handle links without a claim; if hygiene unlinked it meanwhile, the
+    // restore below runs instead (twice at most: once per way it can have moved).
+    for _ in 0..2 {
+        match status {
+            HandleStatus::Deleted => return Err(RestoreError::Deleted),
+            HandleStatus::Available => {
+                let linked = match link {
+                    Some((t, o)) => catalog.put_link(&handle.id, t, o, now).await?,
+                    None => true,
+                };
+                if linked {
+                    return Ok(false);
+                }
+            }
+            HandleStatus::Unlinked | HandleStatus::Archived => {
+                let claim = token();
+                if catalog
+                    .claim_handle(&handle.id, ClaimKind::Restore, None, &claim, lease_secs)
+                    .await?
+                {
+                    return restore_claimed(catalog, store, handle, link, &claim, now).await;
+                }
+            }
+        }
+        let fresh = catalog
+            .handle_by_id(&handle.id)
+            .await?
+            .ok_or(RestoreError::Deleted)?;
+        if fresh.status == status && status != HandleStatus::Available {
+            // Same status and no claim to be had: hygiene holds it.
+            return Err(RestoreError::Busy);
+        }
+        status = fresh.status;
     }
+    Err(RestoreError::Busy)
+}
+
+async fn restore_claimed(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    handle: &FileHandle,
+    link: Option<(&str, &str)>,
+    claim: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, RestoreError> {
     let class = catalog.storage_class_of(&handle.id).await?;
     let moved = class.as_deref().is_some_and(|c| c != "STANDARD");
     if moved {
-        store
+        if let Err(e) = store
             .change_storage_class(&handle.key, "STANDARD", &[])
-            .await?;
+            .await
+        {
+            catalog.release_claim(&handle.id, claim).await?;
+            return Err(e.into());
+        }
     }
-    Ok(catalog
-        .set_status(
-            &handle.id,
-            &[HandleStatus::Unlinked, HandleStatus::Archived],
-            HandleStatus::Available,
-            Some("STANDARD"),
-            true,
-            now,
-        )
-        .await?)
+    let settle = Settle {
+        to: HandleStatus::Available,
+        storage_class: Some("STANDARD"),
+        restored: true,
+        link,
+        now,
+    };
+    if catalog.settle_claim(&handle.id, claim, &settle).await? {
+        Ok(true)
+    } else {
+        Err(RestoreError::Busy)
+    }
 }

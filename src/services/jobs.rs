@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Duration as ChronoDuration;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
@@ -51,11 +50,7 @@ pub async fn begin(
         }));
     }
     let holder = uuid::Uuid::new_v4().simple().to_string();
-    let lease = ChronoDuration::seconds(i64::try_from(lease_secs).unwrap_or(300));
-    if !catalog
-        .acquire_job_lock(job, &holder, now + lease, now)
-        .await?
-    {
+    if !catalog.acquire_job_lock(job, &holder, lease_secs).await? {
         return Ok(Begin::Busy);
     }
     let (run, resumed) = match catalog.unfinished_run(job).await? {
@@ -81,11 +76,7 @@ pub async fn begin(
             let every = Duration::from_secs((lease_secs / 3).max(1));
             loop {
                 tokio::time::sleep(every).await;
-                let now = records::now();
-                match catalog
-                    .acquire_job_lock(&job, &holder, now + lease, now)
-                    .await
-                {
+                match catalog.acquire_job_lock(&job, &holder, lease_secs).await {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::error!(job, "lost the job's lease to another replica");

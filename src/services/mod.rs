@@ -9,6 +9,7 @@ pub mod hygiene;
 pub mod inventory;
 pub mod jobs;
 pub mod multipart;
+pub mod pause;
 pub mod presign;
 pub mod reconcile;
 pub mod recovery;

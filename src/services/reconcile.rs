@@ -1,9 +1,11 @@
 //! Unindexed reconciliation: a streaming merge-join of the bucket's keys (ListObjectsV2, or an
 //! S3 Inventory) against the catalog's handle keys, both in byte order, in constant memory.
 //! It reports objects under final prefixes that no handle records (older than a grace period),
-//! handles whose object is missing (a data-loss alarm), and tmp objects older than the
-//! lifecycle rule allows. It never deletes: `--quarantine` moves unindexed objects under
-//! `quarantine/`, which has an expiring rule of its own, after verifying the copy.
+//! handles whose object must exist but is missing (a data-loss alarm; deleted handles do not
+//! count), tmp objects older than the lifecycle rule allows, and stray objects outside every
+//! prefix the service knows. It never deletes: `--quarantine` moves unindexed objects (and
+//! `--quarantine-stray` stray ones) under `quarantine/`, which has an expiring rule of its own,
+//! after verifying the copy — never an object that an upload record names.
 
 use std::sync::Arc;
 
@@ -101,7 +103,15 @@ pub struct ReconcileSummary {
     pub missing_bytes: u64,
     pub tmp_past_lifecycle: u64,
     pub tmp_past_lifecycle_bytes: u64,
+    /// Objects outside every prefix the service knows.
+    pub stray: u64,
+    pub stray_bytes: u64,
+    pub quarantine_stray: bool,
     pub quarantined: u64,
+    /// Stray objects moved under `quarantine/` (`--quarantine-stray`).
+    pub stray_quarantined: u64,
+    /// Findings left in place because an upload record names them (a commit may come).
+    pub named_by_upload: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -125,6 +135,25 @@ pub enum ReconcileError {
 pub struct ReconcileOptions {
     pub grace: Duration,
     pub quarantine: bool,
+    /// Also move stray objects (outside every known prefix) under `quarantine/`.
+    pub quarantine_stray: bool,
+}
+
+/// Prefixes the service owns besides the final ones: tmp/, quarantine/ and every lifecycle
+/// rule's (the empty, whole-bucket prefix excepted).
+fn known_prefixes() -> Vec<String> {
+    let mut known: Vec<String> = required_rules()
+        .iter()
+        .map(|r| r.prefix.clone())
+        .filter(|p| !p.is_empty())
+        .chain([
+            crate::domain::keys::TMP_PREFIX.to_owned(),
+            QUARANTINE_PREFIX.to_owned(),
+        ])
+        .collect();
+    known.sort();
+    known.dedup();
+    known
 }
 
 /// Tmp objects older than the tmp rule's expiry plus a day mean the rule is not running.
@@ -157,6 +186,7 @@ pub async fn reconcile(
         source.unwrap_or_else(|| Box::new(ListingSource::new(store.clone(), resume_after.clone())));
     let policy = ReconcilePolicy {
         final_prefixes: settings.bucket_expectations().final_prefixes,
+        known_prefixes: known_prefixes(),
         // The database's clock, like every job that judges ages.
         now: catalog.clock().await?,
         grace: options.grace,
@@ -166,6 +196,7 @@ pub async fn reconcile(
         source: source.name(),
         resumed: job.resumed,
         quarantine: options.quarantine,
+        quarantine_stray: options.quarantine_stray,
         grace_secs: options.grace.num_seconds(),
         ..ReconcileSummary::default()
     };
@@ -178,7 +209,7 @@ pub async fn reconcile(
         loop {
             let need = join.advance(&mut found);
             for f in found.drain(..) {
-                items.push(judge(store, &mut summary, f, options.quarantine).await);
+                items.push(judge(catalog, store, &mut summary, f, options).await);
             }
             match need {
                 Need::Done => return Ok(()),
@@ -253,6 +284,7 @@ pub async fn reconcile(
         keys = summary.keys_listed,
         unindexed = summary.unindexed,
         missing = summary.missing,
+        stray = summary.stray,
         tmp_past_lifecycle = summary.tmp_past_lifecycle,
         "reconcile finished"
     );
@@ -268,10 +300,11 @@ fn size(n: i64) -> u64 {
 
 /// Counts a finding, logs what must be logged, quarantines when asked, and reports it.
 async fn judge(
+    catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
     summary: &mut ReconcileSummary,
     finding: Finding,
-    quarantine: bool,
+    options: &ReconcileOptions,
 ) -> JobItem {
     match finding {
         Finding::Missing(h) => {
@@ -302,26 +335,74 @@ async fn judge(
         Finding::Unindexed(b) => {
             summary.unindexed += 1;
             summary.unindexed_bytes += size(b.size);
-            let mut item = JobItem {
+            let item = JobItem {
                 action: "unindexed".into(),
                 key: b.key.clone(),
                 version_id: None,
                 bytes: b.size,
                 reason: "no file handle records this object".into(),
             };
-            if quarantine {
-                match move_aside(store.as_ref(), &b).await {
-                    Ok(()) => {
-                        summary.quarantined += 1;
-                        item.action = "quarantined".into();
-                        item.reason = format!("moved to {QUARANTINE_PREFIX}{}", b.key);
-                    }
-                    Err(e) => item.reason = format!("not quarantined: {e}"),
-                }
+            if !options.quarantine {
+                return item;
             }
-            item
+            let moved = quarantine(catalog, store, summary, &b, item).await;
+            if moved.action == "quarantined" {
+                summary.quarantined += 1;
+            }
+            moved
+        }
+        Finding::Stray(b) => {
+            summary.stray += 1;
+            summary.stray_bytes += size(b.size);
+            let item = JobItem {
+                action: "stray".into(),
+                key: b.key.clone(),
+                version_id: None,
+                bytes: b.size,
+                reason: "outside every prefix the service knows: no owner".into(),
+            };
+            // `--quarantine` alone never moves stray objects: they may belong to someone else.
+            if !options.quarantine_stray {
+                return item;
+            }
+            let moved = quarantine(catalog, store, summary, &b, item).await;
+            if moved.action == "quarantined" {
+                summary.stray_quarantined += 1;
+            }
+            moved
         }
     }
+}
+
+/// Moves a finding under `quarantine/` unless an upload record names it (a legacy upload
+/// waiting for its in-place commit, a commit in flight to its final key).
+async fn quarantine(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    summary: &mut ReconcileSummary,
+    b: &BucketKey,
+    mut item: JobItem,
+) -> JobItem {
+    match catalog.upload_names_key(&b.key).await {
+        Ok(false) => {}
+        Ok(true) => {
+            summary.named_by_upload += 1;
+            item.reason = "not quarantined: an upload record names this object".into();
+            return item;
+        }
+        Err(e) => {
+            item.reason = format!("not quarantined: cannot check the uploads: {e}");
+            return item;
+        }
+    }
+    match move_aside(store.as_ref(), b).await {
+        Ok(()) => {
+            item.action = "quarantined".into();
+            item.reason = format!("moved to {QUARANTINE_PREFIX}{}", b.key);
+        }
+        Err(e) => item.reason = format!("not quarantined: {e}"),
+    }
+    item
 }
 
 /// Copy under `quarantine/`, verify the copy, then remove the original's current version.

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
-    Catalog, CatalogError, HygieneCatalog, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog,
-    SettledTmp,
+    Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
+    LinkScan, MultipartCatalog, Settle, SettledTmp,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -165,10 +165,9 @@ impl JobCatalog for FaultyCatalog {
         &self,
         job: &str,
         holder: &str,
-        until: DateTime<Utc>,
-        now: DateTime<Utc>,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
-        self.inner.acquire_job_lock(job, holder, until, now).await
+        self.inner.acquire_job_lock(job, holder, lease_secs).await
     }
     async fn release_job_lock(&self, job: &str, holder: &str) -> Result<(), CatalogError> {
         self.inner.release_job_lock(job, holder).await
@@ -210,6 +209,9 @@ impl JobCatalog for FaultyCatalog {
     ) -> Result<Vec<upcommit::domain::reconcile::HandleKey>, CatalogError> {
         self.inner.handle_keys_after(after, limit).await
     }
+    async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
+        self.inner.upload_names_key(key).await
+    }
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError> {
         let offset = self
             .faults
@@ -235,7 +237,7 @@ impl HygieneCatalog for FaultyCatalog {
         object_type: &str,
         object_id: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), CatalogError> {
+    ) -> Result<bool, CatalogError> {
         self.inner.put_link(file, object_type, object_id, now).await
     }
     async fn delete_link(
@@ -274,22 +276,36 @@ impl HygieneCatalog for FaultyCatalog {
         &self,
         cutoff: DateTime<Utc>,
         scan: Option<&LinkScan>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
         self.inner
-            .unlinked_candidates(cutoff, scan, after, limit)
+            .unlinked_candidates(cutoff, scan, profiles, after, limit)
+            .await
+    }
+    async fn unlink_if_unused(
+        &self,
+        id: &FileId,
+        cutoff: DateTime<Utc>,
+        scan: Option<&LinkScan>,
+        profiles: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner
+            .unlink_if_unused(id, cutoff, scan, profiles, now)
             .await
     }
     async fn handles_in_status(
         &self,
         status: HandleStatus,
         changed_before: DateTime<Utc>,
+        profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
         self.inner
-            .handles_in_status(status, changed_before, after, limit)
+            .handles_in_status(status, changed_before, profiles, after, limit)
             .await
     }
     async fn key_has_status(
@@ -299,18 +315,28 @@ impl HygieneCatalog for FaultyCatalog {
     ) -> Result<bool, CatalogError> {
         self.inner.key_has_status(key, statuses).await
     }
-    async fn set_status(
+    async fn claim_handle(
         &self,
         id: &FileId,
-        from: &[HandleStatus],
-        to: HandleStatus,
-        storage_class: Option<&str>,
-        restored: bool,
-        now: DateTime<Utc>,
+        kind: ClaimKind,
+        guard: Option<&HygieneGuard<'_>>,
+        token: &str,
+        lease_secs: u64,
     ) -> Result<bool, CatalogError> {
         self.inner
-            .set_status(id, from, to, storage_class, restored, now)
+            .claim_handle(id, kind, guard, token, lease_secs)
             .await
+    }
+    async fn settle_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        settle: &Settle<'_>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.settle_claim(id, token, settle).await
+    }
+    async fn release_claim(&self, id: &FileId, token: &str) -> Result<(), CatalogError> {
+        self.inner.release_claim(id, token).await
     }
     async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
         self.inner.handle_totals_by_status().await

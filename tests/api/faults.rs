@@ -30,6 +30,8 @@ pub struct Faults {
     pub part_copies: AtomicU32,
     /// CompleteMultipartUpload calls that are carried out, then reported as a timeout.
     pub complete_then_timeout: AtomicU32,
+    /// Storage-class changes (archive, restore) that fail before reaching S3.
+    pub fail_class_changes: AtomicU32,
 }
 
 fn take(counter: &AtomicU32) -> bool {
@@ -240,6 +242,11 @@ impl ObjectStore for FaultyStore {
         class: &str,
         tags: &[(&str, &str)],
     ) -> Result<(), StoreError> {
+        if take(&self.faults.fail_class_changes) {
+            return Err(StoreError::Unavailable(
+                "injected: storage class change failed".into(),
+            ));
+        }
         self.inner.change_storage_class(key, class, tags).await
     }
 }

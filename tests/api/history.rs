@@ -262,6 +262,7 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
         &ReconcileOptions {
             grace: chrono::Duration::zero(),
             quarantine: false,
+            quarantine_stray: false,
         },
         None,
     )

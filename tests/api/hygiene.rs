@@ -13,14 +13,20 @@ use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp, TestDb};
 
 const DAY: i64 = 86_400;
 
+/// Short hygiene periods; the `image` profile tracks links (hygiene acts on nothing else).
+fn hygiene_env(grace_secs: i64) -> Vec<(&'static str, String)> {
+    vec![
+        ("UPCOMMIT_UNLINKED_GRACE_SECS", grace_secs.to_string()),
+        ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
+        ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
+        ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
+        ("UPCOMMIT_TRACKS_LINKS", "image".into()),
+    ]
+}
+
 async fn spawn(grace_secs: i64) -> TestApp {
     spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", grace_secs.to_string()),
-            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
-            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
-            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
-        ],
+        env: hygiene_env(grace_secs),
         ..Spawn::default()
     })
     .await
@@ -439,4 +445,280 @@ async fn links_are_for_the_owner_or_an_admin_and_validated() {
     assert_eq!(del().await.expect("DELETE").status(), 204);
     assert_eq!(del().await.expect("DELETE").status(), 204, "idempotent");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 0);
+}
+
+#[tokio::test]
+async fn hygiene_touches_no_file_of_a_profile_that_does_not_track_links() {
+    // The README walkthrough: the links API is never called, nothing is configured.
+    let mut env = hygiene_env(DAY);
+    env.retain(|(k, _)| *k != "UPCOMMIT_TRACKS_LINKS");
+    let app = spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await;
+    let (id, key) = file(&app, 300).await;
+    for days in [2, 4, 400] {
+        let run = hygiene(&app, Some(in_days(days)));
+        assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+        assert_eq!(run["summary"]["profiles"], serde_json::json!([]), "{run}");
+    }
+    assert_eq!(status(&app, &id).await, "available");
+    assert!(app.object_exists(&key).await);
+
+    // A profile opted in later: its files are acted on, the others' still not.
+    let opted = hygiene_env(DAY);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    cmd.args(["hygiene", "--json", "--at", &in_days(2).to_rfc3339()])
+        .envs(&app.env)
+        .envs(opted.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("RUST_LOG", "warn");
+    let out = cmd.output().expect("run upcommit hygiene");
+    let run: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(run["summary"]["unlinked"], 1, "{run}");
+    assert_eq!(run["summary"]["profiles"], serde_json::json!(["image"]));
+}
+
+/// Runs `upcommit reconcile --grace 0 --json`: (exit code, output).
+fn reconcile(app: &TestApp) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "0"])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit reconcile");
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).expect("JSON"),
+    )
+}
+
+#[tokio::test]
+async fn reconcile_does_not_report_a_file_hygiene_deleted_on_purpose_as_missing() {
+    let app = spawn(DAY).await;
+    let (gone, gone_key) = file(&app, 300).await;
+    let (kept, kept_key) = file(&app, 300).await;
+    assert_eq!(
+        put_link(&app, &app.token("alice"), &kept, "post/1")
+            .await
+            .status(),
+        204
+    );
+    hygiene(&app, Some(in_days(2)));
+    hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    let run = hygiene(&app, Some(in_days(6)));
+    assert_eq!(run["summary"]["deleted"], 1, "{run}");
+    assert_eq!(status(&app, &gone).await, "deleted");
+    assert_eq!(app.versions(&gone_key).await, 0);
+
+    // A copy shares the live key: one key, matched once (the join needs keys in strict order).
+    sibling(&app, &kept_key, "available").await;
+    let (code, body) = reconcile(&app);
+    assert_eq!(code, 0, "a deletion on purpose is no alarm: {body}");
+    assert_eq!(body["summary"]["missing"], 0, "{body}");
+    assert_eq!(body["summary"]["matched"], 1, "{body}");
+
+    // A live handle whose object is lost still is.
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&kept_key)
+        .send()
+        .await
+        .expect("lose an object");
+    let (code, body) = reconcile(&app);
+    assert_eq!(code, 5, "{body}");
+    assert_eq!(body["summary"]["missing"], 1, "{body}");
+}
+
+/// `upcommit hygiene --at` started in the background, holding at pause point `point` until
+/// released.
+struct Paused {
+    child: std::process::Child,
+    gate: std::path::PathBuf,
+}
+
+impl Paused {
+    async fn start(app: &TestApp, at: DateTime<Utc>, point: &str) -> Self {
+        let gate =
+            std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
+        let child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+            .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
+            .envs(&app.env)
+            .env("RUST_LOG", "warn")
+            .env("UPCOMMIT_PAUSE_AT", point)
+            .env("UPCOMMIT_PAUSE_GATE", &gate)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start upcommit hygiene");
+        let mut paused = Self { child, gate };
+        let reached = paused.gate.with_extension("reached");
+        for _ in 0..1500 {
+            if reached.exists() {
+                return paused;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = paused.child.kill();
+        let _ = paused.child.wait();
+        panic!("hygiene never reached {point}");
+    }
+
+    /// Lets the run go on and returns its JSON output.
+    fn release(self) -> Value {
+        std::fs::write(&self.gate, b"go").expect("open the gate");
+        let out = self.child.wait_with_output().expect("hygiene ends");
+        let _ = std::fs::remove_file(&self.gate);
+        let _ = std::fs::remove_file(self.gate.with_extension("reached"));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    }
+}
+
+async fn restore(app: &TestApp, id: &str) -> reqwest::Response {
+    app.post_json(
+        &format!("/v1/files/{id}/restore"),
+        Some(&app.token("alice")),
+        &Value::Null,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_link_added_between_detection_read_and_update_keeps_the_file_available() {
+    let app = spawn(DAY).await;
+    let (id, _) = file(&app, 300).await;
+    let paused = Paused::start(&app, in_days(2), "hygiene_unlink").await;
+    // Detection has read its candidates; the application links the file now.
+    assert_eq!(
+        put_link(&app, &app.token("alice"), &id, "post/9")
+            .await
+            .status(),
+        204
+    );
+    let run = paused.release();
+    assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+    assert_eq!(status(&app, &id).await, "available");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 1);
+}
+
+#[tokio::test]
+async fn a_restore_while_archival_holds_the_file_answers_file_busy_and_never_loses_the_class() {
+    let app = spawn(DAY).await;
+    let (id, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_claimed",
+    )
+    .await;
+    // Archival has claimed the file and not yet touched S3.
+    let busy = restore(&app, &id).await;
+    assert_eq!(busy.headers()["retry-after"], "1");
+    assert_eq!(error_code(busy).await, (503, "file_busy".to_owned()));
+    assert_eq!(
+        error_code(put_link(&app, &app.token("alice"), &id, "post/1").await).await,
+        (503, "file_busy".to_owned())
+    );
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM file_links").await,
+        0,
+        "a refused link leaves nothing behind"
+    );
+    let run = paused.release();
+    assert_eq!(run["summary"]["archived"], 1, "{run}");
+    assert_eq!(status(&app, &id).await, "archived");
+    assert_eq!(
+        head_class_and_tags(&app, &key).await.0.as_deref(),
+        Some("GLACIER_IR")
+    );
+
+    // The retry succeeds, and the handle and the object agree.
+    let again = restore(&app, &id).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(status(&app, &id).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(
+        class.is_none() || class.as_deref() == Some("STANDARD"),
+        "{class:?}"
+    );
+    assert!(tags.is_empty());
+}
+
+#[tokio::test]
+async fn a_restore_while_deletion_holds_the_file_answers_file_busy_and_the_deletion_completes() {
+    let app = spawn(DAY).await;
+    let (id, key) = file(&app, 300).await;
+    hygiene(&app, Some(in_days(2)));
+    assert_eq!(
+        hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)))["summary"]["archived"],
+        1
+    );
+    let paused = Paused::start(&app, in_days(6), "hygiene_delete_claimed").await;
+    // Deletion has claimed the file and not yet deleted a version.
+    assert_eq!(
+        error_code(restore(&app, &id).await).await,
+        (503, "file_busy".to_owned())
+    );
+    let run = paused.release();
+    assert_eq!(run["summary"]["deleted"], 1, "{run}");
+    assert_eq!(status(&app, &id).await, "deleted");
+    assert_eq!(app.versions(&key).await, 0);
+    assert_eq!(
+        error_code(restore(&app, &id).await).await,
+        (410, "file_deleted".to_owned()),
+        "never available without its object"
+    );
+}
+
+#[tokio::test]
+async fn a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_links() {
+    let faults = std::sync::Arc::new(crate::faults::Faults::default());
+    let app = spawn_app_with(Spawn {
+        env: hygiene_env(DAY),
+        wrap_store: Some(crate::faults::faulty_store(faults.clone())),
+        ..Spawn::default()
+    })
+    .await;
+    let (id, key) = file(&app, 2000).await;
+    hygiene(&app, Some(in_days(2)));
+    hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(status(&app, &id).await, "archived");
+    assert_eq!(
+        head_class_and_tags(&app, &key).await.0.as_deref(),
+        Some("GLACIER_IR")
+    );
+
+    faults
+        .fail_class_changes
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let token = app.token("alice");
+    assert_eq!(
+        error_code(put_link(&app, &token, &id, "post/5").await).await,
+        (503, "service_unavailable".to_owned())
+    );
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM file_links").await,
+        0,
+        "no link on a file left archived"
+    );
+    assert_eq!(status(&app, &id).await, "archived");
+
+    // The claim was given back: the retry restores and links.
+    assert_eq!(put_link(&app, &token, &id, "post/5").await.status(), 204);
+    assert_eq!(status(&app, &id).await, "available");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 1);
+    let (class, _) = head_class_and_tags(&app, &key).await;
+    assert!(
+        class.is_none() || class.as_deref() == Some("STANDARD"),
+        "{class:?}"
+    );
 }

@@ -75,3 +75,34 @@ async fn a_legacy_key_is_refused_when_legacy_commits_are_off() {
     assert_eq!(app.db.upload_state(id.as_str()).await, "issued");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
 }
+
+#[tokio::test]
+async fn reconcile_quarantine_never_moves_a_legacy_upload_waiting_for_its_commit() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_LEGACY_PREFIXES", "uploads/".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let (_, key) = legacy_upload(&app, "alice").await;
+    // An object under the legacy prefix that no upload names is fair game.
+    let orphan = "uploads/nobody/orphan.png";
+    app.put_object(orphan, media("image/png", 10), "image/png")
+        .await;
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit reconcile");
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(out.status.code(), Some(0), "{body}");
+    assert_eq!(body["summary"]["named_by_upload"], 1, "{body}");
+    assert_eq!(body["summary"]["quarantined"], 1, "{body}");
+    assert!(app.object_exists(&key).await, "the upload's object stays");
+    assert!(!app.object_exists(orphan).await);
+
+    // And its commit still succeeds in place.
+    let resp = app.commit(&app.token("alice"), &key, None).await;
+    assert_eq!(resp.status(), 201);
+}

@@ -336,3 +336,42 @@ async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn objects_outside_every_known_prefix_are_reported_stray_and_moved_only_when_asked() {
+    let app = spawn_app().await;
+    let (kept, _) = two_files(&app).await;
+    let strays = ["exports/x.csv", "media/images2/x.jpg"];
+    app.put_object(strays[0], vec![b'a'; 70], "text/csv").await;
+    app.put_object(strays[1], media("image/jpeg", 50), "image/jpeg")
+        .await;
+    let unindexed = "media/images/lost/u.png";
+    app.put_object(unindexed, media("image/png", 30), "image/png")
+        .await;
+
+    let run = reconcile_cli(&app, &["--quarantine"]);
+    assert_eq!(
+        run.code, 0,
+        "stray data is reported, not an alarm: {}",
+        run.body
+    );
+    assert_eq!(run.body["summary"]["stray"], 2, "{}", run.body);
+    assert_eq!(run.body["summary"]["stray_bytes"], 120);
+    assert_eq!(keys(&run.body, "stray"), set(&strays));
+    assert_eq!(keys(&run.body, "quarantined"), set(&[unindexed]));
+    for k in strays {
+        assert!(app.object_exists(k).await, "--quarantine alone left {k}");
+    }
+
+    let run = reconcile_cli(&app, &["--quarantine-stray"]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(keys(&run.body, "quarantined"), set(&strays));
+    assert_eq!(run.body["summary"]["stray_quarantined"], 2);
+    for k in strays {
+        assert!(!app.object_exists(k).await, "{k}");
+        assert!(app.object_exists(&format!("quarantine/{k}")).await, "{k}");
+    }
+    assert!(app.object_exists(&kept).await, "recorded files untouched");
+    let again = reconcile_cli(&app, &[]);
+    assert_eq!(again.body["summary"]["stray"], 0, "{}", again.body);
+}

@@ -210,15 +210,9 @@ async fn a_partition_dated_in_the_future_makes_the_sweeper_refuse_to_delete_anyt
 async fn only_one_replica_sweeps_at_a_time() {
     let app = spawn_app().await;
     let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
-    let now = upcommit::domain::records::now();
     assert!(app
         .catalog
-        .acquire_job_lock(
-            "sweep",
-            "another-replica",
-            now + chrono::Duration::minutes(5),
-            now
-        )
+        .acquire_job_lock("sweep", "another-replica", 300)
         .await
         .expect("lock"));
     let run = sweep_cli(&app, &[]);
@@ -227,7 +221,7 @@ async fn only_one_replica_sweeps_at_a_time() {
     // Once the other replica's lease runs out, a sweep takes over.
     assert!(!app
         .catalog
-        .acquire_job_lock("sweep", "third", now + chrono::Duration::minutes(5), now)
+        .acquire_job_lock("sweep", "third", 300)
         .await
         .expect("lock"));
     app.catalog
@@ -236,6 +230,51 @@ async fn only_one_replica_sweeps_at_a_time() {
         .expect("release");
     assert_eq!(sweep_cli(&app, &[]).code, 0);
     assert_eq!(app.versions(&abandoned).await, 0);
+}
+
+#[tokio::test]
+async fn a_job_lease_is_judged_by_the_database_clock_not_the_replicas() {
+    let app = spawn_app().await;
+    // Another replica's lease with 20 s left by the database's clock: a replica whose own clock
+    // runs 30 s ahead would think it expired.
+    let db_now = app.catalog.clock().await.expect("clock");
+    let until = db_now + chrono::Duration::seconds(20);
+    let sql = "INSERT INTO job_locks (job, holder, until) VALUES ('sweep', 'other', $1)";
+    match &app.db {
+        crate::helpers::TestDb::Sqlite(p) => {
+            sqlx::query(sql).bind(until).execute(p).await.map(|_| ())
+        }
+        crate::helpers::TestDb::Postgres(p) => {
+            sqlx::query(sql).bind(until).execute(p).await.map(|_| ())
+        }
+    }
+    .expect("plant a live lease");
+    assert!(
+        !app.catalog
+            .acquire_job_lock("sweep", "skewed", 300)
+            .await
+            .expect("lock"),
+        "a live lease is not taken over"
+    );
+    assert_eq!(sweep_cli(&app, &[]).code, 4, "busy");
+
+    // Once it ran out by the database's clock, it is.
+    let expired = db_now - chrono::Duration::seconds(1);
+    let sql = "UPDATE job_locks SET until = $1 WHERE job = 'sweep'";
+    match &app.db {
+        crate::helpers::TestDb::Sqlite(p) => {
+            sqlx::query(sql).bind(expired).execute(p).await.map(|_| ())
+        }
+        crate::helpers::TestDb::Postgres(p) => {
+            sqlx::query(sql).bind(expired).execute(p).await.map(|_| ())
+        }
+    }
+    .expect("expire it");
+    assert!(app
+        .catalog
+        .acquire_job_lock("sweep", "skewed", 300)
+        .await
+        .expect("lock"));
 }
 
 #[tokio::test]

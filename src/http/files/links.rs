@@ -10,7 +10,7 @@ use super::read::visible_handle;
 use crate::auth::Identity;
 use crate::domain::records::{self, FileHandle, HandleStatus};
 use crate::error::AppError;
-use crate::services::hygiene::{self, HygieneError};
+use crate::services::hygiene::{self, HygieneError, RestoreError};
 use crate::state::AppState;
 
 /// 1–128 of `[A-Za-z0-9_.:-]`: application ids, never paths.
@@ -31,10 +31,12 @@ fn check(object_type: &str, object_id: &str) -> Result<(), AppError> {
     }
 }
 
-fn store_error(e: HygieneError) -> AppError {
+fn restore_error(e: RestoreError) -> AppError {
     match e {
-        HygieneError::Catalog(e) => e.into(),
-        HygieneError::Store(e) => e.into(),
+        RestoreError::Busy => AppError::FileBusy,
+        RestoreError::Deleted => AppError::FileDeleted,
+        RestoreError::Failed(HygieneError::Catalog(e)) => e.into(),
+        RestoreError::Failed(HygieneError::Store(e)) => e.into(),
     }
 }
 
@@ -48,15 +50,18 @@ pub(super) async fn put_link(
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
     }
-    let now = records::now();
-    state
-        .catalog
-        .put_link(&h.id, &object_type, &object_id, now)
-        .await?;
-    // In use again: an unlinked or archived file comes back.
-    hygiene::restore(&state.catalog, &state.store, &h, now)
-        .await
-        .map_err(store_error)?;
+    // In use again: an unlinked or archived file comes back, and the link is recorded in the
+    // same transaction as its return (never a link on a file left archived).
+    hygiene::restore(
+        &state.catalog,
+        &state.store,
+        &h,
+        Some((&object_type, &object_id)),
+        state.settings.jobs.lease_secs,
+        records::now(),
+    )
+    .await
+    .map_err(restore_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -83,9 +88,16 @@ pub(super) async fn restore(
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
     }
-    hygiene::restore(&state.catalog, &state.store, &h, records::now())
-        .await
-        .map_err(store_error)?;
+    hygiene::restore(
+        &state.catalog,
+        &state.store,
+        &h,
+        None,
+        state.settings.jobs.lease_secs,
+        records::now(),
+    )
+    .await
+    .map_err(restore_error)?;
     let fresh = state
         .catalog
         .handle_by_id(&h.id)
