@@ -19,6 +19,7 @@ mod history;
 mod http_contract;
 mod hygiene;
 mod legacy;
+mod model;
 mod multipart;
 mod observability;
 mod outages;
