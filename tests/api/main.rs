@@ -10,6 +10,7 @@ mod commit;
 mod concurrency;
 mod crash;
 mod demo;
+mod edge;
 mod faults;
 mod helpers;
 mod history;
