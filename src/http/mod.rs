@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::{HeaderName, Method};
+use axum::http::{header, HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
@@ -67,6 +68,11 @@ fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> R
                     .on_response(DefaultOnResponse::new().level(Level::INFO)),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+            // Outside everything that answers, so errors and fallbacks carry it too.
+            .layer(SetResponseHeaderLayer::overriding(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ))
             .layer(middleware::from_fn(move |req: Request, next: Next| {
                 record_request(metrics.clone(), req, next)
             }))
