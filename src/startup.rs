@@ -145,9 +145,13 @@ impl Application {
                 "UPCOMMIT_DEMO_MINT_TOKENS is on: anyone who reaches /demo/token gets a token; dev machines only"
             );
         }
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown_signal())
-            .await;
+        let served = crate::http::serve(
+            self.listener,
+            self.router,
+            &self.state.settings.http,
+            shutdown_signal(),
+        )
+        .await;
         for task in [self.watch_task, self.sweep_task, self.hygiene_task]
             .into_iter()
             .flatten()

@@ -10,6 +10,7 @@ mod health;
 mod link_scans;
 mod metrics;
 mod multipart;
+mod serve;
 mod spec;
 mod uploads;
 
@@ -34,6 +35,7 @@ use crate::error::AppError;
 use crate::metrics::{Flow, Metrics};
 use crate::state::AppState;
 use error::ErrorCode;
+pub use serve::serve;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 

@@ -2,6 +2,8 @@
 //! sizes are exact integers, every response says `nosniff`, CORS for the configured origins, and
 //! slow or idle connections are closed without starving real requests.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use crate::helpers::{error_code, spawn_app_with, Spawn};
@@ -141,4 +143,137 @@ async fn every_response_says_nosniff() {
             resp.status()
         );
     }
+}
+
+/// A raw client that sends `head` and nothing more, as a slowloris client does.
+async fn slow_client(address: &str, head: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let addr = address.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(head.as_bytes()).await.expect("write");
+    s
+}
+
+/// Reads until the server closes the connection; returns what it sent. The outer guard only
+/// stops a test that would otherwise hang (the defect): it is not a latency assertion.
+async fn read_until_closed(mut s: tokio::net::TcpStream, guard: Duration) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(guard, read).await.ok().map(|()| got)
+}
+
+const PARTIAL_HEAD: &str = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+
+fn fast_timeouts(extra: &[(&'static str, &str)]) -> Spawn {
+    let mut env = vec![("UPCOMMIT_HEADER_READ_TIMEOUT_SECS", "1".to_owned())];
+    env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    Spawn {
+        env,
+        ..Default::default()
+    }
+}
+
+/// Item 13: a client that never finishes its request head is disconnected, unanswered.
+#[tokio::test]
+async fn a_connection_that_never_finishes_its_head_is_closed() {
+    let app = spawn_app_with(fast_timeouts(&[])).await;
+    let s = slow_client(&app.address, PARTIAL_HEAD).await;
+    let got = read_until_closed(s, Duration::from_secs(30))
+        .await
+        .expect("the server closed the connection");
+    let text = String::from_utf8_lossy(&got);
+    assert!(!text.contains("200 OK"), "it was not served: {text}");
+}
+
+/// Item 13: an idle keep-alive connection is closed too (the header clock restarts after each
+/// response), after it was served.
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_its_response() {
+    let app = spawn_app_with(fast_timeouts(&[])).await;
+    let s = slow_client(&app.address, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let got = read_until_closed(s, Duration::from_secs(30))
+        .await
+        .expect("the server closed the idle connection");
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "served first: {text}");
+}
+
+/// Item 13: a thousand slow clients, ten times the connection limit, do not starve a real
+/// request (each slow one is closed at the header timeout, freeing its slot), and all of them
+/// are closed.
+#[tokio::test]
+async fn a_thousand_slow_clients_do_not_starve_a_real_request() {
+    let app = spawn_app_with(fast_timeouts(&[("UPCOMMIT_MAX_CONNECTIONS", "100")])).await;
+    let mut slow = Vec::with_capacity(1000);
+    for _ in 0..1000 {
+        slow.push(slow_client(&app.address, PARTIAL_HEAD).await);
+    }
+    let real = reqwest::Client::new()
+        .get(format!("{}/healthz", app.address))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .expect("the real request is answered");
+    assert_eq!(real.status(), 200);
+    let closed = futures::future::join_all(
+        slow.into_iter()
+            .map(|s| read_until_closed(s, Duration::from_secs(120))),
+    )
+    .await;
+    let served = closed
+        .iter()
+        .filter(|c| {
+            c.as_ref()
+                .is_some_and(|b| String::from_utf8_lossy(b).contains("200 OK"))
+        })
+        .count();
+    assert!(
+        closed.iter().all(Option::is_some),
+        "every slow connection was closed"
+    );
+    assert_eq!(served, 0, "no slow connection was served");
+}
+
+/// Item 13: at the connection limit a new connection waits (it is not refused) and is served
+/// as soon as a slot frees.
+#[tokio::test]
+async fn at_the_connection_limit_a_new_request_waits_for_a_free_slot() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_HEADER_READ_TIMEOUT_SECS", "600".into()),
+            ("UPCOMMIT_MAX_CONNECTIONS", "2".into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let held = [
+        slow_client(&app.address, PARTIAL_HEAD).await,
+        slow_client(&app.address, PARTIAL_HEAD).await,
+    ];
+    let mut real = tokio::spawn({
+        let url = format!("{}/healthz", app.address);
+        async move { reqwest::Client::new().get(url).send().await }
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), &mut real)
+            .await
+            .is_err(),
+        "both slots are held: the request waits"
+    );
+    drop(held);
+    let resp = tokio::time::timeout(Duration::from_secs(30), real)
+        .await
+        .expect("served once a slot frees")
+        .expect("task")
+        .expect("answered");
+    assert_eq!(resp.status(), 200);
 }

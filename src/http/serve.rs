@@ -1,0 +1,80 @@
+//! The connection loop: hyper's HTTP/1 server with a timer, so a connection that never finishes
+//! its request head is closed (`axum::serve` runs hyper without one: such a connection was held
+//! forever), and a semaphore, so a flood of connections waits in the listen backlog instead of
+//! exhausting file descriptors. SIGTERM stops accepting and lets every connection finish its
+//! request.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::config::HttpSettings;
+
+/// Serves `router` on `listener` until `shutdown` resolves, then waits for open connections to
+/// finish their requests (idle ones close at once, slow heads at the header timeout).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    http: &HttpSettings,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let permits = Arc::new(Semaphore::new(http.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut builder = http1::Builder::new();
+    // hyper starts this clock when a connection opens and again whenever it becomes idle, so
+    // it bounds both a slow request head and an idle keep-alive connection.
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(http.header_read_timeout_secs));
+    tokio::pin!(shutdown);
+    loop {
+        // A permit first: at the limit, new connections stay in the kernel's backlog (in
+        // order) rather than being accepted and starved, or refused.
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break, // never closed
+            },
+        };
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset before accept: neither ends
+                    // the server. A short pause keeps EMFILE from spinning.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+        let conn = builder.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(router.clone()),
+        );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                // Header timeouts and clients that hang up mid-request land here.
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
