@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -43,6 +44,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState) -> Router {
     let http = state.settings.http.clone();
     let metrics = state.metrics.clone();
+    let cors = cors_layer(&state.settings.s3.cors_origins);
     let app = Router::new()
         .merge(uploads::router())
         .merge(multipart::router())
@@ -56,10 +58,15 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state);
-    with_middleware(app, &http, metrics)
+    with_middleware(app, &http, metrics, cors)
 }
 
-fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> Router {
+fn with_middleware(
+    app: Router,
+    http: &HttpSettings,
+    metrics: Arc<Metrics>,
+    cors: Option<CorsLayer>,
+) -> Router {
     let timeout = Duration::from_secs(http.request_timeout_secs);
     app.layer(
         ServiceBuilder::new()
@@ -70,11 +77,14 @@ fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> R
                     .on_response(DefaultOnResponse::new().level(Level::INFO)),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-            // Outside everything that answers, so errors and fallbacks carry it too.
+            // Outside everything that answers, so errors, fallbacks and preflights carry it too.
             .layer(SetResponseHeaderLayer::overriding(
                 header::X_CONTENT_TYPE_OPTIONS,
                 HeaderValue::from_static("nosniff"),
             ))
+            // Preflights are answered here, before routing (which would say 405) and before the
+            // metrics (a preflight is not an API call).
+            .option_layer(cors)
             .layer(middleware::from_fn(move |req: Request, next: Next| {
                 record_request(metrics.clone(), req, next)
             }))
@@ -85,6 +95,36 @@ fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> R
                 enforce_timeout(timeout, req, next)
             }))
             .layer(DefaultBodyLimit::max(http.body_limit_bytes)),
+    )
+}
+
+/// CORS for the browser origins of `UPCOMMIT_CORS_ORIGINS`, or none when the list is empty (an
+/// `OPTIONS` then answers 405 as before). Never with credentials: the API takes a bearer token
+/// in `Authorization`, which a page sends explicitly and which `*` in `allow-headers` would not
+/// cover, so the header is listed by name; no cookie is ever involved, so `*` as an origin lets
+/// any page call the API with a token it already holds and nothing more.
+fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        // An origin is scheme://host[:port], never with a path: a trailing slash would match
+        // no browser's `Origin` header.
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow_origin)
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID])
+            .expose_headers([REQUEST_ID, header::RETRY_AFTER, header::LOCATION])
+            .max_age(Duration::from_secs(600)),
     )
 }
 

@@ -277,3 +277,105 @@ async fn at_the_connection_limit_a_new_request_waits_for_a_free_slot() {
         .expect("answered");
     assert_eq!(resp.status(), 200);
 }
+
+fn header<'a>(resp: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+    resp.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn preflight(app: &crate::helpers::TestApp, origin: &str) -> reqwest::Response {
+    app.http
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/v1/uploads", app.address),
+        )
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type",
+        )
+        .send()
+        .await
+        .expect("sent")
+}
+
+/// Item 14: a page on a configured origin may call the API with a bearer token: the preflight
+/// is answered (it was 405) and responses, errors included, name the origin; another origin
+/// gets no CORS headers; credentials are never allowed.
+#[tokio::test]
+async fn the_api_serves_cors_to_the_configured_origins_only() {
+    let app = crate::helpers::spawn_app().await;
+    let origin = crate::helpers::TEST_ORIGIN;
+
+    let pre = preflight(&app, origin).await;
+    assert!(pre.status().is_success(), "preflight: {}", pre.status());
+    assert_eq!(header(&pre, "access-control-allow-origin"), Some(origin));
+    let methods = header(&pre, "access-control-allow-methods").unwrap_or_default();
+    assert!(methods.contains("POST"), "{methods}");
+    let allowed = header(&pre, "access-control-allow-headers")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(
+        allowed.contains("authorization") && allowed.contains("content-type"),
+        "{allowed}"
+    );
+    assert_eq!(header(&pre, "access-control-allow-credentials"), None);
+    assert!(header(&pre, "vary").is_some_and(|v| v.to_ascii_lowercase().contains("origin")));
+
+    let token = app.token("alice");
+    let ok = app
+        .http
+        .post(format!("{}/v1/uploads", app.address))
+        .header("origin", origin)
+        .bearer_auth(&token)
+        .json(&json!({"profile": "image", "content_type": "image/png", "size": 10}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(ok.status(), 201);
+    assert_eq!(header(&ok, "access-control-allow-origin"), Some(origin));
+    assert!(header(&ok, "access-control-expose-headers")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("x-request-id")));
+    let unauthorized = app
+        .http
+        .post(format!("{}/v1/uploads", app.address))
+        .header("origin", origin)
+        .json(&json!({"profile": "image", "content_type": "image/png", "size": 10}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(unauthorized.status(), 401);
+    assert_eq!(
+        header(&unauthorized, "access-control-allow-origin"),
+        Some(origin),
+        "the page can read the error"
+    );
+
+    let stranger = "http://evil.test";
+    let pre = preflight(&app, stranger).await;
+    assert_eq!(header(&pre, "access-control-allow-origin"), None);
+    let other = app
+        .http
+        .post(format!("{}/v1/uploads", app.address))
+        .header("origin", stranger)
+        .bearer_auth(&token)
+        .json(&json!({"profile": "video", "size": 10}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(header(&other, "access-control-allow-origin"), None);
+}
+
+/// Item 14: `*` lets any origin call the API, still without credentials.
+#[tokio::test]
+async fn a_wildcard_origin_is_served_without_credentials() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_CORS_ORIGINS", "*".into())],
+        ..Default::default()
+    })
+    .await;
+    let pre = preflight(&app, "http://anywhere.test").await;
+    assert!(pre.status().is_success());
+    assert_eq!(header(&pre, "access-control-allow-origin"), Some("*"));
+    assert_eq!(header(&pre, "access-control-allow-credentials"), None);
+}
