@@ -64,7 +64,7 @@ impl Application {
         metrics: Arc<Metrics>,
     ) -> Result<Self, StartupError> {
         let catalog: Arc<dyn Catalog> = Arc::new(ObservedCatalog::new(catalog, metrics.clone()));
-        let listener = TcpListener::bind(&settings.listen)
+        let listener = crate::http::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Bind {
                 addr: settings.listen.clone(),

@@ -36,7 +36,7 @@ use crate::error::AppError;
 use crate::metrics::{Flow, Metrics};
 use crate::state::AppState;
 use error::ErrorCode;
-pub use serve::serve;
+pub use serve::{bind, serve};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 

@@ -13,10 +13,39 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Semaphore;
 
 use crate::config::HttpSettings;
+
+/// Pending connections the kernel holds for us once `max_connections` are served (capped by
+/// `net.core.somaxconn`). `TcpListener::bind` asks for 128, past which a client's SYN is dropped
+/// and retried after 1, 3, 7… s: a flood would push a real request to those retries.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds the listen address (the first of its addresses that binds, as `TcpListener::bind`
+/// does) with [`LISTEN_BACKLOG`].
+pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a) {
+            Ok(()) => return socket.listen(LISTEN_BACKLOG),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            "the address resolves to nothing",
+        )
+    }))
+}
 
 /// Serves `router` on `listener` until `shutdown` resolves, then waits for open connections to
 /// finish their requests (idle ones close at once, slow heads at the header timeout).
