@@ -23,7 +23,7 @@ use axum::http::{header, HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use tower::ServiceBuilder;
+use tower::{Layer, ServiceBuilder, ServiceExt};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -84,7 +84,12 @@ fn with_middleware(
             ))
             // Preflights are answered here, before routing (which would say 405) and before the
             // metrics (a preflight is not an API call).
-            .option_layer(cors)
+            .option_layer(cors.map(|layer| {
+                let layer = Arc::new(layer);
+                middleware::from_fn(move |req: Request, next: Next| {
+                    cors_for_browsers(layer.clone(), req, next)
+                })
+            }))
             .layer(middleware::from_fn(move |req: Request, next: Next| {
                 record_request(metrics.clone(), req, next)
             }))
@@ -126,6 +131,22 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
             .expose_headers([REQUEST_ID, header::RETRY_AFTER, header::LOCATION])
             .max_age(Duration::from_secs(600)),
     )
+}
+
+/// tower-http's CORS answers every `OPTIONS` itself; only a browser's preflight (with `Origin`
+/// and `Access-Control-Request-Method`) is one, so any other `OPTIONS` is routed (405) as
+/// before.
+async fn cors_for_browsers(layer: Arc<CorsLayer>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let preflight = headers.contains_key(header::ORIGIN)
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    if req.method() == Method::OPTIONS && !preflight {
+        return next.run(req).await;
+    }
+    match layer.layer(next).oneshot(req).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
 }
 
 /// One span per request: method, matched route (never the raw URI), request id, user id.

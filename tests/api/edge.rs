@@ -351,6 +351,21 @@ async fn the_api_serves_cors_to_the_configured_origins_only() {
         "the page can read the error"
     );
 
+    // An OPTIONS that is no preflight is routed as before: this route has no OPTIONS.
+    let plain = app
+        .http
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/v1/uploads", app.address),
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(
+        error_code(plain).await,
+        (405, "method_not_allowed".to_owned())
+    );
+
     let stranger = "http://evil.test";
     let pre = preflight(&app, stranger).await;
     assert_eq!(header(&pre, "access-control-allow-origin"), None);
