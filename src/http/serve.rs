@@ -55,7 +55,10 @@ pub async fn serve(
     http: &HttpSettings,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let permits = Arc::new(Semaphore::new(http.max_connections));
+    // Semaphore::new panics above MAX_PERMITS (2^61): a limit that large is no limit anyway.
+    let permits = Arc::new(Semaphore::new(
+        http.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     // hyper starts this clock when a connection opens and again whenever it becomes idle, so
