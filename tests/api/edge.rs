@@ -394,3 +394,43 @@ async fn a_wildcard_origin_is_served_without_credentials() {
     assert_eq!(header(&pre, "access-control-allow-origin"), Some("*"));
     assert_eq!(header(&pre, "access-control-allow-credentials"), None);
 }
+
+/// Item 13 with graceful shutdown: SIGTERM does not wait for a client that never finishes its
+/// request head (it is no in-flight request), even with a long header timeout.
+#[tokio::test]
+async fn sigterm_does_not_wait_for_a_half_sent_request_head() {
+    let app = crate::helpers::spawn_app().await;
+    let (mut child, base) = crate::helpers::server_process(
+        &app,
+        &[("UPCOMMIT_HEADER_READ_TIMEOUT_SECS", "600")],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let slow = slow_client(&base, PARTIAL_HEAD).await;
+    // Served once, so the connection is accepted and being read when the signal lands.
+    let idle = slow_client(&base, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exited = tokio::task::spawn_blocking(move || {
+        for _ in 0..300 {
+            if let Ok(Some(s)) = child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    })
+    .await
+    .expect("join");
+    drop((slow, idle));
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "the server exited cleanly without waiting out the 600 s header timeout: {exited:?}"
+    );
+}
