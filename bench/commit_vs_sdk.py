@@ -1,7 +1,8 @@
 """Commit latency against the raw S3 sequence it performs, on the same LocalStack in one run.
 Usage: python bench/commit_vs_sdk.py BASE TOKEN BUCKET [N]. The raw sequence is what a commit
-does to S3: HEAD, ranged GET (If-Match), HEAD of the final key, CopyObject (copy-source-if-match),
-HEAD to verify, DeleteObject of the tmp version."""
+did to S3 before single-use URLs: HEAD, ranged GET (If-Match), HEAD of the final key, CopyObject
+(copy-source-if-match), HEAD to verify, DeleteObject of the tmp version (kept as the reference;
+a commit now leaves the tmp object until its URL expires and makes the first five)."""
 import json
 import statistics
 import sys

@@ -204,6 +204,13 @@ pub struct HttpSettings {
     pub request_timeout_secs: u64,
     /// Largest request body in bytes (`UPCOMMIT_BODY_LIMIT_BYTES`, default 65536).
     pub body_limit_bytes: usize,
+    /// Seconds a connection has to send a complete request head, counted from when it opens or
+    /// from its last response (so it is also the keep-alive idle timeout); then it is closed
+    /// (`UPCOMMIT_HEADER_READ_TIMEOUT_SECS`, default 30, at least 1).
+    pub header_read_timeout_secs: u64,
+    /// Connections served at once; further ones wait in the listen backlog until one closes
+    /// (`UPCOMMIT_MAX_CONNECTIONS`, default 4096, at least 1).
+    pub max_connections: usize,
 }
 
 /// The TOML file's shape: every field optional, names as in the environment without prefix.
@@ -234,6 +241,8 @@ struct FileSettings {
     legacy_prefixes: Option<Vec<String>>,
     request_timeout_secs: Option<u64>,
     body_limit_bytes: Option<usize>,
+    header_read_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
     cors_origins: Option<Vec<String>>,
     bucket_check_interval_secs: Option<u64>,
     bucket_check_fails_readiness: Option<bool>,
@@ -666,6 +675,16 @@ impl Settings {
                     f.body_limit_bytes,
                     64 * 1024,
                 )?,
+                header_read_timeout_secs: src
+                    .number(
+                        "UPCOMMIT_HEADER_READ_TIMEOUT_SECS",
+                        f.header_read_timeout_secs,
+                        30,
+                    )?
+                    .max(1),
+                max_connections: src
+                    .number("UPCOMMIT_MAX_CONNECTIONS", f.max_connections, 4096)?
+                    .max(1),
             },
             log_format,
         })

@@ -116,7 +116,10 @@ fn presign_message(r: PresignRejection) -> String {
         PresignRejection::ContentTypeNotAllowed => {
             "content_type is not allowed for this profile".into()
         }
-        PresignRejection::SizeInvalid => "size must be a whole number of bytes above 0".into(),
+        PresignRejection::SizeInvalid => {
+            "size must be a whole number of bytes above 0, written as an integer (not 1e3 or 1.0)"
+                .into()
+        }
         PresignRejection::SizeTooLarge { max } => {
             format!("size exceeds this profile's maximum of {max} bytes")
         }

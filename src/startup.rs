@@ -64,7 +64,7 @@ impl Application {
         metrics: Arc<Metrics>,
     ) -> Result<Self, StartupError> {
         let catalog: Arc<dyn Catalog> = Arc::new(ObservedCatalog::new(catalog, metrics.clone()));
-        let listener = TcpListener::bind(&settings.listen)
+        let listener = crate::http::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Bind {
                 addr: settings.listen.clone(),
@@ -157,9 +157,13 @@ impl Application {
                 "UPCOMMIT_DEMO_MINT_TOKENS is on: anyone who reaches /demo/token gets a token; dev machines only"
             );
         }
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown_signal())
-            .await;
+        let served = crate::http::serve(
+            self.listener,
+            self.router,
+            &self.state.settings.http,
+            shutdown_signal(),
+        )
+        .await;
         for task in [self.watch_task, self.sweep_task, self.hygiene_task]
             .into_iter()
             .flatten()

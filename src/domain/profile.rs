@@ -59,6 +59,34 @@ pub enum RawSize {
     NotInteger,
 }
 
+/// The JSON value given as `size` is not a number at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotANumber;
+
+impl RawSize {
+    /// Reads a JSON number from its source text. Only an integer literal (`-?[0-9]+`) is an
+    /// integer: `1e3`, `1.0` and `20971520.0000000001` are `NotInteger` even where their value
+    /// is whole, because a float parse would round them, and the spec says integer. Integer
+    /// literals beyond `i128` saturate, so they stay "too large" (or non-positive) rather than
+    /// becoming unreadable.
+    pub fn parse_literal(text: &str) -> Result<Self, NotANumber> {
+        let text = text.trim();
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            let negative = digits.len() != text.len();
+            return Ok(Self::Integer(text.parse::<i128>().unwrap_or(if negative {
+                i128::MIN
+            } else {
+                i128::MAX
+            })));
+        }
+        match serde_json::from_str::<serde_json::Number>(text) {
+            Ok(_) => Ok(Self::NotInteger),
+            Err(_) => Err(NotANumber),
+        }
+    }
+}
+
 impl Profile {
     /// Checks the declared content type against the allow-list and returns its canonical form.
     pub fn accept_content_type(&self, raw: Option<&str>) -> Result<ContentType, PresignRejection> {
@@ -170,6 +198,43 @@ mod tests {
                 .map(|c| c.to_string()),
             Ok("image/png".into())
         );
+    }
+
+    #[test]
+    fn only_integer_literals_are_integer_sizes() {
+        let parse = RawSize::parse_literal;
+        assert_eq!(parse("10"), Ok(RawSize::Integer(10)));
+        assert_eq!(parse("-1"), Ok(RawSize::Integer(-1)));
+        assert_eq!(parse("0"), Ok(RawSize::Integer(0)));
+        assert_eq!(
+            parse("18446744073709551617"),
+            Ok(RawSize::Integer(18_446_744_073_709_551_617))
+        );
+        assert_eq!(parse(&"9".repeat(60)), Ok(RawSize::Integer(i128::MAX)));
+        assert_eq!(
+            parse(&format!("-{}", "9".repeat(60))),
+            Ok(RawSize::Integer(i128::MIN))
+        );
+        for whole_but_not_integer in [
+            "1e3",
+            "1E3",
+            "1e+3",
+            "1.0",
+            "1000.000",
+            "20971520.0000000001",
+            "1e20",
+            "-0.0",
+            "1.5",
+        ] {
+            assert_eq!(
+                parse(whole_but_not_integer),
+                Ok(RawSize::NotInteger),
+                "{whole_but_not_integer}"
+            );
+        }
+        for not_a_number in ["\"10\"", "true", "null", "[]", "{}", "", "-", "1-"] {
+            assert_eq!(parse(not_a_number), Err(NotANumber), "{not_a_number}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod health;
 mod link_scans;
 mod metrics;
 mod multipart;
+mod serve;
 mod spec;
 mod uploads;
 
@@ -18,13 +19,15 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::{HeaderName, Method};
+use axum::http::{header, HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use tower::ServiceBuilder;
+use tower::{Layer, ServiceBuilder, ServiceExt};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
@@ -33,6 +36,7 @@ use crate::error::AppError;
 use crate::metrics::{Flow, Metrics};
 use crate::state::AppState;
 use error::ErrorCode;
+pub use serve::{bind, serve};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -40,6 +44,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState) -> Router {
     let http = state.settings.http.clone();
     let metrics = state.metrics.clone();
+    let cors = cors_layer(&state.settings.s3.cors_origins);
     let app = Router::new()
         .merge(uploads::router())
         .merge(multipart::router())
@@ -53,10 +58,15 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state);
-    with_middleware(app, &http, metrics)
+    with_middleware(app, &http, metrics, cors)
 }
 
-fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> Router {
+fn with_middleware(
+    app: Router,
+    http: &HttpSettings,
+    metrics: Arc<Metrics>,
+    cors: Option<CorsLayer>,
+) -> Router {
     let timeout = Duration::from_secs(http.request_timeout_secs);
     app.layer(
         ServiceBuilder::new()
@@ -67,6 +77,19 @@ fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> R
                     .on_response(DefaultOnResponse::new().level(Level::INFO)),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+            // Outside everything that answers, so errors, fallbacks and preflights carry it too.
+            .layer(SetResponseHeaderLayer::overriding(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ))
+            // Preflights are answered here, before routing (which would say 405) and before the
+            // metrics (a preflight is not an API call).
+            .option_layer(cors.map(|layer| {
+                let layer = Arc::new(layer);
+                middleware::from_fn(move |req: Request, next: Next| {
+                    cors_for_browsers(layer.clone(), req, next)
+                })
+            }))
             .layer(middleware::from_fn(move |req: Request, next: Next| {
                 record_request(metrics.clone(), req, next)
             }))
@@ -78,6 +101,52 @@ fn with_middleware(app: Router, http: &HttpSettings, metrics: Arc<Metrics>) -> R
             }))
             .layer(DefaultBodyLimit::max(http.body_limit_bytes)),
     )
+}
+
+/// CORS for the browser origins of `UPCOMMIT_CORS_ORIGINS`, or none when the list is empty (an
+/// `OPTIONS` then answers 405 as before). Never with credentials: the API takes a bearer token
+/// in `Authorization`, which a page sends explicitly and which `*` in `allow-headers` would not
+/// cover, so the header is listed by name; no cookie is ever involved, so `*` as an origin lets
+/// any page call the API with a token it already holds and nothing more.
+fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        // An origin is scheme://host[:port], never with a path: a trailing slash would match
+        // no browser's `Origin` header.
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow_origin)
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID])
+            .expose_headers([REQUEST_ID, header::RETRY_AFTER, header::LOCATION])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// tower-http's CORS answers every `OPTIONS` itself; only a browser's preflight (with `Origin`
+/// and `Access-Control-Request-Method`) is one, so any other `OPTIONS` is routed (405) as
+/// before.
+async fn cors_for_browsers(layer: Arc<CorsLayer>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let preflight = headers.contains_key(header::ORIGIN)
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    if req.method() == Method::OPTIONS && !preflight {
+        return next.run(req).await;
+    }
+    match layer.layer(next).oneshot(req).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
 }
 
 /// One span per request: method, matched route (never the raw URI), request id, user id.

@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use validator::Validate;
 
 use super::extract::ApiJson;
@@ -24,29 +25,21 @@ struct PresignBody {
     #[validate(length(min = 1, max = 64))]
     profile: String,
     content_type: Option<String>,
-    size: Option<serde_json::Number>,
+    /// Kept as its source text: a float parse would turn `1e3` into 1000 and round
+    /// `20971520.0000000001` down to the maximum.
+    size: Option<Box<RawValue>>,
     filename: Option<String>,
     method: Option<String>,
     multipart: Option<bool>,
 }
 
-/// JSON numbers arrive as whatever the client sent: negative, fractional or beyond 2^64.
-fn raw_size(n: Option<&serde_json::Number>) -> RawSize {
-    let Some(n) = n else {
-        return RawSize::NotInteger;
-    };
-    if let Some(i) = n.as_i64() {
-        return RawSize::Integer(i.into());
-    }
-    if let Some(u) = n.as_u64() {
-        return RawSize::Integer(u.into());
-    }
-    match n.as_f64() {
-        Some(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e30 => {
-            RawSize::Integer(f as i128)
-        }
-        Some(f) if f.is_finite() && f >= 1e30 => RawSize::Integer(i128::MAX),
-        _ => RawSize::NotInteger,
+/// JSON numbers arrive as whatever the client sent: negative, fractional or beyond 2^64; only
+/// an integer literal is a size. A size that is not a number is malformed JSON for this body.
+fn raw_size(n: Option<&RawValue>) -> Result<RawSize, AppError> {
+    match n {
+        None => Ok(RawSize::NotInteger),
+        Some(raw) => RawSize::parse_literal(raw.get())
+            .map_err(|_| AppError::InvalidJson("size: expected a number".into())),
     }
 }
 
@@ -64,7 +57,7 @@ async fn create(
     let cmd = PresignCommand {
         profile: body.profile,
         content_type: body.content_type,
-        size: raw_size(body.size.as_ref()),
+        size: raw_size(body.size.as_deref())?,
         filename: body.filename,
         method,
         multipart: body.multipart,
@@ -77,23 +70,28 @@ async fn create(
 mod tests {
     use super::*;
 
-    fn num(s: &str) -> serde_json::Number {
+    fn num(s: &str) -> Box<RawValue> {
         serde_json::from_str(s).expect("number")
     }
 
     #[test]
     fn sizes_from_json_keep_their_sign_and_magnitude() {
-        assert_eq!(raw_size(Some(&num("10"))), RawSize::Integer(10));
-        assert_eq!(raw_size(Some(&num("-1"))), RawSize::Integer(-1));
+        let size = |s: &str| raw_size(Some(&num(s))).ok();
+        assert_eq!(size("10"), Some(RawSize::Integer(10)));
+        assert_eq!(size("-1"), Some(RawSize::Integer(-1)));
         assert_eq!(
-            raw_size(Some(&num("18446744073709551615"))),
-            RawSize::Integer(u64::MAX.into())
+            size("18446744073709551615"),
+            Some(RawSize::Integer(u64::MAX.into()))
         );
         assert!(
-            matches!(raw_size(Some(&num("18446744073709551616"))), RawSize::Integer(n) if n > u64::MAX.into())
+            matches!(size("18446744073709551616"), Some(RawSize::Integer(n)) if n > u64::MAX.into())
         );
-        assert_eq!(raw_size(Some(&num("1.5"))), RawSize::NotInteger);
-        assert_eq!(raw_size(None), RawSize::NotInteger);
+        assert_eq!(size("1.5"), Some(RawSize::NotInteger));
+        assert_eq!(size("1e3"), Some(RawSize::NotInteger));
+        assert_eq!(size("1.0"), Some(RawSize::NotInteger));
+        assert_eq!(size("20971520.0000000001"), Some(RawSize::NotInteger));
+        assert_eq!(size("\"10\""), None, "a string is not a size");
+        assert_eq!(raw_size(None).ok(), Some(RawSize::NotInteger));
     }
 
     use proptest::prelude::*;
@@ -139,12 +137,13 @@ mod tests {
         fn request_bodies_never_panic_the_parser(text in body()) {
             if let Ok(b) = serde_json::from_str::<PresignBody>(&text) {
                 let _ = b.validate();
-                match raw_size(b.size.as_ref()) {
-                    RawSize::Integer(n) => {
-                        let src = b.size.as_ref().map(ToString::to_string).unwrap_or_default();
+                let src = b.size.as_deref().map(RawValue::get).unwrap_or_default().to_owned();
+                match raw_size(b.size.as_deref()) {
+                    Ok(RawSize::Integer(n)) => {
                         prop_assert_eq!(n < 0, src.starts_with('-') && n != 0, "{}", src);
+                        prop_assert!(!src.contains(['.', 'e', 'E']), "{}", src);
                     }
-                    RawSize::NotInteger => {}
+                    Ok(RawSize::NotInteger) | Err(_) => {}
                 }
             }
         }

@@ -66,16 +66,6 @@ pub async fn presign(
     cmd: PresignCommand,
 ) -> Result<PresignedUpload, AppError> {
     let settings = &state.settings;
-    let limited = match state.presign_limiter.lock() {
-        Ok(mut l) => l.take(&who.user_id, std::time::Instant::now()),
-        Err(poisoned) => poisoned
-            .into_inner()
-            .take(&who.user_id, std::time::Instant::now()),
-    };
-    if let Err(retry_after_secs) = limited {
-        tracing::warn!("presign rate limit reached");
-        return Err(AppError::RateLimited { retry_after_secs });
-    }
     let profile = settings
         .profile(&cmd.profile)
         .ok_or(PresignRejection::UnknownProfile)?;
@@ -90,6 +80,18 @@ pub async fn presign(
         size,
         uploads.multipart_threshold_bytes,
     )?;
+    // The token is taken only for a request that passed validation: refused presigns cost the
+    // caller nothing, so a client's mistakes cannot lock it out.
+    let limited = match state.presign_limiter.lock() {
+        Ok(mut l) => l.take(&who.user_id, std::time::Instant::now()),
+        Err(poisoned) => poisoned
+            .into_inner()
+            .take(&who.user_id, std::time::Instant::now()),
+    };
+    if let Err(retry_after_secs) = limited {
+        tracing::warn!("presign rate limit reached");
+        return Err(AppError::RateLimited { retry_after_secs });
+    }
 
     let now = records::now();
     let url_secs = match method {

@@ -12,6 +12,7 @@ mod concurrency;
 mod crash;
 mod demo;
 mod durations;
+mod edge;
 mod faults;
 mod filenames;
 mod helpers;

@@ -138,9 +138,9 @@ async fn bad_presign_requests_are_refused_with_their_code_and_change_nothing() {
             (400, "size_too_large"),
         ),
         (
-            "8 size over 2^64",
+            "8 size over 2^64 in exponent notation (not an integer literal)",
             presign_body(&[("size", json!(1e20))]),
-            (400, "size_too_large"),
+            (400, "size_invalid"),
         ),
         (
             "unknown profile",

@@ -99,3 +99,99 @@ async fn the_demo_page_uploads_commits_and_shows_the_image() {
         "the screenshot is kept"
     );
 }
+
+/// Serves a bare HTML page on its own port: an origin other than the API's.
+async fn page_origin() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the page's port");
+    let origin = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let page = axum::Router::new().route(
+        "/",
+        axum::routing::get(|| async {
+            axum::response::Html("<!doctype html><title>another origin</title><p>uploader</p>")
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, page).await });
+    origin
+}
+
+/// Issue 12 item 14: a page on another origin (not the API's, as `docs/api.md` shows) presigns
+/// with an `Authorization` header, PUTs to S3 and commits, in Chromium; a page on an origin not
+/// in `UPCOMMIT_CORS_ORIGINS` is blocked by the browser before its presign is sent.
+#[tokio::test]
+async fn a_page_on_another_origin_uploads_through_the_api_with_cors() {
+    let allowed = page_origin().await;
+    let stranger = page_origin().await;
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_CORS_ORIGINS", allowed.clone())],
+        ..Spawn::default()
+    })
+    .await;
+    assert_ne!(allowed, app.address, "the page is not on the API's origin");
+    // The bucket serves both pages, so only the API's CORS can block the stranger.
+    let rule = CorsRule::builder()
+        .allowed_origins(&allowed)
+        .allowed_origins(&stranger)
+        .allowed_methods("PUT")
+        .allowed_headers("*")
+        .expose_headers("ETag")
+        .build()
+        .expect("CORS rule");
+    app.s3
+        .put_bucket_cors()
+        .bucket(&app.bucket)
+        .cors_configuration(
+            CorsConfiguration::builder()
+                .cors_rules(rule)
+                .build()
+                .expect("CORS"),
+        )
+        .send()
+        .await
+        .expect("put CORS");
+
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let mut cmd = Command::new("node");
+    cmd.arg(format!("{dir}/tests/browser/cross_origin.mjs"))
+        .arg(&app.address)
+        .arg(format!("{allowed}/"))
+        .arg(format!("{stranger}/"))
+        .arg(app.token("page-user"))
+        .current_dir(format!("{dir}/tests/browser"));
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("run node (scripts/test.sh installs it)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "cross_origin.mjs failed:\n{stderr}");
+    let result: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("cross_origin.mjs prints its result as JSON");
+    assert!(
+        result["stranger"]
+            .as_str()
+            .is_some_and(|s| s.contains("Failed to fetch")),
+        "{result}"
+    );
+    let id = result["file_id"].as_str().expect("file id");
+    let h = app
+        .catalog
+        .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
+        .await
+        .expect("catalog")
+        .expect("the handle exists");
+    assert_eq!(h.created_by, "page-user");
+    assert!(
+        app.object_exists(&h.key).await,
+        "{} is in the bucket",
+        h.key
+    );
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM uploads").await,
+        1,
+        "the stranger's presign never reached the handler"
+    );
+}
