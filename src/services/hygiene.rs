@@ -393,21 +393,7 @@ async fn delete(
 
 /// Every version and delete marker of exactly `key` (a prefix listing also returns longer keys).
 async fn delete_every_version(store: &dyn ObjectStore, key: &str) -> Result<(), StoreError> {
-    let mut doomed = Vec::new();
-    let mut from = None;
-    loop {
-        let page = store.list_versions(key, from.take()).await?;
-        doomed.extend(
-            page.versions
-                .into_iter()
-                .filter(|v| v.key == key)
-                .map(|v| (v.key, v.version_id)),
-        );
-        match page.next {
-            Some(next) => from = Some(next),
-            None => break,
-        }
-    }
+    let doomed = crate::storage::every_version_of(store, key).await?;
     for batch in doomed.chunks(DELETE_BATCH) {
         let refused = store.delete_versions(batch).await?;
         if let Some(f) = refused.first() {

@@ -17,7 +17,7 @@ use crate::catalog::{Catalog, CatalogError, SettledTmp};
 use crate::domain::ids::UploadId;
 use crate::domain::jobs::JobItem;
 use crate::domain::records::UploadMethod;
-use crate::storage::{DeleteFailure, ObjectStore, StoreError, DELETE_BATCH};
+use crate::storage::{every_version_of, DeleteFailure, ObjectStore, StoreError, DELETE_BATCH};
 
 /// How long after a URL's expiry its tmp object is kept: S3 checks the expiry when a request
 /// starts, so an upload begun just before may still be sending. A PUT that is still sending
@@ -113,7 +113,7 @@ async fn clear_round(
             (Some(version), m) if m != UploadMethod::Post.as_str() => {
                 doomed.push((u.key.clone(), Some(version.clone())));
             }
-            _ => match versions_of(store, &u.key).await {
+            _ => match every_version_of(store, &u.key).await {
                 Ok(versions) => doomed.extend(versions),
                 Err(e) => {
                     refused_keys.insert(u.key.clone());
@@ -161,27 +161,5 @@ fn failed_item(key: &str, version_id: Option<String>, reason: &str) -> JobItem {
         version_id,
         bytes: 0,
         reason: format!("settled tmp object: {reason}"),
-    }
-}
-
-/// Every version and delete marker of exactly `key`.
-async fn versions_of(
-    store: &dyn ObjectStore,
-    key: &str,
-) -> Result<Vec<(String, Option<String>)>, StoreError> {
-    let mut out = Vec::new();
-    let mut from = None;
-    loop {
-        let page = store.list_versions(key, from.take()).await?;
-        out.extend(
-            page.versions
-                .into_iter()
-                .filter(|v| v.key == key)
-                .map(|v| (v.key, v.version_id)),
-        );
-        match page.next {
-            Some(next) => from = Some(next),
-            None => return Ok(out),
-        }
     }
 }

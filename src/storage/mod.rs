@@ -217,3 +217,26 @@ pub trait ObjectStore: Send + Sync + 'static {
         tags: &[(&str, &str)],
     ) -> Result<(), StoreError>;
 }
+
+/// (key, version id) of every version and delete marker of exactly `key` — a prefix listing
+/// also returns longer keys, which are left out.
+pub async fn every_version_of(
+    store: &dyn ObjectStore,
+    key: &str,
+) -> Result<Vec<(String, Option<String>)>, StoreError> {
+    let mut out = Vec::new();
+    let mut from = None;
+    loop {
+        let page = store.list_versions(key, from.take()).await?;
+        out.extend(
+            page.versions
+                .into_iter()
+                .filter(|v| v.key == key)
+                .map(|v| (v.key, v.version_id)),
+        );
+        match page.next {
+            Some(next) => from = Some(next),
+            None => return Ok(out),
+        }
+    }
+}

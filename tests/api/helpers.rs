@@ -584,6 +584,11 @@ impl TestApp {
 
     /// Every version and delete marker of exactly `key`.
     pub async fn versions(&self, key: &str) -> usize {
+        self.version_sizes(key).await.len()
+    }
+
+    /// (size, is a delete marker) of every version of exactly `key`, newest first.
+    pub async fn version_sizes(&self, key: &str) -> Vec<(i64, bool)> {
         let out = self
             .s3
             .list_object_versions()
@@ -592,15 +597,19 @@ impl TestApp {
             .send()
             .await
             .expect("versions");
-        out.versions()
+        let mut v: Vec<(i64, bool)> = out
+            .versions()
             .iter()
             .filter(|v| v.key() == Some(key))
-            .count()
-            + out
-                .delete_markers()
+            .map(|v| (v.size().unwrap_or(-1), false))
+            .collect();
+        v.extend(
+            out.delete_markers()
                 .iter()
                 .filter(|m| m.key() == Some(key))
-                .count()
+                .map(|_| (0, true)),
+        );
+        v
     }
 
     pub async fn object_exists(&self, key: &str) -> bool {

@@ -488,29 +488,11 @@ impl Model {
 
     /// Sizes of every version (delete markers as -1) of upload `i`'s tmp key.
     async fn object_versions(&self, i: usize) -> Vec<i64> {
-        let key = &self.ups[i].p.key;
-        let out = self
-            .app
-            .s3
-            .list_object_versions()
-            .bucket(&self.app.bucket)
-            .prefix(key)
-            .send()
-            .await
-            .expect("versions");
-        let mut v: Vec<i64> = out
-            .versions()
-            .iter()
-            .filter(|v| v.key() == Some(key.as_str()))
-            .map(|v| v.size().unwrap_or(0))
-            .collect();
-        v.extend(
-            out.delete_markers()
-                .iter()
-                .filter(|m| m.key() == Some(key.as_str()))
-                .map(|_| -1),
-        );
-        v
+        let versions = self.app.version_sizes(&self.ups[i].p.key).await;
+        versions
+            .into_iter()
+            .map(|(size, marker)| if marker { -1 } else { size })
+            .collect()
     }
 
     async fn check(&self) {

@@ -4,34 +4,9 @@
 
 use serde_json::Value;
 
-use crate::helpers::{error_code, media, spawn_app, TestApp};
+use crate::helpers::{error_code, media, spawn_app};
 
 const MIB: usize = 1024 * 1024;
-
-/// (size, is delete marker) of every version of exactly `key`, newest first.
-async fn version_sizes(app: &TestApp, key: &str) -> Vec<(i64, bool)> {
-    let out = app
-        .s3
-        .list_object_versions()
-        .bucket(&app.bucket)
-        .prefix(key)
-        .send()
-        .await
-        .expect("versions");
-    let mut v: Vec<(i64, bool)> = out
-        .versions()
-        .iter()
-        .filter(|v| v.key() == Some(key))
-        .map(|v| (v.size().unwrap_or(-1), false))
-        .collect();
-    v.extend(
-        out.delete_markers()
-            .iter()
-            .filter(|m| m.key() == Some(key))
-            .map(|_| (0, true)),
-    );
-    v
-}
 
 /// Defect 1: the form's policy binds the declared size, not the profile's maximum. Mutation:
 /// sign `content-length-range [1, max_size]` again in `signing::post_policy` and the 20 MiB
@@ -53,11 +28,11 @@ async fn a_post_form_stores_exactly_the_declared_size_and_nothing_else() {
     );
     let smaller = app.upload(&p, media("image/png", 999), "image/png").await;
     assert!(smaller.is_client_error(), "999 bytes: {smaller}");
-    assert_eq!(version_sizes(&app, &p.key).await, vec![], "nothing stored");
+    assert_eq!(app.version_sizes(&p.key).await, vec![], "nothing stored");
 
     let exact = app.upload(&p, media("image/png", 1000), "image/png").await;
     assert!(exact.is_success(), "the declared size is accepted: {exact}");
-    assert_eq!(version_sizes(&app, &p.key).await, vec![(1000, false)]);
+    assert_eq!(app.version_sizes(&p.key).await, vec![(1000, false)]);
     assert_eq!(app.commit(&token, &p.key, None).await.status(), 201);
 }
 
@@ -81,7 +56,7 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_committed() {
         let again = app.upload(&p, media("image/png", 2048), "image/png").await;
         assert_eq!(again.as_u16(), 412, "attempt {attempt}: the URL is used up");
     }
-    assert_eq!(version_sizes(&app, &p.key).await, vec![(2048, false)]);
+    assert_eq!(app.version_sizes(&p.key).await, vec![(2048, false)]);
     // A retried commit still answers the same handle.
     let retry = app.commit(&token, &p.key, None).await;
     assert_eq!(retry.status(), 200);
@@ -89,7 +64,7 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_committed() {
     let summary = app.sweep_after_urls_expire().await;
     assert_eq!(summary.settled_tmp.uploads_cleared, 1, "{summary:?}");
     assert_eq!(summary.settled_tmp.versions_deleted, 1, "{summary:?}");
-    assert_eq!(version_sizes(&app, &p.key).await, vec![], "tmp/ is clean");
+    assert_eq!(app.version_sizes(&p.key).await, vec![], "tmp/ is clean");
     assert_eq!(app.get_object(&final_key).await, media("image/png", 2048));
     assert_eq!(
         app.db
@@ -124,11 +99,11 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_rejected() {
         412,
         "the URL of a rejected upload is used up"
     );
-    assert_eq!(version_sizes(&app, &p.key).await, vec![(2048, false)]);
+    assert_eq!(app.version_sizes(&p.key).await, vec![(2048, false)]);
 
     let summary = app.sweep_after_urls_expire().await;
     assert_eq!(summary.settled_tmp.uploads_cleared, 1, "{summary:?}");
-    assert_eq!(version_sizes(&app, &p.key).await, vec![]);
+    assert_eq!(app.version_sizes(&p.key).await, vec![]);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
 }
 
@@ -149,7 +124,7 @@ async fn a_form_posted_three_times_leaves_no_version_under_tmp_once_settled() {
         bytes[100] = round;
         assert!(app.upload(&p, bytes, "image/png").await.is_success());
     }
-    let sizes = version_sizes(&app, &p.key).await;
+    let sizes = app.version_sizes(&p.key).await;
     assert_eq!(
         sizes,
         vec![(4096, false); 3],
@@ -168,7 +143,7 @@ async fn a_form_posted_three_times_leaves_no_version_under_tmp_once_settled() {
     let summary = app.sweep_after_urls_expire().await;
     assert_eq!(summary.settled_tmp.versions_deleted, 3, "{summary:?}");
     assert_eq!(
-        version_sizes(&app, &p.key).await,
+        app.version_sizes(&p.key).await,
         vec![],
         "no version left under tmp/"
     );
@@ -202,5 +177,5 @@ async fn the_sweep_dry_run_reports_settled_tmp_objects_and_keeps_them() {
     // The URL has not expired yet: not even a dry run counts it.
     let out: Value = serde_json::from_slice(&run.stdout).expect("JSON");
     assert_eq!(out["summary"]["settled_tmp"]["uploads_cleared"], 0, "{out}");
-    assert_eq!(version_sizes(&app, &p.key).await.len(), 1);
+    assert_eq!(app.version_sizes(&p.key).await.len(), 1);
 }
