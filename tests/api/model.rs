@@ -36,7 +36,7 @@ use upcommit::storage::{ObjectStore, S3Store};
 use crate::catalog_faults::{CatalogFaults, FaultyCatalog, Rng};
 use crate::helpers::{media, server_process, spawn_app_with, Presigned, Spawn, TestApp};
 
-const STEPS: usize = 70;
+const STEPS: usize = 120;
 const USERS: [&str; 2] = ["mo", "lu"];
 /// Hygiene periods short enough for the moved clock to walk files through every stage.
 const DAY: i64 = 86_400;
