@@ -55,10 +55,38 @@ impl RateLimiter {
             Err((wait as u64).max(1))
         }
     }
+
+    /// Returns a token taken for a request that then failed (a quota refusal, an outage): only
+    /// presigns that issue a URL cost the caller anything.
+    pub fn give_back(&mut self, user: &str) {
+        if let Some(b) = self.buckets.get_mut(user) {
+            b.tokens = (b.tokens + 1.0).min(self.burst);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_token_given_back_can_be_taken_again_but_never_past_the_burst() {
+        let t = Instant::now();
+        let mut l = RateLimiter::new(0.001, 2);
+        assert!(l.take("u", t).is_ok());
+        assert!(l.take("u", t).is_ok());
+        assert!(l.take("u", t).is_err());
+        l.give_back("u");
+        assert!(l.take("u", t).is_ok());
+        assert!(l.take("u", t).is_err());
+        for _ in 0..5 {
+            l.give_back("u");
+        }
+        assert!(l.take("u", t).is_ok());
+        assert!(l.take("u", t).is_ok());
+        assert!(l.take("u", t).is_err(), "never more than the burst");
+        l.give_back("nobody");
+    }
+
     use std::time::Duration;
 
     use super::*;

@@ -92,6 +92,12 @@ pub async fn presign(
         tracing::warn!("presign rate limit reached");
         return Err(AppError::RateLimited { retry_after_secs });
     }
+    // Any failure from here on (quota, S3, database) gives the token back.
+    let mut token = TakenToken {
+        limiter: &state.presign_limiter,
+        user: &who.user_id,
+        keep: false,
+    };
 
     let now = records::now();
     let url_secs = match method {
@@ -189,6 +195,7 @@ pub async fn presign(
         }
         Err(e) => return Err(e.into()),
     }
+    token.keep = true;
     tracing::info!(upload.id = %upload_id, size_bytes = size, method = method.as_str(), "upload presigned");
     Ok(PresignedUpload {
         upload_id,
@@ -204,6 +211,24 @@ pub async fn presign(
             part_count: s.plan.part_count,
         }),
     })
+}
+
+/// A rate-limit token taken for a presign: returned when the presign fails after all.
+struct TakenToken<'a> {
+    limiter: &'a std::sync::Mutex<crate::domain::rate::RateLimiter>,
+    user: &'a str,
+    keep: bool,
+}
+
+impl Drop for TakenToken<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            match self.limiter.lock() {
+                Ok(mut l) => l.give_back(self.user),
+                Err(poisoned) => poisoned.into_inner().give_back(self.user),
+            }
+        }
+    }
 }
 
 /// PUT, POST or multipart: what the client asked for, multipart above the threshold when it

@@ -47,6 +47,36 @@ async fn refused_presigns_do_not_use_up_the_rate_limit() {
     );
 }
 
+/// Item 17, found by the outside review: a presign refused for quota (or failing later for
+/// any reason) gives its rate-limit token back. Mutation: drop `TakenToken`'s refund in
+/// `services::presign` and the fourth call answers `rate_limited`.
+#[tokio::test]
+async fn presigns_refused_for_quota_do_not_use_up_the_rate_limit() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_PRESIGN_RATE_PER_SEC", "0.001".into()),
+            ("UPCOMMIT_PRESIGN_BURST", "3".into()),
+            ("UPCOMMIT_QUOTA_DAILY_BYTES", "1000".into()),
+        ],
+        ..Default::default()
+    })
+    .await;
+    let alice = app.token("alice");
+    let sized = |size: u64| json!({"profile": "image", "content_type": "image/png", "size": size});
+    assert_eq!(app.presign(&alice, sized(900)).await.status(), 201);
+    for _ in 0..4 {
+        assert_eq!(
+            error_code(app.presign(&alice, sized(200)).await).await,
+            (429, "quota_exceeded".to_owned())
+        );
+    }
+    assert_eq!(
+        app.presign(&alice, sized(50)).await.status(),
+        201,
+        "quota refusals took no token: one of the burst is left for this"
+    );
+}
+
 /// Item 18: a size that is not written as an integer is refused, even when its value is whole
 /// or rounds to one; nothing is recorded or charged.
 #[tokio::test]
