@@ -122,6 +122,30 @@ mod tests {
     }
 
     #[test]
+    fn format_separator_and_filler_characters_are_removed_too() {
+        // Found by the outside review: these survived and read as nothing.
+        for c in [
+            '\u{2028}',
+            '\u{2029}',
+            '\u{180E}',
+            '\u{FFF9}',
+            '\u{FFFB}',
+            '\u{E0041}',
+            '\u{3164}',
+            '\u{034F}',
+            '\u{115F}',
+            '\u{FFA0}',
+            '\u{206A}',
+        ] {
+            let name = OriginalName::clean(&format!("a{c}b.png")).expect("kept");
+            assert_eq!(name.as_str(), "ab.png", "U+{:04X} kept", c as u32);
+        }
+        // Emoji variation selectors are part of how an emoji looks: kept.
+        let heart = OriginalName::clean("\u{2764}\u{FE0F}.png").expect("kept");
+        assert_eq!(heart.as_str(), "\u{2764}\u{FE0F}.png");
+    }
+
+    #[test]
     fn names_are_stored_in_nfc_without_controls_or_bidi_characters() {
         let decomposed = "cafe\u{301}.png";
         assert_eq!(
