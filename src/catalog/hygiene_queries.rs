@@ -35,22 +35,28 @@ pub(super) fn statuses_sql(statuses: &[crate::domain::records::HandleStatus]) ->
         .join(", ")
 }
 
-/// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff,
-/// and with a scan `$4`/`$5` its start and id. Shared by the candidate read and the update.
-pub(super) fn unused_conditions(scan: bool, profiles: &[String]) -> String {
-    let mut c = format!(
+/// The latest completed link scan vouches for handle `alias`: it saw it, or it began before the
+/// handle was created (so it could not judge it). The latest scan is looked up in the statement
+/// that uses this, never read beforehand: a scan completed since the job's read counts.
+pub(super) fn scan_vouches(alias: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM link_scans ls WHERE ls.id = (SELECT l2.id FROM link_scans l2 \
+         WHERE l2.state = 'completed' ORDER BY l2.completed_at DESC, l2.id DESC LIMIT 1) \
+         AND ({alias}.created_at >= ls.started_at OR EXISTS (SELECT 1 FROM link_scan_seen s \
+         WHERE s.scan_id = ls.id AND s.file_id = {alias}.id)))"
+    )
+}
+
+/// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff.
+/// Shared by the candidate read and the update.
+pub(super) fn unused_conditions(profiles: &[String]) -> String {
+    format!(
         "h.status = 'available' AND h.claim IS NULL AND h.link_count = 0 \
          AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
-         AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {}",
-        profiles_in("h.profile", profiles)
-    );
-    if scan {
-        c.push_str(
-            " AND h.created_at < $4 AND NOT EXISTS (SELECT 1 FROM link_scan_seen s \
-             WHERE s.scan_id = $5 AND s.file_id = h.id)",
-        );
-    }
-    c
+         AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} AND NOT {}",
+        profiles_in("h.profile", profiles),
+        scan_vouches("h")
+    )
 }
 
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
@@ -241,7 +247,7 @@ macro_rules! impl_hygiene_catalog {
             async fn latest_completed_scan(&self) -> Result<Option<super::LinkScan>, CatalogError> {
                 let row = sqlx::query(
                     "SELECT id, state, started_at, completed_at FROM link_scans WHERE state = 'completed' \
-                     ORDER BY completed_at DESC LIMIT 1",
+                     ORDER BY completed_at DESC, id DESC LIMIT 1",
                 )
                 .fetch_optional(&self.pool)
                 .await?;
@@ -251,25 +257,23 @@ macro_rules! impl_hygiene_catalog {
             async fn unlinked_candidates(
                 &self,
                 cutoff: chrono::DateTime<chrono::Utc>,
-                scan: Option<&super::LinkScan>,
                 profiles: &[String],
                 after: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
                 // Available, older than the grace period, not restored within it, no links, a
-                // profile that tracks links; and, when scans are used, created before the latest
-                // completed scan began and not seen by it.
+                // profile that tracks links, and not vouched for by the latest completed scan.
                 let sql = format!(
                     "SELECT {} FROM file_handles h WHERE h.id > $1 AND {} ORDER BY h.id LIMIT $3",
                     super::queries::HANDLE_COLUMNS,
-                    super::hygiene_queries::unused_conditions(scan.is_some(), profiles)
+                    super::hygiene_queries::unused_conditions(profiles)
                 );
-                let q = sqlx::query(&sql).bind(after).bind(cutoff).bind(limit);
-                let q = match scan {
-                    Some(s) => q.bind(s.started_at).bind(s.id.clone()),
-                    None => q,
-                };
-                let rows = q.fetch_all(&self.pool).await?;
+                let rows = sqlx::query(&sql)
+                    .bind(after)
+                    .bind(cutoff)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
                 rows.iter().map(Self::handle_row).collect()
             }
 
@@ -277,21 +281,30 @@ macro_rules! impl_hygiene_catalog {
                 &self,
                 id: &$crate::domain::ids::FileId,
                 cutoff: chrono::DateTime<chrono::Utc>,
-                scan: Option<&super::LinkScan>,
                 profiles: &[String],
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<bool, CatalogError> {
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = 'unlinked', status_changed_at = $3 \
                      WHERE h.id = $1 AND {}",
-                    super::hygiene_queries::unused_conditions(scan.is_some(), profiles)
+                    super::hygiene_queries::unused_conditions(profiles)
                 );
                 let q = sqlx::query(&sql).bind(id.as_str()).bind(cutoff).bind(now);
-                let q = match scan {
-                    Some(s) => q.bind(s.started_at).bind(s.id.clone()),
-                    None => q,
-                };
                 Ok(q.execute(&self.pool).await?.rows_affected() == 1)
+            }
+
+            async fn return_vouched(
+                &self,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, CatalogError> {
+                // Unlinked (never claimed, so never changed in S3): back to available, as if
+                // restored, when the latest completed scan vouches for it.
+                let sql = format!(
+                    "UPDATE file_handles AS h SET status = 'available', status_changed_at = $1, restored_at = $1 \
+                     WHERE h.status = 'unlinked' AND h.claim IS NULL AND {}",
+                    super::hygiene_queries::scan_vouches("h")
+                );
+                Ok(sqlx::query(&sql).bind(now).execute(&self.pool).await?.rows_affected())
             }
 
             async fn handles_in_status(
@@ -340,9 +353,10 @@ macro_rules! impl_hygiene_catalog {
                         sql.push_str(&format!(
                             " AND h.status = '{}' AND h.status_changed_at < $5 AND h.link_count = 0 \
                              AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} \
-                             AND (h.claim IS NULL OR h.claim_until < {now})",
+                             AND NOT {} AND (h.claim IS NULL OR h.claim_until < {now})",
                             g.from.as_str(),
                             super::hygiene_queries::profiles_in("h.profile", g.profiles),
+                            super::hygiene_queries::scan_vouches("h"),
                             now = $db_now,
                         ));
                         if !g.key_not_in.is_empty() {
@@ -353,7 +367,7 @@ macro_rules! impl_hygiene_catalog {
                             ));
                         }
                     }
-                    None => sql.push_str(&format!(
+                                        None => sql.push_str(&format!(
                         " AND h.status IN ('unlinked', 'archived') \
                          AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now}))",
                         now = $db_now,

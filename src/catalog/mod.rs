@@ -176,8 +176,8 @@ impl ClaimKind {
 }
 
 /// What must still hold, in the claiming statement itself, for hygiene to claim a handle: its
-/// status and age, no link, a profile hygiene may act on, and no handle sharing its key in one
-/// of `key_not_in`.
+/// status and age, no link, a profile hygiene may act on, not vouched for by the latest completed
+/// link scan, and no handle sharing its key in one of `key_not_in`.
 #[derive(Debug, Clone)]
 pub struct HygieneGuard<'a> {
     pub from: HandleStatus,
@@ -233,26 +233,27 @@ pub trait HygieneCatalog: Send + Sync + 'static {
     async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError>;
     async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError>;
 
-    /// Available handles of `profiles` nothing uses, older than `cutoff`, after id `after`, in
-    /// id order.
+    /// Available handles of `profiles` nothing uses (no link, not vouched for by the latest
+    /// completed link scan), older than `cutoff`, after id `after`, in id order.
     async fn unlinked_candidates(
         &self,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError>;
     /// `available → unlinked`, only if everything [`Self::unlinked_candidates`] checks still
-    /// holds when the row is updated (a link added since the read wins).
+    /// holds when the row is updated (a link added or a scan completed since the read wins).
     async fn unlink_if_unused(
         &self,
         id: &FileId,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError>;
+    /// `unlinked → available` (as if restored at `now`) for every unclaimed unlinked handle the
+    /// latest completed link scan vouches for; how many.
+    async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError>;
     /// Handles of `profiles` in `status` since before `changed_before`, after id `after`, in
     /// id order.
     async fn handles_in_status(

@@ -4,7 +4,9 @@
 //! is too small to be worth it), and only after the retention period are their objects deleted
 //! (`deleted`; the row stays). A key is archived or deleted only when no available (or, for
 //! deletion, unlinked) handle shares it; candidates are walked in id order so handles that are
-//! blocked are passed over, never fetched again and again. Restore brings a handle back.
+//! blocked are passed over, never fetched again and again. Every stage spares a file the latest
+//! completed link scan saw, judged in the statement that makes the transition. Restore brings a
+//! handle back.
 
 use std::sync::Arc;
 
@@ -36,8 +38,11 @@ pub struct HygieneSummary {
     pub blocked: u64,
     pub deleted: u64,
     pub deleted_bytes: u64,
-    /// Candidates that changed between the read and the claim (linked, restored, claimed).
+    /// Candidates that changed between the read and the claim (linked, restored, claimed,
+    /// vouched for by a scan completed since).
     pub skipped: u64,
+    /// Unlinked files the latest completed link scan saw, made available again.
+    pub returned: u64,
     pub failed: u64,
     /// The profiles hygiene acted on: those that track links.
     pub profiles: Vec<String>,
@@ -151,11 +156,16 @@ async fn detect(
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.unlinked_grace_secs);
     let profiles = settings.hygiene_profiles();
+    // A scan is evidence of use: unlinked files the latest one saw come back first.
+    if !dry_run {
+        summary.returned = catalog.return_vouched(now).await?;
+    }
+    // For the report only: each update judges the latest completed scan itself.
     let scan = catalog.latest_completed_scan().await?;
     let mut after = String::new();
     loop {
         let page = catalog
-            .unlinked_candidates(cutoff, scan.as_ref(), &profiles, &after, PAGE)
+            .unlinked_candidates(cutoff, &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());
@@ -163,15 +173,19 @@ async fn detect(
         after = last.id.as_str().to_owned();
         pause::point("hygiene_unlink").await;
         for h in page {
-            // The update re-checks everything the read did: a link added since wins.
+            // The update re-checks everything the read did: a link added or a scan completed
+            // since wins.
             let done = dry_run
                 || catalog
-                    .unlink_if_unused(&h.id, cutoff, scan.as_ref(), &profiles, now)
+                    .unlink_if_unused(&h.id, cutoff, &profiles, now)
                     .await?;
             if done {
                 summary.unlinked += 1;
                 let why = match &scan {
-                    Some(s) => format!("not seen by link scan {} and no links", s.id),
+                    Some(s) => format!(
+                        "no links and not seen by the latest completed link scan ({} when the run began)",
+                        s.id
+                    ),
                     None => "no links".to_owned(),
                 };
                 items.push(item(

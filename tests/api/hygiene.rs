@@ -722,3 +722,105 @@ async fn a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_lin
         "{class:?}"
     );
 }
+
+/// A completed link scan that saw exactly `files`; returns its id.
+async fn scan(app: &TestApp, files: &[&str]) -> String {
+    let admin = app.admin_token("scanner");
+    let scan: Value = app
+        .post_json("/v1/link-scans", Some(&admin), &Value::Null)
+        .await
+        .json()
+        .await
+        .expect("scan");
+    let id = scan["id"].as_str().expect("id").to_owned();
+    let batch = app
+        .http
+        .put(format!("{}/v1/link-scans/{id}/batches/0", app.address))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({ "file_ids": files }))
+        .send()
+        .await
+        .expect("batch");
+    assert_eq!(batch.status(), 200);
+    let done = app
+        .post_json(
+            &format!("/v1/link-scans/{id}/complete"),
+            Some(&admin),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(done.status(), 200);
+    id
+}
+
+fn standard(class: Option<&str>) -> bool {
+    class.is_none() || class == Some("STANDARD")
+}
+
+#[tokio::test]
+async fn an_unlinked_file_the_latest_scan_saw_comes_back_and_is_never_archived() {
+    let app = spawn(DAY).await;
+    let (f, f_key) = file(&app, 2000).await;
+    let (g, _) = file(&app, 2000).await;
+    scan(&app, &[&g]).await;
+    let run = hygiene(&app, Some(in_days(2)));
+    assert_eq!(run["summary"]["unlinked"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "unlinked");
+
+    // The next scan sees F again: in use. It is not archived; it is available again.
+    scan(&app, &[&f, &g]).await;
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["returned"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+    assert!(standard(
+        head_class_and_tags(&app, &f_key).await.0.as_deref()
+    ));
+
+    // And while the latest scan sees it, no later stage touches it.
+    let run = hygiene(&app, Some(in_days(6)));
+    assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+    assert_eq!(run["summary"]["deleted"], 0, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+    assert_eq!(app.versions(&f_key).await, 1);
+}
+
+#[tokio::test]
+async fn an_archived_file_the_latest_scan_saw_is_never_deleted() {
+    let app = spawn(DAY).await;
+    let (f, f_key) = file(&app, 2000).await;
+    let (g, _) = file(&app, 2000).await;
+    scan(&app, &[&g]).await;
+    hygiene(&app, Some(in_days(2)));
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(run["summary"]["archived"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "archived");
+
+    scan(&app, &[&f, &g]).await;
+    let run = hygiene(&app, Some(in_days(6)));
+    assert_eq!(run["summary"]["deleted"], 0, "{run}");
+    assert_eq!(
+        status(&app, &f).await,
+        "archived",
+        "kept, still downloadable"
+    );
+    assert_eq!(app.versions(&f_key).await, 1);
+    assert_eq!(restore(&app, &f).await.status(), 200);
+    assert_eq!(
+        app.get_object(&f_key).await,
+        crate::helpers::media("image/png", 2000)
+    );
+}
+
+#[tokio::test]
+async fn a_scan_completed_while_detection_holds_its_read_keeps_the_file_available() {
+    let app = spawn(DAY).await;
+    let (f, _) = file(&app, 300).await;
+    scan(&app, &[]).await;
+    let paused = Paused::start(&app, in_days(2), "hygiene_unlink").await;
+    // Detection read its candidates as of the empty scan; a newer scan sees F.
+    scan(&app, &[&f]).await;
+    let run = paused.release();
+    assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+}
