@@ -386,6 +386,29 @@ macro_rules! impl_hygiene_catalog {
                 Ok(q.execute(&self.pool).await?.rows_affected() == 1)
             }
 
+            async fn renew_claim(
+                &self,
+                id: &$crate::domain::ids::FileId,
+                token: &str,
+                lease_secs: u64,
+            ) -> Result<bool, CatalogError> {
+                let until = $db_until.replace("{secs}", "$2");
+                let sql = format!(
+                    "UPDATE file_handles AS h SET claim_until = {until} \
+                     WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {}",
+                    super::hygiene_queries::scan_vouches("h")
+                );
+                let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
+                let n = sqlx::query(&sql)
+                    .bind(token)
+                    .bind(secs)
+                    .bind(id.as_str())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
+            }
+
             async fn settle_claim(
                 &self,
                 id: &$crate::domain::ids::FileId,

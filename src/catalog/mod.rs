@@ -282,6 +282,15 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         token: &str,
         lease_secs: u64,
     ) -> Result<bool, CatalogError>;
+    /// Extends the claim `token` holds by `lease_secs` (database clock), if it still holds it
+    /// and the handle still has no link and is not vouched for by the latest completed scan:
+    /// hygiene's last check right before it changes S3.
+    async fn renew_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        lease_secs: u64,
+    ) -> Result<bool, CatalogError>;
     /// Ends the claim `token` holds with `settle`; `Ok(false)`: the claim was taken over.
     async fn settle_claim(
         &self,

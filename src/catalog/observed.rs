@@ -240,6 +240,14 @@ impl HygieneCatalog for ObservedCatalog {
     ) -> Result<bool, CatalogError> {
         timed!(self, claim_handle(id, kind, guard, token, lease_secs))
     }
+    async fn renew_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        lease_secs: u64,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, renew_claim(id, token, lease_secs))
+    }
     async fn settle_claim(
         &self,
         id: &FileId,

@@ -39,10 +39,12 @@ pub struct HygieneSummary {
     pub deleted: u64,
     pub deleted_bytes: u64,
     /// Candidates that changed between the read and the claim (linked, restored, claimed,
-    /// vouched for by a scan completed since).
+    /// vouched for by a scan completed since), or whose claim was lost before S3 was changed.
     pub skipped: u64,
     /// Unlinked files the latest completed link scan saw, made available again.
     pub returned: u64,
+    /// Archivals whose claim was taken over after S3 was changed: the object was put back.
+    pub undone: u64,
     pub failed: u64,
     /// The profiles hygiene acted on: those that track links.
     pub profiles: Vec<String>,
@@ -277,7 +279,25 @@ async fn archive(
                 continue;
             }
             pause::point("hygiene_archive_claimed").await;
-            if !small && !already {
+            let moves = !small && !already;
+            // The lease may have run out meanwhile and a restore taken the file back: renew
+            // (only while the claim is ours) right before S3 is changed.
+            if moves
+                && !catalog
+                    .renew_claim(&h.id, &claim, settings.jobs.lease_secs)
+                    .await?
+            {
+                catalog.release_claim(&h.id, &claim).await?;
+                summary.skipped += 1;
+                items.push(item(
+                    "skipped",
+                    &h,
+                    "archive: the claim was lost (or a scan saw the file) before S3 was changed",
+                ));
+                continue;
+            }
+            pause::point("hygiene_archive_s3").await;
+            if moves {
                 if let Err(e) = store
                     .change_storage_class(&h.key, class, &[ARCHIVED_TAG])
                     .await
@@ -297,8 +317,19 @@ async fn archive(
                 now,
             };
             if !catalog.settle_claim(&h.id, &claim, &settle).await? {
-                summary.failed += 1;
-                items.push(item("failed", &h, "archive: the claim was taken over"));
+                // Taken over after S3 changed (a restore that found the class unchanged):
+                // never leave a live file archived in S3.
+                let (undone, why) = if moves {
+                    undo_archive(catalog, store, &h).await?
+                } else {
+                    (false, "archive: the claim was taken over".to_owned())
+                };
+                if undone {
+                    summary.undone += 1;
+                } else {
+                    summary.failed += 1;
+                }
+                items.push(item(if undone { "undone" } else { "failed" }, &h, why));
                 continue;
             }
             summary.archived += 1;
@@ -379,6 +410,20 @@ async fn delete(
                 continue;
             }
             pause::point("hygiene_delete_claimed").await;
+            if !catalog
+                .renew_claim(&h.id, &claim, settings.jobs.lease_secs)
+                .await?
+            {
+                // Nothing is deleted yet: giving the claim up is safe.
+                catalog.release_claim(&h.id, &claim).await?;
+                summary.skipped += 1;
+                items.push(item(
+                    "skipped",
+                    &h,
+                    "delete: the claim was lost (or a scan saw the file) before S3 was changed",
+                ));
+                continue;
+            }
             if let Err(e) = delete_every_version(store.as_ref(), &h.key).await {
                 // The claim stays: some versions may be gone, so only a later run may finish
                 // the deletion (a restore never takes a deletion over).
@@ -401,6 +446,45 @@ async fn delete(
                 summary.failed += 1;
                 items.push(item("failed", &h, "delete: the claim was taken over"));
             }
+        }
+    }
+}
+
+/// After an archival lost its claim once S3 was changed: if the handle is live (available or
+/// unlinked), the object goes back to the handle's recorded class, untagged. Whether it was put
+/// back, and what to report.
+async fn undo_archive(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    h: &FileHandle,
+) -> Result<(bool, String), HygieneError> {
+    let fresh = catalog.handle_by_id(&h.id).await?;
+    if !fresh
+        .as_ref()
+        .is_some_and(|f| matches!(f.status, HandleStatus::Available | HandleStatus::Unlinked))
+    {
+        return Ok((
+            false,
+            "archive: the claim was taken over (the file is no longer live)".to_owned(),
+        ));
+    }
+    let class = catalog
+        .storage_class_of(&h.id)
+        .await?
+        .unwrap_or_else(|| "STANDARD".to_owned());
+    match store.change_storage_class(&h.key, &class, &[]).await {
+        Ok(()) => Ok((
+            true,
+            format!("the claim was taken over after S3 changed; the object is back in {class}"),
+        )),
+        Err(e) => {
+            tracing::error!(file = %h.id, key = %h.key, error = %e, "could not undo an archival");
+            Ok((
+                false,
+                format!(
+                    "archive: the claim was taken over and the object could not be put back to {class}: {e}"
+                ),
+            ))
         }
     }
 }

@@ -326,6 +326,14 @@ impl HygieneCatalog for FaultyCatalog {
             .claim_handle(id, kind, guard, token, lease_secs)
             .await
     }
+    async fn renew_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        lease_secs: u64,
+    ) -> Result<bool, CatalogError> {
+        self.inner.renew_claim(id, token, lease_secs).await
+    }
     async fn settle_claim(
         &self,
         id: &FileId,

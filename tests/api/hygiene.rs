@@ -824,3 +824,87 @@ async fn a_scan_completed_while_detection_holds_its_read_keeps_the_file_availabl
     assert_eq!(run["summary"]["unlinked"], 0, "{run}");
     assert_eq!(status(&app, &f).await, "available");
 }
+
+#[tokio::test]
+async fn a_scan_that_sees_a_file_while_archival_holds_it_stops_the_archival() {
+    let app = spawn(DAY).await;
+    let (f, f_key) = file(&app, 2000).await;
+    scan(&app, &[]).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_claimed",
+    )
+    .await;
+    scan(&app, &[&f]).await;
+    let run = paused.release();
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["skipped"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "unlinked");
+    assert!(standard(
+        head_class_and_tags(&app, &f_key).await.0.as_deref()
+    ));
+    // The next run brings it back.
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(10)));
+    assert_eq!(run["summary"]["returned"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+}
+
+async fn spawn_short_lease() -> TestApp {
+    let mut env = hygiene_env(DAY);
+    env.push(("UPCOMMIT_JOB_LEASE_SECS", "2".into()));
+    spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// Holds archival at `point` past its claim's lease; a restore and a link take the file back.
+async fn restore_after_the_archive_lease(point: &str) -> (TestApp, String, String, Value) {
+    let app = spawn_short_lease().await;
+    let (f, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(&app, in_days(3) + chrono::Duration::seconds(5), point).await;
+    // Waiting out the 2 s lease (a state to reach, not a timing assertion).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(restore(&app, &f).await.status(), 200);
+    assert_eq!(
+        put_link(&app, &app.token("alice"), &f, "post/1")
+            .await
+            .status(),
+        204
+    );
+    let run = paused.release();
+    (app, f, key, run)
+}
+
+#[tokio::test]
+async fn an_archival_whose_claim_a_restore_took_over_never_changes_s3() {
+    let (app, f, key, run) = restore_after_the_archive_lease("hygiene_archive_claimed").await;
+    assert_eq!(status(&app, &f).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(standard(class.as_deref()), "{class:?}: {run}");
+    assert!(tags.is_empty(), "{tags:?}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 1);
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["skipped"], 1, "checked before S3: {run}");
+    assert_eq!(run["summary"]["undone"], 0, "{run}");
+}
+
+#[tokio::test]
+async fn an_archival_taken_over_after_it_changed_s3_puts_the_object_back() {
+    let (app, f, key, run) = restore_after_the_archive_lease("hygiene_archive_s3").await;
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["undone"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(standard(class.as_deref()), "{class:?}");
+    assert!(tags.is_empty(), "{tags:?}");
+    assert_eq!(app.versions(&key).await, 1);
+    assert_eq!(
+        app.get_object(&key).await,
+        crate::helpers::media("image/png", 2000)
+    );
+}
