@@ -61,7 +61,7 @@ pub(super) fn unused_conditions(profiles: &[String]) -> String {
 
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $month:expr, $db_now:expr, $db_until:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $month:expr, $db_now:expr, $db_until:expr, $lock_key:expr) => {
         impl $ty {
             fn scan_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -366,14 +366,36 @@ macro_rules! impl_hygiene_catalog {
                                 super::hygiene_queries::statuses_sql(g.key_not_in)
                             ));
                         }
+                        if g.key_retired {
+                            // Deleting the key deletes every copy's object: every other handle
+                            // of it must be deleted, or archived past the same period, held by
+                            // no claim but a deletion, and not vouched for by the latest scan.
+                            sql.push_str(&format!(
+                                " AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
+                                 AND o.id <> h.id AND o.status <> 'deleted' AND NOT (o.status = 'archived' \
+                                 AND o.status_changed_at < $5 AND o.link_count = 0 \
+                                 AND (o.claim IS NULL OR o.claim = 'delete') AND NOT {}))",
+                                super::hygiene_queries::scan_vouches("o")
+                            ));
+                        }
                     }
-                                        None => sql.push_str(&format!(
+                    None => sql.push_str(&format!(
                         " AND h.status IN ('unlinked', 'archived') \
-                         AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now}))",
+                         AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now})) \
+                         AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
+                         AND o.id <> h.id AND o.claim = 'delete')",
                         now = $db_now,
                     )),
                 }
                 let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
+                // Claims of handles sharing a key meet on those rows' locks (a restore of one
+                // copy and the deletion of another never both succeed), then the update judges
+                // what the others committed.
+                let mut tx = self.pool.begin_with($begin).await?;
+                sqlx::query($lock_key)
+                    .bind(id.as_str())
+                    .fetch_all(&mut *tx)
+                    .await?;
                 let q = sqlx::query(&sql)
                     .bind(kind.as_str())
                     .bind(token)
@@ -383,7 +405,9 @@ macro_rules! impl_hygiene_catalog {
                     Some(g) => q.bind(g.changed_before),
                     None => q,
                 };
-                Ok(q.execute(&self.pool).await?.rows_affected() == 1)
+                let n = q.execute(&mut *tx).await?.rows_affected();
+                tx.commit().await?;
+                Ok(n == 1)
             }
 
             async fn renew_claim(
@@ -416,6 +440,13 @@ macro_rules! impl_hygiene_catalog {
                 settle: &super::Settle<'_>,
             ) -> Result<bool, CatalogError> {
                 let mut tx = self.pool.begin_with($begin).await?;
+                if settle.to == $crate::domain::records::HandleStatus::Deleted {
+                    // The copies are updated too: take the key's rows in the claims' order.
+                    sqlx::query($lock_key)
+                        .bind(id.as_str())
+                        .fetch_all(&mut *tx)
+                        .await?;
+                }
                 if let Some((object_type, object_id)) = settle.link {
                     sqlx::query(
                         "INSERT INTO file_links (file_id, object_type, object_id, created_at) VALUES ($1, $2, $3, $4) \
@@ -445,13 +476,26 @@ macro_rules! impl_hygiene_catalog {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-                if n == 1 {
-                    tx.commit().await?;
-                    Ok(true)
-                } else {
+                if n != 1 {
                     tx.rollback().await?;
-                    Ok(false)
+                    return Ok(false);
                 }
+                if settle.to == $crate::domain::records::HandleStatus::Deleted {
+                    // The key's object is gone for every copy: the copies the claim vouched for
+                    // (archived past the period, see `key_retired`) are deleted with it.
+                    sqlx::query(
+                        "UPDATE file_handles SET status = 'deleted', status_changed_at = $1, \
+                         claim = NULL, claim_token = NULL, claim_until = NULL \
+                         WHERE key = (SELECT key FROM file_handles WHERE id = $2) AND id <> $2 \
+                         AND status = 'archived' AND (claim IS NULL OR claim = 'delete')",
+                    )
+                    .bind(settle.now)
+                    .bind(id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(true)
             }
 
             async fn release_claim(

@@ -177,13 +177,16 @@ impl ClaimKind {
 
 /// What must still hold, in the claiming statement itself, for hygiene to claim a handle: its
 /// status and age, no link, a profile hygiene may act on, not vouched for by the latest completed
-/// link scan, and no handle sharing its key in one of `key_not_in`.
+/// link scan, no handle sharing its key in one of `key_not_in`, and with `key_retired` every
+/// other handle of its key deleted or archived since before `changed_before` (unclaimed but for
+/// a deletion, not vouched for by the scan).
 #[derive(Debug, Clone)]
 pub struct HygieneGuard<'a> {
     pub from: HandleStatus,
     pub changed_before: DateTime<Utc>,
     pub profiles: &'a [String],
     pub key_not_in: &'a [HandleStatus],
+    pub key_retired: bool,
 }
 
 /// How a claim ends: the handle's new status, and for a restore from a link, that link.
@@ -291,7 +294,8 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         token: &str,
         lease_secs: u64,
     ) -> Result<bool, CatalogError>;
-    /// Ends the claim `token` holds with `settle`; `Ok(false)`: the claim was taken over.
+    /// Ends the claim `token` holds with `settle`; `Ok(false)`: the claim was taken over. A
+    /// deletion also marks `deleted` the archived copies sharing the key (their object is gone).
     async fn settle_claim(
         &self,
         id: &FileId,

@@ -2,11 +2,11 @@
 //! `unlinked` after a grace period (still downloadable), are `archived` after a further period
 //! (their object rewritten in an archive class and tagged `upcommit-status=archived`, unless it
 //! is too small to be worth it), and only after the retention period are their objects deleted
-//! (`deleted`; the row stays). A key is archived or deleted only when no available (or, for
-//! deletion, unlinked) handle shares it; candidates are walked in id order so handles that are
-//! blocked are passed over, never fetched again and again. Every stage spares a file the latest
-//! completed link scan saw, judged in the statement that makes the transition. Restore brings a
-//! handle back.
+//! (`deleted`; the row stays). A key is archived only when no available handle shares it, and
+//! deleted only when every other handle of it is deleted or archived past the same period (those
+//! copies are deleted with it); candidates are walked in id order so handles that are blocked are
+//! passed over, never fetched again and again. Every stage spares a file the latest completed
+//! link scan saw, judged in the statement that makes the transition. Restore brings a handle back.
 
 use std::sync::Arc;
 
@@ -221,6 +221,7 @@ async fn archive(
         changed_before: cutoff,
         profiles: &profiles,
         key_not_in: &[HandleStatus::Available],
+        key_retired: false,
     };
     let mut after = String::new();
     loop {
@@ -364,7 +365,8 @@ async fn delete(
         from: HandleStatus::Archived,
         changed_before: cutoff,
         profiles: &profiles,
-        key_not_in: &live,
+        key_not_in: &[],
+        key_retired: true,
     };
     let mut after = String::new();
     loop {

@@ -723,6 +723,15 @@ async fn a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_lin
     );
 }
 
+/// Runs one statement on the test's database (ids are formatted in: they are hex).
+async fn exec(app: &TestApp, sql: &str) {
+    match &app.db {
+        TestDb::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        TestDb::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+    }
+    .expect(sql);
+}
+
 /// A completed link scan that saw exactly `files`; returns its id.
 async fn scan(app: &TestApp, files: &[&str]) -> String {
     let admin = app.admin_token("scanner");
@@ -907,4 +916,57 @@ async fn an_archival_taken_over_after_it_changed_s3_puts_the_object_back() {
         app.get_object(&key).await,
         crate::helpers::media("image/png", 2000)
     );
+}
+
+#[tokio::test]
+async fn restoring_a_copy_while_another_handle_of_its_key_is_deleted_answers_file_busy() {
+    let app = spawn(DAY).await;
+    let (a, key) = file(&app, 300).await;
+    let (b, b_key) = file(&app, 300).await;
+    // B becomes a copy of A: one key, two handles.
+    exec(
+        &app,
+        &format!("UPDATE file_handles SET key = '{key}' WHERE id = '{b}'"),
+    )
+    .await;
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&b_key)
+        .send()
+        .await
+        .expect("drop B's own object");
+    hygiene(&app, Some(in_days(2)));
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(run["summary"]["archived"], 2, "{run}");
+    // Deletion claims the first in id order; the test restores the other.
+    let other = if a < b { b.clone() } else { a.clone() };
+    // The copy's profile no longer tracks links, so no stage of its own will ever delete it:
+    // the deletion of the key must settle it too.
+    exec(
+        &app,
+        &format!("UPDATE file_handles SET profile = 'recording' WHERE id = '{other}'"),
+    )
+    .await;
+    let paused = Paused::start(&app, in_days(6), "hygiene_delete_claimed").await;
+    assert_eq!(
+        error_code(restore(&app, &other).await).await,
+        (503, "file_busy".to_owned())
+    );
+    assert_eq!(
+        error_code(put_link(&app, &app.token("alice"), &other, "post/1").await).await,
+        (503, "file_busy".to_owned())
+    );
+    let run = paused.release();
+    assert_eq!(run["run"]["state"], "finished", "{run}");
+    assert_eq!(app.versions(&key).await, 0);
+    assert_eq!(status(&app, &a).await, "deleted");
+    assert_eq!(
+        status(&app, &b).await,
+        "deleted",
+        "the copy went with the key"
+    );
+    let (code, body) = reconcile(&app);
+    assert_eq!(body["summary"]["missing"], 0, "{body}");
+    assert_eq!(code, 0, "{body}");
 }
