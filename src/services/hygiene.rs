@@ -309,6 +309,7 @@ async fn archive(
                     continue;
                 }
             }
+            pause::point("hygiene_archive_changed").await;
             let new_class = (!small).then_some(class);
             let settle = Settle {
                 to: HandleStatus::Archived,
@@ -586,7 +587,16 @@ async fn restore_claimed(
     now: DateTime<Utc>,
 ) -> Result<bool, RestoreError> {
     let class = catalog.storage_class_of(&handle.id).await?;
-    let moved = class.as_deref().is_some_and(|c| c != "STANDARD");
+    let mut moved = class.as_deref().is_some_and(|c| c != "STANDARD");
+    if !moved && handle.status == HandleStatus::Unlinked {
+        // This restore may have taken over an archival whose process died after it changed
+        // the object (before it could settle): the object's own class says so.
+        moved = store
+            .head(&handle.key)
+            .await?
+            .and_then(|h| h.storage_class)
+            .is_some_and(|c| c != "STANDARD");
+    }
     if moved {
         if let Err(e) = store
             .change_storage_class(&handle.key, "STANDARD", &[])

@@ -565,6 +565,13 @@ impl Paused {
         panic!("hygiene never reached {point}");
     }
 
+    /// Ends the run where it holds, as a crash would.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.gate.with_extension("reached"));
+    }
+
     /// Lets the run go on and returns its JSON output.
     fn release(self) -> Value {
         std::fs::write(&self.gate, b"go").expect("open the gate");
@@ -912,6 +919,36 @@ async fn an_archival_taken_over_after_it_changed_s3_puts_the_object_back() {
     assert!(standard(class.as_deref()), "{class:?}");
     assert!(tags.is_empty(), "{tags:?}");
     assert_eq!(app.versions(&key).await, 1);
+    assert_eq!(
+        app.get_object(&key).await,
+        crate::helpers::media("image/png", 2000)
+    );
+}
+
+#[tokio::test]
+async fn a_restore_taking_over_from_an_archival_that_died_after_changing_s3_puts_the_object_back() {
+    let app = spawn_short_lease().await;
+    let (f, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_changed",
+    )
+    .await;
+    // The object is archived in S3; the process dies before it settles.
+    assert_eq!(
+        head_class_and_tags(&app, &key).await.0.as_deref(),
+        Some("GLACIER_IR")
+    );
+    paused.kill();
+    // Waiting out the 2 s lease (a state to reach, not a timing assertion).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(restore(&app, &f).await.status(), 200);
+    assert_eq!(status(&app, &f).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(standard(class.as_deref()), "{class:?}");
+    assert!(tags.is_empty(), "{tags:?}");
     assert_eq!(
         app.get_object(&key).await,
         crate::helpers::media("image/png", 2000)
