@@ -35,27 +35,33 @@ pub(super) fn statuses_sql(statuses: &[crate::domain::records::HandleStatus]) ->
         .join(", ")
 }
 
-/// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff,
-/// and with a scan `$4`/`$5` its start and id. Shared by the candidate read and the update.
-pub(super) fn unused_conditions(scan: bool, profiles: &[String]) -> String {
-    let mut c = format!(
+/// The latest completed link scan vouches for handle `alias`: it saw it, or it began before the
+/// handle was created (so it could not judge it). The latest scan is looked up in the statement
+/// that uses this, never read beforehand: a scan completed since the job's read counts.
+pub(super) fn scan_vouches(alias: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM link_scans ls WHERE ls.id = (SELECT l2.id FROM link_scans l2 \
+         WHERE l2.state = 'completed' ORDER BY l2.completed_at DESC, l2.id DESC LIMIT 1) \
+         AND ({alias}.created_at >= ls.started_at OR EXISTS (SELECT 1 FROM link_scan_seen s \
+         WHERE s.scan_id = ls.id AND s.file_id = {alias}.id)))"
+    )
+}
+
+/// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff.
+/// Shared by the candidate read and the update.
+pub(super) fn unused_conditions(profiles: &[String]) -> String {
+    format!(
         "h.status = 'available' AND h.claim IS NULL AND h.link_count = 0 \
          AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
-         AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {}",
-        profiles_in("h.profile", profiles)
-    );
-    if scan {
-        c.push_str(
-            " AND h.created_at < $4 AND NOT EXISTS (SELECT 1 FROM link_scan_seen s \
-             WHERE s.scan_id = $5 AND s.file_id = h.id)",
-        );
-    }
-    c
+         AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} AND NOT {}",
+        profiles_in("h.profile", profiles),
+        scan_vouches("h")
+    )
 }
 
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $month:expr, $db_now:expr, $db_until:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $month:expr, $db_now:expr, $db_until:expr, $lock_key:expr) => {
         impl $ty {
             fn scan_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -241,7 +247,7 @@ macro_rules! impl_hygiene_catalog {
             async fn latest_completed_scan(&self) -> Result<Option<super::LinkScan>, CatalogError> {
                 let row = sqlx::query(
                     "SELECT id, state, started_at, completed_at FROM link_scans WHERE state = 'completed' \
-                     ORDER BY completed_at DESC LIMIT 1",
+                     ORDER BY completed_at DESC, id DESC LIMIT 1",
                 )
                 .fetch_optional(&self.pool)
                 .await?;
@@ -251,25 +257,23 @@ macro_rules! impl_hygiene_catalog {
             async fn unlinked_candidates(
                 &self,
                 cutoff: chrono::DateTime<chrono::Utc>,
-                scan: Option<&super::LinkScan>,
                 profiles: &[String],
                 after: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
                 // Available, older than the grace period, not restored within it, no links, a
-                // profile that tracks links; and, when scans are used, created before the latest
-                // completed scan began and not seen by it.
+                // profile that tracks links, and not vouched for by the latest completed scan.
                 let sql = format!(
                     "SELECT {} FROM file_handles h WHERE h.id > $1 AND {} ORDER BY h.id LIMIT $3",
                     super::queries::HANDLE_COLUMNS,
-                    super::hygiene_queries::unused_conditions(scan.is_some(), profiles)
+                    super::hygiene_queries::unused_conditions(profiles)
                 );
-                let q = sqlx::query(&sql).bind(after).bind(cutoff).bind(limit);
-                let q = match scan {
-                    Some(s) => q.bind(s.started_at).bind(s.id.clone()),
-                    None => q,
-                };
-                let rows = q.fetch_all(&self.pool).await?;
+                let rows = sqlx::query(&sql)
+                    .bind(after)
+                    .bind(cutoff)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
                 rows.iter().map(Self::handle_row).collect()
             }
 
@@ -277,21 +281,30 @@ macro_rules! impl_hygiene_catalog {
                 &self,
                 id: &$crate::domain::ids::FileId,
                 cutoff: chrono::DateTime<chrono::Utc>,
-                scan: Option<&super::LinkScan>,
                 profiles: &[String],
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<bool, CatalogError> {
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = 'unlinked', status_changed_at = $3 \
                      WHERE h.id = $1 AND {}",
-                    super::hygiene_queries::unused_conditions(scan.is_some(), profiles)
+                    super::hygiene_queries::unused_conditions(profiles)
                 );
                 let q = sqlx::query(&sql).bind(id.as_str()).bind(cutoff).bind(now);
-                let q = match scan {
-                    Some(s) => q.bind(s.started_at).bind(s.id.clone()),
-                    None => q,
-                };
                 Ok(q.execute(&self.pool).await?.rows_affected() == 1)
+            }
+
+            async fn return_vouched(
+                &self,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, CatalogError> {
+                // Unlinked (never claimed, so never changed in S3): back to available, as if
+                // restored, when the latest completed scan vouches for it.
+                let sql = format!(
+                    "UPDATE file_handles AS h SET status = 'available', status_changed_at = $1, restored_at = $1 \
+                     WHERE h.status = 'unlinked' AND h.claim IS NULL AND {}",
+                    super::hygiene_queries::scan_vouches("h")
+                );
+                Ok(sqlx::query(&sql).bind(now).execute(&self.pool).await?.rows_affected())
             }
 
             async fn handles_in_status(
@@ -340,9 +353,10 @@ macro_rules! impl_hygiene_catalog {
                         sql.push_str(&format!(
                             " AND h.status = '{}' AND h.status_changed_at < $5 AND h.link_count = 0 \
                              AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} \
-                             AND (h.claim IS NULL OR h.claim_until < {now})",
+                             AND NOT {} AND (h.claim IS NULL OR h.claim_until < {now})",
                             g.from.as_str(),
                             super::hygiene_queries::profiles_in("h.profile", g.profiles),
+                            super::hygiene_queries::scan_vouches("h"),
                             now = $db_now,
                         ));
                         if !g.key_not_in.is_empty() {
@@ -352,14 +366,36 @@ macro_rules! impl_hygiene_catalog {
                                 super::hygiene_queries::statuses_sql(g.key_not_in)
                             ));
                         }
+                        if g.key_retired {
+                            // Deleting the key deletes every copy's object: every other handle
+                            // of it must be deleted, or archived past the same period, held by
+                            // no claim but a deletion, and not vouched for by the latest scan.
+                            sql.push_str(&format!(
+                                " AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
+                                 AND o.id <> h.id AND o.status <> 'deleted' AND NOT (o.status = 'archived' \
+                                 AND o.status_changed_at < $5 AND o.link_count = 0 \
+                                 AND (o.claim IS NULL OR o.claim = 'delete') AND NOT {}))",
+                                super::hygiene_queries::scan_vouches("o")
+                            ));
+                        }
                     }
                     None => sql.push_str(&format!(
                         " AND h.status IN ('unlinked', 'archived') \
-                         AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now}))",
+                         AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now})) \
+                         AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
+                         AND o.id <> h.id AND o.claim = 'delete')",
                         now = $db_now,
                     )),
                 }
                 let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
+                // Claims of handles sharing a key meet on those rows' locks (a restore of one
+                // copy and the deletion of another never both succeed), then the update judges
+                // what the others committed.
+                let mut tx = self.pool.begin_with($begin).await?;
+                sqlx::query($lock_key)
+                    .bind(id.as_str())
+                    .fetch_all(&mut *tx)
+                    .await?;
                 let q = sqlx::query(&sql)
                     .bind(kind.as_str())
                     .bind(token)
@@ -369,7 +405,32 @@ macro_rules! impl_hygiene_catalog {
                     Some(g) => q.bind(g.changed_before),
                     None => q,
                 };
-                Ok(q.execute(&self.pool).await?.rows_affected() == 1)
+                let n = q.execute(&mut *tx).await?.rows_affected();
+                tx.commit().await?;
+                Ok(n == 1)
+            }
+
+            async fn renew_claim(
+                &self,
+                id: &$crate::domain::ids::FileId,
+                token: &str,
+                lease_secs: u64,
+            ) -> Result<bool, CatalogError> {
+                let until = $db_until.replace("{secs}", "$2");
+                let sql = format!(
+                    "UPDATE file_handles AS h SET claim_until = {until} \
+                     WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {}",
+                    super::hygiene_queries::scan_vouches("h")
+                );
+                let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
+                let n = sqlx::query(&sql)
+                    .bind(token)
+                    .bind(secs)
+                    .bind(id.as_str())
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
             }
 
             async fn settle_claim(
@@ -379,6 +440,13 @@ macro_rules! impl_hygiene_catalog {
                 settle: &super::Settle<'_>,
             ) -> Result<bool, CatalogError> {
                 let mut tx = self.pool.begin_with($begin).await?;
+                if settle.to == $crate::domain::records::HandleStatus::Deleted {
+                    // The copies are updated too: take the key's rows in the claims' order.
+                    sqlx::query($lock_key)
+                        .bind(id.as_str())
+                        .fetch_all(&mut *tx)
+                        .await?;
+                }
                 if let Some((object_type, object_id)) = settle.link {
                     sqlx::query(
                         "INSERT INTO file_links (file_id, object_type, object_id, created_at) VALUES ($1, $2, $3, $4) \
@@ -408,13 +476,26 @@ macro_rules! impl_hygiene_catalog {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-                if n == 1 {
-                    tx.commit().await?;
-                    Ok(true)
-                } else {
+                if n != 1 {
                     tx.rollback().await?;
-                    Ok(false)
+                    return Ok(false);
                 }
+                if settle.to == $crate::domain::records::HandleStatus::Deleted {
+                    // The key's object is gone for every copy: the copies the claim vouched for
+                    // (archived past the period, see `key_retired`) are deleted with it.
+                    sqlx::query(
+                        "UPDATE file_handles SET status = 'deleted', status_changed_at = $1, \
+                         claim = NULL, claim_token = NULL, claim_until = NULL \
+                         WHERE key = (SELECT key FROM file_handles WHERE id = $2) AND id <> $2 \
+                         AND status = 'archived' AND (claim IS NULL OR claim = 'delete')",
+                    )
+                    .bind(settle.now)
+                    .bind(id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(true)
             }
 
             async fn release_claim(

@@ -176,14 +176,17 @@ impl ClaimKind {
 }
 
 /// What must still hold, in the claiming statement itself, for hygiene to claim a handle: its
-/// status and age, no link, a profile hygiene may act on, and no handle sharing its key in one
-/// of `key_not_in`.
+/// status and age, no link, a profile hygiene may act on, not vouched for by the latest completed
+/// link scan, no handle sharing its key in one of `key_not_in`, and with `key_retired` every
+/// other handle of its key deleted or archived since before `changed_before` (unclaimed but for
+/// a deletion, not vouched for by the scan).
 #[derive(Debug, Clone)]
 pub struct HygieneGuard<'a> {
     pub from: HandleStatus,
     pub changed_before: DateTime<Utc>,
     pub profiles: &'a [String],
     pub key_not_in: &'a [HandleStatus],
+    pub key_retired: bool,
 }
 
 /// How a claim ends: the handle's new status, and for a restore from a link, that link.
@@ -233,26 +236,27 @@ pub trait HygieneCatalog: Send + Sync + 'static {
     async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError>;
     async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError>;
 
-    /// Available handles of `profiles` nothing uses, older than `cutoff`, after id `after`, in
-    /// id order.
+    /// Available handles of `profiles` nothing uses (no link, not vouched for by the latest
+    /// completed link scan), older than `cutoff`, after id `after`, in id order.
     async fn unlinked_candidates(
         &self,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError>;
     /// `available → unlinked`, only if everything [`Self::unlinked_candidates`] checks still
-    /// holds when the row is updated (a link added since the read wins).
+    /// holds when the row is updated (a link added or a scan completed since the read wins).
     async fn unlink_if_unused(
         &self,
         id: &FileId,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError>;
+    /// `unlinked → available` (as if restored at `now`) for every unclaimed unlinked handle the
+    /// latest completed link scan vouches for; how many.
+    async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError>;
     /// Handles of `profiles` in `status` since before `changed_before`, after id `after`, in
     /// id order.
     async fn handles_in_status(
@@ -281,7 +285,17 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         token: &str,
         lease_secs: u64,
     ) -> Result<bool, CatalogError>;
-    /// Ends the claim `token` holds with `settle`; `Ok(false)`: the claim was taken over.
+    /// Extends the claim `token` holds by `lease_secs` (database clock), if it still holds it
+    /// and the handle still has no link and is not vouched for by the latest completed scan:
+    /// hygiene's last check right before it changes S3.
+    async fn renew_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        lease_secs: u64,
+    ) -> Result<bool, CatalogError>;
+    /// Ends the claim `token` holds with `settle`; `Ok(false)`: the claim was taken over. A
+    /// deletion also marks `deleted` the archived copies sharing the key (their object is gone).
     async fn settle_claim(
         &self,
         id: &FileId,

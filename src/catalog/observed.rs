@@ -192,25 +192,23 @@ impl HygieneCatalog for ObservedCatalog {
     async fn unlinked_candidates(
         &self,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
-        timed!(
-            self,
-            unlinked_candidates(cutoff, scan, profiles, after, limit)
-        )
+        timed!(self, unlinked_candidates(cutoff, profiles, after, limit))
     }
     async fn unlink_if_unused(
         &self,
         id: &FileId,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError> {
-        timed!(self, unlink_if_unused(id, cutoff, scan, profiles, now))
+        timed!(self, unlink_if_unused(id, cutoff, profiles, now))
+    }
+    async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError> {
+        timed!(self, return_vouched(now))
     }
     async fn handles_in_status(
         &self,
@@ -241,6 +239,14 @@ impl HygieneCatalog for ObservedCatalog {
         lease_secs: u64,
     ) -> Result<bool, CatalogError> {
         timed!(self, claim_handle(id, kind, guard, token, lease_secs))
+    }
+    async fn renew_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        lease_secs: u64,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, renew_claim(id, token, lease_secs))
     }
     async fn settle_claim(
         &self,

@@ -69,5 +69,7 @@ impl_hygiene_catalog!(
     "BEGIN",
     "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')",
     "clock_timestamp()",
-    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))"
+    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))",
+    "SELECT id FROM file_handles WHERE key = (SELECT key FROM file_handles WHERE id = $1) \
+     ORDER BY id FOR UPDATE"
 );

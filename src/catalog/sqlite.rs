@@ -89,5 +89,7 @@ impl_hygiene_catalog!(
     "BEGIN IMMEDIATE",
     "substr(status_changed_at, 1, 7)",
     "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')"
+    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')",
+    // BEGIN IMMEDIATE already holds the database's one write lock.
+    "SELECT id FROM file_handles WHERE id = $1"
 );

@@ -2,9 +2,11 @@
 //! `unlinked` after a grace period (still downloadable), are `archived` after a further period
 //! (their object rewritten in an archive class and tagged `upcommit-status=archived`, unless it
 //! is too small to be worth it), and only after the retention period are their objects deleted
-//! (`deleted`; the row stays). A key is archived or deleted only when no available (or, for
-//! deletion, unlinked) handle shares it; candidates are walked in id order so handles that are
-//! blocked are passed over, never fetched again and again. Restore brings a handle back.
+//! (`deleted`; the row stays). A key is archived only when no available handle shares it, and
+//! deleted only when every other handle of it is deleted or archived past the same period (those
+//! copies are deleted with it); candidates are walked in id order so handles that are blocked are
+//! passed over, never fetched again and again. Every stage spares a file the latest completed
+//! link scan saw, judged in the statement that makes the transition. Restore brings a handle back.
 
 use std::sync::Arc;
 
@@ -36,8 +38,13 @@ pub struct HygieneSummary {
     pub blocked: u64,
     pub deleted: u64,
     pub deleted_bytes: u64,
-    /// Candidates that changed between the read and the claim (linked, restored, claimed).
+    /// Candidates that changed between the read and the claim (linked, restored, claimed,
+    /// vouched for by a scan completed since), or whose claim was lost before S3 was changed.
     pub skipped: u64,
+    /// Unlinked files the latest completed link scan saw, made available again.
+    pub returned: u64,
+    /// Archivals whose claim was taken over after S3 was changed: the object was put back.
+    pub undone: u64,
     pub failed: u64,
     /// The profiles hygiene acted on: those that track links.
     pub profiles: Vec<String>,
@@ -151,11 +158,16 @@ async fn detect(
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.unlinked_grace_secs);
     let profiles = settings.hygiene_profiles();
+    // A scan is evidence of use: unlinked files the latest one saw come back first.
+    if !dry_run {
+        summary.returned = catalog.return_vouched(now).await?;
+    }
+    // For the report only: each update judges the latest completed scan itself.
     let scan = catalog.latest_completed_scan().await?;
     let mut after = String::new();
     loop {
         let page = catalog
-            .unlinked_candidates(cutoff, scan.as_ref(), &profiles, &after, PAGE)
+            .unlinked_candidates(cutoff, &profiles, &after, PAGE)
             .await?;
         let Some(last) = page.last() else {
             return Ok(());
@@ -163,15 +175,19 @@ async fn detect(
         after = last.id.as_str().to_owned();
         pause::point("hygiene_unlink").await;
         for h in page {
-            // The update re-checks everything the read did: a link added since wins.
+            // The update re-checks everything the read did: a link added or a scan completed
+            // since wins.
             let done = dry_run
                 || catalog
-                    .unlink_if_unused(&h.id, cutoff, scan.as_ref(), &profiles, now)
+                    .unlink_if_unused(&h.id, cutoff, &profiles, now)
                     .await?;
             if done {
                 summary.unlinked += 1;
                 let why = match &scan {
-                    Some(s) => format!("not seen by link scan {} and no links", s.id),
+                    Some(s) => format!(
+                        "no links and not seen by the latest completed link scan ({} when the run began)",
+                        s.id
+                    ),
                     None => "no links".to_owned(),
                 };
                 items.push(item(
@@ -205,6 +221,7 @@ async fn archive(
         changed_before: cutoff,
         profiles: &profiles,
         key_not_in: &[HandleStatus::Available],
+        key_retired: false,
     };
     let mut after = String::new();
     loop {
@@ -263,7 +280,25 @@ async fn archive(
                 continue;
             }
             pause::point("hygiene_archive_claimed").await;
-            if !small && !already {
+            let moves = !small && !already;
+            // The lease may have run out meanwhile and a restore taken the file back: renew
+            // (only while the claim is ours) right before S3 is changed.
+            if moves
+                && !catalog
+                    .renew_claim(&h.id, &claim, settings.jobs.lease_secs)
+                    .await?
+            {
+                catalog.release_claim(&h.id, &claim).await?;
+                summary.skipped += 1;
+                items.push(item(
+                    "skipped",
+                    &h,
+                    "archive: the claim was lost (or a scan saw the file) before S3 was changed",
+                ));
+                continue;
+            }
+            pause::point("hygiene_archive_s3").await;
+            if moves {
                 if let Err(e) = store
                     .change_storage_class(&h.key, class, &[ARCHIVED_TAG])
                     .await
@@ -274,6 +309,7 @@ async fn archive(
                     continue;
                 }
             }
+            pause::point("hygiene_archive_changed").await;
             let new_class = (!small).then_some(class);
             let settle = Settle {
                 to: HandleStatus::Archived,
@@ -283,8 +319,19 @@ async fn archive(
                 now,
             };
             if !catalog.settle_claim(&h.id, &claim, &settle).await? {
-                summary.failed += 1;
-                items.push(item("failed", &h, "archive: the claim was taken over"));
+                // Taken over after S3 changed (a restore that found the class unchanged):
+                // never leave a live file archived in S3.
+                let (undone, why) = if moves {
+                    undo_archive(catalog, store, &h).await?
+                } else {
+                    (false, "archive: the claim was taken over".to_owned())
+                };
+                if undone {
+                    summary.undone += 1;
+                } else {
+                    summary.failed += 1;
+                }
+                items.push(item(if undone { "undone" } else { "failed" }, &h, why));
                 continue;
             }
             summary.archived += 1;
@@ -319,7 +366,8 @@ async fn delete(
         from: HandleStatus::Archived,
         changed_before: cutoff,
         profiles: &profiles,
-        key_not_in: &live,
+        key_not_in: &[],
+        key_retired: true,
     };
     let mut after = String::new();
     loop {
@@ -365,6 +413,20 @@ async fn delete(
                 continue;
             }
             pause::point("hygiene_delete_claimed").await;
+            if !catalog
+                .renew_claim(&h.id, &claim, settings.jobs.lease_secs)
+                .await?
+            {
+                // Nothing is deleted yet: giving the claim up is safe.
+                catalog.release_claim(&h.id, &claim).await?;
+                summary.skipped += 1;
+                items.push(item(
+                    "skipped",
+                    &h,
+                    "delete: the claim was lost (or a scan saw the file) before S3 was changed",
+                ));
+                continue;
+            }
             if let Err(e) = delete_every_version(store.as_ref(), &h.key).await {
                 // The claim stays: some versions may be gone, so only a later run may finish
                 // the deletion (a restore never takes a deletion over).
@@ -387,6 +449,45 @@ async fn delete(
                 summary.failed += 1;
                 items.push(item("failed", &h, "delete: the claim was taken over"));
             }
+        }
+    }
+}
+
+/// After an archival lost its claim once S3 was changed: if the handle is live (available or
+/// unlinked), the object goes back to the handle's recorded class, untagged. Whether it was put
+/// back, and what to report.
+async fn undo_archive(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    h: &FileHandle,
+) -> Result<(bool, String), HygieneError> {
+    let fresh = catalog.handle_by_id(&h.id).await?;
+    if !fresh
+        .as_ref()
+        .is_some_and(|f| matches!(f.status, HandleStatus::Available | HandleStatus::Unlinked))
+    {
+        return Ok((
+            false,
+            "archive: the claim was taken over (the file is no longer live)".to_owned(),
+        ));
+    }
+    let class = catalog
+        .storage_class_of(&h.id)
+        .await?
+        .unwrap_or_else(|| "STANDARD".to_owned());
+    match store.change_storage_class(&h.key, &class, &[]).await {
+        Ok(()) => Ok((
+            true,
+            format!("the claim was taken over after S3 changed; the object is back in {class}"),
+        )),
+        Err(e) => {
+            tracing::error!(file = %h.id, key = %h.key, error = %e, "could not undo an archival");
+            Ok((
+                false,
+                format!(
+                    "archive: the claim was taken over and the object could not be put back to {class}: {e}"
+                ),
+            ))
         }
     }
 }
@@ -486,7 +587,16 @@ async fn restore_claimed(
     now: DateTime<Utc>,
 ) -> Result<bool, RestoreError> {
     let class = catalog.storage_class_of(&handle.id).await?;
-    let moved = class.as_deref().is_some_and(|c| c != "STANDARD");
+    let mut moved = class.as_deref().is_some_and(|c| c != "STANDARD");
+    if !moved && handle.status == HandleStatus::Unlinked {
+        // This restore may have taken over an archival whose process died after it changed
+        // the object (before it could settle): the object's own class says so.
+        moved = store
+            .head(&handle.key)
+            .await?
+            .and_then(|h| h.storage_class)
+            .is_some_and(|c| c != "STANDARD");
+    }
     if moved {
         if let Err(e) = store
             .change_storage_class(&handle.key, "STANDARD", &[])

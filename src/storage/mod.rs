@@ -39,6 +39,8 @@ pub struct ObjectHead {
     pub etag: String,
     pub version_id: Option<String>,
     pub metadata: HashMap<String, String>,
+    /// As S3 reports it: `None` for STANDARD.
+    pub storage_class: Option<String>,
 }
 
 /// A presigned single-request upload.

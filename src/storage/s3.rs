@@ -228,6 +228,7 @@ impl ObjectStore for S3Store {
                 etag: out.e_tag().unwrap_or_default().to_owned(),
                 version_id: out.version_id().map(str::to_owned),
                 metadata: out.metadata().cloned().unwrap_or_default(),
+                storage_class: out.storage_class().map(|c| c.as_str().to_owned()),
             })),
             Err(e) => match classify(e) {
                 StoreError::NotFound => Ok(None),

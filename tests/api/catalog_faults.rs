@@ -275,26 +275,25 @@ impl HygieneCatalog for FaultyCatalog {
     async fn unlinked_candidates(
         &self,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         after: &str,
         limit: i64,
     ) -> Result<Vec<FileHandle>, CatalogError> {
         self.inner
-            .unlinked_candidates(cutoff, scan, profiles, after, limit)
+            .unlinked_candidates(cutoff, profiles, after, limit)
             .await
     }
     async fn unlink_if_unused(
         &self,
         id: &FileId,
         cutoff: DateTime<Utc>,
-        scan: Option<&LinkScan>,
         profiles: &[String],
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError> {
-        self.inner
-            .unlink_if_unused(id, cutoff, scan, profiles, now)
-            .await
+        self.inner.unlink_if_unused(id, cutoff, profiles, now).await
+    }
+    async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError> {
+        self.inner.return_vouched(now).await
     }
     async fn handles_in_status(
         &self,
@@ -326,6 +325,14 @@ impl HygieneCatalog for FaultyCatalog {
         self.inner
             .claim_handle(id, kind, guard, token, lease_secs)
             .await
+    }
+    async fn renew_claim(
+        &self,
+        id: &FileId,
+        token: &str,
+        lease_secs: u64,
+    ) -> Result<bool, CatalogError> {
+        self.inner.renew_claim(id, token, lease_secs).await
     }
     async fn settle_claim(
         &self,

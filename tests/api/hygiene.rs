@@ -565,6 +565,13 @@ impl Paused {
         panic!("hygiene never reached {point}");
     }
 
+    /// Ends the run where it holds, as a crash would.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.gate.with_extension("reached"));
+    }
+
     /// Lets the run go on and returns its JSON output.
     fn release(self) -> Value {
         std::fs::write(&self.gate, b"go").expect("open the gate");
@@ -721,4 +728,282 @@ async fn a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_lin
         class.is_none() || class.as_deref() == Some("STANDARD"),
         "{class:?}"
     );
+}
+
+/// Runs one statement on the test's database (ids are formatted in: they are hex).
+async fn exec(app: &TestApp, sql: &str) {
+    match &app.db {
+        TestDb::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        TestDb::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+    }
+    .expect(sql);
+}
+
+/// A completed link scan that saw exactly `files`; returns its id.
+async fn scan(app: &TestApp, files: &[&str]) -> String {
+    let admin = app.admin_token("scanner");
+    let scan: Value = app
+        .post_json("/v1/link-scans", Some(&admin), &Value::Null)
+        .await
+        .json()
+        .await
+        .expect("scan");
+    let id = scan["id"].as_str().expect("id").to_owned();
+    let batch = app
+        .http
+        .put(format!("{}/v1/link-scans/{id}/batches/0", app.address))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({ "file_ids": files }))
+        .send()
+        .await
+        .expect("batch");
+    assert_eq!(batch.status(), 200);
+    let done = app
+        .post_json(
+            &format!("/v1/link-scans/{id}/complete"),
+            Some(&admin),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(done.status(), 200);
+    id
+}
+
+fn standard(class: Option<&str>) -> bool {
+    class.is_none() || class == Some("STANDARD")
+}
+
+#[tokio::test]
+async fn an_unlinked_file_the_latest_scan_saw_comes_back_and_is_never_archived() {
+    let app = spawn(DAY).await;
+    let (f, f_key) = file(&app, 2000).await;
+    let (g, _) = file(&app, 2000).await;
+    scan(&app, &[&g]).await;
+    let run = hygiene(&app, Some(in_days(2)));
+    assert_eq!(run["summary"]["unlinked"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "unlinked");
+
+    // The next scan sees F again: in use. It is not archived; it is available again.
+    scan(&app, &[&f, &g]).await;
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["returned"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+    assert!(standard(
+        head_class_and_tags(&app, &f_key).await.0.as_deref()
+    ));
+
+    // And while the latest scan sees it, no later stage touches it.
+    let run = hygiene(&app, Some(in_days(6)));
+    assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+    assert_eq!(run["summary"]["deleted"], 0, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+    assert_eq!(app.versions(&f_key).await, 1);
+}
+
+#[tokio::test]
+async fn an_archived_file_the_latest_scan_saw_is_never_deleted() {
+    let app = spawn(DAY).await;
+    let (f, f_key) = file(&app, 2000).await;
+    let (g, _) = file(&app, 2000).await;
+    scan(&app, &[&g]).await;
+    hygiene(&app, Some(in_days(2)));
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(run["summary"]["archived"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "archived");
+
+    scan(&app, &[&f, &g]).await;
+    let run = hygiene(&app, Some(in_days(6)));
+    assert_eq!(run["summary"]["deleted"], 0, "{run}");
+    assert_eq!(
+        status(&app, &f).await,
+        "archived",
+        "kept, still downloadable"
+    );
+    assert_eq!(app.versions(&f_key).await, 1);
+    assert_eq!(restore(&app, &f).await.status(), 200);
+    assert_eq!(
+        app.get_object(&f_key).await,
+        crate::helpers::media("image/png", 2000)
+    );
+}
+
+#[tokio::test]
+async fn a_scan_completed_while_detection_holds_its_read_keeps_the_file_available() {
+    let app = spawn(DAY).await;
+    let (f, _) = file(&app, 300).await;
+    scan(&app, &[]).await;
+    let paused = Paused::start(&app, in_days(2), "hygiene_unlink").await;
+    // Detection read its candidates as of the empty scan; a newer scan sees F.
+    scan(&app, &[&f]).await;
+    let run = paused.release();
+    assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+}
+
+#[tokio::test]
+async fn a_scan_that_sees_a_file_while_archival_holds_it_stops_the_archival() {
+    let app = spawn(DAY).await;
+    let (f, f_key) = file(&app, 2000).await;
+    scan(&app, &[]).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_claimed",
+    )
+    .await;
+    scan(&app, &[&f]).await;
+    let run = paused.release();
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["skipped"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "unlinked");
+    assert!(standard(
+        head_class_and_tags(&app, &f_key).await.0.as_deref()
+    ));
+    // The next run brings it back.
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(10)));
+    assert_eq!(run["summary"]["returned"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+}
+
+async fn spawn_short_lease() -> TestApp {
+    let mut env = hygiene_env(DAY);
+    env.push(("UPCOMMIT_JOB_LEASE_SECS", "2".into()));
+    spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// Holds archival at `point` past its claim's lease; a restore and a link take the file back.
+async fn restore_after_the_archive_lease(point: &str) -> (TestApp, String, String, Value) {
+    let app = spawn_short_lease().await;
+    let (f, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(&app, in_days(3) + chrono::Duration::seconds(5), point).await;
+    // Waiting out the 2 s lease (a state to reach, not a timing assertion).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(restore(&app, &f).await.status(), 200);
+    assert_eq!(
+        put_link(&app, &app.token("alice"), &f, "post/1")
+            .await
+            .status(),
+        204
+    );
+    let run = paused.release();
+    (app, f, key, run)
+}
+
+#[tokio::test]
+async fn an_archival_whose_claim_a_restore_took_over_never_changes_s3() {
+    let (app, f, key, run) = restore_after_the_archive_lease("hygiene_archive_claimed").await;
+    assert_eq!(status(&app, &f).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(standard(class.as_deref()), "{class:?}: {run}");
+    assert!(tags.is_empty(), "{tags:?}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 1);
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["skipped"], 1, "checked before S3: {run}");
+    assert_eq!(run["summary"]["undone"], 0, "{run}");
+}
+
+#[tokio::test]
+async fn an_archival_taken_over_after_it_changed_s3_puts_the_object_back() {
+    let (app, f, key, run) = restore_after_the_archive_lease("hygiene_archive_s3").await;
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(run["summary"]["undone"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(standard(class.as_deref()), "{class:?}");
+    assert!(tags.is_empty(), "{tags:?}");
+    assert_eq!(app.versions(&key).await, 1);
+    assert_eq!(
+        app.get_object(&key).await,
+        crate::helpers::media("image/png", 2000)
+    );
+}
+
+#[tokio::test]
+async fn a_restore_taking_over_from_an_archival_that_died_after_changing_s3_puts_the_object_back() {
+    let app = spawn_short_lease().await;
+    let (f, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let paused = Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_changed",
+    )
+    .await;
+    // The object is archived in S3; the process dies before it settles.
+    assert_eq!(
+        head_class_and_tags(&app, &key).await.0.as_deref(),
+        Some("GLACIER_IR")
+    );
+    paused.kill();
+    // Waiting out the 2 s lease (a state to reach, not a timing assertion).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(restore(&app, &f).await.status(), 200);
+    assert_eq!(status(&app, &f).await, "available");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(standard(class.as_deref()), "{class:?}");
+    assert!(tags.is_empty(), "{tags:?}");
+    assert_eq!(
+        app.get_object(&key).await,
+        crate::helpers::media("image/png", 2000)
+    );
+}
+
+#[tokio::test]
+async fn restoring_a_copy_while_another_handle_of_its_key_is_deleted_answers_file_busy() {
+    let app = spawn(DAY).await;
+    let (a, key) = file(&app, 300).await;
+    let (b, b_key) = file(&app, 300).await;
+    // B becomes a copy of A: one key, two handles.
+    exec(
+        &app,
+        &format!("UPDATE file_handles SET key = '{key}' WHERE id = '{b}'"),
+    )
+    .await;
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&b_key)
+        .send()
+        .await
+        .expect("drop B's own object");
+    hygiene(&app, Some(in_days(2)));
+    let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
+    assert_eq!(run["summary"]["archived"], 2, "{run}");
+    // Deletion claims the first in id order; the test restores the other.
+    let other = if a < b { b.clone() } else { a.clone() };
+    // The copy's profile no longer tracks links, so no stage of its own will ever delete it:
+    // the deletion of the key must settle it too.
+    exec(
+        &app,
+        &format!("UPDATE file_handles SET profile = 'recording' WHERE id = '{other}'"),
+    )
+    .await;
+    let paused = Paused::start(&app, in_days(6), "hygiene_delete_claimed").await;
+    assert_eq!(
+        error_code(restore(&app, &other).await).await,
+        (503, "file_busy".to_owned())
+    );
+    assert_eq!(
+        error_code(put_link(&app, &app.token("alice"), &other, "post/1").await).await,
+        (503, "file_busy".to_owned())
+    );
+    let run = paused.release();
+    assert_eq!(run["run"]["state"], "finished", "{run}");
+    assert_eq!(app.versions(&key).await, 0);
+    assert_eq!(status(&app, &a).await, "deleted");
+    assert_eq!(
+        status(&app, &b).await,
+        "deleted",
+        "the copy went with the key"
+    );
+    let (code, body) = reconcile(&app);
+    assert_eq!(body["summary"]["missing"], 0, "{body}");
+    assert_eq!(code, 0, "{body}");
 }
