@@ -82,6 +82,8 @@ pub enum AppError {
     PartNotUploaded(u32),
     #[error("the ETag given for part {0} is not the one S3 holds")]
     PartEtagMismatch(u32),
+    #[error("a part was uploaded again while the upload was being completed; list the parts and complete again")]
+    PartChanged,
     #[error("part {part} is {actual} bytes; this upload's plan says {expected}")]
     PartSizeMismatch {
         part: u32,
@@ -170,6 +172,7 @@ impl AppError {
             | ContentMismatch
             | PartNotUploaded(_)
             | PartEtagMismatch(_)
+            | PartChanged
             | PartSizeMismatch { .. }
             | ObjectTooLarge { .. }
             | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -229,7 +232,7 @@ impl AppError {
             PartNumberInvalid(_) => "part_number_invalid",
             PartsInvalid(_) => "parts_invalid",
             PartNotUploaded(_) => "part_not_uploaded",
-            PartEtagMismatch(_) => "part_etag_mismatch",
+            PartEtagMismatch(_) | PartChanged => "part_etag_mismatch",
             PartSizeMismatch { .. } => "part_size_mismatch",
             ObjectTooLarge { .. } => "object_too_large",
             UploadRejected(code) => code,

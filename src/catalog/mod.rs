@@ -91,6 +91,15 @@ pub trait MultipartCatalog: Send + Sync + 'static {
 
     /// Gives a claim back (the call failed before changing anything).
     async fn release_session_claim(&self, id: &UploadId, token: &str) -> Result<(), CatalogError>;
+
+    /// Extends a claim this call holds by `lease_secs` from the database's now, while its S3
+    /// call runs. `Ok(false)`: the claim is not held any more.
+    async fn renew_session_claim(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError>;
 }
 
 /// Maintenance job runs, their items, and one lease per job across replicas.
@@ -347,6 +356,15 @@ pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync 
     /// or the lease it saw is still alive.
     /// [`CatalogError::FinalKeyTaken`]: another upload already holds that final key.
     async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError>;
+
+    /// Extends a commit lease this call holds by `lease_secs` from the database's now, while its
+    /// S3 calls run (a large copy can outlast one lease). `Ok(false)`: the lease was lost.
+    async fn renew_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError>;
 
     /// `promoting → issued`, releasing the final key, when nothing was copied yet.
     async fn release_lease(

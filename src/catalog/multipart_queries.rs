@@ -210,6 +210,26 @@ macro_rules! impl_multipart_catalog {
                 .await?;
                 Ok(())
             }
+
+            async fn renew_session_claim(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+                token: &str,
+                lease_secs: i64,
+            ) -> Result<bool, CatalogError> {
+                let sql = format!(
+                    "UPDATE multipart_sessions SET claim_until = {} \
+                     WHERE upload_id = $1 AND claim_token = $2 AND state = 'open'",
+                    Self::db_now_plus(lease_secs),
+                );
+                let n = sqlx::query(&sql)
+                    .bind(id.as_str())
+                    .bind(token)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
+            }
         }
     };
 }

@@ -81,6 +81,14 @@ impl MultipartCatalog for ObservedCatalog {
     async fn release_session_claim(&self, id: &UploadId, token: &str) -> Result<(), CatalogError> {
         timed!(self, release_session_claim(id, token))
     }
+    async fn renew_session_claim(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, renew_session_claim(id, token, lease_secs))
+    }
 }
 
 #[async_trait]
@@ -302,6 +310,14 @@ impl Catalog for ObservedCatalog {
     }
     async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError> {
         timed!(self, take_lease(req))
+    }
+    async fn renew_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, renew_lease(id, token, lease_secs))
     }
     async fn release_lease(
         &self,

@@ -461,6 +461,26 @@ macro_rules! impl_catalog {
             }
 
             #[tracing::instrument(skip_all, fields(upload.id = %id))]
+            async fn renew_lease(
+                &self,
+                id: &$crate::domain::ids::UploadId,
+                token: &str,
+                lease_secs: i64,
+            ) -> Result<bool, CatalogError> {
+                let sql = format!(
+                    "UPDATE uploads SET lease_until = {} WHERE id = $1 AND state = 'promoting' AND lease_token = $2",
+                    Self::db_now_plus(lease_secs),
+                );
+                let n = sqlx::query(&sql)
+                    .bind(id.as_str())
+                    .bind(token)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n == 1)
+            }
+
+            #[tracing::instrument(skip_all, fields(upload.id = %id))]
             async fn release_lease(
                 &self,
                 id: &$crate::domain::ids::UploadId,

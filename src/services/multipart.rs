@@ -280,13 +280,41 @@ pub async fn complete(
     let Some(claimed) = claim(state, &upload, &token).await? else {
         return Ok(done);
     };
-    let result = complete_claimed(state, &upload, &session, client, done, now).await;
-    if result.is_err() {
-        if let Err(e) = state.catalog.release_session_claim(&claimed, &token).await {
-            tracing::warn!(error = %e, "could not release the completion claim; it will expire");
+    // The claimed completion runs in a task of its own: a client that gives up (a timeout, a
+    // closed app) does not cancel it half-way, so S3's answer is always recorded. The claim is
+    // renewed while it runs: one CompleteMultipartUpload of thousands of parts can take minutes.
+    let lease_secs = state.settings.uploads.commit_lease_secs;
+    let (state, client) = (state.clone(), client.to_vec());
+    let task = tokio::spawn(async move {
+        let catalog = state.catalog.clone();
+        let (id, renewal_token) = (claimed.clone(), token.clone());
+        let renew = move || {
+            let (catalog, id, token) = (catalog.clone(), id.clone(), renewal_token.clone());
+            async move {
+                let lease = i64::try_from(lease_secs).unwrap_or(30);
+                match catalog.renew_session_claim(&id, &token, lease).await {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!("the completion claim was lost while S3 completed"),
+                    Err(e) => tracing::warn!(error = %e, "could not renew the completion claim"),
+                }
+            }
+        };
+        let work = complete_claimed(&state, &upload, &session, &client, done, now);
+        let result = crate::services::heartbeat::renewing(
+            work,
+            crate::services::heartbeat::period(lease_secs),
+            renew,
+        )
+        .await;
+        if result.is_err() {
+            if let Err(e) = state.catalog.release_session_claim(&claimed, &token).await {
+                tracing::warn!(error = %e, "could not release the completion claim; it will expire");
+            }
         }
-    }
-    result
+        result
+    });
+    task.await
+        .unwrap_or_else(|e| Err(AppError::Internal(format!("completion task: {e}"))))
 }
 
 /// Claims the session for this call, waiting (at most until the holder's claim would run out,
@@ -345,12 +373,14 @@ async fn complete_claimed(
                 .iter()
                 .map(|p| (p.part_number, p.etag.clone()))
                 .collect();
+            crate::services::pause::point("multipart_before_complete").await;
             match state
                 .store
                 .complete_multipart(&upload.key, &session.s3_upload_id, &list)
                 .await
             {
                 Ok(()) => parts,
+                Err(StoreError::InvalidPart) => return Err(AppError::PartChanged),
                 Err(StoreError::NotFound) => {
                     return finish_lost_completion(state, upload, session, client, done, now).await
                 }
@@ -485,6 +515,19 @@ pub async fn abort(state: &AppState, who: &Identity, id: &str) -> Result<(), App
             tracing::warn!(error = %e, "could not release the abort's claim; it will expire");
         }
         return Err(e.into());
+    }
+    // S3 answers an abort of an upload it no longer knows as done — also when a completion
+    // whose answer never reached its caller finished it. A completed object is not aborted.
+    let landed = state.store.head(&upload.key).await;
+    if let Ok(Some(h)) = &landed {
+        if u64::try_from(h.size).ok() == Some(session.plan.total) {
+            state
+                .catalog
+                .finish_session(&upload.id, SessionState::Completed, &[], records::now())
+                .await?;
+            tracing::warn!("abort found the multipart upload completed; recorded it completed");
+            return Err(AppError::MultipartCompleted);
+        }
     }
     let now = records::now();
     if !state

@@ -11,6 +11,10 @@ pub enum StoreError {
     PreconditionFailed,
     #[error("object not found")]
     NotFound,
+    /// CompleteMultipartUpload named a part (number and ETag) S3 does not hold (any more): the
+    /// part was uploaded again meanwhile.
+    #[error("a part of the completion list is not the one S3 holds")]
+    InvalidPart,
     /// Timeouts, throttling, 5xx, connection failures: retryable; answered 503.
     #[error("object store unavailable: {0}")]
     Unavailable(String),
@@ -36,6 +40,7 @@ where
             let code = se.err().code().unwrap_or("");
             match (status, code) {
                 (Some(412), _) | (_, "PreconditionFailed") => StoreError::PreconditionFailed,
+                (_, "InvalidPart" | "InvalidPartOrder") => StoreError::InvalidPart,
                 (Some(404), _) | (_, "NoSuchKey" | "NotFound") => StoreError::NotFound,
                 (_, "SlowDown" | "ServiceUnavailable" | "InternalError" | "RequestTimeout") => {
                     StoreError::Unavailable(describe(&err))

@@ -157,6 +157,14 @@ impl MultipartCatalog for FaultyCatalog {
     async fn release_session_claim(&self, id: &UploadId, token: &str) -> Result<(), CatalogError> {
         self.inner.release_session_claim(id, token).await
     }
+    async fn renew_session_claim(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError> {
+        self.inner.renew_session_claim(id, token, lease_secs).await
+    }
 }
 
 #[async_trait]
@@ -390,6 +398,14 @@ impl Catalog for FaultyCatalog {
     }
     async fn take_lease(&self, req: &LeaseRequest<'_>) -> Result<bool, CatalogError> {
         faulty!(self, take_lease(req))
+    }
+    async fn renew_lease(
+        &self,
+        id: &UploadId,
+        token: &str,
+        lease_secs: i64,
+    ) -> Result<bool, CatalogError> {
+        self.inner.renew_lease(id, token, lease_secs).await
     }
     async fn release_lease(
         &self,

@@ -111,3 +111,52 @@ async fn a_lease_taken_by_a_skewed_replica_ends_by_the_database_clock() {
     );
     let _ = b.kill();
 }
+
+/// Found by the outside review: a commit whose S3 calls outlast its lease (a multipart copy of
+/// a large object) lost it to a retry, which copied again beside it. The lease is renewed while
+/// the commit works. Replica A holds each commit 3 s after taking a 1-second lease; a retry on
+/// the in-process server 1.5 s in must wait and answer A's handle. Mutation: drop the heartbeat
+/// around `promote` in `services::commit` and the retry takes over (201 on the retry).
+#[tokio::test]
+async fn a_commit_slower_than_its_lease_keeps_it() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
+    let (mut a, a_base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_COMMIT_LEASE_SECS", "1"),
+            ("UPCOMMIT_PAUSE_AT", "after_lease"),
+            ("RUST_LOG", "warn"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let first = app.commit_at(&a_base, &token, &p.key, None);
+    let retry = async {
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        app.commit(&token, &p.key, None).await
+    };
+    let (first, retry) = tokio::join!(first, retry);
+    let _ = a.kill();
+    let _ = a.wait();
+    assert_eq!(first.status(), 201, "A kept its lease");
+    assert_eq!(
+        retry.status(),
+        200,
+        "the retry waited and answers A's handle"
+    );
+    let copies = app
+        .s3
+        .list_object_versions()
+        .bucket(&app.bucket)
+        .prefix("media/")
+        .send()
+        .await
+        .expect("versions")
+        .versions()
+        .len();
+    assert_eq!(copies, 1, "one copy at the final key");
+}

@@ -779,3 +779,179 @@ async fn an_abort_during_a_completion_waits_its_turn() {
     assert_eq!(done.status(), 200);
     assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
 }
+
+/// The real binary held at `multipart_before_complete` (debug builds: it waits for the gate
+/// file), with a 1-second commit lease (the completion claim's length). Returns the child, its
+/// base address and the gate path.
+async fn completing_server(
+    app: &TestApp,
+    dir: &std::path::Path,
+) -> (std::process::Child, String, std::path::PathBuf) {
+    let gate = dir.join("gate");
+    let (child, base) = crate::helpers::server_process(
+        app,
+        &[
+            ("UPCOMMIT_COMMIT_LEASE_SECS", "1"),
+            ("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", "5242880"),
+            ("UPCOMMIT_PAUSE_AT", "multipart_before_complete"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    (child, base, gate)
+}
+
+async fn wait_for(path: &std::path::Path) {
+    for _ in 0..250 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never reached {}", path.display());
+}
+
+/// Found by the outside review: a completion whose S3 call outlasts its claim let a second
+/// completion claim the session and call S3 beside it (a 0-byte or short object, 500s). The
+/// claim is now renewed while S3 completes. Mutation: drop the heartbeat around
+/// `complete_claimed` in `services::multipart::complete` and the second call completes too
+/// (two CompleteMultipartUpload calls).
+#[tokio::test]
+async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_completion() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let dir = tempfile::tempdir().expect("dir");
+    let (mut child, base, gate) = completing_server(&app, dir.path()).await;
+    let s = start(&app, &token, TOTAL).await;
+    let parts = sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await);
+    let list: Vec<Value> = parts
+        .iter()
+        .map(|(n, e)| json!({"part_number": n, "etag": e}))
+        .collect();
+    let slow = app
+        .http
+        .post(format!("{base}/v1/uploads/{}/complete", s.id()))
+        .bearer_auth(&token)
+        .json(&json!({ "parts": list }))
+        .send();
+    let slow = tokio::spawn(slow);
+    wait_for(&gate.with_extension("reached")).await;
+    // Three claim lengths pass while the holder is still in its S3 call.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let second = tokio::spawn({
+        let (http, url, token, body) = (
+            app.http.clone(),
+            format!("{}/v1/uploads/{}/complete", app.address, s.id()),
+            token.clone(),
+            json!({ "parts": parts.iter().map(|(n, e)| json!({"part_number": n, "etag": e})).collect::<Vec<_>>() }),
+        );
+        async move { http.post(url).bearer_auth(token).json(&body).send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let first = slow.await.expect("task").expect("answer");
+    let second = second.await.expect("task").expect("answer");
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        second.status(),
+        200,
+        "the second waited for the holder's answer"
+    );
+    let theirs = {
+        let text = app
+            .http
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        text.lines()
+            .filter(|l| {
+                l.starts_with("upcommit_s3_request_duration_seconds_count{")
+                    && l.contains("operation=\"CompleteMultipartUpload\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        theirs + s3_completions(&app).await,
+        1.0,
+        "one completion reached S3"
+    );
+    let head = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key(s.key())
+        .send()
+        .await
+        .expect("completed object");
+    assert_eq!(head.content_length(), Some(TOTAL as i64));
+    assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+}
+
+/// Found by the outside review: a client that gave up on a completion (timeout, closed app)
+/// cancelled it half-way; S3 still completed, a later DELETE then answered 204 and the finished
+/// upload was lost to its user. The completion now runs to its end without its caller, and an
+/// abort that finds the object complete records it so. Mutation: await `complete_claimed` in
+/// the request instead of a spawned task and the session is never recorded completed.
+#[tokio::test]
+async fn a_completion_whose_caller_gave_up_is_finished_and_recorded() {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let dir = tempfile::tempdir().expect("dir");
+    let (mut child, base, gate) = completing_server(&app, dir.path()).await;
+    let s = start(&app, &token, TOTAL).await;
+    let parts = sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await);
+    let list: Vec<Value> = parts
+        .iter()
+        .map(|(n, e)| json!({"part_number": n, "etag": e}))
+        .collect();
+    let gave_up = app
+        .http
+        .post(format!("{base}/v1/uploads/{}/complete", s.id()))
+        .bearer_auth(&token)
+        .timeout(Duration::from_millis(1500))
+        .json(&json!({ "parts": list }))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client timed out");
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let mut completed = false;
+    for _ in 0..100 {
+        if app
+            .db
+            .count(&format!(
+                "SELECT COUNT(*) FROM multipart_sessions WHERE upload_id = '{}' AND state = 'completed'",
+                s.id()
+            ))
+            .await
+            == 1
+        {
+            completed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(completed, "the completion finished without its caller");
+    let abort = app
+        .http
+        .delete(format!("{}/v1/uploads/{}", app.address, s.id()))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(
+        error_code(abort).await,
+        (409, "multipart_already_completed".to_owned())
+    );
+    assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+}
