@@ -204,6 +204,33 @@ fn token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// Claims `h` for `kind` under `guard` (links, scans, shared keys and status checked in the
+/// same statement). `None`: it changed since it was read, and is reported skipped.
+async fn claim_or_skip(
+    catalog: &Arc<dyn Catalog>,
+    h: &FileHandle,
+    kind: ClaimKind,
+    guard: &HygieneGuard<'_>,
+    settings: &Settings,
+    summary: &mut HygieneSummary,
+    items: &mut Vec<JobItem>,
+) -> Result<Option<String>, HygieneError> {
+    let claim = token();
+    if catalog
+        .claim_handle(&h.id, kind, Some(guard), &claim, settings.jobs.lease_secs)
+        .await?
+    {
+        return Ok(Some(claim));
+    }
+    summary.skipped += 1;
+    items.push(item(
+        "skipped",
+        h,
+        "changed since read: linked, restored or claimed",
+    ));
+    Ok(None)
+}
+
 async fn archive(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
@@ -260,25 +287,19 @@ async fn archive(
             }
             // Claim first (checking links, shared keys and status in the same statement), then
             // S3, then settle: a restore meanwhile waits for the claim instead of losing.
-            let claim = token();
-            if !catalog
-                .claim_handle(
-                    &h.id,
-                    ClaimKind::Archive,
-                    Some(&guard),
-                    &claim,
-                    settings.jobs.lease_secs,
-                )
-                .await?
-            {
-                summary.skipped += 1;
-                items.push(item(
-                    "skipped",
-                    &h,
-                    "changed since read: linked, restored or claimed",
-                ));
+            let Some(claim) = claim_or_skip(
+                catalog,
+                &h,
+                ClaimKind::Archive,
+                &guard,
+                settings,
+                summary,
+                items,
+            )
+            .await?
+            else {
                 continue;
-            }
+            };
             pause::point("hygiene_archive_claimed").await;
             let moves = !small && !already;
             // The lease may have run out meanwhile and a restore taken the file back: renew
@@ -393,25 +414,19 @@ async fn delete(
                 ));
                 continue;
             }
-            let claim = token();
-            if !catalog
-                .claim_handle(
-                    &h.id,
-                    ClaimKind::Delete,
-                    Some(&guard),
-                    &claim,
-                    settings.jobs.lease_secs,
-                )
-                .await?
-            {
-                summary.skipped += 1;
-                items.push(item(
-                    "skipped",
-                    &h,
-                    "changed since read: linked, restored or claimed",
-                ));
+            let Some(claim) = claim_or_skip(
+                catalog,
+                &h,
+                ClaimKind::Delete,
+                &guard,
+                settings,
+                summary,
+                items,
+            )
+            .await?
+            else {
                 continue;
-            }
+            };
             pause::point("hygiene_delete_claimed").await;
             if !catalog
                 .renew_claim(&h.id, &claim, settings.jobs.lease_secs)

@@ -111,20 +111,25 @@ async fn upload_parts(
     futures::future::join_all(puts).await
 }
 
+/// The completion request's body for `parts`.
+fn completion_body(parts: &[(usize, String)]) -> Value {
+    let list: Vec<Value> = parts
+        .iter()
+        .map(|(n, e)| json!({"part_number": n, "etag": e}))
+        .collect();
+    json!({ "parts": list })
+}
+
 async fn complete(
     app: &TestApp,
     token: &str,
     id: &str,
     parts: &[(usize, String)],
 ) -> reqwest::Response {
-    let list: Vec<Value> = parts
-        .iter()
-        .map(|(n, e)| json!({"part_number": n, "etag": e}))
-        .collect();
     app.post_json(
         &format!("/v1/uploads/{id}/complete"),
         Some(token),
-        &json!({ "parts": list }),
+        &completion_body(parts),
     )
     .await
 }
@@ -662,12 +667,20 @@ async fn a_completion_whose_answer_was_lost_is_finished_by_the_retry() {
 
 /// CompleteMultipartUpload calls the server made, ok or not, from its own `/metrics`.
 async fn s3_completions(app: &TestApp) -> f64 {
+    s3_completions_at(app, &app.address).await
+}
+
+/// The same, of the server at `base`.
+async fn s3_completions_at(app: &TestApp, base: &str) -> f64 {
     let text = app
-        .get("/metrics", None)
+        .http
+        .get(format!("{base}/metrics"))
+        .send()
         .await
+        .expect("metrics")
         .text()
         .await
-        .expect("metrics");
+        .expect("metrics text");
     text.lines()
         .filter(|l| {
             l.starts_with("upcommit_s3_request_duration_seconds_count{")
@@ -825,16 +838,12 @@ async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_comp
     let dir = tempfile::tempdir().expect("dir");
     let (mut child, base, gate) = completing_server(&app, dir.path()).await;
     let s = start(&app, &token, TOTAL).await;
-    let parts = sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await);
-    let list: Vec<Value> = parts
-        .iter()
-        .map(|(n, e)| json!({"part_number": n, "etag": e}))
-        .collect();
+    let body = completion_body(&sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await));
     let slow = app
         .http
         .post(format!("{base}/v1/uploads/{}/complete", s.id()))
         .bearer_auth(&token)
-        .json(&json!({ "parts": list }))
+        .json(&body)
         .send();
     let slow = tokio::spawn(slow);
     wait_for(&gate.with_extension("reached")).await;
@@ -845,7 +854,7 @@ async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_comp
             app.http.clone(),
             format!("{}/v1/uploads/{}/complete", app.address, s.id()),
             token.clone(),
-            json!({ "parts": parts.iter().map(|(n, e)| json!({"part_number": n, "etag": e})).collect::<Vec<_>>() }),
+            body.clone(),
         );
         async move { http.post(url).bearer_auth(token).json(&body).send().await }
     });
@@ -859,24 +868,7 @@ async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_comp
         200,
         "the second waited for the holder's answer"
     );
-    let theirs = {
-        let text = app
-            .http
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
-        text.lines()
-            .filter(|l| {
-                l.starts_with("upcommit_s3_request_duration_seconds_count{")
-                    && l.contains("operation=\"CompleteMultipartUpload\"")
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
-    };
+    let theirs = s3_completions_at(&app, &base).await;
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(
@@ -908,17 +900,13 @@ async fn a_completion_whose_caller_gave_up_is_finished_and_recorded() {
     let dir = tempfile::tempdir().expect("dir");
     let (mut child, base, gate) = completing_server(&app, dir.path()).await;
     let s = start(&app, &token, TOTAL).await;
-    let parts = sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await);
-    let list: Vec<Value> = parts
-        .iter()
-        .map(|(n, e)| json!({"part_number": n, "etag": e}))
-        .collect();
+    let body = completion_body(&sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await));
     let gave_up = app
         .http
         .post(format!("{base}/v1/uploads/{}/complete", s.id()))
         .bearer_auth(&token)
         .timeout(Duration::from_millis(1500))
-        .json(&json!({ "parts": list }))
+        .json(&body)
         .send()
         .await;
     assert!(gave_up.is_err(), "the client timed out");
