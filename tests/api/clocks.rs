@@ -114,8 +114,8 @@ async fn a_lease_taken_by_a_skewed_replica_ends_by_the_database_clock() {
 
 /// Found by the outside review: a commit whose S3 calls outlast its lease (a multipart copy of
 /// a large object) lost it to a retry, which copied again beside it. The lease is renewed while
-/// the commit works. Replica A holds each commit 3 s after taking a 1-second lease; a retry on
-/// the in-process server 1.5 s in must wait and answer A's handle. Mutation: drop the heartbeat
+/// the commit works. Replica A holds each commit 3 s after taking a 2-second lease (renewed
+/// every 667 ms); a retry on the in-process server 2.5 s in must wait and answer A's handle. Mutation: drop the heartbeat
 /// around `promote` in `services::commit` and the retry takes over (201 on the retry).
 #[tokio::test]
 async fn a_commit_slower_than_its_lease_keeps_it() {
@@ -127,7 +127,7 @@ async fn a_commit_slower_than_its_lease_keeps_it() {
     let (mut a, a_base) = server_process(
         &app,
         &[
-            ("UPCOMMIT_COMMIT_LEASE_SECS", "1"),
+            ("UPCOMMIT_COMMIT_LEASE_SECS", "2"),
             ("UPCOMMIT_PAUSE_AT", "after_lease"),
             ("RUST_LOG", "warn"),
         ],
@@ -136,7 +136,7 @@ async fn a_commit_slower_than_its_lease_keeps_it() {
     .await;
     let first = app.commit_at(&a_base, &token, &p.key, None);
     let retry = async {
-        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
         app.commit(&token, &p.key, None).await
     };
     let (first, retry) = tokio::join!(first, retry);

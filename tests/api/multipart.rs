@@ -794,7 +794,8 @@ async fn an_abort_during_a_completion_waits_its_turn() {
 }
 
 /// The real binary held at `multipart_before_complete` (debug builds: it waits for the gate
-/// file), with a 1-second commit lease (the completion claim's length). Returns the child, its
+/// file), with a 2-second commit lease (the completion claim's length; renewed every 667 ms, so
+/// a renewal a second late under load still holds). Returns the child, its
 /// base address and the gate path.
 async fn completing_server(
     app: &TestApp,
@@ -804,7 +805,7 @@ async fn completing_server(
     let (child, base) = crate::helpers::server_process(
         app,
         &[
-            ("UPCOMMIT_COMMIT_LEASE_SECS", "1"),
+            ("UPCOMMIT_COMMIT_LEASE_SECS", "2"),
             ("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", "5242880"),
             ("UPCOMMIT_PAUSE_AT", "multipart_before_complete"),
             ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
@@ -847,7 +848,7 @@ async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_comp
         .send();
     let slow = tokio::spawn(slow);
     wait_for(&gate.with_extension("reached")).await;
-    // Three claim lengths pass while the holder is still in its S3 call.
+    // More than a claim's length passes while the holder is still in its S3 call.
     tokio::time::sleep(Duration::from_millis(3000)).await;
     let second = tokio::spawn({
         let (http, url, token, body) = (
