@@ -827,6 +827,38 @@ async fn wait_for(path: &std::path::Path) {
     panic!("never reached {}", path.display());
 }
 
+/// A three-part upload ready to complete, and a real server that holds every completion at
+/// `multipart_before_complete` until `gate` exists.
+struct Paused {
+    app: TestApp,
+    token: String,
+    _dir: tempfile::TempDir,
+    child: std::process::Child,
+    base: String,
+    gate: std::path::PathBuf,
+    s: Started,
+    body: Value,
+}
+
+async fn paused_completion() -> Paused {
+    let app = spawn().await;
+    let token = app.token("alice");
+    let dir = tempfile::tempdir().expect("dir");
+    let (child, base, gate) = completing_server(&app, dir.path()).await;
+    let s = start(&app, &token, TOTAL).await;
+    let body = completion_body(&sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await));
+    Paused {
+        app,
+        token,
+        _dir: dir,
+        child,
+        base,
+        gate,
+        s,
+        body,
+    }
+}
+
 /// Found by the outside review: a completion whose S3 call outlasts its claim let a second
 /// completion claim the session and call S3 beside it (a 0-byte or short object, 500s). The
 /// claim is now renewed while S3 completes. Mutation: drop the heartbeat around
@@ -834,12 +866,16 @@ async fn wait_for(path: &std::path::Path) {
 /// (two CompleteMultipartUpload calls).
 #[tokio::test]
 async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_completion() {
-    let app = spawn().await;
-    let token = app.token("alice");
-    let dir = tempfile::tempdir().expect("dir");
-    let (mut child, base, gate) = completing_server(&app, dir.path()).await;
-    let s = start(&app, &token, TOTAL).await;
-    let body = completion_body(&sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await));
+    let Paused {
+        app,
+        token,
+        _dir,
+        mut child,
+        base,
+        gate,
+        s,
+        body,
+    } = paused_completion().await;
     let slow = app
         .http
         .post(format!("{base}/v1/uploads/{}/complete", s.id()))
@@ -896,12 +932,16 @@ async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_comp
 /// the request instead of a spawned task and the session is never recorded completed.
 #[tokio::test]
 async fn a_completion_whose_caller_gave_up_is_finished_and_recorded() {
-    let app = spawn().await;
-    let token = app.token("alice");
-    let dir = tempfile::tempdir().expect("dir");
-    let (mut child, base, gate) = completing_server(&app, dir.path()).await;
-    let s = start(&app, &token, TOTAL).await;
-    let body = completion_body(&sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await));
+    let Paused {
+        app,
+        token,
+        _dir,
+        mut child,
+        base,
+        gate,
+        s,
+        body,
+    } = paused_completion().await;
     let gave_up = app
         .http
         .post(format!("{base}/v1/uploads/{}/complete", s.id()))
@@ -943,4 +983,81 @@ async fn a_completion_whose_caller_gave_up_is_finished_and_recorded() {
         (409, "multipart_already_completed".to_owned())
     );
     assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+}
+
+/// Found by the outside review: a part uploaded again while its upload is being completed made
+/// S3 refuse the completion list (`InvalidPart`), which answered 500. It answers 422
+/// `part_etag_mismatch`; listing the parts and completing again succeeds with the new bytes.
+/// Mutation: drop the `InvalidPart` arm in `storage::errors::classify` and the first
+/// completion answers 500.
+#[tokio::test]
+async fn a_part_uploaded_again_during_the_completion_answers_part_etag_mismatch() {
+    let Paused {
+        app,
+        token,
+        _dir,
+        mut child,
+        base,
+        gate,
+        s,
+        body,
+    } = paused_completion().await;
+    let completing = tokio::spawn({
+        let (http, url, token, body) = (
+            app.http.clone(),
+            format!("{base}/v1/uploads/{}/complete", s.id()),
+            token.clone(),
+            body.clone(),
+        );
+        async move { http.post(url).bearer_auth(token).json(&body).send().await }
+    });
+    wait_for(&gate.with_extension("reached")).await;
+    // Part 1 again, same length, other bytes: S3 holds a new ETag for it.
+    let resp = part_urls(&app, &token, s.id(), json!([1])).await;
+    let urls: Value = resp.json().await.expect("part URLs");
+    let mut again = s.part(1);
+    again[100] ^= 0xff;
+    let (status, etag) = put_part(&app, &urls["parts"][0], again.clone()).await;
+    assert_eq!(status, 200);
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let refused = completing.await.expect("task").expect("answer");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        error_code(refused).await,
+        (422, "part_etag_mismatch".to_owned())
+    );
+
+    let listed: Value = app
+        .get(&format!("/v1/uploads/{}/parts", s.id()), Some(&token))
+        .await
+        .json()
+        .await
+        .expect("listing");
+    let parts: Vec<(usize, String)> = listed["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|p| {
+            (
+                p["part_number"].as_u64().expect("n") as usize,
+                p["etag"].as_str().expect("etag").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        parts[0].1,
+        etag.expect("ETag"),
+        "the listing has the new part"
+    );
+    assert_eq!(complete(&app, &token, s.id(), &parts).await.status(), 200);
+    let commit = app.commit(&token, s.key(), None).await;
+    assert_eq!(commit.status(), 201);
+    let handle: Value = commit.json().await.expect("handle");
+    let stored = app.get_object(handle["key"].as_str().expect("key")).await;
+    assert_eq!(
+        &stored[..again.len()],
+        &again[..],
+        "the new bytes were committed"
+    );
 }
