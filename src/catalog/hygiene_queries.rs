@@ -1,7 +1,7 @@
 //! The SQL of links, link scans and handle statuses (unlinked → archived → deleted, restore),
 //! shared by both backends. `$month` formats a timestamp column as `YYYY-MM` in each dialect;
-//! `$db_now` is the database's clock and `$db_until` the database's clock plus `{secs}` seconds
-//! (a bind), so that claim leases are judged by the one clock every replica shares.
+//! claim leases are judged by the database's clock (`DB_NOW`, `db_now_plus` of each catalog
+//! type, the same SQL every lease uses), the one clock every replica shares.
 //!
 //! Every transition is one conditional statement that checks everything it depends on
 //! (status, claim, links, shared keys), and links move `link_count` on the handle row in the same
@@ -61,7 +61,7 @@ pub(super) fn unused_conditions(profiles: &[String]) -> String {
 
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $month:expr, $db_now:expr, $db_until:expr, $lock_key:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $month:expr, $lock_key:expr) => {
         impl $ty {
             fn scan_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -342,7 +342,7 @@ macro_rules! impl_hygiene_catalog {
                 token: &str,
                 lease_secs: u64,
             ) -> Result<bool, CatalogError> {
-                let until = $db_until.replace("{secs}", "$3");
+                let until = Self::db_now_plus("$3");
                 let mut sql = format!(
                     "UPDATE file_handles AS h SET claim = $1, claim_token = $2, claim_until = {until} \
                      WHERE h.id = $4"
@@ -357,7 +357,7 @@ macro_rules! impl_hygiene_catalog {
                             g.from.as_str(),
                             super::hygiene_queries::profiles_in("h.profile", g.profiles),
                             super::hygiene_queries::scan_vouches("h"),
-                            now = $db_now,
+                            now = Self::DB_NOW,
                         ));
                         if !g.key_not_in.is_empty() {
                             sql.push_str(&format!(
@@ -384,7 +384,7 @@ macro_rules! impl_hygiene_catalog {
                          AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now})) \
                          AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
                          AND o.id <> h.id AND o.claim = 'delete')",
-                        now = $db_now,
+                        now = Self::DB_NOW,
                     )),
                 }
                 let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
@@ -416,7 +416,7 @@ macro_rules! impl_hygiene_catalog {
                 token: &str,
                 lease_secs: u64,
             ) -> Result<bool, CatalogError> {
-                let until = $db_until.replace("{secs}", "$2");
+                let until = Self::db_now_plus("$2");
                 let sql = format!(
                     "UPDATE file_handles AS h SET claim_until = {until} \
                      WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {}",

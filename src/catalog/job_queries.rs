@@ -3,7 +3,7 @@
 
 /// Implements [`super::JobCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_job_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $bytes:expr, $now_text:expr, $db_now:expr, $db_until:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $bytes:expr, $now_text:expr) => {
         impl $ty {
             fn run_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -41,8 +41,8 @@ macro_rules! impl_job_catalog {
                     "INSERT INTO job_locks (job, holder, until) VALUES ($1, $2, {until}) \
                      ON CONFLICT (job) DO UPDATE SET holder = excluded.holder, until = excluded.until \
                      WHERE job_locks.until < {now} OR job_locks.holder = excluded.holder",
-                    until = $db_until.replace("{secs}", "$3"),
-                    now = $db_now,
+                    until = Self::db_now_plus("$3"),
+                    now = Self::DB_NOW,
                 );
                 let n = sqlx::query(&sql)
                     .bind(job)

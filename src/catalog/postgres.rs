@@ -23,9 +23,10 @@ impl PostgresCatalog {
     /// The database's clock (the time of the statement, not of its transaction).
     const DB_NOW: &'static str = "clock_timestamp()";
 
-    /// The database's clock plus `secs` seconds (an integer of ours, never client input).
-    fn db_now_plus(secs: i64) -> String {
-        format!("(clock_timestamp() + make_interval(secs => {secs}))")
+    /// The database's clock plus `secs` seconds: an integer of ours (never client input) or a
+    /// bind parameter such as `$3`. Every lease and claim is written and judged with these two.
+    fn db_now_plus(secs: impl std::fmt::Display) -> String {
+        format!("(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))")
     }
 
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, CatalogError> {
@@ -59,17 +60,13 @@ impl_job_catalog!(
     Postgres,
     "BEGIN",
     "COLLATE \"C\"",
-    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')",
-    "clock_timestamp()",
-    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))"
+    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 );
 impl_hygiene_catalog!(
     PostgresCatalog,
     Postgres,
     "BEGIN",
     "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')",
-    "clock_timestamp()",
-    "(clock_timestamp() + make_interval(secs => CAST({secs} AS DOUBLE PRECISION)))",
     "SELECT id FROM file_handles WHERE key = (SELECT key FROM file_handles WHERE id = $1) \
      ORDER BY id FOR UPDATE"
 );

@@ -26,9 +26,10 @@ impl SqliteCatalog {
     /// compares with them as text.
     const DB_NOW: &'static str = "strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now')";
 
-    /// The database's clock plus `secs` seconds (an integer of ours, never client input).
-    fn db_now_plus(secs: i64) -> String {
-        format!("strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '{secs:+} seconds')")
+    /// The database's clock plus `secs` seconds: an integer of ours (never client input) or a
+    /// bind parameter such as `$3`. Every lease and claim is written and judged with these two.
+    fn db_now_plus(secs: impl std::fmt::Display) -> String {
+        format!("strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now', '+' || ({secs}) || ' seconds')")
     }
 
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, CatalogError> {
@@ -79,17 +80,13 @@ impl_job_catalog!(
     Sqlite,
     "BEGIN IMMEDIATE",
     "COLLATE BINARY",
-    "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')"
+    "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 );
 impl_hygiene_catalog!(
     SqliteCatalog,
     Sqlite,
     "BEGIN IMMEDIATE",
     "substr(status_changed_at, 1, 7)",
-    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || {secs} || ' seconds')",
     // BEGIN IMMEDIATE already holds the database's one write lock.
     "SELECT id FROM file_handles WHERE id = $1"
 );
