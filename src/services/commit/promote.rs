@@ -35,7 +35,7 @@ pub(super) async fn promote(
     lease: &Lease,
     legacy: bool,
 ) -> Result<CommitOutcome, Failure> {
-    fault_point("after_lease").await;
+    crate::services::pause::point("after_lease").await;
     let store = &state.store;
     let Some(head) = store
         .head(&upload.key)
@@ -123,7 +123,7 @@ pub(super) async fn promote(
                     .await
             };
             match copied {
-                Ok(()) => fault_point("after_copy").await,
+                Ok(()) => crate::services::pause::point("after_copy").await,
                 Err(StoreError::PreconditionFailed) => {
                     return Err(Failure::Release(AppError::ObjectChanged))
                 }
@@ -180,7 +180,7 @@ async fn record(
         .await
     {
         Ok(Some(h)) => {
-            fault_point("after_record").await;
+            crate::services::pause::point("after_record").await;
             h
         }
         Ok(None) => {
@@ -238,30 +238,4 @@ pub(super) async fn settle(
             err
         }
     }
-}
-
-/// Test builds only: `UPCOMMIT_CRASH_AT=<point>` makes the process `kill -9` itself there, so
-/// the crash tests can stop a real server between two steps of a commit;
-/// `UPCOMMIT_PAUSE_AT=<point>` holds the commit there for 3 seconds, so the shutdown test can
-/// send SIGTERM while a commit is in flight. Release builds ignore both.
-async fn fault_point(point: &str) {
-    #[cfg(debug_assertions)]
-    {
-        if std::env::var("UPCOMMIT_CRASH_AT").as_deref() == Ok(point) {
-            tracing::error!(
-                point,
-                "UPCOMMIT_CRASH_AT: killing this process with SIGKILL"
-            );
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &std::process::id().to_string()])
-                .status();
-            std::thread::sleep(std::time::Duration::from_secs(5));
-        }
-        if std::env::var("UPCOMMIT_PAUSE_AT").as_deref() == Ok(point) {
-            tracing::warn!(point, "UPCOMMIT_PAUSE_AT: holding this commit for 3 s");
-            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-        }
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = point;
 }
