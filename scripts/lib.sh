@@ -3,8 +3,8 @@
 # shellcheck shell=bash
 
 UPCOMMIT_CACHE="${UPCOMMIT_CACHE:-$HOME/.cache/upcommit}"
-LOCALSTACK_VENV="$UPCOMMIT_CACHE/localstack-venv"
-LOCALSTACK_VERSION="4.13.1"
+LOCALSTACK_VERSION="4.14.0"
+LOCALSTACK_VENV="$UPCOMMIT_CACHE/localstack-$LOCALSTACK_VERSION-venv"
 LOCALSTACK_ADDR="${LOCALSTACK_ADDR:-127.0.0.1:4566}"
 INFRA_VENV="$UPCOMMIT_CACHE/infra-venv"
 CHECKOV_VERSION="3.3.30"
@@ -16,16 +16,42 @@ export AWS_REGION="${AWS_REGION:-us-east-1}"
 
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
-# Python venv with localstack-core pinned to versions that run on Python 3.11.
+# LocalStack 4.14.0 needs Python 3.13: on 3.11 and 3.12 it starts but answers every S3 call with
+# 500. It is the first version that enforces CopyObject's destination If-None-Match, which the
+# two-call commit relies on (4.13.1 answers 200 and overwrites), so there is no fallback.
+find_python313() {
+  local candidate
+  for candidate in "${UPCOMMIT_PYTHON313:-}" python3.13 \
+    "$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13 \
+    "$HOME"/.pyenv/versions/3.13*/bin/python3.13 /usr/local/bin/python3.13 /usr/bin/python3.13; do
+    [ -n "$candidate" ] || continue
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Python venv with localstack-core and the pins it needs.
 ensure_localstack_installed() {
   if [ -x "$LOCALSTACK_VENV/bin/python" ] &&
     "$LOCALSTACK_VENV/bin/python" -c "import localstack, boto3" 2>/dev/null &&
     [ -f "$LOCALSTACK_VENV/.installed-$LOCALSTACK_VERSION" ]; then
     return 0
   fi
-  log "installing LocalStack $LOCALSTACK_VERSION into $LOCALSTACK_VENV"
+  local python
+  if ! python=$(find_python313); then
+    log "LocalStack $LOCALSTACK_VERSION needs Python 3.13 and none was found (tried python3.13 on PATH,"
+    log "pyenv's versions/3.13*, /usr/local/bin and /usr/bin). Install one (e.g. 'pyenv install 3.13')"
+    log "or point UPCOMMIT_PYTHON313 at its interpreter."
+    return 1
+  fi
+  log "installing LocalStack $LOCALSTACK_VERSION with $python into $LOCALSTACK_VENV"
   mkdir -p "$UPCOMMIT_CACHE"
-  python3 -m venv "$LOCALSTACK_VENV"
+  rm -rf "$LOCALSTACK_VENV"
+  "$python" -m venv "$LOCALSTACK_VENV"
   "$LOCALSTACK_VENV/bin/pip" install --quiet --disable-pip-version-check \
     "localstack-core[runtime]==$LOCALSTACK_VERSION" \
     'cbor2<5.7' 'pyopenssl<24.3' 'cryptography<44' service_identity boto3

@@ -273,6 +273,8 @@ struct FileProfile {
     final_prefix: String,
     #[serde(default)]
     tracks_links: bool,
+    #[serde(default)]
+    require_checksum: bool,
 }
 
 /// Reads one setting: environment first, then file, then default.
@@ -851,6 +853,7 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         max_size: p.max_size,
         final_prefix,
         tracks_links: p.tracks_links,
+        require_checksum: p.require_checksum,
     })
 }
 

@@ -62,6 +62,14 @@ pub enum AppError {
     SizeMismatch,
     #[error("the uploaded bytes are not of the declared type")]
     ContentMismatch,
+    #[error("the stored object's checksum is not the declared one")]
+    ChecksumMismatch,
+    #[error("checksum: {0}")]
+    ChecksumInvalid(String),
+    #[error("{0}")]
+    ChecksumRequired(String),
+    #[error("{0}")]
+    ChecksumAlgorithmUnsupported(String),
     #[error("this upload is not a multipart upload")]
     UploadNotMultipart,
     #[error("this multipart session has expired; start a new upload")]
@@ -162,7 +170,8 @@ impl AppError {
                 StatusCode::GONE
             }
             Presign(_) | FinalKey(_) | InvalidJson(_) | InvalidRequest(_) | MethodInvalid
-            | MultipartRequired | PartNumberInvalid(_) | PartsInvalid(_) => StatusCode::BAD_REQUEST,
+            | MultipartRequired | PartNumberInvalid(_) | PartsInvalid(_) | ChecksumInvalid(_)
+            | ChecksumRequired(_) | ChecksumAlgorithmUnsupported(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
@@ -170,6 +179,7 @@ impl AppError {
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
+            | ChecksumMismatch
             | PartNotUploaded(_)
             | PartEtagMismatch(_)
             | PartChanged
@@ -223,6 +233,10 @@ impl AppError {
             ContentTypeMismatch => "content_type_mismatch",
             SizeMismatch => "size_mismatch",
             ContentMismatch => "content_mismatch",
+            ChecksumMismatch => "checksum_mismatch",
+            ChecksumInvalid(_) => "checksum_invalid",
+            ChecksumRequired(_) => "checksum_required",
+            ChecksumAlgorithmUnsupported(_) => "checksum_algorithm_unsupported",
             UploadNotMultipart => "upload_not_multipart",
             MultipartSessionExpired => "multipart_session_expired",
             UploadAborted => "upload_aborted",
@@ -290,6 +304,7 @@ impl From<StoreError> for AppError {
         match e {
             StoreError::Unavailable(m) => AppError::Unavailable(format!("object store: {m}")),
             StoreError::PreconditionFailed => AppError::ObjectChanged,
+            StoreError::ChecksumMismatch(_) => AppError::ChecksumMismatch,
             other => AppError::Internal(format!("object store: {other}")),
         }
     }

@@ -118,6 +118,7 @@ mod tests {
                 expires_at: at,
                 commit_deadline: at,
                 original_filename: None,
+                checksum: None,
             },
             session: None,
             day: at.date_naive(),

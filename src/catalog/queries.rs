@@ -6,17 +6,18 @@
 use chrono::{DateTime, Utc};
 
 use super::CatalogError;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
 
 pub(super) const UPLOAD_COLUMNS: &str =
     "id, owner, profile, content_type, declared_size, key, method, state, \
      final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, \
-     original_filename";
+     original_filename, checksum_algorithm, checksum_value";
 
 pub(super) const HANDLE_COLUMNS: &str =
     "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status, \
-     original_filename";
+     original_filename, checksum_algorithm, checksum_value";
 
 /// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
 pub(super) struct UploadRow {
@@ -36,6 +37,8 @@ pub(super) struct UploadRow {
     pub expires_at: DateTime<Utc>,
     pub commit_deadline: DateTime<Utc>,
     pub original_filename: Option<String>,
+    pub checksum_algorithm: Option<String>,
+    pub checksum_value: Option<String>,
 }
 
 impl TryFrom<UploadRow> for Upload {
@@ -60,6 +63,7 @@ impl TryFrom<UploadRow> for Upload {
             expires_at: r.expires_at,
             commit_deadline: r.commit_deadline,
             original_filename: r.original_filename,
+            checksum: checksum_of(r.checksum_algorithm, r.checksum_value)?,
         })
     }
 }
@@ -76,6 +80,8 @@ pub(super) struct HandleRow {
     pub created_at: DateTime<Utc>,
     pub status: String,
     pub original_filename: Option<String>,
+    pub checksum_algorithm: Option<String>,
+    pub checksum_value: Option<String>,
 }
 
 impl TryFrom<HandleRow> for FileHandle {
@@ -96,8 +102,35 @@ impl TryFrom<HandleRow> for FileHandle {
             status: HandleStatus::parse(&r.status)
                 .ok_or_else(|| CatalogError::Corrupt(format!("handle status {:?}", r.status)))?,
             original_filename: r.original_filename,
+            checksum: checksum_of(r.checksum_algorithm, r.checksum_value)?,
         })
     }
+}
+
+/// The two checksum columns as one value: both set or both NULL.
+fn checksum_of(
+    algorithm: Option<String>,
+    value: Option<String>,
+) -> Result<Option<Checksum>, CatalogError> {
+    match (algorithm, value) {
+        (None, None) => Ok(None),
+        (Some(a), Some(v)) => ChecksumAlgorithm::parse(&a)
+            .map(|alg| Some(Checksum::from_trusted(alg, v)))
+            .ok_or_else(|| CatalogError::Corrupt(format!("checksum algorithm {a:?}"))),
+        (a, v) => Err(CatalogError::Corrupt(format!(
+            "checksum half set: algorithm {a:?}, value {v:?}"
+        ))),
+    }
+}
+
+/// Binds as the `checksum_algorithm` column.
+pub(super) fn checksum_algorithm(c: Option<&Checksum>) -> Option<&'static str> {
+    c.map(|c| c.algorithm.as_str())
+}
+
+/// Binds as the `checksum_value` column.
+pub(super) fn checksum_value(c: Option<&Checksum>) -> Option<&str> {
+    c.map(|c| c.value.as_str())
 }
 
 /// Implements [`super::Catalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
@@ -212,7 +245,7 @@ macro_rules! impl_catalog {
                     let mut qb = sqlx::QueryBuilder::<$db>::new(
                         "INSERT INTO uploads (id, owner, profile, content_type, declared_size, key, method, state, \
                          final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at, \
-                         original_filename) ",
+                         original_filename, checksum_algorithm, checksum_value) ",
                     );
                     qb.push_values(&admitted, |mut b, i| {
                         let u = &i.upload;
@@ -232,7 +265,9 @@ macro_rules! impl_catalog {
                             .push_bind(u.expires_at)
                             .push_bind(u.commit_deadline)
                             .push_bind(u.created_at)
-                            .push_bind(&u.original_filename);
+                            .push_bind(&u.original_filename)
+                            .push_bind(super::queries::checksum_algorithm(u.checksum.as_ref()))
+                            .push_bind(super::queries::checksum_value(u.checksum.as_ref()));
                     });
                     qb.build().execute(&mut *tx).await?;
                     for i in &admitted {
@@ -319,6 +354,8 @@ macro_rules! impl_catalog {
                     expires_at: row.try_get("expires_at")?,
                     commit_deadline: row.try_get("commit_deadline")?,
                     original_filename: row.try_get("original_filename")?,
+                    checksum_algorithm: row.try_get("checksum_algorithm")?,
+                    checksum_value: row.try_get("checksum_value")?,
                 })
             }
 
@@ -336,6 +373,8 @@ macro_rules! impl_catalog {
                     created_at: row.try_get("created_at")?,
                     status: row.try_get("status")?,
                     original_filename: row.try_get("original_filename")?,
+                    checksum_algorithm: row.try_get("checksum_algorithm")?,
+                    checksum_value: row.try_get("checksum_value")?,
                 })
             }
 
@@ -346,8 +385,8 @@ macro_rules! impl_catalog {
                 sqlx::query(
                     "INSERT INTO uploads (id, owner, profile, content_type, declared_size, key, method, state, \
                      final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at, \
-                     original_filename) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $13, $16)",
+                     original_filename, checksum_algorithm, checksum_value) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $13, $16, $17, $18)",
                 )
                 .bind(u.id.as_str())
                 .bind(&u.owner)
@@ -365,6 +404,8 @@ macro_rules! impl_catalog {
                 .bind(u.expires_at)
                 .bind(u.commit_deadline)
                 .bind(&u.original_filename)
+                .bind(super::queries::checksum_algorithm(u.checksum.as_ref()))
+                .bind(super::queries::checksum_value(u.checksum.as_ref()))
                 .execute(exec)
                 .await?;
                 Ok(())
@@ -577,8 +618,8 @@ macro_rules! impl_catalog {
                 }
                 sqlx::query(
                     "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, \
-                     original_filename) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                     original_filename, checksum_algorithm, checksum_value) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 )
                 .bind(handle.id.as_str())
                 .bind(handle.upload_id.as_str())
@@ -590,6 +631,8 @@ macro_rules! impl_catalog {
                 .bind(&handle.created_by)
                 .bind(handle.created_at)
                 .bind(&handle.original_filename)
+                .bind(super::queries::checksum_algorithm(handle.checksum.as_ref()))
+                .bind(super::queries::checksum_value(handle.checksum.as_ref()))
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;

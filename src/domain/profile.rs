@@ -19,6 +19,8 @@ pub struct Profile {
     /// "no link" is evidence that a file is unused: only then may hygiene unlink, archive and
     /// delete its files. Off unless configured.
     pub tracks_links: bool,
+    /// Presigns must declare a checksum (S3 then refuses other bytes; commit verifies it).
+    pub require_checksum: bool,
 }
 
 /// Why a presign request is refused before anything is recorded or signed.
@@ -129,6 +131,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             max_size: 20 * MIB,
             final_prefix: prefix("media/images/"),
             tracks_links: false,
+            require_checksum: false,
         },
         Profile {
             name: "recording".into(),
@@ -143,6 +146,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             max_size: 500 * MIB,
             final_prefix: prefix("media/recordings/"),
             tracks_links: false,
+            require_checksum: false,
         },
     ]
 }

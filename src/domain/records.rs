@@ -1,5 +1,6 @@
 //! The records the catalog keeps: uploads (one per presign) and file handles (one per commit).
 
+use super::checksum::Checksum;
 use chrono::{DateTime, SubsecRound, Utc};
 
 /// The current time at the precision both databases store (microseconds), so a record read
@@ -107,6 +108,8 @@ pub struct Upload {
     /// The filename as the client wrote it (see [`super::filename::OriginalName`]); the key
     /// holds only its ASCII slug.
     pub original_filename: Option<String>,
+    /// The checksum the client declared: bound into what it uploads with, verified at commit.
+    pub checksum: Option<Checksum>,
 }
 
 /// Where a file handle is in its life: `available` → `unlinked` (nothing uses it, past the
@@ -159,6 +162,10 @@ pub struct FileHandle {
     /// The upload's original filename, as written (absent when the client gave none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub original_filename: Option<String>,
+    /// The object's checksum as S3 reported it when the file was committed (the declared one,
+    /// verified, when the client declared one). Absent on files committed before checksums.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<Checksum>,
 }
 
 impl Serialize for FileId {

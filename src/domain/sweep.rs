@@ -153,6 +153,7 @@ mod tests {
             expires_at: t,
             commit_deadline: at(deadline),
             original_filename: None,
+            checksum: None,
         }
     }
 

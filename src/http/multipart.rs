@@ -32,6 +32,8 @@ const COMPLETE_BODY_LIMIT: usize = 1024 * 1024;
 #[derive(Debug, Deserialize, Validate)]
 struct PartUrlsBody {
     part_numbers: Vec<i64>,
+    /// One base64 checksum per part number, in the upload's declared algorithm.
+    checksums: Option<Vec<String>>,
 }
 
 async fn part_urls(
@@ -41,7 +43,14 @@ async fn part_urls(
     ApiJson(body): ApiJson<PartUrlsBody>,
 ) -> Result<Json<PartUrls>, AppError> {
     Ok(Json(
-        multipart::part_urls(&state, &who, &upload_id, &body.part_numbers).await?,
+        multipart::part_urls(
+            &state,
+            &who,
+            &upload_id,
+            &body.part_numbers,
+            body.checksums.as_deref(),
+        )
+        .await?,
     ))
 }
 

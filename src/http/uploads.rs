@@ -31,6 +31,15 @@ struct PresignBody {
     filename: Option<String>,
     method: Option<String>,
     multipart: Option<bool>,
+    checksum: Option<ChecksumBody>,
+}
+
+/// `{"algorithm": "SHA256" | "CRC32C" | "CRC64NVME", "value": "<base64>"}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChecksumBody {
+    algorithm: String,
+    value: String,
 }
 
 /// JSON numbers arrive as whatever the client sent: negative, fractional or beyond 2^64; only
@@ -61,6 +70,7 @@ async fn create(
         filename: body.filename,
         method,
         multipart: body.multipart,
+        checksum: body.checksum.map(|c| (c.algorithm, c.value)),
     };
     let presigned = presign::presign(&state, &who, cmd).await?;
     Ok((StatusCode::CREATED, Json(presigned)))

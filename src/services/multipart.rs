@@ -7,6 +7,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
+use crate::domain::checksum::Checksum;
 use crate::auth::Identity;
 use crate::domain::ids::UploadId;
 use crate::domain::multipart::{
@@ -129,10 +130,12 @@ pub async fn part_urls(
     who: &Identity,
     id: &str,
     numbers: &[i64],
+    checksums: Option<&[String]>,
 ) -> Result<PartUrls, AppError> {
     let (upload, session) = load(state, who, id).await?;
     let now = records::now();
     require_open(&session, now)?;
+    let checksums = part_checksums(upload.checksum.as_ref(), numbers.len(), checksums)?;
     let numbers = session.plan.accept_part_numbers(numbers).map_err(|e| {
         AppError::PartNumberInvalid(match e {
             PartNumberError::Count => {
@@ -148,7 +151,7 @@ pub async fn part_urls(
     let presign_secs = i64::try_from(state.settings.uploads.presign_expiry_secs).unwrap_or(900);
     let expires_at = (now + Duration::seconds(presign_secs)).min(session.expires_at);
     let mut parts = Vec::with_capacity(numbers.len());
-    for n in numbers {
+    for (i, n) in numbers.into_iter().enumerate() {
         let size = session.plan.size_of(n).unwrap_or(0);
         let put = state
             .store
@@ -159,6 +162,7 @@ pub async fn part_urls(
                 size,
                 now,
                 expires_at,
+                checksum: checksums.get(i),
             })
             .await?;
         parts.push(PartUrl {
@@ -173,6 +177,46 @@ pub async fn part_urls(
         parts,
         expires_at,
     })
+}
+
+/// The part checksums a part-URL request carries: one per part number, in the algorithm of the
+/// upload's declared full-object checksum (S3 refuses parts without one on such an upload),
+/// and none on an upload that declared none.
+fn part_checksums(
+    declared: Option<&Checksum>,
+    count: usize,
+    sent: Option<&[String]>,
+) -> Result<Vec<Checksum>, AppError> {
+    match (declared, sent) {
+        (None, None) => Ok(Vec::new()),
+        (None, Some(_)) => Err(AppError::ChecksumAlgorithmUnsupported(
+            "this upload declared no checksum at presign: its parts take none".into(),
+        )),
+        (Some(d), None) => Err(AppError::ChecksumRequired(format!(
+            "this upload declared a {} checksum: send checksums, one {} of each part, in the order of part_numbers",
+            d.algorithm, d.algorithm
+        ))),
+        (Some(d), Some(values)) => {
+            if values.len() != count {
+                return Err(AppError::ChecksumInvalid(format!(
+                    "checksums has {} values for {count} part numbers",
+                    values.len()
+                )));
+            }
+            values
+                .iter()
+                .map(|v| {
+                    Checksum::parse(d.algorithm.as_str(), v).map_err(|_| {
+                        AppError::ChecksumInvalid(format!(
+                            "{v:?} is not the base64 of a {}-byte {}",
+                            d.algorithm.digest_len(),
+                            d.algorithm
+                        ))
+                    })
+                })
+                .collect()
+        }
+    }
 }
 
 #[tracing::instrument(skip_all, fields(user.id = %who.user_id, upload.id = %id))]
@@ -376,11 +420,22 @@ async fn complete_claimed(
             crate::services::pause::point("multipart_before_complete").await;
             match state
                 .store
-                .complete_multipart(&upload.key, &session.s3_upload_id, &list)
+                .complete_multipart(
+                    &upload.key,
+                    &session.s3_upload_id,
+                    &list,
+                    upload.checksum.as_ref(),
+                )
                 .await
             {
                 Ok(()) => parts,
                 Err(StoreError::InvalidPart) => return Err(AppError::PartChanged),
+                // The parts do not add up to the declared full-object checksum. The session
+                // stays open: parts sent again with the right bytes can still complete it.
+                Err(StoreError::ChecksumMismatch(detail)) => {
+                    tracing::warn!(%detail, "completion refused: the parts do not have the declared checksum");
+                    return Err(AppError::ChecksumMismatch);
+                }
                 Err(StoreError::NotFound) => {
                     return finish_lost_completion(state, upload, session, client, done, now).await
                 }

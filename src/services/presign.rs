@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::auth::Identity;
 use crate::catalog::CatalogError;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm, ChecksumError};
 use crate::domain::filename::OriginalName;
 use crate::domain::ids::UploadId;
 use crate::domain::keys::{SafeName, TmpKey};
@@ -31,6 +32,8 @@ pub struct PresignCommand {
     pub method: Option<UploadMethod>,
     /// `Some(true)`: multipart; `Some(false)`: never; `None`: multipart above the threshold.
     pub multipart: Option<bool>,
+    /// `(algorithm, base64 value)` as the client sent them.
+    pub checksum: Option<(String, String)>,
 }
 
 /// How a multipart upload is cut.
@@ -57,6 +60,9 @@ pub struct PresignedUpload {
     pub max_size: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub multipart: Option<MultipartPlan>,
+    /// The declared checksum, as bound into the URL, form or multipart upload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<Checksum>,
 }
 
 #[tracing::instrument(skip_all, fields(user.id = %who.user_id, profile = %cmd.profile))]
@@ -80,6 +86,7 @@ pub async fn presign(
         size,
         uploads.multipart_threshold_bytes,
     )?;
+    let checksum = accept_checksum(cmd.checksum.as_ref(), profile.require_checksum, method)?;
     // The token is taken only for a request that passed validation: refused presigns cost the
     // caller nothing, so a client's mistakes cannot lock it out.
     let limited = match state.presign_limiter.lock() {
@@ -116,6 +123,7 @@ pub async fn presign(
         size,
         now,
         expires_at,
+        checksum: checksum.as_ref(),
     };
     let (mut url, mut headers, mut fields, mut session) = (None, None, None, None);
     match method {
@@ -138,6 +146,7 @@ pub async fn presign(
                     key.as_str(),
                     content_type.as_str(),
                     Some((UPLOAD_ID_METADATA, upload_id.as_str())),
+                    checksum.as_ref().map(|c| c.algorithm),
                 )
                 .await?;
             session = Some(MultipartSession {
@@ -168,6 +177,7 @@ pub async fn presign(
         expires_at,
         commit_deadline,
         original_filename: original_filename.map(|n| n.as_str().to_owned()),
+        checksum: checksum.clone(),
     };
     let created = state
         .catalog
@@ -210,6 +220,7 @@ pub async fn presign(
             part_size: s.plan.part_size,
             part_count: s.plan.part_count,
         }),
+        checksum,
     })
 }
 
@@ -229,6 +240,43 @@ impl Drop for TakenToken<'_> {
             }
         }
     }
+}
+
+/// The declared checksum, checked for shape, for the profile (which may require one) and for
+/// the method (a multipart upload's full-object checksum is a CRC).
+fn accept_checksum(
+    declared: Option<&(String, String)>,
+    required: bool,
+    method: UploadMethod,
+) -> Result<Option<Checksum>, AppError> {
+    let Some((algorithm, value)) = declared else {
+        return if required {
+            Err(AppError::ChecksumRequired(
+                "this profile requires a checksum: send checksum {algorithm, value}".into(),
+            ))
+        } else {
+            Ok(None)
+        };
+    };
+    let checksum = Checksum::parse(algorithm, value).map_err(|e| {
+        AppError::ChecksumInvalid(match e {
+            ChecksumError::UnknownAlgorithm => {
+                "algorithm must be SHA256, CRC32C or CRC64NVME".into()
+            }
+            ChecksumError::BadValue => format!(
+                "value must be the base64 of a {}-byte {} digest",
+                ChecksumAlgorithm::parse(algorithm).map_or(0, |a| a.digest_len()),
+                algorithm
+            ),
+        })
+    })?;
+    if method == UploadMethod::Multipart && !checksum.algorithm.full_object_multipart() {
+        return Err(AppError::ChecksumAlgorithmUnsupported(format!(
+            "this upload is multipart, whose whole-object checksum S3 keeps only as a CRC: declare CRC64NVME or CRC32C, not {}",
+            checksum.algorithm
+        )));
+    }
+    Ok(Some(checksum))
 }
 
 /// PUT, POST or multipart: what the client asked for, multipart above the threshold when it
@@ -261,6 +309,36 @@ mod tests {
             Ok(m) => m.as_str().to_owned(),
             Err(e) => e.code().to_owned(),
         }
+    }
+
+    #[test]
+    fn checksums_are_checked_for_shape_profile_and_method() {
+        let sha = Checksum::of(ChecksumAlgorithm::Sha256, b"x");
+        let crc = Checksum::of(ChecksumAlgorithm::Crc64Nvme, b"x");
+        let pair = |c: &Checksum| (c.algorithm.as_str().to_owned(), c.value.clone());
+        let code = |r: Result<Option<Checksum>, AppError>| match r {
+            Ok(Some(c)) => c.algorithm.as_str().to_owned(),
+            Ok(None) => "none".to_owned(),
+            Err(e) => e.code().to_owned(),
+        };
+        use UploadMethod::{Multipart, Post, Put};
+        assert_eq!(code(accept_checksum(None, false, Put)), "none");
+        assert_eq!(code(accept_checksum(None, true, Put)), "checksum_required");
+        assert_eq!(code(accept_checksum(None, true, Multipart)), "checksum_required");
+        assert_eq!(code(accept_checksum(Some(&pair(&sha)), true, Put)), "SHA256");
+        assert_eq!(code(accept_checksum(Some(&pair(&sha)), false, Post)), "SHA256");
+        assert_eq!(
+            code(accept_checksum(Some(&pair(&sha)), false, Multipart)),
+            "checksum_algorithm_unsupported"
+        );
+        assert_eq!(
+            code(accept_checksum(Some(&pair(&crc)), false, Multipart)),
+            "CRC64NVME"
+        );
+        let bad = ("SHA256".to_owned(), crc.value.clone());
+        assert_eq!(code(accept_checksum(Some(&bad), false, Put)), "checksum_invalid");
+        let unknown = ("MD5".to_owned(), sha.value.clone());
+        assert_eq!(code(accept_checksum(Some(&unknown), false, Put)), "checksum_invalid");
     }
 
     #[test]

@@ -6,6 +6,8 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use crate::domain::checksum::Checksum;
+
 use super::{amz_date, credential_scope, sign, S3Location, SigningCredentials, ALGORITHM};
 
 #[derive(Debug, Clone)]
@@ -19,6 +21,8 @@ pub struct PostPolicyRequest<'a> {
     pub region: &'a str,
     pub now: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// Bound exactly by the policy: S3 refuses a body with another checksum.
+    pub checksum: Option<&'a Checksum>,
 }
 
 /// The form a client posts: the URL and the fields to send before the `file` field.
@@ -42,6 +46,10 @@ pub fn policy_document(req: &PostPolicyRequest<'_>, creds: &SigningCredentials) 
     ];
     if let Some(token) = &creds.session_token {
         conditions.push(json!({ "x-amz-security-token": token }));
+    }
+    if let Some(c) = req.checksum {
+        conditions.push(json!({ "x-amz-checksum-algorithm": c.algorithm.as_str() }));
+        conditions.push(json!({ c.algorithm.header(): c.value }));
     }
     json!({
         "expiration": req.expires_at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
@@ -79,6 +87,13 @@ pub fn build(req: &PostPolicyRequest<'_>, creds: &SigningCredentials) -> PostFor
     ];
     if let Some(token) = &creds.session_token {
         fields.push(("x-amz-security-token".to_owned(), token.clone()));
+    }
+    if let Some(c) = req.checksum {
+        fields.push((
+            "x-amz-checksum-algorithm".to_owned(),
+            c.algorithm.as_str().to_owned(),
+        ));
+        fields.push((c.algorithm.header().to_owned(), c.value.clone()));
     }
     fields.push(("policy".to_owned(), policy));
     fields.push(("x-amz-signature".to_owned(), signature));
@@ -127,6 +142,7 @@ mod tests {
             region: "us-east-1",
             now,
             expires_at: now + chrono::Duration::minutes(15),
+            checksum: None,
         };
         let doc = policy_document(&req, &example_creds());
         assert_eq!(doc["expiration"], "2026-11-29T12:15:00.000Z");

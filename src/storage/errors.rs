@@ -15,6 +15,13 @@ pub enum StoreError {
     /// part was uploaded again meanwhile.
     #[error("a part of the completion list is not the one S3 holds")]
     InvalidPart,
+    /// A ranged GET of an empty object (416 InvalidRange): there are no first bytes.
+    #[error("requested range not satisfiable")]
+    RangeNotSatisfiable,
+    /// S3 refused bytes or a completion whose checksum is not the declared one (BadDigest,
+    /// or LocalStack's 400 naming the checksum).
+    #[error("checksum does not match: {0}")]
+    ChecksumMismatch(String),
     /// Timeouts, throttling, 5xx, connection failures: retryable; answered 503.
     #[error("object store unavailable: {0}")]
     Unavailable(String),
@@ -41,6 +48,13 @@ where
             match (status, code) {
                 (Some(412), _) | (_, "PreconditionFailed") => StoreError::PreconditionFailed,
                 (_, "InvalidPart" | "InvalidPartOrder") => StoreError::InvalidPart,
+                (Some(416), _) | (_, "InvalidRange") => StoreError::RangeNotSatisfiable,
+                (_, "BadDigest") => StoreError::ChecksumMismatch(describe(&err)),
+                (Some(400), "InvalidRequest")
+                    if se.err().message().is_some_and(|m| m.contains("hecksum")) =>
+                {
+                    StoreError::ChecksumMismatch(describe(&err))
+                }
                 (Some(404), _) | (_, "NoSuchKey" | "NotFound") => StoreError::NotFound,
                 (_, "SlowDown" | "ServiceUnavailable" | "InternalError" | "RequestTimeout") => {
                     StoreError::Unavailable(describe(&err))

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::domain::bucket_check::BucketView;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::keys::FinalKey;
 use crate::domain::multipart::PartRecord;
 use crate::signing::post_policy::PostForm;
@@ -24,6 +25,7 @@ pub use errors::StoreError;
 pub use listing::{
     DeleteFailure, ObjectEntry, ObjectPage, ObjectVersion, VersionPage, DELETE_BATCH,
 };
+pub use s3::content_range_total;
 pub use s3::S3Store;
 
 /// Metadata key naming the upload an object was promoted from. A retried commit recognizes its
@@ -41,6 +43,39 @@ pub struct ObjectHead {
     pub metadata: HashMap<String, String>,
     /// As S3 reports it: `None` for STANDARD.
     pub storage_class: Option<String>,
+    /// The full-object checksum S3 holds, when it reports one (HEAD with checksum mode; a
+    /// ranged GET reports none).
+    pub checksum: Option<Checksum>,
+}
+
+/// What one ranged GET of an object's first bytes tells: the object's facts from the same
+/// response (type, total size from Content-Range, ETag, version, metadata) and the bytes.
+#[derive(Debug, Clone)]
+pub struct Sniffed {
+    pub head: ObjectHead,
+    pub first: Vec<u8>,
+}
+
+/// A guarded CopyObject of a validated tmp object to its final key.
+#[derive(Debug, Clone)]
+pub struct PromoteRequest<'a> {
+    pub src: &'a str,
+    /// `x-amz-copy-source-if-match`: the ETag the validation read.
+    pub src_etag: &'a str,
+    /// Written only if nothing is there (`If-None-Match: *` on the destination).
+    pub dst: &'a FinalKey,
+    pub upload_id: &'a str,
+    pub content_type: &'a str,
+    /// The algorithm S3 computes the copy's checksum with (the declared one's).
+    pub checksum: Option<ChecksumAlgorithm>,
+}
+
+/// What CopyObject reports about the object it wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copied {
+    pub etag: String,
+    pub version_id: Option<String>,
+    pub checksum: Option<Checksum>,
 }
 
 /// A presigned single-request upload.
@@ -59,6 +94,9 @@ pub struct PresignInput<'a> {
     pub size: u64,
     pub now: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// Signed as `x-amz-checksum-<alg>` (PUT) or bound by the policy (POST): S3 refuses other
+    /// bytes.
+    pub checksum: Option<&'a Checksum>,
 }
 
 /// One page of ListParts.
@@ -79,13 +117,16 @@ pub struct PartInput<'a> {
     pub size: u64,
     pub now: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The part's checksum, signed as `x-amz-checksum-<alg>`.
+    pub checksum: Option<&'a Checksum>,
 }
 
 #[async_trait]
 pub trait ObjectStore: Send + Sync + 'static {
     fn bucket(&self) -> &str;
 
-    /// PUT URL with Content-Type, Content-Length and `If-None-Match: *` signed.
+    /// PUT URL with Content-Type, Content-Length, `If-None-Match: *` and the checksum (if any)
+    /// signed.
     async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError>;
 
     /// Browser POST form with exact key and Content-Type and `content-length-range` [1, max].
@@ -104,21 +145,15 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// `Ok(None)` when there is no such object.
     async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError>;
 
-    /// The first `len` bytes, only if the object still has `etag`
-    /// ([`StoreError::PreconditionFailed`] otherwise).
-    async fn read_head_bytes(&self, key: &str, len: u64, etag: &str)
-        -> Result<Vec<u8>, StoreError>;
+    /// One ranged GET of the first `len` bytes and the object's facts; `Ok(None)` when there
+    /// is no such object. An empty object (no first bytes) is told by a HEAD.
+    async fn sniff(&self, key: &str, len: u64) -> Result<Option<Sniffed>, StoreError>;
 
-    /// CopyObject `src` → `dst` guarded by `x-amz-copy-source-if-match: src_etag`, writing the
-    /// upload id into the copy's metadata and the declared Content-Type.
-    async fn promote(
-        &self,
-        src: &str,
-        src_etag: &str,
-        dst: &FinalKey,
-        upload_id: &str,
-        content_type: &str,
-    ) -> Result<(), StoreError>;
+    /// CopyObject `src` → `dst` guarded by `x-amz-copy-source-if-match: src_etag` and, on the
+    /// destination, `If-None-Match: *`, writing the upload id into the copy's metadata and
+    /// the declared Content-Type. Either guard failing is [`StoreError::PreconditionFailed`]
+    /// (S3 answers 412 for both; the caller tells them apart).
+    async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError>;
 
     /// Deletes one version (or, unversioned, the object). Missing is not an error.
     async fn delete_version(&self, key: &str, version_id: Option<&str>) -> Result<(), StoreError>;
@@ -126,13 +161,14 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Bucket reachable (readiness).
     async fn check_bucket(&self) -> Result<(), StoreError>;
 
-    /// CreateMultipartUpload on `key` with the Content-Type bound (and one metadata entry);
-    /// returns S3's upload id.
+    /// CreateMultipartUpload on `key` with the Content-Type bound (and one metadata entry),
+    /// with a full-object checksum of `checksum` when given; returns S3's upload id.
     async fn create_multipart(
         &self,
         key: &str,
         content_type: &str,
         metadata: Option<(&str, &str)>,
+        checksum: Option<ChecksumAlgorithm>,
     ) -> Result<String, StoreError>;
 
     /// An UploadPart URL with Content-Length signed.
@@ -148,12 +184,15 @@ pub trait ObjectStore: Send + Sync + 'static {
         max: u32,
     ) -> Result<PartPage, StoreError>;
 
-    /// CompleteMultipartUpload with `(part number, ETag)` in ascending order.
+    /// CompleteMultipartUpload with `(part number, ETag)` in ascending order and, when the
+    /// upload was created with one, the full-object checksum S3 must find
+    /// ([`StoreError::ChecksumMismatch`] otherwise).
     async fn complete_multipart(
         &self,
         key: &str,
         multipart_id: &str,
         parts: &[(u32, String)],
+        checksum: Option<&Checksum>,
     ) -> Result<(), StoreError>;
 
     /// AbortMultipartUpload; an upload S3 no longer has is not an error.

@@ -7,6 +7,7 @@ use aws_sdk_s3::Client;
 
 use super::errors::classify;
 use super::{PartPage, StoreError};
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::multipart::PartRecord;
 
 pub(super) async fn create(
@@ -15,12 +16,20 @@ pub(super) async fn create(
     key: &str,
     content_type: &str,
     metadata: Option<(&str, &str)>,
+    checksum: Option<aws_sdk_s3::types::ChecksumAlgorithm>,
 ) -> Result<String, StoreError> {
     let mut req = client
         .create_multipart_upload()
         .bucket(bucket)
         .key(key)
         .content_type(content_type);
+    if let Some(a) = checksum {
+        // A full-object checksum: CompleteMultipartUpload then names the whole object's CRC,
+        // and S3 refuses a completion whose parts do not add up to it.
+        req = req
+            .checksum_algorithm(a)
+            .checksum_type(aws_sdk_s3::types::ChecksumType::FullObject);
+    }
     if let Some((k, v)) = metadata {
         req = req.metadata(k, v);
     }
@@ -60,6 +69,7 @@ pub(super) async fn list_parts(
                     .checksum_crc32()
                     .or(p.checksum_crc32_c())
                     .or(p.checksum_sha256())
+                    .or(p.checksum_crc64_nvme())
                     .or(p.checksum_sha1())
                     .map(str::to_owned),
             })
@@ -80,6 +90,7 @@ pub(super) async fn complete(
     key: &str,
     multipart_id: &str,
     parts: &[(u32, String)],
+    checksum: Option<&Checksum>,
 ) -> Result<(), StoreError> {
     let completed = CompletedMultipartUpload::builder()
         .set_parts(Some(
@@ -94,15 +105,21 @@ pub(super) async fn complete(
                 .collect(),
         ))
         .build();
-    client
+    let mut req = client
         .complete_multipart_upload()
         .bucket(bucket)
         .key(key)
         .upload_id(multipart_id)
-        .multipart_upload(completed)
-        .send()
-        .await
-        .map_err(classify)?;
+        .multipart_upload(completed);
+    if let Some(c) = checksum {
+        req = req.checksum_type(aws_sdk_s3::types::ChecksumType::FullObject);
+        req = match c.algorithm {
+            ChecksumAlgorithm::Crc64Nvme => req.checksum_crc64_nvme(&c.value),
+            ChecksumAlgorithm::Crc32c => req.checksum_crc32_c(&c.value),
+            ChecksumAlgorithm::Sha256 => req.checksum_sha256(&c.value),
+        };
+    }
+    req.send().await.map_err(classify)?;
     Ok(())
 }
 

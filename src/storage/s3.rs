@@ -14,12 +14,13 @@ use aws_sdk_s3::Client;
 use super::errors::classify;
 use super::{listing, multipart};
 use super::{
-    DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput,
-    PresignedPut, StoreError, VersionPage, UPLOAD_ID_METADATA,
+    Copied, DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage,
+    PresignInput, PresignedPut, PromoteRequest, Sniffed, StoreError, VersionPage,
+    UPLOAD_ID_METADATA,
 };
 use crate::config::S3Settings;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::bucket_check::BucketView;
-use crate::domain::keys::FinalKey;
 use crate::signing::post_policy::{self, PostForm, PostPolicyRequest};
 use crate::signing::query::{self, PresignRequest};
 use crate::signing::{uri_encode, S3Location, SigningCredentials};
@@ -123,6 +124,37 @@ impl S3Store {
     }
 }
 
+/// The total size in a `Content-Range: bytes 0-63/5008` header.
+pub fn content_range_total(header: &str) -> Option<i64> {
+    let (unit, rest) = header.split_once(' ')?;
+    let (_, total) = rest.split_once('/')?;
+    if unit != "bytes" {
+        return None;
+    }
+    total.parse::<i64>().ok().filter(|n| *n >= 0)
+}
+
+/// The headers that carry a declared checksum: the value, and the algorithm the way the AWS
+/// SDKs name it (S3 and LocalStack read the algorithm from it).
+fn checksum_headers(c: &Checksum) -> [(String, String); 2] {
+    [
+        (c.algorithm.header().to_owned(), c.value.clone()),
+        (
+            "x-amz-sdk-checksum-algorithm".to_owned(),
+            c.algorithm.as_str().to_owned(),
+        ),
+    ]
+}
+
+/// S3's name of an algorithm.
+fn sdk_algorithm(a: ChecksumAlgorithm) -> aws_sdk_s3::types::ChecksumAlgorithm {
+    match a {
+        ChecksumAlgorithm::Sha256 => aws_sdk_s3::types::ChecksumAlgorithm::Sha256,
+        ChecksumAlgorithm::Crc32c => aws_sdk_s3::types::ChecksumAlgorithm::Crc32C,
+        ChecksumAlgorithm::Crc64Nvme => aws_sdk_s3::types::ChecksumAlgorithm::Crc64Nvme,
+    }
+}
+
 fn expires_secs(input: &PresignInput<'_>) -> u64 {
     u64::try_from((input.expires_at - input.now).num_seconds())
         .unwrap_or(1)
@@ -138,11 +170,16 @@ impl ObjectStore for S3Store {
     async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError> {
         let creds = self.signing_credentials().await?;
         // What the client must send is exactly what is signed.
-        let must_send: Vec<(String, String)> = vec![
+        let mut must_send: Vec<(String, String)> = vec![
             ("Content-Type".into(), input.content_type.to_owned()),
             ("Content-Length".into(), input.size.to_string()),
             ("If-None-Match".into(), "*".into()),
         ];
+        // Signed headers, not query parameters: S3 then refuses bytes with another checksum
+        // (400 BadDigest) and a request that leaves the header out or changes it (403).
+        if let Some(c) = input.checksum {
+            must_send.extend(checksum_headers(c));
+        }
         let signed = must_send
             .iter()
             .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
@@ -178,6 +215,7 @@ impl ObjectStore for S3Store {
                 region: &self.region,
                 now: input.now,
                 expires_at: input.expires_at,
+                checksum: input.checksum,
             },
             &creds,
         ))
@@ -219,6 +257,7 @@ impl ObjectStore for S3Store {
             .head_object()
             .bucket(&self.bucket)
             .key(key)
+            .checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled)
             .send()
             .await
         {
@@ -229,6 +268,14 @@ impl ObjectStore for S3Store {
                 version_id: out.version_id().map(str::to_owned),
                 metadata: out.metadata().cloned().unwrap_or_default(),
                 storage_class: out.storage_class().map(|c| c.as_str().to_owned()),
+                checksum: Checksum::pick(
+                    None,
+                    [
+                        (ChecksumAlgorithm::Sha256, out.checksum_sha256()),
+                        (ChecksumAlgorithm::Crc64Nvme, out.checksum_crc64_nvme()),
+                        (ChecksumAlgorithm::Crc32c, out.checksum_crc32_c()),
+                    ],
+                ),
             })),
             Err(e) => match classify(e) {
                 StoreError::NotFound => Ok(None),
@@ -238,54 +285,89 @@ impl ObjectStore for S3Store {
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "GetObject", size_bytes = len))]
-    async fn read_head_bytes(
-        &self,
-        key: &str,
-        len: u64,
-        etag: &str,
-    ) -> Result<Vec<u8>, StoreError> {
-        let out = self
+    async fn sniff(&self, key: &str, len: u64) -> Result<Option<Sniffed>, StoreError> {
+        let sent = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
             .range(format!("bytes=0-{}", len.saturating_sub(1)))
-            .if_match(etag)
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(classify);
+        let out = match sent {
+            Ok(out) => out,
+            Err(StoreError::NotFound) => return Ok(None),
+            // An empty object has no byte 0: its facts come from a HEAD, its first bytes are none.
+            Err(StoreError::RangeNotSatisfiable) => {
+                return Ok(self.head(key).await?.map(|head| Sniffed {
+                    head,
+                    first: Vec::new(),
+                }))
+            }
+            Err(e) => return Err(e),
+        };
+        let size = match out.content_range() {
+            Some(range) => content_range_total(range).ok_or_else(|| {
+                StoreError::Other(format!("unreadable Content-Range {range:?}"))
+            })?,
+            // A store that ignores Range sends the whole object: its length is the size.
+            None => out.content_length().unwrap_or(0),
+        };
+        let head = ObjectHead {
+            size,
+            content_type: out.content_type().map(str::to_owned),
+            etag: out.e_tag().unwrap_or_default().to_owned(),
+            version_id: out.version_id().map(str::to_owned),
+            metadata: out.metadata().cloned().unwrap_or_default(),
+            storage_class: out.storage_class().map(|c| c.as_str().to_owned()),
+            checksum: None,
+        };
         let body = out
             .body
             .collect()
             .await
             .map_err(|e| StoreError::Unavailable(format!("reading body: {e}")))?;
-        let mut bytes = body.to_vec();
-        bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
-        Ok(bytes)
+        let mut first = body.to_vec();
+        first.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        Ok(Some(Sniffed { head, first }))
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
-    async fn promote(
-        &self,
-        src: &str,
-        src_etag: &str,
-        dst: &FinalKey,
-        upload_id: &str,
-        content_type: &str,
-    ) -> Result<(), StoreError> {
-        self.client
+    async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError> {
+        let mut call = self
+            .client
             .copy_object()
             .bucket(&self.bucket)
-            .key(dst.as_str())
-            .copy_source(self.copy_source(src))
-            .copy_source_if_match(src_etag)
+            .key(req.dst.as_str())
+            .copy_source(self.copy_source(req.src))
+            .copy_source_if_match(req.src_etag)
+            .if_none_match("*")
             .metadata_directive(MetadataDirective::Replace)
-            .metadata(UPLOAD_ID_METADATA, upload_id)
-            .content_type(content_type)
-            .send()
-            .await
-            .map_err(classify)?;
-        Ok(())
+            .metadata(UPLOAD_ID_METADATA, req.upload_id)
+            .content_type(req.content_type);
+        if let Some(a) = req.checksum {
+            call = call.checksum_algorithm(sdk_algorithm(a));
+        }
+        let out = call.send().await.map_err(classify)?;
+        let result = out.copy_object_result();
+        Ok(Copied {
+            etag: result
+                .and_then(|r| r.e_tag())
+                .unwrap_or_default()
+                .to_owned(),
+            version_id: out.version_id().map(str::to_owned),
+            checksum: result.and_then(|r| {
+                Checksum::pick(
+                    req.checksum,
+                    [
+                        (ChecksumAlgorithm::Sha256, r.checksum_sha256()),
+                        (ChecksumAlgorithm::Crc64Nvme, r.checksum_crc64_nvme()),
+                        (ChecksumAlgorithm::Crc32c, r.checksum_crc32_c()),
+                    ],
+                )
+            }),
+        })
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "DeleteObject"))]
@@ -322,13 +404,25 @@ impl ObjectStore for S3Store {
         key: &str,
         content_type: &str,
         metadata: Option<(&str, &str)>,
+        checksum: Option<ChecksumAlgorithm>,
     ) -> Result<String, StoreError> {
-        multipart::create(&self.client, &self.bucket, key, content_type, metadata).await
+        multipart::create(
+            &self.client,
+            &self.bucket,
+            key,
+            content_type,
+            metadata,
+            checksum.map(sdk_algorithm),
+        )
+        .await
     }
 
     async fn presign_part(&self, input: &PartInput<'_>) -> Result<PresignedPut, StoreError> {
         let creds = self.signing_credentials().await?;
-        let must_send = vec![("Content-Length".to_owned(), input.size.to_string())];
+        let mut must_send = vec![("Content-Length".to_owned(), input.size.to_string())];
+        if let Some(c) = input.checksum {
+            must_send.extend(checksum_headers(c));
+        }
         let mut q = BTreeMap::new();
         q.insert("partNumber".to_owned(), input.part_number.to_string());
         q.insert("uploadId".to_owned(), input.multipart_id.to_owned());
@@ -373,8 +467,17 @@ impl ObjectStore for S3Store {
         key: &str,
         multipart_id: &str,
         parts: &[(u32, String)],
+        checksum: Option<&Checksum>,
     ) -> Result<(), StoreError> {
-        multipart::complete(&self.client, &self.bucket, key, multipart_id, parts).await
+        multipart::complete(
+            &self.client,
+            &self.bucket,
+            key,
+            multipart_id,
+            parts,
+            checksum,
+        )
+        .await
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "AbortMultipartUpload"))]
@@ -490,5 +593,20 @@ impl ObjectStore for S3Store {
             }
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::content_range_total;
+
+    #[test]
+    fn the_total_size_is_read_from_content_range() {
+        assert_eq!(content_range_total("bytes 0-63/5008"), Some(5008));
+        assert_eq!(content_range_total("bytes 0-0/1"), Some(1));
+        assert_eq!(content_range_total("bytes 0-63/*"), None);
+        assert_eq!(content_range_total("items 0-63/5008"), None);
+        assert_eq!(content_range_total("bytes 0-63/-5"), None);
+        assert_eq!(content_range_total(""), None);
     }
 }

@@ -179,6 +179,7 @@ async fn a_duplicate_in_a_presign_batch_fails_alone() {
         expires_at: Utc::now(),
         commit_deadline: Utc::now(),
         original_filename: None,
+        checksum: None,
     };
     let twice = upload(UploadId::generate());
     let others: Vec<Upload> = (0..6).map(|_| upload(UploadId::generate())).collect();

@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use upcommit::domain::keys::FinalKey;
+use upcommit::domain::checksum::{Checksum, ChecksumAlgorithm};
 use upcommit::signing::post_policy::PostForm;
 use upcommit::storage::{
-    DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput,
-    PresignedPut, StoreError, VersionPage,
+    Copied, DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage,
+    PresignInput, PresignedPut, PromoteRequest, Sniffed, StoreError, VersionPage,
 };
 
 use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp};
@@ -71,38 +71,23 @@ impl ObjectStore for FaultyStore {
     async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError> {
         self.inner.head(key).await
     }
-    async fn read_head_bytes(
-        &self,
-        key: &str,
-        len: u64,
-        etag: &str,
-    ) -> Result<Vec<u8>, StoreError> {
-        self.inner.read_head_bytes(key, len, etag).await
+    async fn sniff(&self, key: &str, len: u64) -> Result<Option<Sniffed>, StoreError> {
+        self.inner.sniff(key, len).await
     }
-    async fn promote(
-        &self,
-        src: &str,
-        src_etag: &str,
-        dst: &FinalKey,
-        upload_id: &str,
-        content_type: &str,
-    ) -> Result<(), StoreError> {
+    async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError> {
         let replacement = self.faults.replace_before_copy.lock().expect("lock").take();
         if let Some(bytes) = replacement {
             self.raw
                 .put_object()
                 .bucket(self.inner.bucket())
-                .key(src)
-                .content_type(content_type)
+                .key(req.src)
+                .content_type(req.content_type)
                 .body(bytes.into())
                 .send()
                 .await
                 .expect("swap the source bytes");
         }
-        let result = self
-            .inner
-            .promote(src, src_etag, dst, upload_id, content_type)
-            .await;
+        let result = self.inner.promote(req).await;
         if result.is_ok() {
             self.faults.copies.fetch_add(1, Ordering::SeqCst);
             if take(&self.faults.copy_then_timeout) {
@@ -130,9 +115,10 @@ impl ObjectStore for FaultyStore {
         key: &str,
         content_type: &str,
         metadata: Option<(&str, &str)>,
+        checksum: Option<ChecksumAlgorithm>,
     ) -> Result<String, StoreError> {
         self.inner
-            .create_multipart(key, content_type, metadata)
+            .create_multipart(key, content_type, metadata, checksum)
             .await
     }
 
@@ -155,9 +141,10 @@ impl ObjectStore for FaultyStore {
         key: &str,
         multipart_id: &str,
         parts: &[(u32, String)],
+        checksum: Option<&Checksum>,
     ) -> Result<(), StoreError> {
         self.inner
-            .complete_multipart(key, multipart_id, parts)
+            .complete_multipart(key, multipart_id, parts, checksum)
             .await?;
         if take(&self.faults.complete_then_timeout) {
             return Err(StoreError::Unavailable(

@@ -278,6 +278,7 @@ async fn sibling(app: &TestApp, key: &str, status: &str) -> String {
         expires_at: Utc::now(),
         commit_deadline: Utc::now(),
         original_filename: None,
+        checksum: None,
     };
     app.catalog.import_upload(&upload).await.expect("upload");
     let id = uuid::Uuid::new_v4().simple().to_string();

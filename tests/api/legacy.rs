@@ -28,6 +28,7 @@ async fn legacy_upload(app: &TestApp, owner: &str) -> (UploadId, String) {
             expires_at: now + Duration::minutes(15),
             commit_deadline: now + Duration::days(1),
             original_filename: None,
+            checksum: None,
         })
         .await
         .expect("import legacy upload");

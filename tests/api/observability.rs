@@ -90,10 +90,11 @@ async fn metrics_count_what_happened() {
         Some(3000.0)
     );
 
-    // The commit's S3 calls, named by the SDK's operation: HEAD tmp, ranged GET, HEAD final →
-    // 404, CopyObject, HEAD verify — the raw sequence without its DeleteObject (the tmp object
-    // stays until the URL has expired; the sweep deletes it in batches). The replay makes no
-    // S3 call at all. No hidden extra round trips.
+    // The commit's S3 calls, named by the SDK's operation: exactly two — the ranged GET (type,
+    // size, ETag and the first bytes in one response) and the CopyObject guarded on both sides,
+    // whose answer is the verification. No HEAD of tmp, none of the final key, no verify HEAD,
+    // no delete (the tmp object stays until the URL has expired; the sweep deletes it in
+    // batches). The replay makes no S3 call at all. No hidden extra round trips.
     let s3 = |op: &str, result: &str| {
         sample(
             &text,
@@ -102,8 +103,8 @@ async fn metrics_count_what_happened() {
             ),
         )
     };
-    assert_eq!(s3("HeadObject", "ok"), Some(2.0), "{text}");
-    assert_eq!(s3("HeadObject", "error"), Some(1.0), "{text}");
+    assert_eq!(s3("HeadObject", "ok"), None, "{text}");
+    assert_eq!(s3("HeadObject", "error"), None, "{text}");
     assert_eq!(s3("GetObject", "ok"), Some(1.0));
     assert_eq!(s3("CopyObject", "ok"), Some(1.0));
     assert_eq!(

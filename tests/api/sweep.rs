@@ -44,6 +44,7 @@ async fn plant(app: &TestApp, day: &str, state: Option<UploadState>) -> String {
             expires_at: created + chrono::Duration::minutes(15),
             commit_deadline: created + chrono::Duration::days(1),
             original_filename: None,
+            checksum: None,
         };
         app.catalog.import_upload(&upload).await.expect("import");
     }

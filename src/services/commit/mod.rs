@@ -3,12 +3,19 @@
 //! Order, so that a crash or error at any step leaves a state a retried commit completes:
 //! 1. take the upload's lease in the catalog (`issued → promoting`, final key reserved by a
 //!    unique index) — concurrent commits of one upload wait for the holder and return its handle;
-//! 2. HEAD the tmp object, check type and size, read its first bytes (ETag-guarded) and check
-//!    the magic bytes;
-//! 3. CopyObject to the final key guarded by `x-amz-copy-source-if-match`, the upload id written
-//!    into the copy's metadata (a retry recognizes its own final object by it);
-//! 4. HEAD the final object to verify it;
-//! 5. record the handle and `promoting → committed` in one transaction.
+//! 2. one ranged GET of the tmp object: its type, total size (Content-Range), ETag and version
+//!    come with its first bytes in one response; check type, size and magic bytes;
+//! 3. CopyObject to the final key guarded on both sides — `x-amz-copy-source-if-match` (the
+//!    bytes are the ones just checked) and `If-None-Match: *` (nothing at the final key is
+//!    overwritten) — with the upload id in the copy's metadata (a retry recognizes its own
+//!    final object by it) and, when the client declared a checksum, S3 computing that
+//!    algorithm over the copied bytes; the copy's answer (ETag, version, checksum) is the
+//!    verification: a checksum other than the declared one removes that copy and rejects;
+//! 4. record the handle and `promoting → committed` in one transaction.
+//!
+//! When a guard refuses (412), a HEAD of the final key tells which: our own earlier copy (roll
+//! forward), someone else's object (`final_key_conflict`), or nothing (the source changed:
+//! `object_changed`). Objects over `max_single_copy_bytes` are copied in parts, with HEADs.
 //!
 //! The tmp object is not deleted here: it stays until the upload's URL has expired, so the
 //! URL's `If-None-Match: *` keeps refusing a second PUT (single-use URLs), and the sweep then

@@ -35,6 +35,7 @@ pub(super) async fn copy_in_parts(
             job.dst,
             job.content_type,
             Some((UPLOAD_ID_METADATA, job.upload_id)),
+            None,
         )
         .await?;
     tracing::info!(
@@ -46,7 +47,7 @@ pub(super) async fn copy_in_parts(
     let completed = match copied {
         Ok(etags) => {
             store
-                .complete_multipart(job.dst, &multipart_id, &etags)
+                .complete_multipart(job.dst, &multipart_id, &etags, None)
                 .await
         }
         Err(e) => Err(e),

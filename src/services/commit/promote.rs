@@ -1,12 +1,13 @@
-//! Steps 2–6 of a commit, run under the upload's lease, and what each failure does to it.
+//! Steps 2–5 of a commit, run under the upload's lease, and what each failure does to it.
 
+use crate::domain::checksum::Checksum;
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
 use crate::domain::records::{self, FileHandle, HandleStatus, Upload};
 use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::storage::{ObjectHead, StoreError, UPLOAD_ID_METADATA};
+use crate::storage::{ObjectHead, PromoteRequest, Sniffed, StoreError, UPLOAD_ID_METADATA};
 
 use super::multipart_copy::{copy_in_parts, CopyJob};
 use super::{CommitOutcome, Lease};
@@ -28,7 +29,46 @@ fn is_ours(head: &ObjectHead, upload: &Upload) -> bool {
         .is_some_and(|v| v == upload.id.as_str())
 }
 
-/// Steps 2–6 under the lease.
+/// What the handle records of the final object.
+struct Final {
+    etag: String,
+    size: i64,
+    version_id: Option<String>,
+    checksum: Option<Checksum>,
+}
+
+impl From<ObjectHead> for Final {
+    fn from(h: ObjectHead) -> Self {
+        Final {
+            etag: h.etag,
+            size: h.size,
+            version_id: h.version_id,
+            checksum: h.checksum,
+        }
+    }
+}
+
+/// Type, size and magic bytes of the object as one response told them.
+fn validate(upload: &Upload, head: &ObjectHead, first: &[u8]) -> Result<(), AppError> {
+    let stored_type = head
+        .content_type
+        .as_deref()
+        .and_then(|t| ContentType::parse(t).ok());
+    if stored_type.as_ref().map(ContentType::as_str) != Some(upload.content_type.as_str()) {
+        return Err(AppError::ContentTypeMismatch);
+    }
+    if head.size <= 0 || head.size != upload.declared_size {
+        return Err(AppError::SizeMismatch);
+    }
+    if sniff(&upload.content_type, first) == Sniff::Mismatch {
+        return Err(AppError::ContentMismatch);
+    }
+    Ok(())
+}
+
+/// Steps 2–5 under the lease. On the common path two S3 calls: a ranged GET (type, size,
+/// ETag, version and the first bytes in one response) and a CopyObject guarded on both
+/// sides, whose own answer (ETag, version, checksum) is the verification.
 pub(super) async fn promote(
     state: &AppState,
     upload: &Upload,
@@ -36,57 +76,116 @@ pub(super) async fn promote(
     legacy: bool,
 ) -> Result<CommitOutcome, Failure> {
     crate::services::pause::point("after_lease").await;
+    if legacy {
+        return promote_in_place(state, upload, lease).await;
+    }
     let store = &state.store;
-    let Some(head) = store
-        .head(&upload.key)
+    let Some(Sniffed { head, first }) = store
+        .sniff(&upload.key, SNIFF_BYTES)
         .await
         .map_err(|e| Failure::Release(e.into()))?
     else {
         // The source is gone. If an earlier attempt copied it and died before recording,
         // the final object names this upload: roll forward.
-        if !legacy {
-            if let Some(fin) = store
-                .head(lease.final_key.as_str())
-                .await
-                .map_err(|e| Failure::Release(e.into()))?
-            {
-                if is_ours(&fin, upload) {
-                    return record(state, upload, lease, fin, None).await;
-                }
-            }
-        }
-        return Err(Failure::Release(AppError::ObjectNotUploaded));
+        return match final_if_ours(state, upload, lease).await? {
+            Some(fin) => roll_forward(state, upload, lease, fin, None).await,
+            None => Err(Failure::Release(AppError::ObjectNotUploaded)),
+        };
     };
+    if let Err(e) = validate(upload, &head, &first) {
+        return Err(Failure::Reject(e, Some(head)));
+    }
 
-    let stored_type = head
-        .content_type
-        .as_deref()
-        .and_then(|t| ContentType::parse(t).ok());
-    if stored_type.as_ref().map(ContentType::as_str) != Some(upload.content_type.as_str()) {
-        return Err(Failure::Reject(AppError::ContentTypeMismatch, Some(head)));
+    let size = u64::try_from(head.size).unwrap_or(u64::MAX);
+    if size > state.settings.uploads.max_single_copy_bytes {
+        return promote_in_parts(state, upload, lease, head).await;
     }
-    if head.size <= 0 || head.size != upload.declared_size {
-        return Err(Failure::Reject(AppError::SizeMismatch, Some(head)));
-    }
-    let first = match store
-        .read_head_bytes(&upload.key, SNIFF_BYTES, &head.etag)
-        .await
-    {
-        Ok(bytes) => bytes,
-        Err(StoreError::PreconditionFailed) => {
-            return Err(Failure::Release(AppError::ObjectChanged))
+    let copied = store
+        .promote(&PromoteRequest {
+            src: &upload.key,
+            src_etag: &head.etag,
+            dst: &lease.final_key,
+            upload_id: upload.id.as_str(),
+            content_type: &upload.content_type,
+            checksum: upload.checksum.as_ref().map(|c| c.algorithm),
+        })
+        .await;
+    match copied {
+        Ok(copied) => {
+            crate::services::pause::point("after_copy").await;
+            let fin = Final {
+                etag: copied.etag,
+                // The copy was of the version whose size the GET read (the ETag guard).
+                size: head.size,
+                version_id: copied.version_id,
+                checksum: copied.checksum,
+            };
+            verify_then_record(state, upload, lease, fin, Some(head)).await
         }
+        // One of the two guards refused. Which one the final key tells: ours (an earlier
+        // attempt copied and died before recording), someone else's, or none (the source
+        // changed after the GET).
+        Err(StoreError::PreconditionFailed) => match store.head(lease.final_key.as_str()).await {
+            Ok(Some(fin)) if is_ours(&fin, upload) => {
+                tracing::info!("final object already copied by an earlier attempt");
+                roll_forward(state, upload, lease, fin, Some(head)).await
+            }
+            Ok(Some(_)) => Err(Failure::Release(AppError::FinalKeyConflict)),
+            Ok(None) => Err(Failure::Release(AppError::ObjectChanged)),
+            Err(e) => Err(Failure::Release(e.into())),
+        },
+        Err(e) => Err(Failure::Abandon(e.into())),
+    }
+}
+
+/// The final object, when it exists and names this upload.
+async fn final_if_ours(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+) -> Result<Option<ObjectHead>, Failure> {
+    match state.store.head(lease.final_key.as_str()).await {
+        Ok(Some(fin)) if is_ours(&fin, upload) => Ok(Some(fin)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(Failure::Release(e.into())),
+    }
+}
+
+/// An earlier attempt's copy, found by its metadata: checked like a fresh one, then recorded.
+async fn roll_forward(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+    fin: ObjectHead,
+    source: Option<ObjectHead>,
+) -> Result<CommitOutcome, Failure> {
+    if fin.size != upload.declared_size {
+        return Err(Failure::Abandon(AppError::Internal(format!(
+            "final object at {} does not verify (size {}, declared {})",
+            lease.final_key, fin.size, upload.declared_size
+        ))));
+    }
+    verify_then_record(state, upload, lease, fin.into(), source).await
+}
+
+/// Large objects: CopyObject stops at 5 GiB, so the copy is UploadPartCopy in parts. A copy
+/// assembled from parts has no full-object checksum of its own: the source's is checked
+/// before the copy (HEAD with checksum mode) and the ETag guard binds the copy to it.
+async fn promote_in_parts(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+    sniffed: ObjectHead,
+) -> Result<CommitOutcome, Failure> {
+    let store = &state.store;
+    let head = match store.head(&upload.key).await {
+        Ok(Some(h)) if h.etag == sniffed.etag => h,
+        Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => return Err(Failure::Release(e.into())),
     };
-    if sniff(&upload.content_type, &first) == Sniff::Mismatch {
-        return Err(Failure::Reject(AppError::ContentMismatch, Some(head)));
+    if let Verdict::Mismatch = verdict(upload.checksum.as_ref(), head.checksum.as_ref()) {
+        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
     }
-
-    if legacy {
-        // Committed in place: the object already sits at its final key.
-        return record(state, upload, lease, head, None).await;
-    }
-
     match store
         .head(lease.final_key.as_str())
         .await
@@ -98,31 +197,17 @@ pub(super) async fn promote(
         Some(_) => return Err(Failure::Release(AppError::FinalKeyConflict)),
         None => {
             let uploads = &state.settings.uploads;
-            let size = u64::try_from(head.size).unwrap_or(u64::MAX);
-            let copied = if size > uploads.max_single_copy_bytes {
-                let job = CopyJob {
-                    src: &upload.key,
-                    src_etag: &head.etag,
-                    size,
-                    dst: lease.final_key.as_str(),
-                    upload_id: upload.id.as_str(),
-                    content_type: &upload.content_type,
-                    part_size: uploads.copy_part_size_bytes,
-                    concurrency: uploads.copy_concurrency,
-                };
-                copy_in_parts(store, &job).await
-            } else {
-                store
-                    .promote(
-                        &upload.key,
-                        &head.etag,
-                        &lease.final_key,
-                        upload.id.as_str(),
-                        &upload.content_type,
-                    )
-                    .await
+            let job = CopyJob {
+                src: &upload.key,
+                src_etag: &head.etag,
+                size: u64::try_from(head.size).unwrap_or(u64::MAX),
+                dst: lease.final_key.as_str(),
+                upload_id: upload.id.as_str(),
+                content_type: &upload.content_type,
+                part_size: uploads.copy_part_size_bytes,
+                concurrency: uploads.copy_concurrency,
             };
-            match copied {
+            match copy_in_parts(store, &job).await {
                 Ok(()) => crate::services::pause::point("after_copy").await,
                 Err(StoreError::PreconditionFailed) => {
                     return Err(Failure::Release(AppError::ObjectChanged))
@@ -131,7 +216,6 @@ pub(super) async fn promote(
             }
         }
     }
-
     let fin = match store.head(lease.final_key.as_str()).await {
         Ok(Some(fin)) => fin,
         Ok(None) => {
@@ -147,7 +231,103 @@ pub(super) async fn promote(
             lease.final_key, fin.size, upload.declared_size
         ))));
     }
+    let checksum = head.checksum.clone();
+    let fin = Final {
+        checksum,
+        ..fin.into()
+    };
     record(state, upload, lease, fin, Some(head)).await
+}
+
+/// Legacy keys are committed in place: HEAD (with the stored checksum) and the first bytes
+/// of that same version.
+async fn promote_in_place(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+) -> Result<CommitOutcome, Failure> {
+    let store = &state.store;
+    let Some(head) = store
+        .head(&upload.key)
+        .await
+        .map_err(|e| Failure::Release(e.into()))?
+    else {
+        return Err(Failure::Release(AppError::ObjectNotUploaded));
+    };
+    let first = match store.sniff(&upload.key, SNIFF_BYTES).await {
+        Ok(Some(s)) if s.head.etag == head.etag => s.first,
+        Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
+        Err(e) => return Err(Failure::Release(e.into())),
+    };
+    if let Err(e) = validate(upload, &head, &first) {
+        return Err(Failure::Reject(e, Some(head)));
+    }
+    if let Verdict::Mismatch = verdict(upload.checksum.as_ref(), head.checksum.as_ref()) {
+        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
+    }
+    record(state, upload, lease, head.into(), None).await
+}
+
+/// A declared checksum against the one S3 reported for the final object.
+enum Verdict {
+    /// Equal, or nothing was declared.
+    Holds,
+    Mismatch,
+    /// Declared, but S3 reported none for this object.
+    NotReported,
+}
+
+fn verdict(declared: Option<&Checksum>, reported: Option<&Checksum>) -> Verdict {
+    match (declared, reported) {
+        (None, _) => Verdict::Holds,
+        (Some(d), Some(r)) if d == r => Verdict::Holds,
+        (Some(_), Some(_)) => Verdict::Mismatch,
+        (Some(_), None) => Verdict::NotReported,
+    }
+}
+
+/// The copy's checksum against the declared one, then the record. A copy whose bytes are not
+/// the declared ones is this commit's own, never recorded object: it is removed (that exact
+/// version) and the upload rejected; nothing else is touched.
+async fn verify_then_record(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+    mut fin: Final,
+    source: Option<ObjectHead>,
+) -> Result<CommitOutcome, Failure> {
+    if let Verdict::NotReported = verdict(upload.checksum.as_ref(), fin.checksum.as_ref()) {
+        // CopyObject reported no checksum of the declared algorithm: ask the final object.
+        match state.store.head(lease.final_key.as_str()).await {
+            Ok(Some(h)) if is_ours(&h, upload) => fin.checksum = h.checksum,
+            Ok(_) => {
+                return Err(Failure::Abandon(AppError::Internal(
+                    "final object missing right after its copy".into(),
+                )))
+            }
+            Err(e) => return Err(Failure::Abandon(e.into())),
+        }
+    }
+    match verdict(upload.checksum.as_ref(), fin.checksum.as_ref()) {
+        Verdict::Holds => record(state, upload, lease, fin, source).await,
+        Verdict::Mismatch | Verdict::NotReported => {
+            tracing::warn!(
+                declared = ?upload.checksum,
+                stored = ?fin.checksum,
+                "the committed bytes do not have the declared checksum"
+            );
+            if let Err(e) = state
+                .store
+                .delete_version(lease.final_key.as_str(), fin.version_id.as_deref())
+                .await
+            {
+                // Keep the lease's final key: a retry finds the copy by its metadata and
+                // removes it then.
+                return Err(Failure::Abandon(e.into()));
+            }
+            Err(Failure::Reject(AppError::ChecksumMismatch, source))
+        }
+    }
 }
 
 /// Step 5: record the handle. The tmp version the copy came from is named in the record and
@@ -157,7 +337,7 @@ async fn record(
     state: &AppState,
     upload: &Upload,
     lease: &Lease,
-    fin: ObjectHead,
+    fin: Final,
     source: Option<ObjectHead>,
 ) -> Result<CommitOutcome, Failure> {
     let handle = FileHandle {
@@ -166,12 +346,13 @@ async fn record(
         key: lease.final_key.as_str().to_owned(),
         size: fin.size,
         content_type: upload.content_type.clone(),
-        etag: fin.etag.clone(),
+        etag: fin.etag,
         profile: upload.profile.clone(),
         created_by: upload.owner.clone(),
         created_at: records::now(),
         status: HandleStatus::Available,
         original_filename: upload.original_filename.clone(),
+        checksum: fin.checksum,
     };
     let tmp_version = source.as_ref().and_then(|h| h.version_id.as_deref());
     let recorded = match state
