@@ -194,7 +194,9 @@ pub struct UploadSettings {
     /// Upload profiles (TOML `[[profiles]]`; default `image` and `recording`). Hygiene acts on
     /// a profile's files only when it sets `tracks_links` (TOML, default false), or when
     /// `UPCOMMIT_TRACKS_LINKS` (comma-separated profile names) names it; that list, when set,
-    /// replaces the profiles' own setting.
+    /// replaces the profiles' own setting. Presigns of a profile must declare a checksum when
+    /// it sets `require_checksum` (TOML, default false) or `UPCOMMIT_REQUIRE_CHECKSUM` names it
+    /// (the same rule).
     pub profiles: Vec<Profile>,
 }
 
@@ -275,6 +277,26 @@ struct FileProfile {
     tracks_links: bool,
     #[serde(default)]
     require_checksum: bool,
+}
+
+/// A comma-separated list of profile names from the environment (`None` when unset); every
+/// name must be a configured profile.
+fn profile_list(
+    src: &Source<'_>,
+    var: &str,
+    profiles: &[Profile],
+) -> Result<Option<Vec<String>>, ConfigError> {
+    if (src.env)(var).is_none() {
+        return Ok(None);
+    }
+    let names = src.list(var, None);
+    if let Some(bad) = names
+        .iter()
+        .find(|n| !profiles.iter().any(|p| &p.name == *n))
+    {
+        return Err(ConfigError(format!("{var}: no profile is named {bad:?}")));
+    }
+    Ok(Some(names))
 }
 
 /// Reads one setting: environment first, then file, then default.
@@ -447,21 +469,17 @@ impl Settings {
                 "profiles: at least one profile is required".into(),
             ));
         }
-        // Which profiles' files hygiene may act on: the environment's list replaces the
-        // profiles' own `tracks_links`.
+        // Which profiles' files hygiene may act on, and which require a checksum: each
+        // environment list, when set, replaces the profiles' own setting.
         let mut profiles = profiles;
-        if (src.env)("UPCOMMIT_TRACKS_LINKS").is_some() {
-            let names = src.list("UPCOMMIT_TRACKS_LINKS", None);
-            if let Some(bad) = names
-                .iter()
-                .find(|n| !profiles.iter().any(|p| &p.name == *n))
-            {
-                return Err(ConfigError(format!(
-                    "UPCOMMIT_TRACKS_LINKS: no profile is named {bad:?}"
-                )));
-            }
+        if let Some(names) = profile_list(&src, "UPCOMMIT_TRACKS_LINKS", &profiles)? {
             for p in &mut profiles {
                 p.tracks_links = names.contains(&p.name);
+            }
+        }
+        if let Some(names) = profile_list(&src, "UPCOMMIT_REQUIRE_CHECKSUM", &profiles)? {
+            for p in &mut profiles {
+                p.require_checksum = names.contains(&p.name);
             }
         }
 

@@ -169,9 +169,17 @@ impl AppError {
             UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted => {
                 StatusCode::GONE
             }
-            Presign(_) | FinalKey(_) | InvalidJson(_) | InvalidRequest(_) | MethodInvalid
-            | MultipartRequired | PartNumberInvalid(_) | PartsInvalid(_) | ChecksumInvalid(_)
-            | ChecksumRequired(_) | ChecksumAlgorithmUnsupported(_) => StatusCode::BAD_REQUEST,
+            Presign(_)
+            | FinalKey(_)
+            | InvalidJson(_)
+            | InvalidRequest(_)
+            | MethodInvalid
+            | MultipartRequired
+            | PartNumberInvalid(_)
+            | PartsInvalid(_)
+            | ChecksumInvalid(_)
+            | ChecksumRequired(_)
+            | ChecksumAlgorithmUnsupported(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted

@@ -87,9 +87,7 @@ impl Checksum {
         let algorithm =
             ChecksumAlgorithm::parse(algorithm).ok_or(ChecksumError::UnknownAlgorithm)?;
         let engine = base64::engine::general_purpose::STANDARD;
-        let bytes = engine
-            .decode(value)
-            .map_err(|_| ChecksumError::BadValue)?;
+        let bytes = engine.decode(value).map_err(|_| ChecksumError::BadValue)?;
         if bytes.len() != algorithm.digest_len() || engine.encode(&bytes) != value {
             return Err(ChecksumError::BadValue);
         }
@@ -237,7 +235,11 @@ mod tests {
     #[test]
     fn the_reported_checksum_is_the_wanted_one_or_the_strongest() {
         use ChecksumAlgorithm::*;
-        let all = [(Sha256, Some("s")), (Crc64Nvme, Some("c64")), (Crc32c, None)];
+        let all = [
+            (Sha256, Some("s")),
+            (Crc64Nvme, Some("c64")),
+            (Crc32c, None),
+        ];
         assert_eq!(Checksum::pick(None, all).map(|c| c.value), Some("s".into()));
         assert_eq!(
             Checksum::pick(Some(Crc64Nvme), all).map(|c| c.value),

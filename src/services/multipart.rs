@@ -7,8 +7,8 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use crate::domain::checksum::Checksum;
 use crate::auth::Identity;
+use crate::domain::checksum::Checksum;
 use crate::domain::ids::UploadId;
 use crate::domain::multipart::{
     check_completion, ClientPart, CompletionError, MultipartSession, PartNumberError, PartRecord,

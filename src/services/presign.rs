@@ -324,9 +324,18 @@ mod tests {
         use UploadMethod::{Multipart, Post, Put};
         assert_eq!(code(accept_checksum(None, false, Put)), "none");
         assert_eq!(code(accept_checksum(None, true, Put)), "checksum_required");
-        assert_eq!(code(accept_checksum(None, true, Multipart)), "checksum_required");
-        assert_eq!(code(accept_checksum(Some(&pair(&sha)), true, Put)), "SHA256");
-        assert_eq!(code(accept_checksum(Some(&pair(&sha)), false, Post)), "SHA256");
+        assert_eq!(
+            code(accept_checksum(None, true, Multipart)),
+            "checksum_required"
+        );
+        assert_eq!(
+            code(accept_checksum(Some(&pair(&sha)), true, Put)),
+            "SHA256"
+        );
+        assert_eq!(
+            code(accept_checksum(Some(&pair(&sha)), false, Post)),
+            "SHA256"
+        );
         assert_eq!(
             code(accept_checksum(Some(&pair(&sha)), false, Multipart)),
             "checksum_algorithm_unsupported"
@@ -336,9 +345,15 @@ mod tests {
             "CRC64NVME"
         );
         let bad = ("SHA256".to_owned(), crc.value.clone());
-        assert_eq!(code(accept_checksum(Some(&bad), false, Put)), "checksum_invalid");
+        assert_eq!(
+            code(accept_checksum(Some(&bad), false, Put)),
+            "checksum_invalid"
+        );
         let unknown = ("MD5".to_owned(), sha.value.clone());
-        assert_eq!(code(accept_checksum(Some(&unknown), false, Put)), "checksum_invalid");
+        assert_eq!(
+            code(accept_checksum(Some(&unknown), false, Put)),
+            "checksum_invalid"
+        );
     }
 
     #[test]

@@ -14,13 +14,12 @@ use aws_sdk_s3::Client;
 use super::errors::classify;
 use super::{listing, multipart};
 use super::{
-    Copied, DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage,
-    PresignInput, PresignedPut, PromoteRequest, Sniffed, StoreError, VersionPage,
-    UPLOAD_ID_METADATA,
+    Copied, DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput,
+    PresignedPut, PromoteRequest, Sniffed, StoreError, VersionPage, UPLOAD_ID_METADATA,
 };
 use crate::config::S3Settings;
-use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::bucket_check::BucketView;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::signing::post_policy::{self, PostForm, PostPolicyRequest};
 use crate::signing::query::{self, PresignRequest};
 use crate::signing::{uri_encode, S3Location, SigningCredentials};
@@ -308,9 +307,8 @@ impl ObjectStore for S3Store {
             Err(e) => return Err(e),
         };
         let size = match out.content_range() {
-            Some(range) => content_range_total(range).ok_or_else(|| {
-                StoreError::Other(format!("unreadable Content-Range {range:?}"))
-            })?,
+            Some(range) => content_range_total(range)
+                .ok_or_else(|| StoreError::Other(format!("unreadable Content-Range {range:?}")))?,
             // A store that ignores Range sends the whole object: its length is the size.
             None => out.content_length().unwrap_or(0),
         };

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use upcommit::domain::checksum::{Checksum, ChecksumAlgorithm};
 use upcommit::signing::post_policy::PostForm;
 use upcommit::storage::{
-    Copied, DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage,
-    PresignInput, PresignedPut, PromoteRequest, Sniffed, StoreError, VersionPage,
+    Copied, DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput,
+    PresignedPut, PromoteRequest, Sniffed, StoreError, VersionPage,
 };
 
 use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp};

@@ -5,6 +5,7 @@
 
 mod bucket;
 mod catalog_faults;
+mod checksums;
 mod cli_upload;
 mod clocks;
 mod commit;

@@ -7,6 +7,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::Json;
 
 use crate::auth::Identity;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::filename::{content_disposition, OriginalName};
 use crate::domain::ids::FileId;
 use crate::domain::keys::SafeName;
@@ -39,7 +40,11 @@ pub(super) async fn handle(
 /// A short-lived presigned GET of the file, served as an attachment with the stored type so
 /// an uploaded document can never run as a page, under the name the user gave it
 /// (RFC 6266 `filename*`) with the key's ASCII name as the fallback.
-async fn download(state: &AppState, who: &Identity, id: &str) -> Result<String, AppError> {
+async fn download(
+    state: &AppState,
+    who: &Identity,
+    id: &str,
+) -> Result<(String, Option<Checksum>), AppError> {
     let h = visible_handle(state, who, id).await?;
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
@@ -47,7 +52,7 @@ async fn download(state: &AppState, who: &Identity, id: &str) -> Result<String, 
     let original = h.original_filename.clone().map(OriginalName::from_trusted);
     let ascii = download_name(&h.key, original.as_ref());
     let disposition = content_disposition(ascii.as_str(), original.as_ref());
-    Ok(state
+    let url = state
         .store
         .presign_get(
             &h.key,
@@ -55,7 +60,23 @@ async fn download(state: &AppState, who: &Identity, id: &str) -> Result<String, 
             &disposition,
             state.settings.uploads.download_expiry_secs,
         )
-        .await?)
+        .await?;
+    Ok((url, h.checksum))
+}
+
+/// The file's checksum on a download answer, so a client can check what it fetched: under
+/// S3's own header name (`x-amz-checksum-sha256: <base64>`, …) and, for SHA-256, as an RFC 9530
+/// `Repr-Digest`.
+fn checksum_headers(headers: &mut HeaderMap, checksum: Option<&Checksum>) -> Result<(), AppError> {
+    let Some(c) = checksum else { return Ok(()) };
+    let value = |v: &str| {
+        HeaderValue::from_str(v).map_err(|e| AppError::Internal(format!("checksum header: {e}")))
+    };
+    headers.insert(c.algorithm.header(), value(&c.value)?);
+    if c.algorithm == ChecksumAlgorithm::Sha256 {
+        headers.insert("repr-digest", value(&format!("sha-256=:{}:", c.value))?);
+    }
+    Ok(())
 }
 
 /// The ASCII fallback name: the slug of the original name, else of the key's last segment.
@@ -73,8 +94,9 @@ pub(super) async fn content(
     who: Identity,
     ApiPath(id): ApiPath<String>,
 ) -> Result<(StatusCode, HeaderMap), AppError> {
-    let url = download(&state, &who, &id).await?;
+    let (url, checksum) = download(&state, &who, &id).await?;
     let mut headers = HeaderMap::new();
+    checksum_headers(&mut headers, checksum.as_ref())?;
     headers.insert(
         header::LOCATION,
         HeaderValue::from_str(&url)
@@ -91,12 +113,14 @@ pub(super) async fn download_url(
     who: Identity,
     ApiPath(id): ApiPath<String>,
 ) -> Result<(HeaderMap, Json<serde_json::Value>), AppError> {
-    let url = download(&state, &who, &id).await?;
+    let (url, checksum) = download(&state, &who, &id).await?;
     let expires_in = state.settings.uploads.download_expiry_secs;
     let mut headers = HeaderMap::new();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok((
-        headers,
-        Json(serde_json::json!({ "url": url, "expires_in": expires_in })),
-    ))
+    checksum_headers(&mut headers, checksum.as_ref())?;
+    let mut body = serde_json::json!({ "url": url, "expires_in": expires_in });
+    if let Some(c) = checksum {
+        body["checksum"] = serde_json::json!(c);
+    }
+    Ok((headers, Json(body)))
 }
