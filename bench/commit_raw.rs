@@ -1,10 +1,9 @@
 //! The raw S3 sequence of one commit, driven by the Rust SDK (as the service drives it), for
 //! comparison with a whole commit: HEAD, ranged GET with If-Match, HEAD of the final key,
 //! CopyObject with copy-source-if-match, HEAD to verify, DeleteObject of the tmp version — the
-//! sequence before single-use URLs, kept as the reference. Beside it, interleaved in the same
-//! loop so LocalStack's drift hits all alike, the two ways of keeping a PUT URL single-use
-//! after commit: the same sequence without the DeleteObject (the tmp object stays until the URL
-//! expires; what the service does) and with a zero-byte tombstone PutObject in its place.
+//! six-call sequence of before, kept as the reference, each call timed on its own. Beside it,
+//! interleaved in the same loop so LocalStack's drift hits both alike, the two calls a commit
+//! makes now: a ranged GET and a CopyObject guarded by copy-source-if-match and If-None-Match.
 //! `cargo run --release --example commit_raw -- BUCKET [N]` with UPCOMMIT_S3_ENDPOINT set.
 
 use std::time::Instant;
@@ -31,9 +30,14 @@ async fn main() {
     );
     let mut body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
     body.resize(64 * 1024, 0);
-    let mut times: [Vec<f64>; 3] = Default::default();
+    // Per call of the six-call reference: HEAD tmp, ranged GET, HEAD final, CopyObject, verify
+    // HEAD, DeleteObject; and the whole of each sequence.
+    let mut calls: [Vec<f64>; 6] = Default::default();
+    let mut six = Vec::new();
+    let mut two = Vec::new();
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
     for i in 0..n {
-        for (variant, out) in times.iter_mut().enumerate() {
+        for variant in 0..2 {
             let src = format!("bench-raw/{i}/{variant}/{}/a.png", std::process::id());
             let dst = format!("bench-raw-final/{i}/{variant}/{}/a.png", std::process::id());
             let put = client
@@ -45,6 +49,36 @@ async fn main() {
                 .send()
                 .await
                 .expect("put");
+            let start = Instant::now();
+            if variant == 1 {
+                // What a commit does now: one ranged GET (type, size, ETag, first bytes), one
+                // CopyObject guarded on both sides whose answer is the verification.
+                let got = client
+                    .get_object()
+                    .bucket(&bucket)
+                    .key(&src)
+                    .range("bytes=0-63")
+                    .send()
+                    .await
+                    .expect("get");
+                let etag = got.e_tag().unwrap_or_default().to_owned();
+                got.body.collect().await.expect("body");
+                client
+                    .copy_object()
+                    .bucket(&bucket)
+                    .key(&dst)
+                    .copy_source(format!("{bucket}/{src}"))
+                    .copy_source_if_match(&etag)
+                    .if_none_match("*")
+                    .metadata_directive(MetadataDirective::Replace)
+                    .metadata("upcommit-upload-id", "x")
+                    .content_type("image/png")
+                    .send()
+                    .await
+                    .expect("copy");
+                two.push(ms(start));
+                continue;
+            }
             let t = Instant::now();
             let head = client
                 .head_object()
@@ -53,7 +87,9 @@ async fn main() {
                 .send()
                 .await
                 .expect("head");
+            calls[0].push(ms(t));
             let etag = head.e_tag().unwrap_or_default().to_owned();
+            let t = Instant::now();
             client
                 .get_object()
                 .bucket(&bucket)
@@ -67,7 +103,11 @@ async fn main() {
                 .collect()
                 .await
                 .expect("body");
+            calls[1].push(ms(t));
+            let t = Instant::now();
             let _ = client.head_object().bucket(&bucket).key(&dst).send().await;
+            calls[2].push(ms(t));
+            let t = Instant::now();
             client
                 .copy_object()
                 .bucket(&bucket)
@@ -80,6 +120,8 @@ async fn main() {
                 .send()
                 .await
                 .expect("copy");
+            calls[3].push(ms(t));
+            let t = Instant::now();
             client
                 .head_object()
                 .bucket(&bucket)
@@ -87,35 +129,39 @@ async fn main() {
                 .send()
                 .await
                 .expect("verify");
-            match variant {
-                0 => {
-                    let mut del = client.delete_object().bucket(&bucket).key(&src);
-                    if let Some(v) = put.version_id() {
-                        del = del.version_id(v);
-                    }
-                    del.send().await.expect("delete");
-                }
-                1 => {}
-                _ => {
-                    client
-                        .put_object()
-                        .bucket(&bucket)
-                        .key(&src)
-                        .body(ByteStream::from(Vec::new()))
-                        .send()
-                        .await
-                        .expect("tombstone");
-                }
+            calls[4].push(ms(t));
+            let t = Instant::now();
+            let mut del = client.delete_object().bucket(&bucket).key(&src);
+            if let Some(v) = put.version_id() {
+                del = del.version_id(v);
             }
-            out.push(t.elapsed().as_secs_f64() * 1000.0);
+            del.send().await.expect("delete");
+            calls[5].push(ms(t));
+            six.push(ms(start));
         }
     }
-    let [six, five, tombstone] = times.map(|mut t| {
+    let stats = |mut t: Vec<f64>| {
         t.sort_by(f64::total_cmp);
         let p = |q: f64| t[((t.len() as f64 * q) as usize).min(t.len() - 1)];
         format!("{{\"p50\": {:.2}, \"p99\": {:.2}}}", p(0.5), p(0.99))
-    });
+    };
+    let names = [
+        "head_tmp",
+        "ranged_get",
+        "head_final",
+        "copy",
+        "verify_head",
+        "delete_tmp",
+    ];
+    let per_call: Vec<String> = names
+        .iter()
+        .zip(calls)
+        .map(|(n, t)| format!("\"{n}\": {}", stats(t)))
+        .collect();
     println!(
-        "{{\"n\": {n}, \"raw_rust_sdk_ms\": {six}, \"five_calls_delete_deferred_ms\": {five}, \"six_calls_tombstone_ms\": {tombstone}}}"
+        "{{\"n\": {n}, \"raw_six_calls_ms\": {}, \"raw_two_calls_ms\": {}, \"six_calls_each_ms\": {{{}}}}}",
+        stats(six),
+        stats(two),
+        per_call.join(", ")
     );
 }

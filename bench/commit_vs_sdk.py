@@ -2,7 +2,10 @@
 Usage: python bench/commit_vs_sdk.py BASE TOKEN BUCKET [N]. The raw sequence is what a commit
 did to S3 before single-use URLs: HEAD, ranged GET (If-Match), HEAD of the final key, CopyObject
 (copy-source-if-match), HEAD to verify, DeleteObject of the tmp version (kept as the reference;
-a commit now leaves the tmp object until its URL expires and makes the first five)."""
+a commit now makes two: a ranged GET and a CopyObject guarded by copy-source-if-match and
+If-None-Match). The server-side time of each commit is read from the server's own /metrics: the
+growth of the commit route's duration sum across that one request (scraped outside the timing)."""
+import re
 import json
 import statistics
 import sys
@@ -21,12 +24,19 @@ body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(64 * 1024 - 16)
 http = requests.Session()
 
 
+SUM = re.compile(r'^upcommit_http_request_duration_seconds_sum\{[^}]*route="/v1/files"[^}]*status="201"[^}]*\} (\S+)$', re.M)
+
+
+def commit_seconds_so_far():
+    return sum(float(v) for v in SUM.findall(http.get(f"{BASE}/metrics").text))
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return round(xs[min(len(xs) - 1, int(len(xs) * p))] * 1000, 2)
 
 
-raw, ours = [], []
+raw, ours, server = [], [], []
 for _ in range(N):
     src, dst = f"bench/{uuid.uuid4().hex}/a.png", f"bench-final/{uuid.uuid4().hex}/a.png"
     put = s3.put_object(Bucket=BUCKET, Key=src, Body=body, ContentType="image/png")
@@ -45,14 +55,17 @@ for _ in range(N):
 
     p = http.post(f"{BASE}/v1/uploads", headers=H, json={"profile": "image", "content_type": "image/png", "size": len(body), "filename": "a.png"}).json()
     http.put(p["url"], data=body, headers={k: v for k, v in p["headers"].items() if k.lower() != "content-length"})
+    before = commit_seconds_so_far()
     t = time.perf_counter()
     r = http.post(f"{BASE}/v1/files", headers=H, json={"key": p["key"]})
     ours.append(time.perf_counter() - t)
     assert r.status_code == 201, r.text
+    server.append(commit_seconds_so_far() - before)
 
 print(json.dumps({
     "n": N,
     "raw_sdk_ms": {"p50": pct(raw, 0.5), "p99": pct(raw, 0.99), "mean": round(statistics.mean(raw) * 1000, 2)},
     "commit_ms": {"p50": pct(ours, 0.5), "p99": pct(ours, 0.99), "mean": round(statistics.mean(ours) * 1000, 2)},
+    "commit_server_side_ms": {"p50": pct(server, 0.5), "p99": pct(server, 0.99), "mean": round(statistics.mean(server) * 1000, 2)},
     "ratio_p50": round(pct(ours, 0.5) / pct(raw, 0.5), 2),
 }))
