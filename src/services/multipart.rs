@@ -425,6 +425,7 @@ async fn complete_claimed(
                     &session.s3_upload_id,
                     &list,
                     upload.checksum.as_ref(),
+                    false,
                 )
                 .await
             {

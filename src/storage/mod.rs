@@ -186,13 +186,15 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// CompleteMultipartUpload with `(part number, ETag)` in ascending order and, when the
     /// upload was created with one, the full-object checksum S3 must find
-    /// ([`StoreError::ChecksumMismatch`] otherwise).
+    /// ([`StoreError::ChecksumMismatch`] otherwise). `if_absent`: only if nothing is at `key`
+    /// (`If-None-Match: *`; [`StoreError::PreconditionFailed`] otherwise).
     async fn complete_multipart(
         &self,
         key: &str,
         multipart_id: &str,
         parts: &[(u32, String)],
         checksum: Option<&Checksum>,
+        if_absent: bool,
     ) -> Result<(), StoreError>;
 
     /// AbortMultipartUpload; an upload S3 no longer has is not an error.

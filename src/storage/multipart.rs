@@ -91,6 +91,7 @@ pub(super) async fn complete(
     multipart_id: &str,
     parts: &[(u32, String)],
     checksum: Option<&Checksum>,
+    if_absent: bool,
 ) -> Result<(), StoreError> {
     let completed = CompletedMultipartUpload::builder()
         .set_parts(Some(
@@ -111,6 +112,9 @@ pub(super) async fn complete(
         .key(key)
         .upload_id(multipart_id)
         .multipart_upload(completed);
+    if if_absent {
+        req = req.if_none_match("*");
+    }
     if let Some(c) = checksum {
         req = req.checksum_type(aws_sdk_s3::types::ChecksumType::FullObject);
         req = match c.algorithm {

@@ -466,6 +466,7 @@ impl ObjectStore for S3Store {
         multipart_id: &str,
         parts: &[(u32, String)],
         checksum: Option<&Checksum>,
+        if_absent: bool,
     ) -> Result<(), StoreError> {
         multipart::complete(
             &self.client,
@@ -474,6 +475,7 @@ impl ObjectStore for S3Store {
             multipart_id,
             parts,
             checksum,
+            if_absent,
         )
         .await
     }

@@ -306,21 +306,158 @@ async fn a_retry_after_a_lost_copy_answer_verifies_the_checksum_and_records_once
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
-/// Without a declared checksum the handle still records the one S3 computed for the object
-/// (CRC64NVME by default), and it is the checksum of the bytes.
+/// Without a declared checksum the handle still records one S3 computed over the committed
+/// bytes: CRC64NVME, whatever the tmp object carries (here a CRC32 the writer's SDK added,
+/// which is none of the three). Mutation: copy without `x-amz-checksum-algorithm` when none
+/// was declared — the second handle has no checksum (review 13, defect 7).
 #[tokio::test]
-async fn an_undeclared_upload_records_the_checksum_s3_computed() {
+async fn an_undeclared_upload_records_a_crc64nvme_s3_computed() {
     let app = spawn_app().await;
     let token = app.token("alice");
     let (_, handle) = app
         .upload_and_commit(&token, "image", "image/png", 1234)
         .await;
-    let alg = handle["checksum"]["algorithm"]
-        .as_str()
-        .and_then(ChecksumAlgorithm::parse)
-        .unwrap_or_else(|| panic!("a checksum is recorded: {handle}"));
-    let expected = Checksum::of(alg, &media("image/png", 1234));
-    assert_eq!(handle["checksum"], body(&expected));
+    assert_eq!(handle["checksum"], body(&crc64(&media("image/png", 1234))));
+
+    let p = app
+        .presign_ok(&token, "image", "image/png", 1500, "PUT")
+        .await;
+    let bytes = media("image/png", 1500);
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key(&p.key)
+        .content_type("image/png")
+        .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Crc32)
+        .body(bytes.clone().into())
+        .send()
+        .await
+        .expect("put with CRC32");
+    let commit = app.commit(&token, &p.key, None).await;
+    assert_eq!(commit.status(), 201);
+    let handle: Value = commit.json().await.expect("handle");
+    assert_eq!(handle["checksum"], body(&crc64(&bytes)));
+}
+
+fn copy_in_parts_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", (6 * MIB).to_string()),
+        ("UPCOMMIT_COPY_PART_SIZE_BYTES", (5 * MIB).to_string()),
+        ("UPCOMMIT_COPY_CONCURRENCY", "2".into()),
+    ]
+}
+
+/// Objects over the single-copy limit are checked before they are copied in parts: the tmp
+/// object replaced (same size and type) by a writer whose SDK added a CRC32 — so S3 reports no
+/// checksum of the declared algorithm — is refused, not copied. Mutation: refuse only a
+/// `Verdict::Mismatch` in `promote_in_parts` — it is committed with the other bytes (review 13,
+/// defect 3).
+#[tokio::test]
+async fn a_large_object_without_the_declared_checksum_is_refused_before_its_copy() {
+    let (app, faults) = spawn_faulty_with(copy_in_parts_env()).await;
+    let token = app.token("alice");
+    let size = 7 * MIB;
+    let bytes = media("image/png", size);
+    let p = presign_with(&app, &token, size, "PUT", &sha256(&bytes)).await;
+    assert!(app.upload(&p, bytes, "image/png").await.is_success());
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key(&p.key)
+        .content_type("image/png")
+        .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Crc32)
+        .body(other_media("image/png", size).into())
+        .send()
+        .await
+        .expect("replace tmp");
+    let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+    assert_eq!((status, code.as_str()), (422, "checksum_mismatch"));
+    assert_eq!(
+        faults.part_copies.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+}
+
+/// A large object's parts take long to copy; an object that arrives at the final key meanwhile
+/// (an admin's custom key here) is not overwritten by the completion: it carries
+/// `If-None-Match: *` too. Mutation: complete the copy without it — the other writer's object is
+/// replaced and the commit answers 201 (review 13, defect 4).
+#[tokio::test]
+async fn an_object_arriving_at_the_final_key_during_a_copy_in_parts_is_kept() {
+    let (app, faults) = spawn_faulty_with(copy_in_parts_env()).await;
+    let admin = app.admin_token("root");
+    let p = app
+        .uploaded(&admin, "image", "image/png", 7 * MIB, "PUT")
+        .await;
+    let theirs = media("image/jpeg", 4321);
+    *faults.put_before_complete.lock().expect("lock") =
+        Some(("media/custom/arrived.jpg".into(), theirs.clone()));
+    let (status, code) = error_code(
+        app.commit(&admin, &p.key, Some("media/custom/arrived.jpg"))
+            .await,
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (409, "final_key_conflict"));
+    assert_eq!(app.get_object("media/custom/arrived.jpg").await, theirs);
+    assert_eq!(app.versions("media/custom/arrived.jpg").await, 1);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+}
+
+/// Every version under the final prefixes.
+async fn final_versions(app: &TestApp) -> usize {
+    let v = app
+        .s3
+        .list_object_versions()
+        .bucket(&app.bucket)
+        .prefix("media/")
+        .send()
+        .await
+        .expect("versions");
+    v.versions().len() + v.delete_markers().len()
+}
+
+/// A commit whose copy happened but whose answer was lost leaves a copy at the final key; if
+/// the retry then rejects the upload (the tmp object was replaced meanwhile), that copy is
+/// removed: a refusal leaves no final object behind. Both copy paths. Mutation: drop
+/// `remove_earlier_copy` from `settle` — the earlier copy stays with no handle (review 13,
+/// defect 5).
+#[tokio::test]
+async fn a_rejected_retry_removes_the_copy_an_earlier_attempt_left() {
+    // One CopyObject, then a retry that finds other bytes (not a PNG any more).
+    let (app, faults) = spawn_faulty_with(vec![]).await;
+    faults
+        .copy_then_timeout
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 3000, "PUT")
+        .await;
+    assert_eq!(app.commit(&token, &p.key, None).await.status(), 503);
+    assert_eq!(final_versions(&app).await, 1, "the lost copy is there");
+    app.put_object(&p.key, media("image/jpeg", 3000), "image/png")
+        .await;
+    let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+    assert_eq!((status, code.as_str()), (422, "content_mismatch"));
+    assert_eq!(final_versions(&app).await, 0, "no final object left");
+
+    // Copied in parts, completion answer lost, tmp replaced with other bytes of the same type.
+    let (app, faults) = spawn_faulty_with(copy_in_parts_env()).await;
+    faults
+        .complete_then_timeout
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let size = 7 * MIB;
+    let bytes = media("image/png", size);
+    let p = presign_with(&app, &token, size, "PUT", &sha256(&bytes)).await;
+    assert!(app.upload(&p, bytes, "image/png").await.is_success());
+    assert_eq!(app.commit(&token, &p.key, None).await.status(), 503);
+    assert_eq!(final_versions(&app).await, 1, "the lost copy is there");
+    app.put_object(&p.key, other_media("image/png", size), "image/png")
+        .await;
+    let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+    assert_eq!((status, code.as_str()), (422, "checksum_mismatch"));
+    assert_eq!(final_versions(&app).await, 0, "no final object left");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
 }
 
 #[tokio::test]

@@ -32,6 +32,10 @@ pub struct Faults {
     pub complete_then_timeout: AtomicU32,
     /// Storage-class changes (archive, restore) that fail before reaching S3.
     pub fail_class_changes: AtomicU32,
+    /// An object (key, bytes) another writer puts right before the next
+    /// CompleteMultipartUpload: something arriving at the final key while a large object's
+    /// parts are copied.
+    pub put_before_complete: Mutex<Option<(String, Vec<u8>)>>,
 }
 
 fn take(counter: &AtomicU32) -> bool {
@@ -142,9 +146,22 @@ impl ObjectStore for FaultyStore {
         multipart_id: &str,
         parts: &[(u32, String)],
         checksum: Option<&Checksum>,
+        if_absent: bool,
     ) -> Result<(), StoreError> {
+        let arriving = self.faults.put_before_complete.lock().expect("lock").take();
+        if let Some((at, bytes)) = arriving {
+            self.raw
+                .put_object()
+                .bucket(self.inner.bucket())
+                .key(at)
+                .content_type("image/jpeg")
+                .body(bytes.into())
+                .send()
+                .await
+                .expect("another writer's object");
+        }
         self.inner
-            .complete_multipart(key, multipart_id, parts, checksum)
+            .complete_multipart(key, multipart_id, parts, checksum, if_absent)
             .await?;
         if take(&self.faults.complete_then_timeout) {
             return Err(StoreError::Unavailable(

@@ -47,7 +47,9 @@ pub(super) async fn copy_in_parts(
     let completed = match copied {
         Ok(etags) => {
             store
-                .complete_multipart(job.dst, &multipart_id, &etags, None)
+                // Only if nothing arrived at the final key while the parts were copied: the
+                // HEAD before the copy is minutes old for a large object.
+                .complete_multipart(job.dst, &multipart_id, &etags, None, true)
                 .await
         }
         Err(e) => Err(e),

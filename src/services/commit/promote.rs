@@ -1,9 +1,9 @@
 //! Steps 2–5 of a commit, run under the upload's lease, and what each failure does to it.
 
-use crate::domain::checksum::Checksum;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
-use crate::domain::records::{self, FileHandle, HandleStatus, Upload};
+use crate::domain::records::{self, FileHandle, HandleStatus, Upload, UploadState};
 use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -107,7 +107,14 @@ pub(super) async fn promote(
             dst: &lease.final_key,
             upload_id: upload.id.as_str(),
             content_type: &upload.content_type,
-            checksum: upload.checksum.as_ref().map(|c| c.algorithm),
+            // The declared algorithm, else CRC64NVME: S3 then computes the copy's checksum
+            // over the copied bytes, and every handle records one.
+            checksum: Some(
+                upload
+                    .checksum
+                    .as_ref()
+                    .map_or(ChecksumAlgorithm::Crc64Nvme, |c| c.algorithm),
+            ),
         })
         .await;
     match copied {
@@ -183,7 +190,12 @@ async fn promote_in_parts(
         Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => return Err(Failure::Release(e.into())),
     };
-    if let Verdict::Mismatch = verdict(upload.checksum.as_ref(), head.checksum.as_ref()) {
+    // Declared, but the object holds another checksum or none of that algorithm: these are
+    // not the bytes the client uploaded with its checksum.
+    if !matches!(
+        verdict(upload.checksum.as_ref(), head.checksum.as_ref()),
+        Verdict::Holds
+    ) {
         return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
     }
     match store
@@ -209,8 +221,16 @@ async fn promote_in_parts(
             };
             match copy_in_parts(store, &job).await {
                 Ok(()) => crate::services::pause::point("after_copy").await,
+                // The source changed (a part copy's guard) or something arrived at the final
+                // key during the copy (the completion's `If-None-Match`): the final key tells.
                 Err(StoreError::PreconditionFailed) => {
-                    return Err(Failure::Release(AppError::ObjectChanged))
+                    return Err(match store.head(lease.final_key.as_str()).await {
+                        Ok(Some(fin)) if !is_ours(&fin, upload) => {
+                            Failure::Release(AppError::FinalKeyConflict)
+                        }
+                        Ok(_) => Failure::Release(AppError::ObjectChanged),
+                        Err(e) => Failure::Release(e.into()),
+                    })
                 }
                 Err(e) => return Err(Failure::Abandon(e.into())),
             }
@@ -395,6 +415,16 @@ pub(super) async fn settle(
             err
         }
         Failure::Reject(err, head) => {
+            // A takeover may find an earlier attempt's copy at the final key: the upload will
+            // never be recorded, so that copy (it names this upload) goes first. If it cannot,
+            // the lease is expired instead and a retry rejects again.
+            if let Err(e) = remove_earlier_copy(state, upload, lease).await {
+                tracing::warn!(error = %e, "could not remove an earlier attempt's copy; the upload stays promoting");
+                if let Err(e) = catalog.expire_lease(&upload.id, &lease.token, now).await {
+                    tracing::warn!(error = %e, "could not expire the commit lease; it will time out");
+                }
+                return err;
+            }
             // The refused object stays until the URL has expired, like a committed one, so
             // the URL cannot store a second object; then the sweep deletes it.
             let version = head.as_ref().and_then(|h| h.version_id.as_deref());
@@ -418,5 +448,28 @@ pub(super) async fn settle(
             }
             err
         }
+    }
+}
+
+/// Deletes the object an earlier attempt of this commit copied to the final key (found by the
+/// upload id in its metadata), when this commit took the lease over from one. Fresh commits and
+/// legacy uploads (committed in place: the object is the upload itself) have none.
+async fn remove_earlier_copy(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+) -> Result<(), StoreError> {
+    if upload.state != UploadState::Promoting || lease.final_key.as_str() == upload.key {
+        return Ok(());
+    }
+    match state.store.head(lease.final_key.as_str()).await? {
+        Some(fin) if is_ours(&fin, upload) => {
+            tracing::info!("removing an earlier attempt's copy of a rejected upload");
+            state
+                .store
+                .delete_version(lease.final_key.as_str(), fin.version_id.as_deref())
+                .await
+        }
+        _ => Ok(()),
     }
 }
