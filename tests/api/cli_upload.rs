@@ -153,6 +153,45 @@ async fn no_checksum_declares_none_and_the_summary_shows_the_checksum() {
 }
 
 #[tokio::test]
+async fn a_profile_that_requires_a_checksum_takes_the_default_upload_and_refuses_no_checksum() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_REQUIRE_CHECKSUM", "image".to_owned())],
+        ..Spawn::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = media("image/png", 5000);
+    let file = write(&dir, "photo.png", &bytes);
+    let alice = app.token("alice");
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "image", "--json"],
+    )
+    .await;
+    let handle = assert_committed(&app, &out, &bytes, "media/images/").await;
+    assert_checksum(
+        &app,
+        &handle,
+        &Checksum::of(ChecksumAlgorithm::Sha256, &bytes),
+    )
+    .await;
+
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "image", "--no-checksum"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("requires a checksum: run without --no-checksum [checksum_required]"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
 async fn uploads_a_large_recording_in_parts() {
     let app = spawn_app_with(Spawn {
         env: vec![
