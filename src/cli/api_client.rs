@@ -17,6 +17,14 @@ pub struct Presigned {
     pub headers: Option<BTreeMap<String, String>>,
     pub fields: Option<BTreeMap<String, String>>,
     pub multipart: Option<MultipartPlan>,
+    /// The checksum the service bound into the URL, form or multipart upload.
+    pub checksum: Option<DeclaredChecksum>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeclaredChecksum {
+    pub algorithm: String,
+    pub value: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -152,16 +160,23 @@ impl ApiClient {
         Self::parse(v)
     }
 
+    /// Part URLs; `checksums` (base64, one per part number, in the upload's declared algorithm)
+    /// are required when the upload declared a full-object checksum at presign.
     pub async fn part_urls(
         &self,
         upload_id: &str,
         numbers: &[u32],
+        checksums: Option<&[String]>,
     ) -> Result<Vec<PartUrl>, ApiError> {
+        let mut body = json!({ "part_numbers": numbers });
+        if let Some(c) = checksums {
+            body["checksums"] = json!(c);
+        }
         let v = self
             .call(
                 reqwest::Method::POST,
                 &format!("/v1/uploads/{upload_id}/parts"),
-                Some(json!({ "part_numbers": numbers })),
+                Some(body),
             )
             .await?;
         Ok(Self::parse::<PartUrls>(v)?.parts)

@@ -2,6 +2,13 @@
 //! or a multipart upload for large files, whichever the server chose) → commit, with a
 //! progress bar on stderr. Prints the file handle (`--json`) or a one-line summary.
 //!
+//! Checksums by default (`--no-checksum` turns them off): one pass over the file before presign
+//! computes its SHA-256 and CRC64NVME; presign declares the SHA-256, and when the service chose
+//! a multipart upload (whose whole-object checksum S3 keeps only as a CRC, so the SHA-256 is
+//! refused with `checksum_algorithm_unsupported` before anything is charged) presign again with
+//! the CRC64NVME. Each part URL is then asked for with its part's CRC64NVME. S3 refuses bytes
+//! that do not match; the service records the checksum in the handle.
+//!
 //! Exit codes: 0 committed; 2 usage or local problem (no token, unreadable file, unknown
 //! content type); 3 refused by the service (type, size, quota, …); 4 token refused or not
 //! allowed; 5 the upload to S3 failed; 6 the service is unreachable or failing.
@@ -16,6 +23,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::api_client::{ApiClient, ApiError, CompletedPart, PartUrl, Presigned};
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm, Hasher};
+use crate::domain::multipart::MAX_PART_SIZE;
 
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_REFUSED: i32 = 3;
@@ -54,6 +63,10 @@ pub struct UploadArgs {
     /// Retries of a call the service did not answer or failed (backing off 1, 2, 4, 8 s).
     #[arg(long, default_value_t = 4)]
     pub retries: u32,
+    /// Send no checksum (by default: SHA-256 of a file sent in one request, CRC64NVME of the
+    /// whole file and of each part of a multipart upload).
+    #[arg(long)]
+    pub no_checksum: bool,
 }
 
 /// A failure with the exit code it maps to and the sentence a person reads.
@@ -78,8 +91,15 @@ pub async fn run(args: UploadArgs) -> i32 {
             if args.json {
                 println!("{handle}");
             } else {
+                let checksum = match (
+                    handle["checksum"]["algorithm"].as_str(),
+                    handle["checksum"]["value"].as_str(),
+                ) {
+                    (Some(a), Some(v)) => format!(", {a} {v}"),
+                    _ => String::new(),
+                };
                 eprintln!(
-                    "committed {} → {} ({} bytes, {}), file {}",
+                    "committed {} → {} ({} bytes, {}{checksum}), file {}",
                     args.file.display(),
                     handle["key"].as_str().unwrap_or("?"),
                     handle["size"],
@@ -133,22 +153,65 @@ async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
     let api = ApiClient::new(http.clone(), &args.server, token);
 
     let retries = args.retries;
-    let presigned = retry(retries, || {
-        api.presign(json!({
+    let checksums = if args.no_checksum {
+        Vec::new()
+    } else {
+        whole_file_checksums(&args.file, size).await?
+    };
+    let body = |checksum: Option<&Checksum>| {
+        let mut body = json!({
             "profile": args.profile,
             "content_type": content_type,
             "size": size,
             "filename": filename,
-        }))
-    })
-    .await
-    .map_err(|e| explain(e, args))?;
+        });
+        if let Some(c) = checksum {
+            body["checksum"] = json!(c);
+        }
+        body
+    };
+    let mut declared = checksums.first();
+    let mut answer = retry(retries, || api.presign(body(declared))).await;
+    if let (Err(ApiError::Refused { code, .. }), Some(crc)) = (&answer, checksums.get(1)) {
+        if code == "checksum_algorithm_unsupported" {
+            // The service chose a multipart upload: its whole-object checksum is a CRC.
+            declared = Some(crc);
+            answer = retry(retries, || api.presign(body(declared))).await;
+        }
+    }
+    let presigned = answer.map_err(|e| explain(e, args))?;
+    if let Some(d) = declared {
+        let bound = presigned.checksum.as_ref();
+        if bound.map(|b| (b.algorithm.as_str(), b.value.as_str()))
+            != Some((d.algorithm.as_str(), d.value.as_str()))
+        {
+            eprintln!(
+                "upcommit upload: warning: the service did not bind the {} checksum to this upload",
+                d.algorithm
+            );
+        }
+    }
+    let part_algorithm = declared
+        .map(|c| c.algorithm)
+        .filter(|a| a.full_object_multipart());
 
     let bar = progress_bar(size);
     let sent = match presigned.method.as_str() {
         "PUT" => put_whole(&http, &presigned, &args.file, size, &content_type, &bar).await,
         "POST" => post_form(&http, &presigned, &args.file, size, &filename, &bar).await,
-        "MULTIPART" => multipart(&api, &http, &presigned, &args.file, &bar, retries).await,
+        "MULTIPART" => {
+            let job = Multipart {
+                api: &api,
+                http: &http,
+                p: &presigned,
+                file: &args.file,
+                size,
+                part_algorithm,
+                bar: &bar,
+                retries,
+            };
+            job.run().await
+        }
         other => Err(Failure {
             exit: EXIT_UNAVAILABLE,
             message: format!("the service answered an unknown upload method {other:?}"),
@@ -252,6 +315,10 @@ fn explain(e: ApiError, args: &UploadArgs) -> Failure {
             "the service checked the uploaded bytes and they do not match what was declared".to_owned()
         }
         "final_key_conflict" => "another file already holds that final key".to_owned(),
+        "checksum_mismatch" => {
+            "the bytes in storage do not have the checksum computed from the file: did it change during the upload? Run the command again".to_owned()
+        }
+        "checksum_required" => format!("the {profile} profile requires a checksum: run without --no-checksum"),
         "final_key_invalid" | "final_key_reserved" => "that final key is not allowed".to_owned(),
         _ if message.is_empty() => format!("the service refused the request ({})", status.as_u16()),
         _ => message.clone(),
@@ -429,61 +496,164 @@ async fn post_form(
     }
 }
 
-/// Uploads every part (a few at a time, part URLs asked for in batches), then completes.
-async fn multipart(
-    api: &ApiClient,
-    http: &reqwest::Client,
-    p: &Presigned,
+/// The checksums of the whole file, in one pass: SHA-256 (declared for a single-request upload)
+/// then CRC64NVME (for a multipart one). Files too large for one request get only the CRC.
+async fn whole_file_checksums(file: &Path, size: u64) -> Result<Vec<Checksum>, Failure> {
+    let algorithms: &[ChecksumAlgorithm] = if size > MAX_PART_SIZE {
+        &[ChecksumAlgorithm::Crc64Nvme]
+    } else {
+        &[ChecksumAlgorithm::Sha256, ChecksumAlgorithm::Crc64Nvme]
+    };
+    let bar = progress_bar(size);
+    if let Ok(style) = ProgressStyle::with_template("checksum [{bar:32}] {bytes}/{total_bytes}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let ranges = [(0, size)];
+    let result = hash_ranges(file, &ranges, algorithms, &bar).await;
+    bar.finish_and_clear();
+    Ok(result?.pop().unwrap_or_default())
+}
+
+/// The checksums of each `(offset, len)` range of `file` (read once, in order), in each of
+/// `algorithms`. Blocking reads and hashing, off the async threads.
+async fn hash_ranges(
     file: &Path,
+    ranges: &[(u64, u64)],
+    algorithms: &[ChecksumAlgorithm],
     bar: &ProgressBar,
+) -> Result<Vec<Vec<Checksum>>, Failure> {
+    use std::io::{Read, Seek};
+    let (path, ranges, algorithms, bar) = (
+        file.to_owned(),
+        ranges.to_vec(),
+        algorithms.to_vec(),
+        bar.clone(),
+    );
+    let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<Vec<Checksum>>> {
+        let mut f = std::fs::File::open(&path)?;
+        let mut buf = vec![0u8; CHUNK];
+        let mut out = Vec::with_capacity(ranges.len());
+        for (offset, len) in ranges {
+            f.seek(std::io::SeekFrom::Start(offset))?;
+            let mut hashers: Vec<Hasher> = algorithms.iter().map(|a| Hasher::new(*a)).collect();
+            let mut left = len;
+            while left > 0 {
+                let want = usize::try_from(left.min(CHUNK as u64)).unwrap_or(CHUNK);
+                let n = f.read(&mut buf[..want])?;
+                if n == 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the file got shorter while it was read",
+                    ));
+                }
+                for h in &mut hashers {
+                    h.update(&buf[..n]);
+                }
+                bar.inc(n as u64);
+                left -= n as u64;
+            }
+            out.push(hashers.into_iter().map(Hasher::finish).collect());
+        }
+        Ok(out)
+    })
+    .await
+    .map_err(|e| Failure::usage(format!("checksum: {e}")))?;
+    hashed.map_err(|e| Failure::usage(format!("cannot read {}: {e}", file.display())))
+}
+
+/// A multipart upload to run: every part (a few at a time, part URLs asked for in batches,
+/// each batch with its parts' checksums when the upload declared one), then the completion.
+struct Multipart<'a> {
+    api: &'a ApiClient,
+    http: &'a reqwest::Client,
+    p: &'a Presigned,
+    file: &'a Path,
+    size: u64,
+    /// The algorithm of the declared full-object checksum: each part URL binds its part's.
+    part_algorithm: Option<ChecksumAlgorithm>,
+    bar: &'a ProgressBar,
     retries: u32,
-) -> Result<(), Failure> {
-    let plan = p
-        .multipart
-        .as_ref()
-        .ok_or_else(|| upload_failed("multipart", "the service sent no part plan"))?;
-    let numbers: Vec<u32> = (1..=plan.part_count).collect();
-    let mut done: Vec<CompletedPart> = Vec::with_capacity(numbers.len());
-    let limit = Arc::new(tokio::sync::Semaphore::new(PART_CONCURRENCY));
-    for batch in numbers.chunks(PART_URL_BATCH) {
-        let urls: Vec<PartUrl> = retry(retries, || api.part_urls(&p.upload_id, batch))
+}
+
+impl Multipart<'_> {
+    async fn run(&self) -> Result<(), Failure> {
+        let p = self.p;
+        let plan = p
+            .multipart
+            .as_ref()
+            .ok_or_else(|| upload_failed("multipart", "the service sent no part plan"))?;
+        let numbers: Vec<u32> = (1..=plan.part_count).collect();
+        let mut done: Vec<CompletedPart> = Vec::with_capacity(numbers.len());
+        let limit = Arc::new(tokio::sync::Semaphore::new(PART_CONCURRENCY));
+        for batch in numbers.chunks(PART_URL_BATCH) {
+            let checksums = match self.part_algorithm {
+                Some(a) => Some(self.part_checksums(plan.part_size, batch, a).await?),
+                None => None,
+            };
+            let urls: Vec<PartUrl> = retry(self.retries, || {
+                self.api
+                    .part_urls(&p.upload_id, batch, checksums.as_deref())
+            })
             .await
             .map_err(|e| upload_failed("part URLs", describe(&e)))?;
-        let mut tasks = tokio::task::JoinSet::new();
-        for part in urls {
-            let permit = limit
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|e| upload_failed("multipart", e))?;
-            let (http, file, bar) = (http.clone(), file.to_owned(), bar.clone());
-            let offset = u64::from(part.part_number - 1) * plan.part_size;
-            tasks.spawn(async move {
-                let _permit = permit;
-                let etag = put_range(
-                    &http,
-                    &part.url,
-                    &part.headers,
-                    &file,
-                    offset,
-                    part.size,
-                    &bar,
-                )
-                .await?;
-                Ok::<_, Failure>(CompletedPart {
-                    part_number: part.part_number,
-                    etag,
-                })
-            });
+            let mut tasks = tokio::task::JoinSet::new();
+            for part in urls {
+                let permit = limit
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| upload_failed("multipart", e))?;
+                let (http, file, bar) = (self.http.clone(), self.file.to_owned(), self.bar.clone());
+                let offset = u64::from(part.part_number - 1) * plan.part_size;
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    let etag = put_range(
+                        &http,
+                        &part.url,
+                        &part.headers,
+                        &file,
+                        offset,
+                        part.size,
+                        &bar,
+                    )
+                    .await?;
+                    Ok::<_, Failure>(CompletedPart {
+                        part_number: part.part_number,
+                        etag,
+                    })
+                });
+            }
+            while let Some(joined) = tasks.join_next().await {
+                done.push(joined.map_err(|e| upload_failed("part", e))??);
+            }
         }
-        while let Some(joined) = tasks.join_next().await {
-            done.push(joined.map_err(|e| upload_failed("part", e))??);
-        }
+        done.sort_by_key(|p| p.part_number);
+        retry(self.retries, || self.api.complete(&p.upload_id, &done))
+            .await
+            .map_err(|e| upload_failed("completion", describe(&e)))
     }
-    done.sort_by_key(|p| p.part_number);
-    retry(retries, || api.complete(&p.upload_id, &done))
-        .await
-        .map_err(|e| upload_failed("completion", describe(&e)))
+
+    /// The base64 checksum of each part of `batch` (consecutive part numbers: one read).
+    async fn part_checksums(
+        &self,
+        part_size: u64,
+        batch: &[u32],
+        algorithm: ChecksumAlgorithm,
+    ) -> Result<Vec<String>, Failure> {
+        let ranges: Vec<(u64, u64)> = batch
+            .iter()
+            .map(|n| {
+                let offset = u64::from(n - 1) * part_size;
+                (offset, part_size.min(self.size.saturating_sub(offset)))
+            })
+            .collect();
+        let hidden = ProgressBar::hidden();
+        let hashed = hash_ranges(self.file, &ranges, &[algorithm], &hidden).await?;
+        Ok(hashed
+            .into_iter()
+            .filter_map(|mut c| c.pop().map(|c| c.value))
+            .collect())
+    }
 }
 
 fn describe(e: &ApiError) -> String {
@@ -530,6 +700,7 @@ mod tests {
             final_key: None,
             json: false,
             retries: 0,
+            no_checksum: false,
         };
         let refused = |status: u16, code: &str, retry_after| ApiError::Refused {
             status: StatusCode::from_u16(status).expect("status"),

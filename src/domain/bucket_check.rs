@@ -239,16 +239,28 @@ fn cors(view: &BucketView, origins: &[String]) -> CheckResult {
         CheckResult::fail(
             Check::Cors,
             format!(
-                "no CORS rule lets {} upload: each needs methods PUT and POST, headers content-type and if-none-match (or *), and ETag exposed",
-                lacking.join(", ")
+                "no CORS rule lets {} upload: each needs methods PUT and POST, headers {} (or *), and ETag exposed",
+                lacking.join(", "),
+                UPLOAD_HEADERS.join(", ")
             ),
-            "add the origins to cors_allowed_origins of module upload-bucket in infra/envs/<env>",
+            "add the origins to cors_allowed_origins of module upload-bucket in infra/envs/<env> (whose rule allows these headers)",
         )
     }
 }
 
+/// The request headers a browser sends to S3 with a presigned PUT or part URL: Content-Type and
+/// If-None-Match, and the checksum headers (value and algorithm) when the upload declared one.
+const UPLOAD_HEADERS: [&str; 6] = [
+    "content-type",
+    "if-none-match",
+    "x-amz-checksum-sha256",
+    "x-amz-checksum-crc32c",
+    "x-amz-checksum-crc64nvme",
+    "x-amz-sdk-checksum-algorithm",
+];
+
 /// A rule serves an origin when a browser there can send our presigned PUT (with its signed
-/// Content-Type and If-None-Match headers) and POST, and read the ETag of the answer.
+/// headers, checksums included) and POST, and read the ETag of the answer.
 fn cors_rule_serves(rule: &CorsRule, origin: &str) -> bool {
     let has = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x.eq_ignore_ascii_case(v));
     let origin_ok = rule
@@ -261,8 +273,7 @@ fn cors_rule_serves(rule: &CorsRule, origin: &str) -> bool {
                 .iter()
                 .any(|x| x.eq_ignore_ascii_case(m))
         })
-        && has(&rule.allowed_headers, "content-type")
-        && has(&rule.allowed_headers, "if-none-match")
+        && UPLOAD_HEADERS.iter().all(|h| has(&rule.allowed_headers, h))
         && rule
             .expose_headers
             .iter()
@@ -412,10 +423,18 @@ mod tests {
         assert!(check(good_cors()).is_empty());
         assert!(check(CorsRule {
             allowed_origins: vec!["*".into()],
-            allowed_headers: vec!["Content-Type".into(), "If-None-Match".into()],
+            allowed_headers: UPLOAD_HEADERS.iter().map(|h| h.to_uppercase()).collect(),
             ..good_cors()
         })
         .is_empty());
+        assert_eq!(
+            check(CorsRule {
+                allowed_headers: vec!["Content-Type".into(), "If-None-Match".into()],
+                ..good_cors()
+            }),
+            vec![Check::Cors],
+            "browsers could not send the checksum headers"
+        );
         assert_eq!(
             check(CorsRule {
                 allowed_origins: vec!["https://other.example.com".into()],

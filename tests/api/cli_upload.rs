@@ -1,9 +1,11 @@
 //! `upcommit upload`, the real binary against the real server: a PUT upload, a multipart
-//! upload, and each kind of refusal with its exit code and message.
+//! upload, and each kind of refusal with its exit code and message. Uploads carry a checksum by
+//! default (SHA-256 in one request, CRC64NVME of the whole file and of each part in parts).
 
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{json, Value};
+use upcommit::domain::checksum::{Checksum, ChecksumAlgorithm};
 
 use crate::helpers::{media, spawn_app, spawn_app_with, Spawn, TestApp};
 
@@ -56,6 +58,42 @@ async fn assert_committed(app: &TestApp, out: &Output, bytes: &[u8], prefix: &st
     handle
 }
 
+/// The checksum the upload declared at presign and the one its handle recorded (in the JSON
+/// printed and in the catalog) are both `expected`.
+async fn assert_checksum(app: &TestApp, handle: &Value, expected: &Checksum) {
+    assert_eq!(
+        handle["checksum"],
+        json!({ "algorithm": expected.algorithm.as_str(), "value": expected.value }),
+        "the handle printed carries the file's checksum"
+    );
+    let id = handle["id"].as_str().expect("id");
+    let upload_id = handle["upload_id"].as_str().expect("upload id");
+    let pair = |row: Vec<String>| row.join(" ");
+    let want = format!("{} {}", expected.algorithm, expected.value);
+    assert_eq!(
+        pair(
+            app.db
+                .strings(&format!(
+                    "SELECT checksum_algorithm || ' ' || checksum_value FROM uploads WHERE id = '{upload_id}'"
+                ))
+                .await
+        ),
+        want,
+        "the CLI declared it at presign"
+    );
+    assert_eq!(
+        pair(
+            app.db
+                .strings(&format!(
+                    "SELECT checksum_algorithm || ' ' || checksum_value FROM file_handles WHERE id = '{id}'"
+                ))
+                .await
+        ),
+        want,
+        "the catalog recorded it"
+    );
+}
+
 #[tokio::test]
 async fn uploads_a_small_image_with_one_put() {
     let app = spawn_app().await;
@@ -71,6 +109,86 @@ async fn uploads_a_small_image_with_one_put() {
     let handle = assert_committed(&app, &out, &bytes, "media/images/").await;
     assert_eq!(handle["content_type"], "image/png", "guessed from the name");
     assert!(handle["key"].as_str().unwrap_or("").ends_with("/photo.png"));
+    assert_checksum(
+        &app,
+        &handle,
+        &Checksum::of(ChecksumAlgorithm::Sha256, &bytes),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn no_checksum_declares_none_and_the_summary_shows_the_checksum() {
+    let app = spawn_app().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = media("image/png", 3000);
+    let file = write(&dir, "photo.png", &bytes);
+    let alice = app.token("alice");
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "image", "--json", "--no-checksum"],
+    )
+    .await;
+    let handle = assert_committed(&app, &out, &bytes, "media/images/").await;
+    let upload_id = handle["upload_id"].as_str().expect("upload id");
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT COUNT(*) FROM uploads WHERE id = '{upload_id}' AND checksum_algorithm IS NULL"
+            ))
+            .await,
+        1,
+        "--no-checksum declared none"
+    );
+
+    let out = run_upload(&app.address, Some(&alice), &[&file, "--profile", "image"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sha = Checksum::of(ChecksumAlgorithm::Sha256, &bytes).value;
+    assert!(
+        stderr(&out).contains(&format!("SHA256 {sha}")),
+        "the summary line shows the checksum: {}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn a_profile_that_requires_a_checksum_takes_the_default_upload_and_refuses_no_checksum() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_REQUIRE_CHECKSUM", "image".to_owned())],
+        ..Spawn::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = media("image/png", 5000);
+    let file = write(&dir, "photo.png", &bytes);
+    let alice = app.token("alice");
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "image", "--json"],
+    )
+    .await;
+    let handle = assert_committed(&app, &out, &bytes, "media/images/").await;
+    assert_checksum(
+        &app,
+        &handle,
+        &Checksum::of(ChecksumAlgorithm::Sha256, &bytes),
+    )
+    .await;
+
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "image", "--no-checksum"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("requires a checksum: run without --no-checksum [checksum_required]"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[tokio::test]
@@ -107,6 +225,12 @@ async fn uploads_a_large_recording_in_parts() {
         3,
         "three parts recorded"
     );
+    assert_checksum(
+        &app,
+        &handle,
+        &Checksum::of(ChecksumAlgorithm::Crc64Nvme, &bytes),
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -2,9 +2,13 @@
 //   node demo.mjs BASE_URL SCREENSHOT_DIR
 // Cases: a PNG by presigned PUT (mint a dev token, progress, commit, image displayed), a PNG by
 // POST form, a file too large, a file of the wrong type, a network drop during the upload to
-// S3, and the daily quota. Prints {"file_ids": [...]} on stdout for the Rust side to check in
-// the catalog and S3; exits 1 with the reason on the first failed expectation.
+// S3, the daily quota, and (as another user) a PNG in two parts. Each committed upload carries
+// the checksum the page computed, compared here with one computed by Node (SHA-256 from
+// node:crypto, CRC64NVME by a BigInt reference below). Prints {"uploads": [{file_id, user,
+// checksum}]} on stdout for the Rust side to check in the catalog and S3; exits 1 with the
+// reason on the first failed expectation.
 import { chromium } from "playwright-core";
+import { createHash } from "node:crypto";
 import { deflateSync } from "node:zlib";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
@@ -18,6 +22,26 @@ if (!base || !shots) {
 function expect(cond, what) {
   if (!cond) throw new Error(`expectation failed: ${what}`);
 }
+
+// Reference CRC-64/NVME: reflected, polynomial 0x9A6C9329AC4BC9B5, init and xorout all ones,
+// one BigInt table lookup per byte (slow and plain, unlike the page's sliced 32-bit halves).
+const CRC64_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = BigInt(n);
+  for (let k = 0; k < 8; k += 1) c = c & 1n ? (c >> 1n) ^ 0x9a6c9329ac4bc9b5n : c >> 1n;
+  return c;
+});
+function crc64nvme(buf) {
+  const ones = (1n << 64n) - 1n;
+  let c = ones;
+  for (const b of buf) c = CRC64_TABLE[Number((c ^ BigInt(b)) & 0xffn)] ^ (c >> 8n);
+  const out = Buffer.alloc(8);
+  out.writeBigUInt64BE(c ^ ones);
+  return out.toString("base64");
+}
+expect(Buffer.from(crc64nvme(Buffer.from("123456789")), "base64").toString("hex") === "ae8b14860a799888",
+  "the reference CRC-64/NVME has the catalogue's check value");
+
+const sha256 = (buf) => createHash("sha256").update(buf).digest("base64");
 
 // A real, decodable RGB PNG of w×h with a colour gradient.
 function png(w, h, seed) {
@@ -95,7 +119,19 @@ async function committedImage(page, r, what) {
   expect(shown.w === 96 && shown.h === 64 && shown.visible, `${what}: image displayed (${JSON.stringify(shown)})`);
   const handle = JSON.parse(await page.textContent("#handle"));
   expect(handle.id === r.fileId, `${what}: the handle shown is the committed one`);
-  return handle.id;
+  return handle;
+}
+
+// The committed handle carries the checksum the page computed, which is `expected` (computed
+// here), and the page shows it.
+async function carriesChecksum(page, handle, expected, what) {
+  const computed = await page.evaluate(() => window.upcommitDemo.checksum);
+  expect(JSON.stringify(computed) === JSON.stringify(expected),
+    `${what}: the page computed ${JSON.stringify(computed)}, Node ${JSON.stringify(expected)}`);
+  expect(JSON.stringify(handle.checksum) === JSON.stringify(expected),
+    `${what}: the handle carries ${JSON.stringify(handle.checksum)}, expected ${JSON.stringify(expected)}`);
+  const shown = await page.textContent("#checksum");
+  expect(shown.includes(`${expected.algorithm} ${expected.value}`), `${what}: the page shows the checksum: ${shown}`);
 }
 
 const browser = await chromium.launch({
@@ -106,7 +142,7 @@ const browser = await chromium.launch({
   ],
 });
 let failed = null;
-const fileIds = [];
+const uploads = [];
 try {
   const page = await browser.newPage();
   const consoleErrors = [];
@@ -118,15 +154,28 @@ try {
   await page.click("#mint-button");
   await page.waitForFunction(() => document.getElementById("token").value.split(".").length === 3);
 
-  // 1. Presigned PUT, through CORS (the PUT's headers need a preflight).
-  let r = await upload(page, { name: "sunset.png", mimeType: "image/png", buffer: png(96, 64, 1) }, "PUT");
-  fileIds.push(await committedImage(page, r, "PUT"));
+  // The page's CRC-64/NVME has the catalogue's check value.
+  const check = await page.evaluate(() =>
+    window.upcommitDemo.crc64nvme().update(new TextEncoder().encode("123456789")).base64());
+  expect(Buffer.from(check, "base64").toString("hex") === "ae8b14860a799888", `the page's CRC-64/NVME check value: ${check}`);
+
+  // 1. Presigned PUT, through CORS (the PUT's headers, checksum included, need a preflight).
+  const sunset = png(96, 64, 1);
+  let r = await upload(page, { name: "sunset.png", mimeType: "image/png", buffer: sunset }, "PUT");
+  let handle = await committedImage(page, r, "PUT");
+  let expected = { algorithm: "SHA256", value: sha256(sunset) };
+  await carriesChecksum(page, handle, expected, "PUT");
+  uploads.push({ file_id: handle.id, user: "browser-user", checksum: expected });
   mkdirSync(shots, { recursive: true });
   await page.screenshot({ path: path.join(shots, "demo-committed.png"), fullPage: true });
 
   // 2. POST form.
-  r = await upload(page, { name: "forest.png", mimeType: "image/png", buffer: png(96, 64, 2) }, "POST");
-  fileIds.push(await committedImage(page, r, "POST"));
+  const forest = png(96, 64, 2);
+  r = await upload(page, { name: "forest.png", mimeType: "image/png", buffer: forest }, "POST");
+  handle = await committedImage(page, r, "POST");
+  expected = { algorithm: "SHA256", value: sha256(forest) };
+  await carriesChecksum(page, handle, expected, "POST");
+  uploads.push({ file_id: handle.id, user: "browser-user", checksum: expected });
 
   // 3. Too large for the image profile (20 MiB).
   const big = Buffer.concat([png(96, 64, 3), Buffer.alloc(21 * 1024 * 1024)]);
@@ -158,6 +207,24 @@ try {
   expect(r.state === "error" && r.code === "code: quota_exceeded", `quota: ${r.state} ${r.code}`);
   expect(/today's upload limit/.test(r.text), `quota message: ${r.text}`);
 
+  // 7. Another user, a multipart upload in two parts (the server's part size is 5 MiB): the
+  // page sends the whole file's CRC64NVME at presign and each part's with its part URL.
+  await page.fill("#sub", "browser-user-2");
+  await page.click("#mint-button");
+  await page.waitForFunction(() => /browser-user-2/.test(document.getElementById("status").textContent));
+  const tail = Buffer.alloc(5 * 1024 * 1024 + 1000);
+  for (let i = 0; i < tail.length; i += 1) tail[i] = (i * 31 + (i >> 20)) & 0xff;
+  const parted = Buffer.concat([png(96, 64, 7), tail]);
+  r = await upload(page, { name: "parted.png", mimeType: "image/png", buffer: parted }, "MULTIPART");
+  handle = await committedImage(page, r, "multipart");
+  expected = { algorithm: "CRC64NVME", value: crc64nvme(parted) };
+  await carriesChecksum(page, handle, expected, "multipart");
+  const partSize = 5 * 1024 * 1024;
+  const parts = await page.evaluate(() => window.upcommitDemo.partChecksums);
+  const want = [crc64nvme(parted.subarray(0, partSize)), crc64nvme(parted.subarray(partSize))];
+  expect(JSON.stringify(parts) === JSON.stringify(want), `multipart: part checksums ${JSON.stringify(parts)}, Node ${JSON.stringify(want)}`);
+  uploads.push({ file_id: handle.id, user: "browser-user-2", checksum: expected });
+
   const unexpected = consoleErrors.filter((e) => !/Failed to load resource|net::ERR_CONNECTION_RESET/.test(e));
   expect(unexpected.length === 0, `no script errors: ${unexpected.join(" | ")}`);
 } catch (e) {
@@ -169,4 +236,4 @@ if (failed) {
   console.error(failed.stack || String(failed));
   process.exit(1);
 }
-console.log(JSON.stringify({ file_ids: fileIds }));
+console.log(JSON.stringify({ uploads }));

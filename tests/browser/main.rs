@@ -1,7 +1,8 @@
 //! The demo page in a real browser: Playwright (`playwright-core`) drives Debian's chromium,
 //! headless and off the network, through `/demo` on the real server, uploading real PNGs to
-//! LocalStack's S3 through CORS (preflight included). `demo.mjs` asserts what the page shows;
-//! this side checks the catalog and the bucket afterwards. Needs `node`, the packages of
+//! LocalStack's S3 through CORS (preflight included). `demo.mjs` asserts what the page shows
+//! (and the checksums it computed against Node's); this side checks the catalog and the bucket
+//! afterwards. Needs `node`, the packages of
 //! `tests/browser/package.json` and `/usr/bin/chromium`: `scripts/test.sh` installs them and
 //! runs this target; a missing piece fails the test rather than skipping it.
 
@@ -13,6 +14,7 @@ use std::process::Command;
 
 use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
 use helpers::{spawn_app_with, Spawn};
+use upcommit::domain::checksum::{Checksum, ChecksumAlgorithm};
 
 #[tokio::test]
 async fn the_demo_page_uploads_commits_and_shows_the_image() {
@@ -21,6 +23,10 @@ async fn the_demo_page_uploads_commits_and_shows_the_image() {
             ("UPCOMMIT_DEMO", "true".to_owned()),
             ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
             ("UPCOMMIT_QUOTA_DAILY_UPLOADS", "3".to_owned()),
+            (
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+                (5 * 1024 * 1024).to_string(),
+            ),
         ],
         ..Spawn::default()
     })
@@ -32,6 +38,9 @@ async fn the_demo_page_uploads_commits_and_shows_the_image() {
         .allowed_methods("POST")
         .allowed_headers("content-type")
         .allowed_headers("if-none-match")
+        .allowed_headers("x-amz-checksum-sha256")
+        .allowed_headers("x-amz-checksum-crc64nvme")
+        .allowed_headers("x-amz-sdk-checksum-algorithm")
         .expose_headers("ETag")
         .max_age_seconds(600)
         .build()
@@ -64,34 +73,55 @@ async fn the_demo_page_uploads_commits_and_shows_the_image() {
     assert!(out.status.success(), "demo.mjs failed:\n{stderr}");
     let result: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("demo.mjs prints its result as JSON");
-    let ids: Vec<&str> = result["file_ids"]
-        .as_array()
-        .expect("file ids")
-        .iter()
-        .filter_map(|v| v.as_str())
-        .collect();
-    assert_eq!(ids.len(), 2, "the PUT and the POST upload were committed");
+    let uploads = result["uploads"].as_array().expect("uploads");
+    assert_eq!(
+        uploads.len(),
+        3,
+        "the PUT, the POST and the multipart upload were committed"
+    );
 
-    // Each committed file has its handle (owned by the minted user) and its object.
-    for id in &ids {
+    // Each committed file has its handle (owned by the minted user), its object, and the
+    // checksum the page declared (Node's value, which is also that of the stored bytes).
+    for u in uploads {
+        let id = u["file_id"].as_str().expect("file id");
         let h = app
             .catalog
             .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
             .await
             .expect("catalog")
             .expect("the handle exists");
-        assert_eq!(h.created_by, "browser-user");
+        assert_eq!(h.created_by, u["user"].as_str().expect("user"));
         assert_eq!(h.content_type, "image/png");
         assert!(h.key.starts_with("media/images/"), "{}", h.key);
-        assert!(
-            app.object_exists(&h.key).await,
-            "{} is in the bucket",
+        let algorithm = u["checksum"]["algorithm"].as_str().expect("algorithm");
+        let value = u["checksum"]["value"].as_str().expect("value");
+        let recorded = h.checksum.as_ref().expect("the handle records a checksum");
+        assert_eq!(
+            (recorded.algorithm.as_str(), recorded.value.as_str()),
+            (algorithm, value),
+            "{id}: the handle's checksum is the one computed in the test"
+        );
+        assert_eq!(
+            app.db
+                .strings(&format!(
+                    "SELECT u.checksum_algorithm || ' ' || u.checksum_value FROM uploads u \
+                     JOIN file_handles f ON f.upload_id = u.id WHERE f.id = '{id}'"
+                ))
+                .await,
+            vec![format!("{algorithm} {value}")],
+            "{id}: the page declared it at presign"
+        );
+        let algorithm = ChecksumAlgorithm::parse(algorithm).expect("algorithm");
+        assert_eq!(
+            Checksum::of(algorithm, &app.get_object(&h.key).await).value,
+            value,
+            "{}: the stored bytes have that checksum",
             h.key
         );
     }
     assert_eq!(
         app.db.count("SELECT COUNT(*) FROM file_handles").await,
-        2,
+        3,
         "the refused, too large and dropped uploads made no file"
     );
     assert!(

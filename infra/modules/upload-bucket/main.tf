@@ -47,15 +47,20 @@ resource "aws_s3_bucket_ownership_controls" "this" {
   }
 }
 
-# Browsers upload with the presigned PUT (which signs Content-Type and If-None-Match) or the
-# POST form, and read the ETag of the answer.
+# Browsers upload with the presigned PUT or part URL (which signs Content-Type, If-None-Match and,
+# when the upload declared one, the checksum and its algorithm) or the POST form, and read the
+# ETag of the answer.
 resource "aws_s3_bucket_cors_configuration" "this" {
   count  = length(var.cors_allowed_origins) > 0 ? 1 : 0
   bucket = aws_s3_bucket.this.id
   cors_rule {
     allowed_methods = ["PUT", "POST", "GET"]
     allowed_origins = var.cors_allowed_origins
-    allowed_headers = ["content-type", "if-none-match"]
+    allowed_headers = [
+      "content-type", "if-none-match",
+      "x-amz-checksum-sha256", "x-amz-checksum-crc32c", "x-amz-checksum-crc64nvme",
+      "x-amz-sdk-checksum-algorithm",
+    ]
     expose_headers  = ["ETag"]
     max_age_seconds = 600
   }
