@@ -3,6 +3,7 @@
 //! (`UPCOMMIT_TEST_DATABASE=sqlite|postgres`). Run them with `scripts/test.sh`, which starts
 //! everything they need.
 
+mod archive_class;
 mod bucket;
 mod catalog_faults;
 mod cli_upload;
