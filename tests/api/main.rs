@@ -26,6 +26,7 @@ mod multipart;
 mod observability;
 mod outages;
 mod presign;
+mod readiness;
 mod reconcile;
 mod replicas;
 mod s3_proxy;
