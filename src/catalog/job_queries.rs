@@ -259,6 +259,27 @@ macro_rules! impl_job_catalog {
                     .await?;
                 Ok(())
             }
+
+            async fn mark_swept_many(
+                &self,
+                upload_ids: &[$crate::domain::ids::UploadId],
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                for chunk in upload_ids.chunks(super::KEY_BATCH) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE uploads SET swept_at = ");
+                    qb.push_bind(now);
+                    qb.push(", updated_at = ");
+                    qb.push_bind(now);
+                    qb.push(" WHERE id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in chunk {
+                        list.push_bind(id.as_str());
+                    }
+                    qb.push(")");
+                    qb.build().execute(&self.pool).await?;
+                }
+                Ok(())
+            }
         }
     };
 }

@@ -26,6 +26,10 @@ pub use observed::ObservedCatalog;
 pub use postgres::PostgresCatalog;
 pub use sqlite::SqliteCatalog;
 
+/// How many keys or ids one batched lookup or update binds: well under SQLite's limit on bound
+/// parameters (32,766 since 3.32; 999 before) and a listing page (1,000 keys) in two statements.
+pub const KEY_BATCH: usize = 500;
+
 /// A request to move an upload into `promoting` under a new lease.
 #[derive(Debug, Clone)]
 pub struct LeaseRequest<'a> {
@@ -154,6 +158,19 @@ pub trait JobCatalog: Send + Sync + 'static {
         upload_id: &UploadId,
         now: DateTime<Utc>,
     ) -> Result<(), CatalogError>;
+
+    /// [`Self::mark_swept`] for many uploads: one statement per [`KEY_BATCH`] ids on both
+    /// backends; this default, one per id, is for wrappers.
+    async fn mark_swept_many(
+        &self,
+        upload_ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        for id in upload_ids {
+            self.mark_swept(id, now).await?;
+        }
+        Ok(())
+    }
 }
 
 /// A bulk link scan.
@@ -341,6 +358,18 @@ pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync 
     async fn import_upload(&self, upload: &Upload) -> Result<(), CatalogError>;
 
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError>;
+
+    /// The uploads recorded under any of `keys`, in no particular order (keys without one are
+    /// simply absent): the sweep's lookup of one listing page. Both backends answer in one
+    /// query per [`KEY_BATCH`] keys; this default, one query per key, is for wrappers that
+    /// have no reason to batch.
+    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError> {
+        let mut found = Vec::new();
+        for key in keys {
+            found.extend(self.upload_by_key(key).await?);
+        }
+        Ok(found)
+    }
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError>;
 
     /// Uploads left `promoting` whose lease ran out before `lease_expired_before`: commits whose

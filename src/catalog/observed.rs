@@ -152,6 +152,13 @@ impl JobCatalog for ObservedCatalog {
     ) -> Result<(), CatalogError> {
         timed!(self, mark_swept(upload_id, now))
     }
+    async fn mark_swept_many(
+        &self,
+        upload_ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, mark_swept_many(upload_ids, now))
+    }
 }
 
 #[async_trait]
@@ -297,6 +304,9 @@ impl Catalog for ObservedCatalog {
     }
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError> {
         timed!(self, upload_by_key(key))
+    }
+    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError> {
+        timed!(self, uploads_by_keys(keys))
     }
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError> {
         timed!(self, upload_by_id(id))

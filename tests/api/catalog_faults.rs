@@ -235,6 +235,13 @@ impl JobCatalog for FaultyCatalog {
     ) -> Result<(), CatalogError> {
         self.inner.mark_swept(upload_id, now).await
     }
+    async fn mark_swept_many(
+        &self,
+        upload_ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner.mark_swept_many(upload_ids, now).await
+    }
 }
 
 #[async_trait]
@@ -383,6 +390,9 @@ impl Catalog for FaultyCatalog {
     }
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError> {
         self.inner.upload_by_key(key).await
+    }
+    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError> {
+        self.inner.uploads_by_keys(keys).await
     }
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError> {
         self.inner.upload_by_id(id).await
