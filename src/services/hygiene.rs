@@ -161,9 +161,7 @@ pub async fn run(
             RunState::Failed
         }
     };
-    let run = job
-        .finish(catalog, state, &items.pending, &summary)
-        .await?;
+    let run = job.finish(catalog, state, &items.pending, &summary).await?;
     tracing::info!(
         run.id = %run.id,
         unlinked = summary.unlinked,
