@@ -174,6 +174,38 @@ macro_rules! impl_job_catalog {
                 Ok(())
             }
 
+            async fn job_items_page(
+                &self,
+                run_id: &str,
+                after: i64,
+                limit: i64,
+            ) -> Result<Vec<(i64, $crate::domain::jobs::JobItem)>, CatalogError> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT id, action, key, version_id, bytes, reason FROM job_items \
+                     WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                )
+                .bind(run_id)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get("id")?,
+                            $crate::domain::jobs::JobItem {
+                                action: r.try_get("action")?,
+                                key: r.try_get("key")?,
+                                version_id: r.try_get("version_id")?,
+                                bytes: r.try_get("bytes")?,
+                                reason: r.try_get("reason")?,
+                            },
+                        ))
+                    })
+                    .collect()
+            }
+
             async fn job_items(
                 &self,
                 run_id: &str,

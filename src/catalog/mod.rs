@@ -136,6 +136,22 @@ pub trait JobCatalog: Send + Sync + 'static {
     ) -> Result<(), CatalogError>;
     async fn add_job_items(&self, run_id: &str, items: &[JobItem]) -> Result<(), CatalogError>;
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError>;
+    /// Up to `limit` items of a run after the item numbered `after` (0: from the start), with
+    /// their numbers, in the order they were written: a report read a page at a time. This
+    /// default reads every item and is for wrappers; both backends page in SQL.
+    async fn job_items_page(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
+        let all = self.job_items(run_id).await?;
+        Ok((1i64..)
+            .zip(all)
+            .skip_while(|(n, _)| *n <= after)
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect())
+    }
 
     /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side).
     async fn handle_keys_after(

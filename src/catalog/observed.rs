@@ -132,6 +132,14 @@ impl JobCatalog for ObservedCatalog {
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError> {
         timed!(self, job_items(run_id))
     }
+    async fn job_items_page(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
+        timed!(self, job_items_page(run_id, after, limit))
+    }
     async fn handle_keys_after(
         &self,
         after: &str,

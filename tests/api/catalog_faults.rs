@@ -210,6 +210,14 @@ impl JobCatalog for FaultyCatalog {
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError> {
         self.inner.job_items(run_id).await
     }
+    async fn job_items_page(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
+        self.inner.job_items_page(run_id, after, limit).await
+    }
     async fn handle_keys_after(
         &self,
         after: &str,
