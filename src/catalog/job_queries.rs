@@ -155,20 +155,23 @@ macro_rules! impl_job_catalog {
                 run_id: &str,
                 items: &[$crate::domain::jobs::JobItem],
             ) -> Result<(), CatalogError> {
+                // One multi-row insert per KEY_BATCH items (6 parameters a row, well under
+                // either database's limit), all in one transaction: a page of a sweep's report is
+                // two statements, not a thousand.
                 let mut tx = self.pool.begin_with($begin).await?;
-                for item in items {
-                    sqlx::query(
-                        "INSERT INTO job_items (run_id, action, key, version_id, bytes, reason) \
-                         VALUES ($1, $2, $3, $4, $5, $6)",
-                    )
-                    .bind(run_id)
-                    .bind(&item.action)
-                    .bind(&item.key)
-                    .bind(&item.version_id)
-                    .bind(item.bytes)
-                    .bind(&item.reason)
-                    .execute(&mut *tx)
-                    .await?;
+                for chunk in items.chunks(super::KEY_BATCH) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO job_items (run_id, action, key, version_id, bytes, reason) ",
+                    );
+                    qb.push_values(chunk, |mut row, item| {
+                        row.push_bind(run_id)
+                            .push_bind(&item.action)
+                            .push_bind(&item.key)
+                            .push_bind(&item.version_id)
+                            .push_bind(item.bytes)
+                            .push_bind(&item.reason);
+                    });
+                    qb.build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
                 Ok(())
