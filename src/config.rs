@@ -121,7 +121,8 @@ pub struct JobSettings {
     /// (`UPCOMMIT_ARCHIVE_MIN_BYTES`, default 131072).
     pub archive_min_bytes: u64,
     /// The storage class archived objects move to (`UPCOMMIT_ARCHIVE_STORAGE_CLASS`, default
-    /// GLACIER_IR, which stays instantly downloadable).
+    /// GLACIER_IR, which stays instantly downloadable). Classes that need a RestoreObject before
+    /// a read (GLACIER, DEEP_ARCHIVE) and unknown names are refused at load.
     pub archive_storage_class: String,
     /// Seconds between runs of unlinked detection, archival and deletion in the server; 0 turns
     /// them off (`UPCOMMIT_HYGIENE_INTERVAL_SECS`, default 86400).
@@ -586,6 +587,19 @@ impl Settings {
                     .into(),
             ));
         }
+        let archive_storage_class = src
+            .string(
+                "UPCOMMIT_ARCHIVE_STORAGE_CLASS",
+                f.archive_storage_class,
+                "GLACIER_IR",
+            )
+            .to_ascii_uppercase();
+        // Refused rather than half-supported: see `domain::storage_class`.
+        if let Some(why) = crate::domain::storage_class::refusal(&archive_storage_class) {
+            return Err(ConfigError(format!(
+                "UPCOMMIT_ARCHIVE_STORAGE_CLASS: {why}"
+            )));
+        }
 
         Ok(Self {
             listen: src.string("UPCOMMIT_LISTEN", f.listen, "127.0.0.1:8080"),
@@ -644,13 +658,7 @@ impl Settings {
                     f.archive_min_bytes,
                     128 * 1024,
                 )?,
-                archive_storage_class: src
-                    .string(
-                        "UPCOMMIT_ARCHIVE_STORAGE_CLASS",
-                        f.archive_storage_class,
-                        "GLACIER_IR",
-                    )
-                    .to_ascii_uppercase(),
+                archive_storage_class,
                 hygiene_interval_secs: src.number(
                     "UPCOMMIT_HYGIENE_INTERVAL_SECS",
                     f.hygiene_interval_secs,
@@ -995,6 +1003,24 @@ mod tests {
             .expect_err("reserved prefix")
             .0;
         assert!(err.contains("profiles.doc"), "{err}");
+    }
+
+    #[test]
+    fn an_archive_class_that_is_not_instantly_readable_is_refused() {
+        let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
+        for class in ["glacier_ir", "STANDARD_IA"] {
+            let s = Settings::from_map(&env(&[secret, ("UPCOMMIT_ARCHIVE_STORAGE_CLASS", class)]))
+                .expect(class);
+            assert_eq!(s.jobs.archive_storage_class, class.to_ascii_uppercase());
+        }
+        for class in ["GLACIER", "deep_archive", "GLACIER-IR"] {
+            let err =
+                Settings::from_map(&env(&[secret, ("UPCOMMIT_ARCHIVE_STORAGE_CLASS", class)]))
+                    .expect_err(class)
+                    .0;
+            assert!(err.starts_with("UPCOMMIT_ARCHIVE_STORAGE_CLASS: "), "{err}");
+            assert!(err.contains("GLACIER_IR"), "{err}");
+        }
     }
 
     #[test]

@@ -11,6 +11,8 @@ use crate::catalog::{self, Catalog, ObservedCatalog};
 use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::services::bucket_watch::BucketWatch;
+use crate::services::job_gauges::{self, JobGauges};
+use crate::services::readiness::Readiness;
 use crate::state::AppState;
 use crate::storage::{ObjectStore, S3Store};
 
@@ -38,6 +40,8 @@ pub struct Application {
     sweep_task: Option<JoinHandle<()>>,
     /// The periodic unlinked detection, archival and deletion.
     hygiene_task: Option<JoinHandle<()>>,
+    /// Reads the last job runs for `/metrics`.
+    gauges_task: JoinHandle<()>,
 }
 
 impl Application {
@@ -122,6 +126,8 @@ impl Application {
                 settings.uploads.presign_burst,
             ),
         ));
+        let job_gauges = Arc::new(JobGauges::new());
+        let gauges_task = job_gauges.clone().spawn(catalog.clone(), job_gauges::EVERY);
         let state = AppState {
             settings: Arc::new(settings),
             catalog,
@@ -129,6 +135,8 @@ impl Application {
             bucket_watch,
             presign_limiter,
             metrics,
+            readiness: Arc::new(Readiness::default()),
+            job_gauges,
         };
         let router = crate::http::router(state.clone());
         Ok(Self {
@@ -139,6 +147,7 @@ impl Application {
             watch_task,
             sweep_task,
             hygiene_task,
+            gauges_task,
         })
     }
 
@@ -170,6 +179,7 @@ impl Application {
         {
             task.abort();
         }
+        self.gauges_task.abort();
         served
     }
 }

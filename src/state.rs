@@ -8,6 +8,8 @@ use crate::domain::rate::RateLimiter;
 use crate::domain::reserved::ReservedKeys;
 use crate::metrics::Metrics;
 use crate::services::bucket_watch::BucketWatch;
+use crate::services::job_gauges::JobGauges;
+use crate::services::readiness::Readiness;
 use crate::storage::ObjectStore;
 
 #[derive(Clone)]
@@ -21,6 +23,10 @@ pub struct AppState {
     pub presign_limiter: Arc<Mutex<RateLimiter>>,
     /// This server's counters and histograms (`GET /metrics`).
     pub metrics: Arc<Metrics>,
+    /// The latest database and bucket probe, shared by every `/readyz`.
+    pub readiness: Arc<Readiness>,
+    /// The last job runs `/metrics` shows, refreshed in the background.
+    pub job_gauges: Arc<JobGauges>,
 }
 
 impl AppState {

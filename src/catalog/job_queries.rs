@@ -155,23 +155,58 @@ macro_rules! impl_job_catalog {
                 run_id: &str,
                 items: &[$crate::domain::jobs::JobItem],
             ) -> Result<(), CatalogError> {
+                // One multi-row insert per KEY_BATCH items (6 parameters a row, well under
+                // either database's limit), all in one transaction: a page of a sweep's report is
+                // two statements, not a thousand.
                 let mut tx = self.pool.begin_with($begin).await?;
-                for item in items {
-                    sqlx::query(
-                        "INSERT INTO job_items (run_id, action, key, version_id, bytes, reason) \
-                         VALUES ($1, $2, $3, $4, $5, $6)",
-                    )
-                    .bind(run_id)
-                    .bind(&item.action)
-                    .bind(&item.key)
-                    .bind(&item.version_id)
-                    .bind(item.bytes)
-                    .bind(&item.reason)
-                    .execute(&mut *tx)
-                    .await?;
+                for chunk in items.chunks(super::KEY_BATCH) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO job_items (run_id, action, key, version_id, bytes, reason) ",
+                    );
+                    qb.push_values(chunk, |mut row, item| {
+                        row.push_bind(run_id)
+                            .push_bind(&item.action)
+                            .push_bind(&item.key)
+                            .push_bind(&item.version_id)
+                            .push_bind(item.bytes)
+                            .push_bind(&item.reason);
+                    });
+                    qb.build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
                 Ok(())
+            }
+
+            async fn job_items_page(
+                &self,
+                run_id: &str,
+                after: i64,
+                limit: i64,
+            ) -> Result<Vec<(i64, $crate::domain::jobs::JobItem)>, CatalogError> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT id, action, key, version_id, bytes, reason FROM job_items \
+                     WHERE run_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                )
+                .bind(run_id)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.try_get("id")?,
+                            $crate::domain::jobs::JobItem {
+                                action: r.try_get("action")?,
+                                key: r.try_get("key")?,
+                                version_id: r.try_get("version_id")?,
+                                bytes: r.try_get("bytes")?,
+                                reason: r.try_get("reason")?,
+                            },
+                        ))
+                    })
+                    .collect()
             }
 
             async fn job_items(
@@ -257,6 +292,27 @@ macro_rules! impl_job_catalog {
                     .bind(upload_id.as_str())
                     .execute(&self.pool)
                     .await?;
+                Ok(())
+            }
+
+            async fn mark_swept_many(
+                &self,
+                upload_ids: &[$crate::domain::ids::UploadId],
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                for chunk in upload_ids.chunks(super::KEY_BATCH) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE uploads SET swept_at = ");
+                    qb.push_bind(now);
+                    qb.push(", updated_at = ");
+                    qb.push_bind(now);
+                    qb.push(" WHERE id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in chunk {
+                        list.push_bind(id.as_str());
+                    }
+                    qb.push(")");
+                    qb.build().execute(&self.pool).await?;
+                }
                 Ok(())
             }
         }

@@ -26,6 +26,10 @@ pub use observed::ObservedCatalog;
 pub use postgres::PostgresCatalog;
 pub use sqlite::SqliteCatalog;
 
+/// How many keys or ids one batched lookup or update binds: well under SQLite's limit on bound
+/// parameters (32,766 since 3.32; 999 before) and a listing page (1,000 keys) in two statements.
+pub const KEY_BATCH: usize = 500;
+
 /// A request to move an upload into `promoting` under a new lease.
 #[derive(Debug, Clone)]
 pub struct LeaseRequest<'a> {
@@ -132,6 +136,22 @@ pub trait JobCatalog: Send + Sync + 'static {
     ) -> Result<(), CatalogError>;
     async fn add_job_items(&self, run_id: &str, items: &[JobItem]) -> Result<(), CatalogError>;
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError>;
+    /// Up to `limit` items of a run after the item numbered `after` (0: from the start), with
+    /// their numbers, in the order they were written: a report read a page at a time. This
+    /// default reads every item and is for wrappers; both backends page in SQL.
+    async fn job_items_page(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
+        let all = self.job_items(run_id).await?;
+        Ok((1i64..)
+            .zip(all)
+            .skip_while(|(n, _)| *n <= after)
+            .take(usize::try_from(limit).unwrap_or(0))
+            .collect())
+    }
 
     /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side).
     async fn handle_keys_after(
@@ -154,6 +174,19 @@ pub trait JobCatalog: Send + Sync + 'static {
         upload_id: &UploadId,
         now: DateTime<Utc>,
     ) -> Result<(), CatalogError>;
+
+    /// [`Self::mark_swept`] for many uploads: one statement per [`KEY_BATCH`] ids on both
+    /// backends; this default, one per id, is for wrappers.
+    async fn mark_swept_many(
+        &self,
+        upload_ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        for id in upload_ids {
+            self.mark_swept(id, now).await?;
+        }
+        Ok(())
+    }
 }
 
 /// A bulk link scan.
@@ -341,6 +374,18 @@ pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync 
     async fn import_upload(&self, upload: &Upload) -> Result<(), CatalogError>;
 
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError>;
+
+    /// The uploads recorded under any of `keys`, in no particular order (keys without one are
+    /// simply absent): the sweep's lookup of one listing page. Both backends answer in one
+    /// query per [`KEY_BATCH`] keys; this default, one query per key, is for wrappers that
+    /// have no reason to batch.
+    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError> {
+        let mut found = Vec::new();
+        for key in keys {
+            found.extend(self.upload_by_key(key).await?);
+        }
+        Ok(found)
+    }
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError>;
 
     /// Uploads left `promoting` whose lease ran out before `lease_expired_before`: commits whose

@@ -132,6 +132,14 @@ impl JobCatalog for ObservedCatalog {
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError> {
         timed!(self, job_items(run_id))
     }
+    async fn job_items_page(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
+        timed!(self, job_items_page(run_id, after, limit))
+    }
     async fn handle_keys_after(
         &self,
         after: &str,
@@ -151,6 +159,13 @@ impl JobCatalog for ObservedCatalog {
         now: DateTime<Utc>,
     ) -> Result<(), CatalogError> {
         timed!(self, mark_swept(upload_id, now))
+    }
+    async fn mark_swept_many(
+        &self,
+        upload_ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, mark_swept_many(upload_ids, now))
     }
 }
 
@@ -297,6 +312,9 @@ impl Catalog for ObservedCatalog {
     }
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError> {
         timed!(self, upload_by_key(key))
+    }
+    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError> {
+        timed!(self, uploads_by_keys(keys))
     }
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError> {
         timed!(self, upload_by_id(id))

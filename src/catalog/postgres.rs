@@ -47,6 +47,19 @@ impl PostgresCatalog {
         Ok(Self { pool, writer })
     }
 
+    /// The upload rows of a batch of keys: one array parameter, so one prepared statement
+    /// whatever the batch size.
+    async fn select_uploads_by_keys(
+        pool: &Pool<Postgres>,
+        keys: &[String],
+    ) -> Result<Vec<sqlx::postgres::PgRow>, CatalogError> {
+        let sql = format!(
+            "SELECT {} FROM uploads WHERE key = ANY($1)",
+            super::queries::UPLOAD_COLUMNS
+        );
+        Ok(sqlx::query(&sql).bind(keys).fetch_all(pool).await?)
+    }
+
     pub fn pool(&self) -> &Pool<Postgres> {
         &self.pool
     }

@@ -449,6 +449,20 @@ macro_rules! impl_catalog {
                 row.as_ref().map(Self::upload_row).transpose()
             }
 
+            #[tracing::instrument(skip_all, fields(keys = keys.len()))]
+            async fn uploads_by_keys(
+                &self,
+                keys: &[String],
+            ) -> Result<Vec<$crate::domain::records::Upload>, CatalogError> {
+                let mut found = Vec::new();
+                for chunk in keys.chunks(super::KEY_BATCH) {
+                    for row in Self::select_uploads_by_keys(&self.pool, chunk).await? {
+                        found.push(Self::upload_row(&row)?);
+                    }
+                }
+                Ok(found)
+            }
+
             #[tracing::instrument(skip_all, fields(upload.id = %id))]
             async fn upload_by_id(
                 &self,

@@ -66,6 +66,24 @@ impl SqliteCatalog {
         Ok(Self { pool, writer })
     }
 
+    /// The upload rows of up to [`super::KEY_BATCH`] keys: `IN (…)` with one bound parameter
+    /// per key (SQLite has no array type).
+    async fn select_uploads_by_keys(
+        pool: &Pool<Sqlite>,
+        keys: &[String],
+    ) -> Result<Vec<sqlx::sqlite::SqliteRow>, CatalogError> {
+        let mut qb = sqlx::QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {} FROM uploads WHERE key IN (",
+            super::queries::UPLOAD_COLUMNS
+        ));
+        let mut list = qb.separated(", ");
+        for key in keys {
+            list.push_bind(key.as_str());
+        }
+        qb.push(")");
+        Ok(qb.build().fetch_all(pool).await?)
+    }
+
     /// The pool, for tests that inspect the real tables.
     pub fn pool(&self) -> &Pool<Sqlite> {
         &self.pool

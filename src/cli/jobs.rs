@@ -295,8 +295,12 @@ pub async fn report(settings: &Settings, json: bool) -> i32 {
     0
 }
 
-/// A finished run: as JSON (the run, its summary and every item), or a headline, the items and
-/// the error if there was one.
+/// Items read per catalog round trip when a report is printed.
+const REPORT_PAGE: i64 = 1000;
+
+/// A finished run: as JSON (the run, its summary and every item), or a headline, the first
+/// items and the error if there was one. The items are read and printed a page at a time, so a
+/// run of a million items is printed in constant memory.
 async fn print_run<S: serde::Serialize>(
     catalog: &Arc<dyn Catalog>,
     run: &crate::domain::jobs::JobRun,
@@ -305,37 +309,68 @@ async fn print_run<S: serde::Serialize>(
     headline: impl FnOnce() -> String,
     error: Option<&str>,
 ) {
-    let items = catalog.job_items(&run.id).await.unwrap_or_default();
     if json {
-        let body = serde_json::json!({ "run": run, "summary": summary, "items": items });
-        println!("{body:#}");
+        let head = serde_json::json!({ "run": run, "summary": summary }).to_string();
+        // `{"run":…,"summary":…,"items":[` then one item a line, then `]}`.
+        println!("{},\"items\":[", head.strip_suffix('}').unwrap_or(&head));
+        let mut first = true;
+        for_each_item(catalog, &run.id, |_, item| {
+            let line = serde_json::to_string(item).unwrap_or_default();
+            println!("{}{line}", if first { "" } else { "," });
+            first = false;
+        })
+        .await;
+        println!("]}}");
         return;
     }
     println!("{}", headline());
-    print_items(&items);
+    let total = for_each_item(catalog, &run.id, |n, i| {
+        if n <= TEXT_ITEMS {
+            println!(
+                "  {:<13} {}{}  {} B  {}",
+                i.action,
+                i.key,
+                i.version_id
+                    .as_deref()
+                    .map(|v| format!(" (version {v})"))
+                    .unwrap_or_default(),
+                i.bytes,
+                i.reason
+            );
+        }
+    })
+    .await;
+    if total > TEXT_ITEMS {
+        println!("  … and {} more (--json lists all)", total - TEXT_ITEMS);
+    }
     if let Some(e) = error {
         println!("error: {e}");
     }
 }
 
-fn print_items(items: &[JobItem]) {
-    for i in items.iter().take(TEXT_ITEMS) {
-        println!(
-            "  {:<13} {}{}  {} B  {}",
-            i.action,
-            i.key,
-            i.version_id
-                .as_deref()
-                .map(|v| format!(" (version {v})"))
-                .unwrap_or_default(),
-            i.bytes,
-            i.reason
-        );
-    }
-    if items.len() > TEXT_ITEMS {
-        println!(
-            "  … and {} more (--json lists all)",
-            items.len() - TEXT_ITEMS
-        );
+/// Calls `f` with each item of the run (numbered from 1), a page at a time; how many there were.
+/// A catalog error ends the listing early (the run itself is already recorded).
+async fn for_each_item(
+    catalog: &Arc<dyn Catalog>,
+    run_id: &str,
+    mut f: impl FnMut(usize, &JobItem),
+) -> usize {
+    let (mut after, mut n) = (0, 0);
+    loop {
+        let page = match catalog.job_items_page(run_id, after, REPORT_PAGE).await {
+            Ok(page) => page,
+            Err(e) => {
+                eprintln!("upcommit: cannot read the run's items: {e}");
+                return n;
+            }
+        };
+        let Some((last, _)) = page.last() else {
+            return n;
+        };
+        after = *last;
+        for (_, item) in &page {
+            n += 1;
+            f(n, item);
+        }
     }
 }

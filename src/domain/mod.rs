@@ -18,4 +18,5 @@ pub mod reconcile;
 pub mod records;
 pub mod reserved;
 pub mod sniff;
+pub mod storage_class;
 pub mod sweep;

@@ -1,5 +1,5 @@
-//! `GET /healthz` (the process answers), `GET /readyz` (database and bucket reachable, and the
-//! latest check of the bucket's configuration in detail).
+//! `GET /healthz` (the process answers), `GET /readyz` (database and bucket reachable, judged at
+//! most a second ago, and the latest check of the bucket's configuration in detail).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -20,7 +20,12 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let (db, bucket) = tokio::join!(state.catalog.ping(), state.store.check_bucket());
+    // At most a second old, shared by concurrent probes (see `services::readiness`).
+    let probe = state
+        .readiness
+        .current(state.catalog.as_ref(), state.store.as_ref())
+        .await;
+    let (db, bucket) = (probe.database.is_ok(), probe.bucket.is_ok());
     let show = |ok: bool| if ok { "ok" } else { "unavailable" };
     let report = state.bucket_watch.latest();
     let config_status = match &report {
@@ -30,20 +35,14 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
         None => "pending",
     };
     let checks = json!({
-        "database": show(db.is_ok()),
-        "bucket": show(bucket.is_ok()),
+        "database": show(db),
+        "bucket": show(bucket),
         "bucket_config": config_status,
     });
     let config_blocks = state.settings.bucket_check.fails_readiness && config_status == "failing";
-    let mut body = if db.is_ok() && bucket.is_ok() && !config_blocks {
+    let mut body = if db && bucket && !config_blocks {
         json!({ "status": "ready", "checks": checks })
     } else {
-        if let Err(e) = &db {
-            tracing::warn!(check = "database", error.detail = %e, "readiness check failed");
-        }
-        if let Err(e) = &bucket {
-            tracing::warn!(check = "bucket", error.detail = %e, "readiness check failed");
-        }
         json!({
             "error": { "code": "not_ready", "message": "a dependency is unavailable or the bucket's configuration fails its checks" },
             "checks": checks,

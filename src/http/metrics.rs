@@ -1,5 +1,6 @@
 //! `GET /metrics` in the Prometheus text format (version 0.0.4): the bucket checks and the
 //! maintenance jobs as gauges, then this server's request, outcome, S3 and database metrics.
+//! Everything comes from memory: no scrape touches the database or S3.
 
 use std::fmt::Write;
 
@@ -42,7 +43,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             r.checked_at.timestamp()
         );
     }
-    job_gauges(&state, &mut out).await;
+    job_gauges(&state, &mut out);
     state.metrics.render(&mut out);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
@@ -50,8 +51,10 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     )
 }
 
-/// The last sweep's and the last reconcile's outcome, from the catalog (any replica's run).
-async fn job_gauges(state: &AppState, out: &mut String) {
+/// The last sweep's and the last reconcile's outcome (any replica's run), from memory: a
+/// background task reads them from the catalog (see `services::job_gauges`).
+fn job_gauges(state: &AppState, out: &mut String) {
+    let runs = state.job_gauges.latest();
     let summary = |run: &crate::domain::jobs::JobRun| -> serde_json::Value {
         run.summary
             .as_deref()
@@ -60,7 +63,7 @@ async fn job_gauges(state: &AppState, out: &mut String) {
     };
     out.push_str("# HELP upcommit_sweep_refused 1 when the last sweep refused to delete (tmp partitions dated in the future: clock skew).\n");
     out.push_str("# TYPE upcommit_sweep_refused gauge\n");
-    if let Ok(Some(run)) = state.catalog.last_run(crate::services::sweep::JOB).await {
+    if let Some(run) = &runs.sweep {
         let _ = writeln!(
             out,
             "upcommit_sweep_refused {}",
@@ -71,15 +74,11 @@ async fn job_gauges(state: &AppState, out: &mut String) {
         let _ = writeln!(
             out,
             "upcommit_sweep_deleted_bytes {}",
-            summary(&run)["deleted_bytes"].as_u64().unwrap_or(0)
+            summary(run)["deleted_bytes"].as_u64().unwrap_or(0)
         );
     }
-    if let Ok(Some(run)) = state
-        .catalog
-        .last_run(crate::services::reconcile::JOB)
-        .await
-    {
-        let s = summary(&run);
+    if let Some(run) = &runs.reconcile {
+        let s = summary(run);
         for (name, field, help) in [
             (
                 "upcommit_reconcile_missing_objects",

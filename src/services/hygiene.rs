@@ -82,6 +82,34 @@ fn item(action: &str, h: &FileHandle, reason: impl Into<String>) -> JobItem {
     }
 }
 
+/// A run's report items, written to the catalog page by page (see [`Items::flush`]), so a run
+/// over millions of handles holds one page of them, not all.
+struct Items {
+    run_id: String,
+    pending: Vec<JobItem>,
+}
+
+impl Items {
+    fn new(run_id: &str) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: JobItem) {
+        self.pending.push(item);
+    }
+
+    async fn flush(&mut self, catalog: &Arc<dyn Catalog>) -> Result<(), CatalogError> {
+        if !self.pending.is_empty() {
+            catalog.add_job_items(&self.run_id, &self.pending).await?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
 /// Runs detection, archival and deletion, in that order, as of `now`.
 #[tracing::instrument(skip_all, fields(job = JOB, dry_run))]
 pub async fn run(
@@ -101,7 +129,7 @@ pub async fn run(
         profiles: settings.hygiene_profiles(),
         ..HygieneSummary::default()
     };
-    let mut items = Vec::new();
+    let mut items = Items::new(&job.run.id);
     let result = async {
         detect(catalog, settings, dry_run, now, &mut summary, &mut items).await?;
         archive(
@@ -133,7 +161,7 @@ pub async fn run(
             RunState::Failed
         }
     };
-    let run = job.finish(catalog, state, &items, &summary).await?;
+    let run = job.finish(catalog, state, &items.pending, &summary).await?;
     tracing::info!(
         run.id = %run.id,
         unlinked = summary.unlinked,
@@ -154,7 +182,7 @@ async fn detect(
     dry_run: bool,
     now: DateTime<Utc>,
     summary: &mut HygieneSummary,
-    items: &mut Vec<JobItem>,
+    items: &mut Items,
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.unlinked_grace_secs);
     let profiles = settings.hygiene_profiles();
@@ -166,6 +194,8 @@ async fn detect(
     let scan = catalog.latest_completed_scan().await?;
     let mut after = String::new();
     loop {
+        // The previous page's items go to the report now: a run holds one page of them.
+        items.flush(catalog).await?;
         let page = catalog
             .unlinked_candidates(cutoff, &profiles, &after, PAGE)
             .await?;
@@ -213,7 +243,7 @@ async fn claim_or_skip(
     guard: &HygieneGuard<'_>,
     settings: &Settings,
     summary: &mut HygieneSummary,
-    items: &mut Vec<JobItem>,
+    items: &mut Items,
 ) -> Result<Option<String>, HygieneError> {
     let claim = token();
     if catalog
@@ -238,7 +268,7 @@ async fn archive(
     dry_run: bool,
     now: DateTime<Utc>,
     summary: &mut HygieneSummary,
-    items: &mut Vec<JobItem>,
+    items: &mut Items,
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.archive_after_secs);
     let class = settings.jobs.archive_storage_class.as_str();
@@ -252,6 +282,8 @@ async fn archive(
     };
     let mut after = String::new();
     loop {
+        // The previous page's items go to the report now: a run holds one page of them.
+        items.flush(catalog).await?;
         let page = catalog
             .handles_in_status(HandleStatus::Unlinked, cutoff, &profiles, &after, PAGE)
             .await?;
@@ -378,7 +410,7 @@ async fn delete(
     dry_run: bool,
     now: DateTime<Utc>,
     summary: &mut HygieneSummary,
-    items: &mut Vec<JobItem>,
+    items: &mut Items,
 ) -> Result<(), HygieneError> {
     let cutoff = now - secs(settings.jobs.delete_after_secs);
     let profiles = settings.hygiene_profiles();
@@ -392,6 +424,8 @@ async fn delete(
     };
     let mut after = String::new();
     loop {
+        // The previous page's items go to the report now: a run holds one page of them.
+        items.flush(catalog).await?;
         let page = catalog
             .handles_in_status(HandleStatus::Archived, cutoff, &profiles, &after, PAGE)
             .await?;

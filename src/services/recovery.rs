@@ -65,6 +65,8 @@ pub async fn recover_stale_commits(
         bucket_watch: Arc::new(BucketWatch::new()),
         presign_limiter: Arc::new(Mutex::new(RateLimiter::new(0.0, 0))),
         metrics: Arc::new(Metrics::new()),
+        readiness: Arc::default(),
+        job_gauges: Arc::default(),
     };
     for upload in stale {
         let item = |action: &str, reason: String| JobItem {

@@ -1,12 +1,12 @@
 //! The tmp sweeper: for stores that do not run lifecycle rules (LocalStack, some S3-compatible
 //! stores) and to mark abandoned uploads in the catalog. It lists only `tmp/YYYY/MM/DD/`
-//! partitions wholly older than the cutoff, several at once, reads each upload's record after
-//! listing (a commit records `promoting` before it copies, so it is never swept from under a
-//! commit), removes every version and delete marker of the keys it sweeps (DeleteObjects,
-//! 1,000 a call), aborts abandoned multipart uploads, and refuses to delete anything when it
-//! sees a partition dated in the future. Every run has an id, a checkpoint and a stored report.
+//! partitions wholly older than the cutoff, several at once, a listing page at a time, reads the
+//! records of each page's keys in one batch after listing it (a commit records `promoting` before
+//! it copies, so it is never swept from under a commit), removes every version and delete marker
+//! of the keys it sweeps (DeleteObjects, 1,000 a call), aborts abandoned multipart uploads, and
+//! refuses to delete anything when it sees a partition dated in the future. Every run has an id, a checkpoint and a stored report.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -15,10 +15,11 @@ use tokio::task::JoinSet;
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::config::Settings;
+use crate::domain::ids::UploadId;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::keys::TMP_PREFIX;
 use crate::domain::multipart::SessionState;
-use crate::domain::records::{self, UploadState};
+use crate::domain::records::{self, Upload, UploadState};
 use crate::domain::sweep::{classify, partition_day, SweepPolicy, Verdict};
 use crate::services::jobs::{self, Begin};
 use crate::storage::{ObjectStore, ObjectVersion, StoreError, DELETE_BATCH};
@@ -223,15 +224,19 @@ pub async fn sweep_at(
         }
         let mut tasks = JoinSet::new();
         for (day, prefix) in chunk {
-            let (catalog, store, prefix, day) =
-                (catalog.clone(), store.clone(), prefix.clone(), *day);
+            let (catalog, store, prefix, day, run_id) = (
+                catalog.clone(),
+                store.clone(),
+                prefix.clone(),
+                *day,
+                job.run.id.clone(),
+            );
             tasks.spawn(async move {
-                sweep_partition(&catalog, &store, &prefix, now, dry_run)
+                sweep_partition(&catalog, &store, &run_id, &prefix, now, dry_run)
                     .await
                     .map(|r| (day, r))
             });
         }
-        let mut items = Vec::new();
         let mut failure = None;
         while let Some(joined) = tasks.join_next().await {
             match joined {
@@ -243,7 +248,6 @@ pub async fn sweep_at(
                     summary.failed_versions += part.failed_versions;
                     summary.multipart_aborted += part.multipart_aborted;
                     summary.uploads_marked += part.uploads_marked;
-                    items.extend(part.items);
                 }
                 Ok(Err(e)) => failure = Some(e.to_string()),
                 Err(e) => failure = Some(format!("partition task: {e}")),
@@ -251,19 +255,16 @@ pub async fn sweep_at(
         }
         if let Some(e) = failure {
             summary.error = Some(e);
-            let run = job
-                .finish(catalog, RunState::Failed, &items, &summary)
-                .await?;
+            let run = job.finish(catalog, RunState::Failed, &[], &summary).await?;
             return Ok(SweepOutcome::Ran {
                 run: Box::new(run),
                 summary: Box::new(summary),
             });
         }
+        // The partitions' items are in the report already (written page by page).
         let last = chunk.last().map(|(d, _)| d.to_string()).unwrap_or_default();
-        if dry_run {
-            catalog.add_job_items(&job.run.id, &items).await?;
-        } else {
-            job.checkpoint(catalog, &items, &last, &summary).await?;
+        if !dry_run {
+            job.checkpoint(catalog, &[], &last, &summary).await?;
         }
     }
     let run = job
@@ -285,7 +286,6 @@ pub async fn sweep_at(
 
 #[derive(Default)]
 struct PartitionResult {
-    items: Vec<JobItem>,
     deleted_versions: u64,
     deleted_bytes: u64,
     skipped_keys: u64,
@@ -294,36 +294,90 @@ struct PartitionResult {
     uploads_marked: u64,
 }
 
+/// Sweeps one partition a listing page at a time: each page's keys are looked up in the catalog
+/// in one batch, their doomed versions deleted, the swept uploads marked and the page's items
+/// written to the run's report before the next page is listed, so memory holds one page (plus
+/// the versions of one key that continues on the next page) whatever the size of the day.
 async fn sweep_partition(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
+    run_id: &str,
     prefix: &str,
     now: DateTime<Utc>,
     dry_run: bool,
 ) -> Result<PartitionResult, SweepError> {
     let mut out = PartitionResult::default();
-    // List first, then read the catalog: an upload whose commit began before our read shows
-    // `promoting` and is kept.
-    let mut by_key: BTreeMap<String, Vec<ObjectVersion>> = BTreeMap::new();
+    // The versions of the page's last key: the next page may hold more of them, and a key is
+    // judged (and marked swept) only once all its versions are in hand.
+    let mut carried: Vec<ObjectVersion> = Vec::new();
     let mut from = None;
     loop {
         let page = store.list_versions(prefix, from.take()).await?;
-        for v in page.versions {
-            by_key.entry(v.key.clone()).or_default().push(v);
+        let mut versions = std::mem::take(&mut carried);
+        versions.extend(page.versions);
+        if page.next.is_some() {
+            if let Some(last) = versions.last().map(|v| v.key.clone()) {
+                // S3 lists a key's versions together.
+                let split = versions
+                    .iter()
+                    .rposition(|v| v.key != last)
+                    .map_or(0, |i| i + 1);
+                carried = versions.split_off(split);
+            }
+        }
+        // The page was listed before its records are read: an upload whose commit began before
+        // our read shows `promoting` and is kept.
+        let items = sweep_versions(catalog, store, versions, now, dry_run, &mut out).await?;
+        if !items.is_empty() {
+            catalog.add_job_items(run_id, &items).await?;
         }
         match page.next {
             Some(next) => from = Some(next),
             None => break,
         }
     }
+    abort_multipart(catalog, store, run_id, prefix, now, dry_run, &mut out).await?;
+    Ok(out)
+}
+
+/// The records of `keys`, by key: one catalog query per batch of keys, not one per key.
+async fn records_of(
+    catalog: &Arc<dyn Catalog>,
+    keys: &[String],
+) -> Result<HashMap<String, Upload>, CatalogError> {
+    Ok(catalog
+        .uploads_by_keys(keys)
+        .await?
+        .into_iter()
+        .map(|u| (u.key.clone(), u))
+        .collect())
+}
+
+/// Judges, deletes and marks the keys of `versions` (every version of each key, grouped by key
+/// as S3 lists them); returns their report items.
+async fn sweep_versions(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    versions: Vec<ObjectVersion>,
+    now: DateTime<Utc>,
+    dry_run: bool,
+    out: &mut PartitionResult,
+) -> Result<Vec<JobItem>, SweepError> {
+    let mut by_key: BTreeMap<String, Vec<ObjectVersion>> = BTreeMap::new();
+    for v in versions {
+        by_key.entry(v.key.clone()).or_default().push(v);
+    }
+    let keys: Vec<String> = by_key.keys().cloned().collect();
+    let mut records = records_of(catalog, &keys).await?;
+    let mut items = Vec::new();
     let mut doomed: Vec<(ObjectVersion, &'static str)> = Vec::new();
     let mut mark = Vec::new();
     for (key, versions) in by_key {
-        let upload = catalog.upload_by_key(&key).await?;
+        let upload = records.remove(&key);
         match classify(upload.as_ref(), now) {
             Verdict::Skip(reason) => {
                 out.skipped_keys += 1;
-                out.items.push(JobItem {
+                items.push(JobItem {
                     action: "skipped".into(),
                     key,
                     version_id: None,
@@ -369,7 +423,7 @@ async fn sweep_partition(
                     (action, (*reason).to_owned())
                 }
             };
-            out.items.push(JobItem {
+            items.push(JobItem {
                 action: action.into(),
                 key: v.key.clone(),
                 version_id: v.version_id.clone(),
@@ -382,35 +436,62 @@ async fn sweep_partition(
             });
         }
     }
-    for (key, multipart_id) in store.list_multipart_uploads(prefix).await? {
-        let upload = catalog.upload_by_key(&key).await?;
-        let Verdict::Delete(reason) = classify(upload.as_ref(), now) else {
-            continue;
-        };
-        if !dry_run {
-            store.abort_multipart(&key, &multipart_id).await?;
-            if let Some(u) = &upload {
-                catalog
-                    .finish_session(&u.id, SessionState::Aborted, &[], records::now())
-                    .await?;
-            }
-        }
-        out.multipart_aborted += 1;
-        out.items.push(JobItem {
-            action: if dry_run { "would_abort" } else { "aborted" }.into(),
-            key,
-            version_id: None,
-            bytes: 0,
-            reason: format!("{reason} (multipart upload)"),
-        });
-    }
 
     if !dry_run {
         // Only uploads whose every version went are marked swept.
-        for (id, _) in mark.iter().filter(|(_, k)| !failed_keys.contains(k)) {
-            catalog.mark_swept(id, records::now()).await?;
-            out.uploads_marked += 1;
+        let swept: Vec<UploadId> = mark
+            .into_iter()
+            .filter(|(_, k)| !failed_keys.contains(k))
+            .map(|(id, _)| id)
+            .collect();
+        if !swept.is_empty() {
+            catalog.mark_swept_many(&swept, records::now()).await?;
+            out.uploads_marked += swept.len() as u64;
         }
     }
-    Ok(out)
+    Ok(items)
+}
+
+/// Aborts the partition's abandoned multipart uploads, their records read in batches.
+async fn abort_multipart(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    run_id: &str,
+    prefix: &str,
+    now: DateTime<Utc>,
+    dry_run: bool,
+    out: &mut PartitionResult,
+) -> Result<(), SweepError> {
+    let open = store.list_multipart_uploads(prefix).await?;
+    for chunk in open.chunks(crate::catalog::KEY_BATCH) {
+        let keys: Vec<String> = chunk.iter().map(|(k, _)| k.clone()).collect();
+        let records = records_of(catalog, &keys).await?;
+        let mut items = Vec::new();
+        for (key, multipart_id) in chunk {
+            let upload = records.get(key);
+            let Verdict::Delete(reason) = classify(upload, now) else {
+                continue;
+            };
+            if !dry_run {
+                store.abort_multipart(key, multipart_id).await?;
+                if let Some(u) = upload {
+                    catalog
+                        .finish_session(&u.id, SessionState::Aborted, &[], records::now())
+                        .await?;
+                }
+            }
+            out.multipart_aborted += 1;
+            items.push(JobItem {
+                action: if dry_run { "would_abort" } else { "aborted" }.into(),
+                key: key.clone(),
+                version_id: None,
+                bytes: 0,
+                reason: format!("{reason} (multipart upload)"),
+            });
+        }
+        if !items.is_empty() {
+            catalog.add_job_items(run_id, &items).await?;
+        }
+    }
+    Ok(())
 }

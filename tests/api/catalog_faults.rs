@@ -210,6 +210,14 @@ impl JobCatalog for FaultyCatalog {
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError> {
         self.inner.job_items(run_id).await
     }
+    async fn job_items_page(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
+        self.inner.job_items_page(run_id, after, limit).await
+    }
     async fn handle_keys_after(
         &self,
         after: &str,
@@ -234,6 +242,13 @@ impl JobCatalog for FaultyCatalog {
         now: DateTime<Utc>,
     ) -> Result<(), CatalogError> {
         self.inner.mark_swept(upload_id, now).await
+    }
+    async fn mark_swept_many(
+        &self,
+        upload_ids: &[UploadId],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner.mark_swept_many(upload_ids, now).await
     }
 }
 
@@ -383,6 +398,9 @@ impl Catalog for FaultyCatalog {
     }
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError> {
         self.inner.upload_by_key(key).await
+    }
+    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError> {
+        self.inner.uploads_by_keys(keys).await
     }
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError> {
         self.inner.upload_by_id(id).await

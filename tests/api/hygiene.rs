@@ -1008,3 +1008,96 @@ async fn restoring_a_copy_while_another_handle_of_its_key_is_deleted_answers_fil
     assert_eq!(body["summary"]["missing"], 0, "{body}");
     assert_eq!(code, 0, "{body}");
 }
+
+/// Inserts `n` available, unlinked handles of the `image` profile straight into the catalog
+/// (detection touches no object, so none is uploaded).
+async fn unused_handles(app: &TestApp, n: usize) {
+    for _ in 0..n {
+        let upload = Upload {
+            id: UploadId::generate(),
+            owner: "alice".into(),
+            profile: "image".into(),
+            content_type: "image/png".into(),
+            declared_size: 2000,
+            key: format!("tmp/2026/01/01/{}/f.png", UploadId::generate()),
+            method: "PUT".into(),
+            state: UploadState::Committed,
+            final_key: None,
+            reject_code: None,
+            lease_token: None,
+            lease_until: None,
+            created_at: Utc::now(),
+            expires_at: Utc::now(),
+            commit_deadline: Utc::now(),
+            original_filename: None,
+        };
+        app.catalog.import_upload(&upload).await.expect("upload");
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let sql = "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status) \
+                   VALUES ($1, $2, $3, 2000, 'image/png', '\"x\"', 'image', 'alice', $4, 'available')";
+        let key = format!("media/images/{id}/f.png");
+        match &app.db {
+            TestDb::Sqlite(p) => sqlx::query(sql)
+                .bind(&id)
+                .bind(upload.id.as_str())
+                .bind(&key)
+                .bind(Utc::now())
+                .execute(p)
+                .await
+                .map(|_| ()),
+            TestDb::Postgres(p) => sqlx::query(sql)
+                .bind(&id)
+                .bind(upload.id.as_str())
+                .bind(&key)
+                .bind(Utc::now())
+                .execute(p)
+                .await
+                .map(|_| ()),
+        }
+        .expect("handle");
+    }
+}
+
+#[tokio::test]
+async fn a_run_writes_its_report_a_page_at_a_time_not_all_at_the_end() {
+    let app = spawn(DAY).await;
+    unused_handles(&app, 450).await;
+    let metrics = std::sync::Arc::new(upcommit::metrics::Metrics::new());
+    let catalog: std::sync::Arc<dyn upcommit::catalog::Catalog> = std::sync::Arc::new(
+        upcommit::catalog::ObservedCatalog::new(app.catalog.clone(), metrics.clone()),
+    );
+    let settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
+    let store: std::sync::Arc<dyn upcommit::storage::ObjectStore> = std::sync::Arc::new(
+        upcommit::storage::S3Store::connect(&settings.s3)
+            .await
+            .expect("store"),
+    );
+
+    let outcome = upcommit::services::hygiene::run(&catalog, &store, &settings, false, in_days(2))
+        .await
+        .expect("hygiene");
+    let upcommit::services::hygiene::HygieneOutcome::Ran { run, summary } = outcome else {
+        panic!("busy");
+    };
+
+    assert_eq!(summary.unlinked, 450);
+    // Three pages of candidates (200 a page): their items went to the report page by page.
+    let mut text = String::new();
+    metrics.render(&mut text);
+    let writes: f64 = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("upcommit_db_query_duration_seconds_count{operation=\"add_job_items\",")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert!(writes >= 3.0, "{writes} writes of the report's items");
+    let stored = app
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM job_items WHERE run_id = '{}' AND action = 'unlinked'",
+            run.id
+        ))
+        .await;
+    assert_eq!(stored, 450);
+}

@@ -3,6 +3,7 @@
 //! (`UPCOMMIT_TEST_DATABASE=sqlite|postgres`). Run them with `scripts/test.sh`, which starts
 //! everything they need.
 
+mod archive_class;
 mod bucket;
 mod catalog_faults;
 mod checksums;
@@ -26,6 +27,7 @@ mod multipart;
 mod observability;
 mod outages;
 mod presign;
+mod readiness;
 mod reconcile;
 mod replicas;
 mod s3_proxy;

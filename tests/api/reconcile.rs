@@ -324,13 +324,21 @@ async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
     assert_eq!(cli["handles"], report["handles"]);
     assert_eq!(cli["tmp_by_age"], report["tmp_by_age"]);
 
-    // The data-loss alarm is on /metrics for every replica.
-    let metrics = app
-        .get("/metrics", None)
-        .await
-        .text()
-        .await
-        .expect("metrics");
+    // The data-loss alarm is on /metrics for every replica, once the gauges' background refresh
+    // (every few seconds) has read the run.
+    let mut metrics = String::new();
+    for _ in 0..300 {
+        metrics = app
+            .get("/metrics", None)
+            .await
+            .text()
+            .await
+            .expect("metrics");
+        if metrics.contains("upcommit_reconcile_missing_objects") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert!(
         metrics.contains("upcommit_reconcile_missing_objects 1"),
         "{metrics}"

@@ -376,3 +376,78 @@ async fn ages_are_judged_by_the_database_clock() {
     assert_eq!(summary.deleted_versions, 1, "{summary:?}");
     assert!(!app.object_exists(&key).await);
 }
+
+/// How many times the catalog's `operation` ran, from a rendered metrics page.
+fn catalog_calls(metrics: &upcommit::metrics::Metrics, operation: &str) -> f64 {
+    let mut text = String::new();
+    metrics.render(&mut text);
+    let series = format!("upcommit_db_query_duration_seconds_count{{operation=\"{operation}\",");
+    text.lines()
+        .filter(|l| l.starts_with(&series))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_lookups() {
+    use futures::StreamExt;
+    let app = spawn_app().await;
+    // 999 unrecorded objects sort before an abandoned upload with three versions, so its
+    // versions straddle the first listing page (1,000 versions) and the second; 1,200 more
+    // after it make a third page.
+    let fillers: Vec<String> = (0..999)
+        .map(|i| format!("tmp/2026/10/01/0000-{i:04}/f.png"))
+        .chain((0..1200).map(|i| format!("tmp/2026/10/01/zzzz-{i:04}/f.png")))
+        .collect();
+    futures::stream::iter(&fillers)
+        .for_each_concurrent(32, |k| app.put_object(k, vec![b'x'], "image/png"))
+        .await;
+    let straddling = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    app.put_object(&straddling, media("image/png", 200), "image/png")
+        .await;
+    app.put_object(&straddling, media("image/png", 300), "image/png")
+        .await;
+    let mid_commit = plant(&app, "2026/10/01", Some(UploadState::Promoting)).await;
+
+    let metrics = std::sync::Arc::new(upcommit::metrics::Metrics::new());
+    let catalog: std::sync::Arc<dyn upcommit::catalog::Catalog> = std::sync::Arc::new(
+        upcommit::catalog::ObservedCatalog::new(app.catalog.clone(), metrics.clone()),
+    );
+    let settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
+    let store: std::sync::Arc<dyn upcommit::storage::ObjectStore> = std::sync::Arc::new(
+        upcommit::storage::S3Store::connect(&settings.s3)
+            .await
+            .expect("store"),
+    );
+    let outcome = upcommit::services::sweep::sweep(&catalog, &store, &settings, false)
+        .await
+        .expect("sweep");
+    let upcommit::services::sweep::SweepOutcome::Ran { run, summary } = outcome else {
+        panic!("sweep busy");
+    };
+
+    assert!(summary.error.is_none(), "{summary:?}");
+    assert_eq!(summary.deleted_versions, 999 + 1200 + 3);
+    assert_eq!(summary.skipped_keys, 1);
+    assert_eq!(app.keys().await, vec![mid_commit.clone()]);
+    assert_eq!(app.versions(&straddling).await, 0);
+    assert!(
+        swept_at_set(&app, &straddling).await,
+        "marked once all its versions, on two pages, were gone"
+    );
+    // Three pages: at most two batched lookups each (500 keys a batch), none key by key.
+    assert_eq!(catalog_calls(&metrics, "upload_by_key"), 0.0);
+    let batches = catalog_calls(&metrics, "uploads_by_keys");
+    assert!((3.0..=6.0).contains(&batches), "{batches} batched lookups");
+    assert_eq!(catalog_calls(&metrics, "mark_swept"), 0.0);
+    assert!(catalog_calls(&metrics, "mark_swept_many") >= 1.0);
+    // Every item is in the stored report, written page by page.
+    let stored = app
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM job_items WHERE run_id = '{}'",
+            run.id
+        ))
+        .await;
+    assert_eq!(stored, 999 + 1200 + 3 + 1);
+}

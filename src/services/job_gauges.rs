@@ -1,0 +1,69 @@
+//! The last sweep's and the last reconcile's runs (any replica's), read from the catalog by a
+//! background task every [`EVERY`] and kept in memory, so `GET /metrics` — which needs no token —
+//! answers from memory and a flood of scrapes never reaches the database.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::domain::jobs::JobRun;
+
+/// How often the job gauges are read from the catalog.
+pub const EVERY: Duration = Duration::from_secs(5);
+
+/// The latest runs the gauges show.
+#[derive(Debug, Clone, Default)]
+pub struct LastRuns {
+    pub sweep: Option<JobRun>,
+    pub reconcile: Option<JobRun>,
+}
+
+#[derive(Debug, Default)]
+pub struct JobGauges {
+    latest: RwLock<Arc<LastRuns>>,
+}
+
+impl JobGauges {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// What the last refresh read (empty before the first).
+    pub fn latest(&self) -> Arc<LastRuns> {
+        match self.latest.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Reads both runs once; on an error the previous values stay.
+    pub async fn refresh(&self, catalog: &dyn Catalog) -> Result<(), CatalogError> {
+        let runs = Arc::new(LastRuns {
+            sweep: catalog.last_run(crate::services::sweep::JOB).await?,
+            reconcile: catalog.last_run(crate::services::reconcile::JOB).await?,
+        });
+        match self.latest.write() {
+            Ok(mut guard) => *guard = runs,
+            Err(poisoned) => *poisoned.into_inner() = runs,
+        }
+        Ok(())
+    }
+
+    /// Refreshes now, then every `every`, until the task is aborted.
+    pub fn spawn(
+        self: Arc<Self>,
+        catalog: Arc<dyn Catalog>,
+        every: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(e) = self.refresh(catalog.as_ref()).await {
+                    tracing::warn!(error = %e, "cannot read the last job runs for /metrics");
+                }
+            }
+        })
+    }
+}

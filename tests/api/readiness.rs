@@ -1,0 +1,128 @@
+//! `/readyz` and `/metrics` need no token, so a flood of them must not become a flood of S3 calls
+//! or database queries: readiness is served from a probe at most a second old, shared by
+//! concurrent probes (a cached failure still answers 503), and metrics come from memory.
+
+use std::time::{Duration, Instant};
+
+use crate::helpers::{spawn_app_with, Spawn, TestApp, TestDb};
+
+/// A server without the drift watch, whose own S3 calls would blur the counts.
+async fn quiet_app() -> TestApp {
+    spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "0".into())],
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// The sum of one counter over its series whose labels contain `labels` (e.g.
+/// `operation="HeadBucket"`), read from the server's `/metrics` like a scraper would.
+async fn counted(app: &TestApp, metric: &str, labels: &str) -> f64 {
+    let text = app
+        .get("/metrics", None)
+        .await
+        .text()
+        .await
+        .expect("metrics");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(labels))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// `n` concurrent GET /readyz; their statuses.
+async fn flood_readyz(app: &TestApp, n: usize) -> Vec<u16> {
+    let probes = (0..n).map(|_| async {
+        app.http
+            .get(format!("{}/readyz", app.address))
+            .send()
+            .await
+            .expect("readyz")
+            .status()
+            .as_u16()
+    });
+    futures::future::join_all(probes).await
+}
+
+/// At most one refresh per started TTL while the flood ran, plus the one in flight at its start.
+fn refreshes_allowed(elapsed: Duration) -> f64 {
+    let ttl = upcommit::services::readiness::TTL.as_secs_f64();
+    (elapsed.as_secs_f64() / ttl).ceil() + 1.0
+}
+
+#[tokio::test]
+async fn a_flood_of_readiness_probes_makes_a_handful_of_s3_calls_not_one_each() {
+    let app = quiet_app().await;
+    let head_bucket = r#"operation="HeadBucket""#;
+    let ping = r#"operation="ping""#;
+    let s3_before = counted(
+        &app,
+        "upcommit_s3_request_duration_seconds_count",
+        head_bucket,
+    )
+    .await;
+    let db_before = counted(&app, "upcommit_db_query_duration_seconds_count", ping).await;
+
+    let started = Instant::now();
+    let statuses = flood_readyz(&app, 300).await;
+    let allowed = refreshes_allowed(started.elapsed());
+
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let s3 = counted(
+        &app,
+        "upcommit_s3_request_duration_seconds_count",
+        head_bucket,
+    )
+    .await
+        - s3_before;
+    let db = counted(&app, "upcommit_db_query_duration_seconds_count", ping).await - db_before;
+    assert!(s3 >= 1.0, "the bucket was checked at all");
+    assert!(
+        s3 <= allowed && s3 < 30.0,
+        "300 probes made {s3} HeadBucket calls (allowed {allowed})"
+    );
+    assert!(
+        db <= allowed && db < 30.0,
+        "300 probes made {db} database pings"
+    );
+}
+
+#[tokio::test]
+async fn a_cached_failure_still_answers_503_to_every_probe() {
+    let app = quiet_app().await;
+    match &app.db {
+        TestDb::Sqlite(p) => p.close().await,
+        TestDb::Postgres(p) => p.close().await,
+    }
+    let statuses = flood_readyz(&app, 100).await;
+    assert!(statuses.iter().all(|s| *s == 503), "{statuses:?}");
+    let body: serde_json::Value = app.get("/readyz", None).await.json().await.expect("JSON");
+    assert_eq!(body["error"]["code"], "not_ready");
+    assert_eq!(body["checks"]["database"], "unavailable");
+    assert_eq!(body["checks"]["bucket"], "ok");
+}
+
+#[tokio::test]
+async fn metrics_scrapes_read_no_database_and_no_s3() {
+    let app = quiet_app().await;
+    let db_all = "";
+    let db_before = counted(&app, "upcommit_db_query_duration_seconds_count", db_all).await;
+    let s3_before = counted(&app, "upcommit_s3_request_duration_seconds_count", "").await;
+    let started = Instant::now();
+    for _ in 0..50 {
+        assert_eq!(app.get("/metrics", None).await.status(), 200);
+    }
+    let elapsed = started.elapsed();
+    let db = counted(&app, "upcommit_db_query_duration_seconds_count", db_all).await - db_before;
+    let s3 = counted(&app, "upcommit_s3_request_duration_seconds_count", "").await - s3_before;
+    // Only the background refresh of the job gauges reads the catalog: two queries per
+    // interval, whatever the number of scrapes.
+    let every = upcommit::services::job_gauges::EVERY.as_secs_f64();
+    let refreshes = (elapsed.as_secs_f64() / every).ceil() + 1.0;
+    assert!(
+        db <= 2.0 * refreshes,
+        "50 scrapes made {db} catalog calls (background allows {})",
+        2.0 * refreshes
+    );
+    assert_eq!(s3, 0.0, "50 scrapes made {s3} S3 calls");
+}
