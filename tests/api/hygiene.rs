@@ -1030,6 +1030,7 @@ async fn unused_handles(app: &TestApp, n: usize) {
             expires_at: Utc::now(),
             commit_deadline: Utc::now(),
             original_filename: None,
+            checksum: None,
         };
         app.catalog.import_upload(&upload).await.expect("upload");
         let id = uuid::Uuid::new_v4().simple().to_string();
