@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 cargo build --release --locked --bin upcommit
+bin=${CARGO_TARGET_DIR:-target}/release/upcommit
 dir=$(mktemp -d)
 export UPCOMMIT_JWT_SECRET=bench-secret-0123456789abcdef UPCOMMIT_LISTEN=127.0.0.1:18282
 export DATABASE_URL="${BENCH_DATABASE_URL:-sqlite://$dir/bench.db}" UPCOMMIT_BUCKET=upcommit-bench
@@ -14,10 +15,10 @@ export UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_QUOTA_DAILY_BYTES=0 UPCOMMIT_PRES
 export UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS=0 UPCOMMIT_SWEEP_INTERVAL_SECS=0 UPCOMMIT_HYGIENE_INTERVAL_SECS=0
 export RUST_LOG=warn
 log_file=${BENCH_SERVER_LOG:-/dev/null}
-target/release/upcommit serve 2>"$log_file" & pid=$!
+"$bin" serve 2>"$log_file" & pid=$!
 trap 'kill $pid; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do curl -fs "http://$UPCOMMIT_LISTEN/healthz" >/dev/null && break; sleep 0.1; done
-UPCOMMIT_BENCH_TOKEN=$(target/release/upcommit token --sub bench --ttl 1h)
+UPCOMMIT_BENCH_TOKEN=$("$bin" token --sub bench --ttl 1h)
 export UPCOMMIT_BENCH_TOKEN
 echo "== GET /healthz"
 wrk -t2 -c64 -d10s --latency "http://$UPCOMMIT_LISTEN/healthz"

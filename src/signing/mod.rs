@@ -9,7 +9,7 @@ pub mod query;
 
 use std::time::SystemTime;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 
 pub use location::S3Location;
 
@@ -36,14 +36,28 @@ impl std::fmt::Debug for SigningCredentials {
 
 pub(crate) const ALGORITHM: &str = "AWS4-HMAC-SHA256";
 
-/// `20130524T000000Z`
+/// `20130524T000000Z`. From the fields rather than a strftime pattern, which chrono parses
+/// anew on every call (a presign formats twice).
 pub(crate) fn amz_date(t: DateTime<Utc>) -> String {
-    t.format("%Y%m%dT%H%M%SZ").to_string()
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
 }
 
-/// `AKID/20130524/us-east-1/s3/aws4_request`
+/// `20130524/us-east-1/s3/aws4_request` (the credential is the access key id, `/`, this).
 pub(crate) fn credential_scope(t: DateTime<Utc>, region: &str) -> String {
-    format!("{}/{region}/s3/aws4_request", t.format("%Y%m%d"))
+    format!(
+        "{:04}{:02}{:02}/{region}/s3/aws4_request",
+        t.year(),
+        t.month(),
+        t.day()
+    )
 }
 
 pub(crate) fn sign(
@@ -65,6 +79,13 @@ pub(crate) fn sign(
 /// `/` is kept when `keep_slash` (object paths) and encoded otherwise (query values).
 pub fn uri_encode(s: &str, keep_slash: bool) -> String {
     let mut out = String::with_capacity(s.len() * 3 / 2);
+    uri_encode_into(&mut out, s, keep_slash);
+    out
+}
+
+/// [`uri_encode`] appending to `out`.
+pub(crate) fn uri_encode_into(out: &mut String, s: &str, keep_slash: bool) {
+    out.reserve(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric()
             || matches!(b, b'-' | b'_' | b'.' | b'~')
@@ -78,7 +99,6 @@ pub fn uri_encode(s: &str, keep_slash: bool) -> String {
             out.push(char::from(HEX[usize::from(b & 0xF)]));
         }
     }
-    out
 }
 
 /// The fictitious credentials AWS's documentation uses in its signing examples.
@@ -100,6 +120,25 @@ mod tests {
         assert_eq!(uri_encode("a b/c+d~e", true), "a%20b/c%2Bd~e");
         assert_eq!(uri_encode("a/b", false), "a%2Fb");
         assert_eq!(uri_encode("ü", true), "%C3%BC");
+    }
+
+    #[test]
+    fn dates_match_the_strftime_forms() {
+        use chrono::TimeZone;
+        for secs in [
+            0_i64,
+            1_369_353_600,
+            1_800_000_000,
+            4_102_444_799,
+            253_402_300_799,
+        ] {
+            let t = Utc.timestamp_opt(secs, 0).single().expect("valid");
+            assert_eq!(amz_date(t), t.format("%Y%m%dT%H%M%SZ").to_string());
+            assert_eq!(
+                credential_scope(t, "eu-west-1"),
+                format!("{}/eu-west-1/s3/aws4_request", t.format("%Y%m%d"))
+            );
+        }
     }
 
     #[test]
