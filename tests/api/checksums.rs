@@ -9,6 +9,7 @@ use upcommit::domain::checksum::{Checksum, ChecksumAlgorithm};
 
 use crate::faults::spawn_faulty_with;
 use crate::helpers::{error_code, media, spawn_app, spawn_app_with, Spawn, TestApp};
+use crate::multipart::copy_env;
 
 const MIB: usize = 1024 * 1024;
 
@@ -260,16 +261,8 @@ async fn commit_refuses_bytes_other_than_the_declared_ones_and_keeps_no_copy() {
         .filter(|k| !k.starts_with("tmp/"))
         .collect();
     assert_eq!(finals, Vec::<String>::new(), "no final object");
-    let versions = app
-        .s3
-        .list_object_versions()
-        .bucket(&app.bucket)
-        .prefix("media/")
-        .send()
-        .await
-        .expect("versions");
     assert_eq!(
-        versions.versions().len() + versions.delete_markers().len(),
+        final_versions(&app).await,
         0,
         "the refused copy's version is deleted, not hidden behind a delete marker"
     );
@@ -323,28 +316,26 @@ async fn an_undeclared_upload_records_a_crc64nvme_s3_computed() {
         .presign_ok(&token, "image", "image/png", 1500, "PUT")
         .await;
     let bytes = media("image/png", 1500);
-    app.s3
-        .put_object()
-        .bucket(&app.bucket)
-        .key(&p.key)
-        .content_type("image/png")
-        .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Crc32)
-        .body(bytes.clone().into())
-        .send()
-        .await
-        .expect("put with CRC32");
+    put_with_crc32(&app, &p.key, bytes.clone()).await;
     let commit = app.commit(&token, &p.key, None).await;
     assert_eq!(commit.status(), 201);
     let handle: Value = commit.json().await.expect("handle");
     assert_eq!(handle["checksum"], body(&crc64(&bytes)));
 }
 
-fn copy_in_parts_env() -> Vec<(&'static str, String)> {
-    vec![
-        ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", (6 * MIB).to_string()),
-        ("UPCOMMIT_COPY_PART_SIZE_BYTES", (5 * MIB).to_string()),
-        ("UPCOMMIT_COPY_CONCURRENCY", "2".into()),
-    ]
+/// A PNG written straight to S3 by a writer whose SDK adds a CRC32 (none of the three
+/// algorithms upcommit declares).
+async fn put_with_crc32(app: &TestApp, key: &str, bytes: Vec<u8>) {
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key(key)
+        .content_type("image/png")
+        .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Crc32)
+        .body(bytes.into())
+        .send()
+        .await
+        .expect("put with CRC32");
 }
 
 /// Objects over the single-copy limit are checked before they are copied in parts: the tmp
@@ -354,22 +345,13 @@ fn copy_in_parts_env() -> Vec<(&'static str, String)> {
 /// defect 3).
 #[tokio::test]
 async fn a_large_object_without_the_declared_checksum_is_refused_before_its_copy() {
-    let (app, faults) = spawn_faulty_with(copy_in_parts_env()).await;
+    let (app, faults) = spawn_faulty_with(copy_env()).await;
     let token = app.token("alice");
     let size = 7 * MIB;
     let bytes = media("image/png", size);
     let p = presign_with(&app, &token, size, "PUT", &sha256(&bytes)).await;
     assert!(app.upload(&p, bytes, "image/png").await.is_success());
-    app.s3
-        .put_object()
-        .bucket(&app.bucket)
-        .key(&p.key)
-        .content_type("image/png")
-        .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Crc32)
-        .body(other_media("image/png", size).into())
-        .send()
-        .await
-        .expect("replace tmp");
+    put_with_crc32(&app, &p.key, other_media("image/png", size)).await;
     let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
     assert_eq!((status, code.as_str()), (422, "checksum_mismatch"));
     assert_eq!(
@@ -385,7 +367,7 @@ async fn a_large_object_without_the_declared_checksum_is_refused_before_its_copy
 /// replaced and the commit answers 201 (review 13, defect 4).
 #[tokio::test]
 async fn an_object_arriving_at_the_final_key_during_a_copy_in_parts_is_kept() {
-    let (app, faults) = spawn_faulty_with(copy_in_parts_env()).await;
+    let (app, faults) = spawn_faulty_with(copy_env()).await;
     let admin = app.admin_token("root");
     let p = app
         .uploaded(&admin, "image", "image/png", 7 * MIB, "PUT")
@@ -442,7 +424,7 @@ async fn a_rejected_retry_removes_the_copy_an_earlier_attempt_left() {
     assert_eq!(final_versions(&app).await, 0, "no final object left");
 
     // Copied in parts, completion answer lost, tmp replaced with other bytes of the same type.
-    let (app, faults) = spawn_faulty_with(copy_in_parts_env()).await;
+    let (app, faults) = spawn_faulty_with(copy_env()).await;
     faults
         .complete_then_timeout
         .store(1, std::sync::atomic::Ordering::SeqCst);

@@ -557,7 +557,8 @@ async fn parts_are_listed_in_numeric_order() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM upload_parts").await, 6);
 }
 
-fn copy_env() -> Vec<(&'static str, String)> {
+/// Settings that send objects over 6 MiB down the copy-in-parts path, 5 MiB parts.
+pub(crate) fn copy_env() -> Vec<(&'static str, String)> {
     vec![
         ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", (6 * MIB).to_string()),
         ("UPCOMMIT_COPY_PART_SIZE_BYTES", (5 * MIB).to_string()),
