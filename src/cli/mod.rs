@@ -91,7 +91,19 @@ pub enum Command {
         #[arg(long)]
         at: Option<String>,
     },
-    /// What storage holds: handles, tmp bytes by age, unindexed bytes, estimated cost.
+    /// Prune the rows of finished uploads (with their multipart parts) and quota days older
+    /// than UPCOMMIT_UPLOAD_RETENTION that nothing needs any more, in batches. Exit 4 when
+    /// another replica is pruning.
+    Prune {
+        /// Count what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the run and its totals as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What storage holds: handles, tmp bytes by age, unindexed bytes, estimated cost, and the
+    /// catalog's table sizes.
     Report {
         /// Print the report as JSON.
         #[arg(long)]
@@ -136,6 +148,7 @@ pub async fn run(cli: Cli) -> i32 {
         | Command::Sweep { .. }
         | Command::Reconcile { .. }
         | Command::Report { .. }
+        | Command::Prune { .. }
         | Command::Hygiene { .. } => Settings::load_for_tools(),
         _ => Settings::load(),
     };
@@ -174,6 +187,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
         Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
         Command::Report { json } => jobs::report(&settings, json).await,
+        Command::Prune { dry_run, json } => jobs::prune(&settings, dry_run, json).await,
         Command::Hygiene { dry_run, json, at } => {
             jobs::hygiene(&settings, dry_run, json, at.as_deref()).await
         }

@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod multipart;
 pub mod pause;
 pub mod presign;
+pub mod prune;
 pub mod reconcile;
 pub mod recovery;
 pub mod report;

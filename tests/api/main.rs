@@ -27,6 +27,7 @@ mod outages;
 mod presign;
 mod reconcile;
 mod replicas;
+mod retention;
 mod s3_proxy;
 mod security_cases;
 mod single_use;
