@@ -130,6 +130,8 @@ pub struct JobSettings {
     /// is this old, in seconds (`UPCOMMIT_UPLOAD_RETENTION`, a duration such as `90d`; default
     /// 90 days, at least 1 day). Quota rows go with the days before it.
     pub upload_retention_secs: u64,
+    /// Key ranges reconcile lists at once (`UPCOMMIT_RECONCILE_WORKERS`, default 1, 1 to 64).
+    pub reconcile_workers: usize,
 }
 
 /// The browser upload page, for trying the service and for the browser test.
@@ -265,6 +267,7 @@ struct FileSettings {
     archive_storage_class: Option<String>,
     hygiene_interval_secs: Option<u64>,
     upload_retention: Option<String>,
+    reconcile_workers: Option<usize>,
     log_format: Option<String>,
     profiles: Option<Vec<FileProfile>>,
 }
@@ -661,6 +664,9 @@ impl Settings {
                     f.upload_retention,
                     "90d",
                 ))?,
+                reconcile_workers: src
+                    .number("UPCOMMIT_RECONCILE_WORKERS", f.reconcile_workers, 1)?
+                    .clamp(1, 64),
             },
             demo,
             bucket_check: BucketCheckSettings {

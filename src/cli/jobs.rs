@@ -108,6 +108,7 @@ pub async fn reconcile(
     grace: &str,
     inventory: Option<&str>,
     quarantine: Quarantine,
+    workers: usize,
     json: bool,
 ) -> i32 {
     let parsed =
@@ -136,6 +137,7 @@ pub async fn reconcile(
         grace: chrono::Duration::seconds(grace),
         quarantine: quarantine.unindexed,
         quarantine_stray: quarantine.stray,
+        workers,
     };
     let (run, summary) =
         match reconcile::reconcile(&catalog, &store, settings, &options, source).await {

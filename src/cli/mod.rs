@@ -74,6 +74,9 @@ pub enum Command {
         /// Also move stray objects (outside every known prefix) under quarantine/.
         #[arg(long)]
         quarantine_stray: bool,
+        /// Key ranges listed at once (1 to 64; default UPCOMMIT_RECONCILE_WORKERS, 1).
+        #[arg(long)]
+        workers: Option<usize>,
         /// Print the run, its totals and every finding as JSON.
         #[arg(long)]
         json: bool,
@@ -196,13 +199,25 @@ pub async fn run(cli: Cli) -> i32 {
             inventory,
             quarantine,
             quarantine_stray,
+            workers,
             json,
         } => {
             let quarantine = jobs::Quarantine {
                 unindexed: quarantine,
                 stray: quarantine_stray,
             };
-            jobs::reconcile(&settings, &grace, inventory.as_deref(), quarantine, json).await
+            let workers = workers
+                .unwrap_or(settings.jobs.reconcile_workers)
+                .clamp(1, 64);
+            jobs::reconcile(
+                &settings,
+                &grace,
+                inventory.as_deref(),
+                quarantine,
+                workers,
+                json,
+            )
+            .await
         }
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },

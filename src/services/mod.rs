@@ -13,6 +13,7 @@ pub mod multipart;
 pub mod pause;
 pub mod presign;
 pub mod prune;
+pub mod ranged_listing;
 pub mod reconcile;
 pub mod recovery;
 pub mod report;

@@ -25,6 +25,7 @@ mod multipart;
 mod observability;
 mod outages;
 mod presign;
+mod ranged_listing;
 mod reconcile;
 mod replicas;
 mod retention;
