@@ -80,7 +80,9 @@ impl_job_catalog!(
     SqliteCatalog,
     Sqlite,
     "BEGIN IMMEDIATE",
-    "COLLATE BINARY",
+    // TEXT columns compare as bytes already; an explicit COLLATE on the expression would make
+    // the planner sort instead of reading the key index in order.
+    "",
     "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 );
 impl_hygiene_catalog!(
