@@ -16,7 +16,8 @@ import boto3
 from botocore.config import Config
 
 endpoint, bucket, db_path, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-random.seed(16)
+random.seed(os.environ.get("BENCH_SEED", "16"))
+run = os.environ.get("BENCH_SEED", "")
 now_ms = int(time.time() * 1000)
 
 
@@ -46,7 +47,10 @@ if sys.argv[5:] == ["delete"]:
     except s3.exceptions.NoSuchBucket:
         pass
     sys.exit(0)
-s3.create_bucket(Bucket=bucket)
+try:
+    s3.create_bucket(Bucket=bucket)
+except s3.exceptions.BucketAlreadyOwnedByYou:
+    pass  # topping up a bucket filled before
 started = time.time()
 
 
@@ -78,7 +82,7 @@ db = sqlite3.connect(db_path)
 db.executemany(
     "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at) "
     "VALUES (?, ?, ?, 1, 'image/png', 'e', 'image', 'bench', '2026-12-01T00:00:00+00:00')",
-    ((f"f{i}", f"u{i}", k) for i, k in enumerate(keys)),
+    ((f"f{run}{i}", f"u{run}{i}", k) for i, k in enumerate(keys)),
 )
 db.commit()
 print(f"{len(keys)} handles in {db_path}", file=sys.stderr)
