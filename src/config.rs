@@ -127,6 +127,12 @@ pub struct JobSettings {
     /// Seconds between runs of unlinked detection, archival and deletion in the server; 0 turns
     /// them off (`UPCOMMIT_HYGIENE_INTERVAL_SECS`, default 86400).
     pub hygiene_interval_secs: u64,
+    /// A finished upload's row (and its multipart parts) is pruned once everything about it
+    /// is this old, in seconds (`UPCOMMIT_UPLOAD_RETENTION`, a duration such as `90d`; default
+    /// 90 days, at least 1 day). Quota rows go with the days before it.
+    pub upload_retention_secs: u64,
+    /// Key ranges reconcile lists at once (`UPCOMMIT_RECONCILE_WORKERS`, default 1, 1 to 64).
+    pub reconcile_workers: usize,
 }
 
 /// The browser upload page, for trying the service and for the browser test.
@@ -263,6 +269,8 @@ struct FileSettings {
     archive_min_bytes: Option<u64>,
     archive_storage_class: Option<String>,
     hygiene_interval_secs: Option<u64>,
+    upload_retention: Option<String>,
+    reconcile_workers: Option<usize>,
     log_format: Option<String>,
     profiles: Option<Vec<FileProfile>>,
 }
@@ -351,6 +359,21 @@ impl Source<'_> {
                 .collect(),
             None => file.unwrap_or_default(),
         }
+    }
+}
+
+/// `UPCOMMIT_UPLOAD_RETENTION`: a duration of at least a day, so that quota days still being
+/// charged (today, and yesterday on a replica whose clock lags) are never pruned.
+fn retention(raw: &str) -> Result<u64, ConfigError> {
+    match crate::domain::duration::parse_secs(raw) {
+        Some(secs) if secs >= 86_400 => Ok(secs),
+        Some(_) => Err(ConfigError(format!(
+            "UPCOMMIT_UPLOAD_RETENTION: at least 1d, got {raw:?}"
+        ))),
+        None => Err(ConfigError(format!(
+            "UPCOMMIT_UPLOAD_RETENTION: {}, got {raw:?}",
+            crate::domain::duration::EXPECTED
+        ))),
     }
 }
 
@@ -664,6 +687,14 @@ impl Settings {
                     f.hygiene_interval_secs,
                     86_400,
                 )?,
+                upload_retention_secs: retention(&src.string(
+                    "UPCOMMIT_UPLOAD_RETENTION",
+                    f.upload_retention,
+                    "90d",
+                ))?,
+                reconcile_workers: src
+                    .number("UPCOMMIT_RECONCILE_WORKERS", f.reconcile_workers, 1)?
+                    .clamp(1, 64),
             },
             demo,
             bucket_check: BucketCheckSettings {
@@ -1140,6 +1171,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn upload_retention_is_a_duration_of_at_least_a_day() {
+        let at = |v: &str| {
+            Settings::from_map(&env(&[
+                ("UPCOMMIT_JWT_SECRET", "0123456789abcdef"),
+                ("UPCOMMIT_UPLOAD_RETENTION", v),
+            ]))
+            .map(|s| s.jobs.upload_retention_secs)
+        };
+        assert_eq!(
+            Settings::from_map(&env(&[("UPCOMMIT_JWT_SECRET", "0123456789abcdef")]))
+                .expect("defaults")
+                .jobs
+                .upload_retention_secs,
+            90 * 86_400
+        );
+        assert_eq!(at("2d").expect("2d"), 2 * 86_400);
+        assert_eq!(at("86400").expect("seconds"), 86_400);
+        assert!(at("23h").is_err(), "below a day");
+        assert!(at("soon").is_err());
     }
 
     #[test]

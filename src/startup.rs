@@ -198,7 +198,8 @@ where
     })
 }
 
-/// The tmp sweep; another replica holding the job's lease makes it a no-op.
+/// The tmp sweep, then the prune of upload rows past their retention; another replica
+/// holding a job's lease makes that job a no-op.
 fn spawn_sweeper(
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
@@ -214,6 +215,15 @@ fn spawn_sweeper(
                 }
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "sweep failed"),
+            }
+            // Upload rows past their retention go after the sweep, which clears what they
+            // wait for (tmp objects, open multipart sessions).
+            match crate::services::prune::prune(&catalog, &settings, false).await {
+                Ok(crate::services::prune::PruneOutcome::Busy) => {
+                    tracing::debug!("another replica is pruning")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "prune failed"),
             }
         }
     })

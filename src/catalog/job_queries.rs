@@ -242,9 +242,13 @@ macro_rules! impl_job_catalog {
                 // Only handles whose object must exist: not deleted, and not claimed for
                 // deletion (its versions may be partly gone until the deletion settles). One
                 // row per key: copies share a key and the join needs keys strictly in order.
+                // Each page must be a range read of the key index in order: `status <> 'deleted'`
+                // (the CHECK constraint's other three) keeps the planner off the status index,
+                // which made every page sort all the handles after it (0.4 s a page at 200,000
+                // handles on SQLite, growing with the table; 2 ms this way).
                 let sql = format!(
                     "SELECT MIN(id) AS id, key, MAX(size) AS size FROM file_handles \
-                     WHERE key {c} > $1 AND status IN ('available', 'unlinked', 'archived') \
+                     WHERE key {c} > $1 AND status <> 'deleted' \
                      AND (claim IS NULL OR claim <> 'delete') \
                      GROUP BY key ORDER BY key {c} LIMIT $2",
                     c = $bytes

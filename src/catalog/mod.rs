@@ -10,6 +10,7 @@ mod multipart_queries;
 mod observed;
 mod postgres;
 mod queries;
+mod retention_queries;
 mod sqlite;
 
 use async_trait::async_trait;
@@ -353,8 +354,71 @@ pub trait HygieneCatalog: Send + Sync + 'static {
     async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError>;
 }
 
+/// What a prune removed in one batch (or, counted for a dry run, would remove).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PruneCounts {
+    pub committed: u64,
+    pub rejected: u64,
+    /// Never committed; their commit window closed (multipart ones aborted or completed).
+    pub expired: u64,
+    pub multipart_sessions: u64,
+    pub upload_parts: u64,
+}
+
+impl PruneCounts {
+    fn add_state(&mut self, state: &str, n: u64) {
+        match state {
+            "committed" => self.committed += n,
+            "rejected" => self.rejected += n,
+            _ => self.expired += n,
+        }
+    }
+
+    pub fn uploads(&self) -> u64 {
+        self.committed + self.rejected + self.expired
+    }
+
+    pub fn add(&mut self, other: &PruneCounts) {
+        self.committed += other.committed;
+        self.rejected += other.rejected;
+        self.expired += other.expired;
+        self.multipart_sessions += other.multipart_sessions;
+        self.upload_parts += other.upload_parts;
+    }
+}
+
+/// One table's size for the report: rows, and bytes (with its indexes) where the database can
+/// tell.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableSize {
+    pub table: String,
+    pub rows: i64,
+    pub bytes: Option<i64>,
+}
+
+/// Upload retention: pruning the rows of finished uploads, and the tables' sizes.
 #[async_trait]
-pub trait Catalog: MultipartCatalog + JobCatalog + HygieneCatalog + Send + Sync + 'static {
+pub trait RetentionCatalog: Send + Sync + 'static {
+    /// What [`RetentionCatalog::prune_uploads`] would remove, all batches together (dry runs).
+    async fn prunable_uploads(&self, cutoff: DateTime<Utc>) -> Result<PruneCounts, CatalogError>;
+    /// Deletes up to `limit` upload rows that nothing needs as of `cutoff` (now minus the
+    /// retention), with their multipart sessions and parts, in one short transaction.
+    async fn prune_uploads(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<PruneCounts, CatalogError>;
+    /// Quota rows of days before `before`.
+    async fn prunable_quota_days(&self, before: NaiveDate) -> Result<u64, CatalogError>;
+    /// Deletes up to `limit` quota rows of days before `before`.
+    async fn prune_quota_days(&self, before: NaiveDate, limit: i64) -> Result<u64, CatalogError>;
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError>;
+}
+
+#[async_trait]
+pub trait Catalog:
+    MultipartCatalog + JobCatalog + HygieneCatalog + RetentionCatalog + Send + Sync + 'static
+{
     /// Cheap round trip for readiness.
     async fn ping(&self) -> Result<(), CatalogError>;
 

@@ -10,7 +10,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
     Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, Settle, SettledTmp,
+    LinkScan, MultipartCatalog, PruneCounts, RetentionCatalog, Settle, SettledTmp, TableSize,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -290,6 +290,29 @@ impl HygieneCatalog for ObservedCatalog {
     }
     async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError> {
         timed!(self, storage_class_of(id))
+    }
+}
+
+#[async_trait]
+impl RetentionCatalog for ObservedCatalog {
+    async fn prunable_uploads(&self, cutoff: DateTime<Utc>) -> Result<PruneCounts, CatalogError> {
+        timed!(self, prunable_uploads(cutoff))
+    }
+    async fn prune_uploads(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<PruneCounts, CatalogError> {
+        timed!(self, prune_uploads(cutoff, limit))
+    }
+    async fn prunable_quota_days(&self, before: NaiveDate) -> Result<u64, CatalogError> {
+        timed!(self, prunable_quota_days(before))
+    }
+    async fn prune_quota_days(&self, before: NaiveDate, limit: i64) -> Result<u64, CatalogError> {
+        timed!(self, prune_quota_days(before, limit))
+    }
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
+        timed!(self, table_sizes())
     }
 }
 

@@ -11,6 +11,7 @@ use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
+use super::retention_queries::impl_retention_catalog;
 use super::CatalogError;
 
 pub struct PostgresCatalog {
@@ -82,4 +83,11 @@ impl_hygiene_catalog!(
     "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')",
     "SELECT id FROM file_handles WHERE key = (SELECT key FROM file_handles WHERE id = $1) \
      ORDER BY id FOR UPDATE"
+);
+impl_retention_catalog!(
+    PostgresCatalog,
+    Postgres,
+    "BEGIN",
+    " FOR UPDATE SKIP LOCKED",
+    "SELECT pg_total_relation_size(CAST($1 AS regclass))"
 );

@@ -13,6 +13,7 @@ use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
+use super::retention_queries::impl_retention_catalog;
 use super::CatalogError;
 
 pub struct SqliteCatalog {
@@ -97,7 +98,9 @@ impl_job_catalog!(
     SqliteCatalog,
     Sqlite,
     "BEGIN IMMEDIATE",
-    "COLLATE BINARY",
+    // TEXT columns compare as bytes already; an explicit COLLATE on the expression would make
+    // the planner sort instead of reading the key index in order.
+    "",
     "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 );
 impl_hygiene_catalog!(
@@ -107,4 +110,11 @@ impl_hygiene_catalog!(
     "substr(status_changed_at, 1, 7)",
     // BEGIN IMMEDIATE already holds the database's one write lock.
     "SELECT id FROM file_handles WHERE id = $1"
+);
+impl_retention_catalog!(
+    SqliteCatalog,
+    Sqlite,
+    "BEGIN IMMEDIATE",
+    "",
+    "SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE tbl_name = $1)"
 );

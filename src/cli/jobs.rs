@@ -1,4 +1,4 @@
-//! `upcommit sweep` and `upcommit reconcile`: the maintenance jobs from the command line, with
+//! `upcommit sweep`, `reconcile`, `hygiene`, `prune` and `report`: the maintenance jobs from the command line, with
 //! the service's settings.
 
 use std::sync::Arc;
@@ -108,6 +108,7 @@ pub async fn reconcile(
     grace: &str,
     inventory: Option<&str>,
     quarantine: Quarantine,
+    workers: usize,
     json: bool,
 ) -> i32 {
     let parsed =
@@ -136,6 +137,7 @@ pub async fn reconcile(
         grace: chrono::Duration::seconds(grace),
         quarantine: quarantine.unindexed,
         quarantine_stray: quarantine.stray,
+        workers,
     };
     let (run, summary) =
         match reconcile::reconcile(&catalog, &store, settings, &options, source).await {
@@ -249,6 +251,68 @@ pub async fn hygiene(settings: &Settings, dry_run: bool, json: bool, at: Option<
     }
 }
 
+/// Exit codes: 0 finished, 1 failed, 2 cannot start, 4 another replica is pruning.
+pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
+    use crate::services::prune::{self, PruneOutcome};
+    // The database only: pruning touches no object.
+    let catalog = match crate::catalog::connect(
+        settings.database.url.expose(),
+        settings.database.max_connections,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("upcommit prune: database: {e}");
+            return 2;
+        }
+    };
+    let (run, summary) = match prune::prune(&catalog, settings, dry_run).await {
+        Ok(PruneOutcome::Ran { run, summary }) => (run, summary),
+        Ok(PruneOutcome::Busy) => {
+            eprintln!("upcommit prune: another replica is pruning; nothing done");
+            return 4;
+        }
+        Err(e) => {
+            eprintln!("upcommit prune: {e}");
+            return 1;
+        }
+    };
+    let verb = if dry_run { "would prune" } else { "pruned" };
+    let u = &summary.uploads;
+    let headline = || {
+        format!(
+            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}) older than {}s, in {} batches",
+            run.id,
+            run.state.as_str(),
+            if dry_run { " (dry run)" } else { "" },
+            u.uploads(),
+            u.committed,
+            u.rejected,
+            u.expired,
+            u.multipart_sessions,
+            u.upload_parts,
+            summary.quota_rows,
+            summary.quota_before.map(|d| d.to_string()).unwrap_or_default(),
+            summary.retention_secs,
+            summary.batches,
+        )
+    };
+    print_run(
+        &catalog,
+        &run,
+        &summary,
+        json,
+        headline,
+        summary.error.as_deref(),
+    )
+    .await;
+    match run.state {
+        RunState::Finished => 0,
+        _ => 1,
+    }
+}
+
 /// Exit codes: 0 printed, 1 a read failed, 2 cannot start.
 pub async fn report(settings: &Settings, json: bool) -> i32 {
     let Some((catalog, store, _)) = connect("report", settings).await else {
@@ -292,6 +356,15 @@ pub async fn report(settings: &Settings, json: bool) -> i32 {
         "  estimated monthly cost: {:.2}",
         report.estimated_monthly_cost
     );
+    for t in &report.tables {
+        println!(
+            "  table   {:<18} {:>12} rows {:>14}",
+            t.table,
+            t.rows,
+            t.bytes
+                .map_or_else(|| "? bytes".to_owned(), |b| format!("{b} bytes"))
+        );
+    }
     0
 }
 

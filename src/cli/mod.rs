@@ -74,6 +74,9 @@ pub enum Command {
         /// Also move stray objects (outside every known prefix) under quarantine/.
         #[arg(long)]
         quarantine_stray: bool,
+        /// Key ranges listed at once (1 to 64; default UPCOMMIT_RECONCILE_WORKERS, 1).
+        #[arg(long)]
+        workers: Option<usize>,
         /// Print the run, its totals and every finding as JSON.
         #[arg(long)]
         json: bool,
@@ -91,7 +94,19 @@ pub enum Command {
         #[arg(long)]
         at: Option<String>,
     },
-    /// What storage holds: handles, tmp bytes by age, unindexed bytes, estimated cost.
+    /// Prune the rows of finished uploads (with their multipart parts) and quota days older
+    /// than UPCOMMIT_UPLOAD_RETENTION that nothing needs any more, in batches. Exit 4 when
+    /// another replica is pruning.
+    Prune {
+        /// Count what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the run and its totals as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What storage holds: handles, tmp bytes by age, unindexed bytes, estimated cost, and the
+    /// catalog's table sizes.
     Report {
         /// Print the report as JSON.
         #[arg(long)]
@@ -136,6 +151,7 @@ pub async fn run(cli: Cli) -> i32 {
         | Command::Sweep { .. }
         | Command::Reconcile { .. }
         | Command::Report { .. }
+        | Command::Prune { .. }
         | Command::Hygiene { .. } => Settings::load_for_tools(),
         _ => Settings::load(),
     };
@@ -174,6 +190,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
         Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
         Command::Report { json } => jobs::report(&settings, json).await,
+        Command::Prune { dry_run, json } => jobs::prune(&settings, dry_run, json).await,
         Command::Hygiene { dry_run, json, at } => {
             jobs::hygiene(&settings, dry_run, json, at.as_deref()).await
         }
@@ -182,13 +199,25 @@ pub async fn run(cli: Cli) -> i32 {
             inventory,
             quarantine,
             quarantine_stray,
+            workers,
             json,
         } => {
             let quarantine = jobs::Quarantine {
                 unindexed: quarantine,
                 stray: quarantine_stray,
             };
-            jobs::reconcile(&settings, &grace, inventory.as_deref(), quarantine, json).await
+            let workers = workers
+                .unwrap_or(settings.jobs.reconcile_workers)
+                .clamp(1, 64);
+            jobs::reconcile(
+                &settings,
+                &grace,
+                inventory.as_deref(),
+                quarantine,
+                workers,
+                json,
+            )
+            .await
         }
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },

@@ -8,6 +8,7 @@ pub mod duration;
 pub mod filename;
 pub mod ids;
 pub mod jobs;
+pub mod key_ranges;
 pub mod keys;
 pub mod lifecycle;
 pub mod multipart;

@@ -14,6 +14,8 @@ pub mod multipart;
 pub mod pause;
 pub mod presign;
 pub mod readiness;
+pub mod prune;
+pub mod ranged_listing;
 pub mod reconcile;
 pub mod recovery;
 pub mod report;

@@ -36,6 +36,10 @@ pub trait BucketSource: Send {
     /// The next page of keys in byte order, `None` at the end.
     async fn next_page(&mut self) -> Result<Option<Vec<BucketKey>>, StoreError>;
     fn name(&self) -> &'static str;
+    /// Listing calls made so far, where the source counts them.
+    fn requests(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// ListObjectsV2 over the whole bucket, from a key on.
@@ -44,6 +48,7 @@ pub struct ListingSource {
     start_after: Option<String>,
     token: Option<String>,
     done: bool,
+    requests: u64,
 }
 
 impl ListingSource {
@@ -53,6 +58,7 @@ impl ListingSource {
             start_after,
             token: None,
             done: false,
+            requests: 0,
         }
     }
 }
@@ -63,6 +69,7 @@ impl BucketSource for ListingSource {
         if self.done {
             return Ok(None);
         }
+        self.requests += 1;
         let page = self
             .store
             .list_objects("", self.start_after.take(), self.token.take(), PAGE)
@@ -86,6 +93,10 @@ impl BucketSource for ListingSource {
     fn name(&self) -> &'static str {
         "listing"
     }
+
+    fn requests(&self) -> Option<u64> {
+        Some(self.requests)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -95,6 +106,11 @@ pub struct ReconcileSummary {
     pub quarantine: bool,
     pub grace_secs: i64,
     pub keys_listed: u64,
+    /// Workers that listed the bucket (1: one sequential listing).
+    pub list_workers: usize,
+    /// ListObjectsV2 calls made (absent for an inventory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub list_requests: Option<u64>,
     pub handles_read: u64,
     pub matched: u64,
     pub unindexed: u64,
@@ -137,6 +153,9 @@ pub struct ReconcileOptions {
     pub quarantine: bool,
     /// Also move stray objects (outside every known prefix) under `quarantine/`.
     pub quarantine_stray: bool,
+    /// Key ranges listed at once when listing the bucket (1: one sequential listing). The
+    /// findings are the same for any number.
+    pub workers: usize,
 }
 
 /// Prefixes the service owns besides the final ones: tmp/, quarantine/ and every lifecycle
@@ -182,8 +201,21 @@ pub async fn reconcile(
         Begin::Busy => return Ok(ReconcileOutcome::Busy),
     };
     let resume_after = job.run.checkpoint.clone();
-    let mut source =
-        source.unwrap_or_else(|| Box::new(ListingSource::new(store.clone(), resume_after.clone())));
+    let listed_by = if source.is_some() {
+        1
+    } else {
+        options.workers.max(1)
+    };
+    let mut source: Box<dyn BucketSource> = match source {
+        Some(s) => s,
+        None if listed_by > 1 => Box::new(crate::services::ranged_listing::RangedListing::new(
+            store.clone(),
+            listed_by,
+            PAGE,
+            resume_after.clone(),
+        )),
+        None => Box::new(ListingSource::new(store.clone(), resume_after.clone())),
+    };
     let policy = ReconcilePolicy {
         final_prefixes: settings.bucket_expectations().final_prefixes,
         known_prefixes: known_prefixes(),
@@ -198,6 +230,7 @@ pub async fn reconcile(
         quarantine: options.quarantine,
         quarantine_stray: options.quarantine_stray,
         grace_secs: options.grace.num_seconds(),
+        list_workers: listed_by,
         ..ReconcileSummary::default()
     };
     let mut join = Join::new(policy);
@@ -258,6 +291,7 @@ pub async fn reconcile(
     }
     .await;
     summary.matched = join.matched;
+    summary.list_requests = source.requests();
     let state = match result {
         Ok(()) => RunState::Finished,
         Err(e) if e.contains("byte order") => {

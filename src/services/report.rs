@@ -1,5 +1,6 @@
 //! What storage holds: file handles (count and bytes), tmp bytes by age, unindexed bytes from
-//! the last reconcile, the last sweep, and an estimated monthly cost from per-GiB prices.
+//! the last reconcile, the last sweep and prune, an estimated monthly cost from per-GiB prices,
+//! and the catalog's table sizes (what years of growth look like).
 
 use std::sync::Arc;
 
@@ -58,6 +59,9 @@ pub struct StorageReport {
     /// Estimated monthly storage cost of handles, tmp and unindexed bytes, in the price unit.
     pub estimated_monthly_cost: f64,
     pub price_per_gib: Vec<(String, f64)>,
+    /// Every table of the catalog: rows, and bytes with indexes where the database can tell.
+    pub tables: Vec<crate::catalog::TableSize>,
+    pub last_prune: Option<LastRun>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,5 +196,7 @@ pub async fn storage_report(
         last_sweep: last_run(catalog, crate::services::sweep::JOB).await?,
         estimated_monthly_cost: (cost * 100.0).round() / 100.0,
         price_per_gib: settings.jobs.price_per_gib.clone(),
+        tables: catalog.table_sizes().await?,
+        last_prune: last_run(catalog, crate::services::prune::JOB).await?,
     })
 }

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
     Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, Settle, SettledTmp,
+    LinkScan, MultipartCatalog, PruneCounts, RetentionCatalog, Settle, SettledTmp, TableSize,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -376,6 +376,29 @@ impl HygieneCatalog for FaultyCatalog {
     }
     async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError> {
         self.inner.storage_class_of(id).await
+    }
+}
+
+#[async_trait]
+impl RetentionCatalog for FaultyCatalog {
+    async fn prunable_uploads(&self, cutoff: DateTime<Utc>) -> Result<PruneCounts, CatalogError> {
+        self.inner.prunable_uploads(cutoff).await
+    }
+    async fn prune_uploads(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<PruneCounts, CatalogError> {
+        self.inner.prune_uploads(cutoff, limit).await
+    }
+    async fn prunable_quota_days(&self, before: NaiveDate) -> Result<u64, CatalogError> {
+        self.inner.prunable_quota_days(before).await
+    }
+    async fn prune_quota_days(&self, before: NaiveDate, limit: i64) -> Result<u64, CatalogError> {
+        self.inner.prune_quota_days(before, limit).await
+    }
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
+        self.inner.table_sizes().await
     }
 }
 

@@ -263,6 +263,7 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
             grace: chrono::Duration::zero(),
             quarantine: false,
             quarantine_stray: false,
+            workers: 1,
         },
         None,
     )

@@ -447,6 +447,7 @@ impl Model {
                 grace: Duration::hours(1),
                 quarantine: true,
                 quarantine_stray: false,
+                workers: 1,
             },
             None,
         )

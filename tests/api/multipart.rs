@@ -15,11 +15,11 @@ use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
 const MIB: usize = 1024 * 1024;
 const TOTAL: usize = 12 * MIB;
 
-fn five_mib_parts() -> Vec<(&'static str, String)> {
+pub(crate) fn five_mib_parts() -> Vec<(&'static str, String)> {
     vec![("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", (5 * MIB).to_string())]
 }
 
-async fn spawn() -> TestApp {
+pub(crate) async fn spawn() -> TestApp {
     spawn_app_with(Spawn {
         env: five_mib_parts(),
         ..Spawn::default()
@@ -28,16 +28,16 @@ async fn spawn() -> TestApp {
 }
 
 /// A started multipart upload: its JSON and the bytes it is meant to carry.
-struct Started {
+pub(crate) struct Started {
     body: Value,
     bytes: Vec<u8>,
 }
 
 impl Started {
-    fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.body["upload_id"].as_str().expect("upload_id")
     }
-    fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.body["key"].as_str().expect("key")
     }
     /// The bytes of part `n` (1-based) under 5 MiB parts.
@@ -47,7 +47,7 @@ impl Started {
     }
 }
 
-async fn start(app: &TestApp, token: &str, size: usize) -> Started {
+pub(crate) async fn start(app: &TestApp, token: &str, size: usize) -> Started {
     let resp = app
         .presign(
             token,
@@ -88,7 +88,7 @@ async fn put_part(app: &TestApp, url: &Value, body: Vec<u8>) -> (u16, Option<Str
 }
 
 /// Asks for URLs of `numbers` and uploads those parts concurrently, in the order given.
-async fn upload_parts(
+pub(crate) async fn upload_parts(
     app: &TestApp,
     token: &str,
     s: &Started,
@@ -120,7 +120,7 @@ fn completion_body(parts: &[(usize, String)]) -> Value {
     json!({ "parts": list })
 }
 
-async fn complete(
+pub(crate) async fn complete(
     app: &TestApp,
     token: &str,
     id: &str,
@@ -134,7 +134,7 @@ async fn complete(
     .await
 }
 
-fn sorted(mut parts: Vec<(usize, String)>) -> Vec<(usize, String)> {
+pub(crate) fn sorted(mut parts: Vec<(usize, String)>) -> Vec<(usize, String)> {
     parts.sort();
     parts
 }

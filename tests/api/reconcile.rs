@@ -11,12 +11,12 @@ use upcommit::domain::jobs::JobRun;
 
 use crate::helpers::{media, spawn_app, TestApp};
 
-struct Run {
-    code: i32,
-    body: Value,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) body: Value,
 }
 
-fn reconcile_cli(app: &TestApp, extra: &[&str]) -> Run {
+pub(crate) fn reconcile_cli(app: &TestApp, extra: &[&str]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(["reconcile", "--json", "--grace", "0"])
         .args(extra)
@@ -36,7 +36,7 @@ fn reconcile_cli(app: &TestApp, extra: &[&str]) -> Run {
     }
 }
 
-fn keys(body: &Value, action: &str) -> BTreeSet<String> {
+pub(crate) fn keys(body: &Value, action: &str) -> BTreeSet<String> {
     body["items"]
         .as_array()
         .expect("items")

@@ -88,10 +88,10 @@ pub async fn commit(
     if TmpKey::parse(&cmd.key).is_none() && !legacy {
         return Err(AppError::UploadNotFound);
     }
-    let mut upload = state
-        .catalog
-        .upload_by_key(&cmd.key)
-        .await?
+    let Some(found) = state.catalog.upload_by_key(&cmd.key).await? else {
+        return pruned(state, who, &cmd.key, custom.as_ref()).await;
+    };
+    let mut upload = Some(found)
         .filter(|u| u.owner == who.user_id || who.admin)
         .ok_or(AppError::UploadNotFound)?;
     tracing::Span::current().record("upload.id", tracing::field::display(&upload.id));
@@ -265,6 +265,32 @@ async fn take_lease(
         Err(CatalogError::FinalKeyTaken) => Err(AppError::FinalKeyConflict),
         Err(e) => Err(e.into()),
     }
+}
+
+/// A commit of a tmp key whose upload row is gone. Retention prunes a committed upload's row
+/// long after its window closed, but the handle keeps the upload id (part of the tmp key): a
+/// late retry still gets that handle (200), and nothing is copied or recorded again. Any other
+/// unknown key, and anyone else's, is "not found".
+async fn pruned(
+    state: &AppState,
+    who: &Identity,
+    key: &str,
+    custom: Option<&FinalKey>,
+) -> Result<CommitOutcome, AppError> {
+    let Some(tmp) = TmpKey::parse(key) else {
+        return Err(AppError::UploadNotFound);
+    };
+    let handle = state
+        .catalog
+        .handle_by_upload(tmp.upload_id())
+        .await?
+        .filter(|h| h.created_by == who.user_id || who.admin)
+        .ok_or(AppError::UploadNotFound)?;
+    if custom.is_some_and(|k| k.as_str() != handle.key) {
+        return Err(AppError::FinalKeyConflict);
+    }
+    tracing::info!(file.id = %handle.id, "commit retried after its upload row was pruned");
+    Ok(CommitOutcome::Existing(handle))
 }
 
 async fn existing(

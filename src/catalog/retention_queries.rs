@@ -1,0 +1,189 @@
+//! The SQL of upload retention, shared by both backends: which terminal upload rows nothing
+//! needs any more, deleting them (with their multipart sessions and parts) in short batches,
+//! pruning quota days that can no longer be charged, and the tables' sizes for the report.
+
+/// The uploads nothing reads any more, as of the cutoff `$1` (now minus the retention):
+/// - only keys this service generated under `tmp/` (legacy imports, committed in place, stay);
+/// - created, last changed, URL expired and commit window closed before the cutoff, so no
+///   commit, retry or URL can still use the row;
+/// - committed (with its handle, which keeps the upload id) or rejected, and the tmp object's
+///   every version is gone (`tmp_cleared_at`: the single-use URL guard and the sweep's cleanup
+///   are done with it); or never committed (`issued`, expired);
+/// - no multipart session still open (the sweep aborts those first).
+///
+/// `promoting` rows are never pruned: a commit or its recovery still owns them.
+pub(super) const PRUNABLE: &str = "substr(u.key, 1, 4) = 'tmp/' \
+     AND u.created_at < $1 AND u.updated_at < $1 AND u.expires_at < $1 AND u.commit_deadline < $1 \
+     AND ((u.state = 'committed' AND u.tmp_cleared_at IS NOT NULL \
+           AND EXISTS (SELECT 1 FROM file_handles h WHERE h.upload_id = u.id)) \
+          OR (u.state = 'rejected' AND u.tmp_cleared_at IS NOT NULL) \
+          OR u.state = 'issued') \
+     AND NOT EXISTS (SELECT 1 FROM multipart_sessions s WHERE s.upload_id = u.id AND s.state = 'open')";
+
+/// The tables the report sizes: every table of the schema.
+pub(super) const TABLES: [&str; 12] = [
+    "uploads",
+    "multipart_sessions",
+    "upload_parts",
+    "file_handles",
+    "file_links",
+    "quota_usage",
+    "job_runs",
+    "job_items",
+    "job_locks",
+    "link_scans",
+    "link_scan_batches",
+    "link_scan_seen",
+];
+
+/// Implements [`super::RetentionCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
+/// `$lock` locks the rows a batch selects (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so a batch
+/// never waits on a row another transaction holds; SQLite's write transaction excludes every
+/// other writer already). `$bytes` is the SQL of one table's size in bytes, its name in `$1`.
+macro_rules! impl_retention_catalog {
+    ($ty:ty, $db:ty, $begin:expr, $lock:expr, $bytes:expr) => {
+        #[async_trait::async_trait]
+        impl super::RetentionCatalog for $ty {
+            async fn prunable_uploads(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+            ) -> Result<super::PruneCounts, CatalogError> {
+                use sqlx::Row;
+                let sql = format!(
+                    "SELECT u.state, COUNT(*) AS n, \
+                     CAST(SUM((SELECT COUNT(*) FROM multipart_sessions s WHERE s.upload_id = u.id)) AS BIGINT) AS sessions, \
+                     CAST(SUM((SELECT COUNT(*) FROM upload_parts p WHERE p.upload_id = u.id)) AS BIGINT) AS parts \
+                     FROM uploads u WHERE {} GROUP BY u.state",
+                    super::retention_queries::PRUNABLE
+                );
+                let rows = sqlx::query(&sql).bind(cutoff).fetch_all(&self.pool).await?;
+                let mut counts = super::PruneCounts::default();
+                for r in &rows {
+                    let state: String = r.try_get("state")?;
+                    let n: i64 = r.try_get("n")?;
+                    let sessions: Option<i64> = r.try_get("sessions")?;
+                    let parts: Option<i64> = r.try_get("parts")?;
+                    counts.add_state(&state, u64::try_from(n).unwrap_or(0));
+                    counts.multipart_sessions += u64::try_from(sessions.unwrap_or(0)).unwrap_or(0);
+                    counts.upload_parts += u64::try_from(parts.unwrap_or(0)).unwrap_or(0);
+                }
+                Ok(counts)
+            }
+
+            #[tracing::instrument(skip_all, fields(limit))]
+            async fn prune_uploads(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<super::PruneCounts, CatalogError> {
+                use sqlx::Row;
+                let mut tx = self.pool.begin_with($begin).await?;
+                let sql = format!(
+                    "SELECT u.id, u.state FROM uploads u WHERE {} LIMIT $2{}",
+                    super::retention_queries::PRUNABLE,
+                    $lock
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(cutoff)
+                    .bind(limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let mut counts = super::PruneCounts::default();
+                if rows.is_empty() {
+                    tx.commit().await?;
+                    return Ok(counts);
+                }
+                let mut ids = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    let state: String = r.try_get("state")?;
+                    counts.add_state(&state, 1);
+                    ids.push(r.try_get::<String, _>("id")?);
+                }
+                // Children first: parts reference their session, sessions their upload.
+                for (table, column) in [
+                    ("upload_parts", "upload_id"),
+                    ("multipart_sessions", "upload_id"),
+                    ("uploads", "id"),
+                ] {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(format!(
+                        "DELETE FROM {table} WHERE {column} IN ("
+                    ));
+                    let mut list = qb.separated(", ");
+                    for id in &ids {
+                        list.push_bind(id.as_str());
+                    }
+                    qb.push(")");
+                    let n = qb.build().execute(&mut *tx).await?.rows_affected();
+                    match table {
+                        "upload_parts" => counts.upload_parts = n,
+                        "multipart_sessions" => counts.multipart_sessions = n,
+                        _ if n != u64::try_from(ids.len()).unwrap_or(0) => {
+                            return Err(CatalogError::Other(format!(
+                                "pruned {n} of {} locked upload rows",
+                                ids.len()
+                            )));
+                        }
+                        _ => {}
+                    }
+                }
+                tx.commit().await?;
+                Ok(counts)
+            }
+
+            async fn prunable_quota_days(
+                &self,
+                before: chrono::NaiveDate,
+            ) -> Result<u64, CatalogError> {
+                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM quota_usage WHERE day < $1")
+                    .bind(before.to_string())
+                    .fetch_one(&self.pool)
+                    .await?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            }
+
+            async fn prune_quota_days(
+                &self,
+                before: chrono::NaiveDate,
+                limit: i64,
+            ) -> Result<u64, CatalogError> {
+                let sql = format!(
+                    "DELETE FROM quota_usage WHERE (owner, day) IN \
+                     (SELECT owner, day FROM quota_usage WHERE day < $1 LIMIT $2{})",
+                    $lock
+                );
+                let n = sqlx::query(&sql)
+                    .bind(before.to_string())
+                    .bind(limit)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n)
+            }
+
+            async fn table_sizes(&self) -> Result<Vec<super::TableSize>, CatalogError> {
+                let mut out = Vec::new();
+                for table in super::retention_queries::TABLES {
+                    // Names from our own list, never input.
+                    let rows: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                        .fetch_one(&self.pool)
+                        .await?;
+                    // Where the database cannot tell (SQLite without dbstat), bytes stay unknown.
+                    let bytes: Option<i64> = sqlx::query_scalar($bytes)
+                        .bind(table)
+                        .fetch_one(&self.pool)
+                        .await
+                        .ok()
+                        .flatten();
+                    out.push(super::TableSize {
+                        table: table.to_owned(),
+                        rows,
+                        bytes,
+                    });
+                }
+                Ok(out)
+            }
+        }
+    };
+}
+
+pub(super) use impl_retention_catalog;

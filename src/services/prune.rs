@@ -1,0 +1,161 @@
+//! Upload retention: every presign leaves an `uploads` row, so finished ones are pruned once
+//! nothing can use them any more (`catalog::retention_queries::PRUNABLE` says what that means:
+//! past the retention, commit window closed, tmp object cleared, no multipart session open),
+//! with their multipart sessions and parts, and quota rows of days that can no longer be
+//! charged. A committed upload's handle keeps its upload id, which is all an idempotent commit
+//! retry needs once the row is gone (`services::commit` answers it from the handle).
+//!
+//! Deletes go in batches of [`BATCH`] rows, one short transaction each (PostgreSQL skips rows
+//! another transaction holds), under the job's lease; a dry run counts and changes nothing.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use serde::Serialize;
+
+use crate::catalog::{Catalog, CatalogError, PruneCounts};
+use crate::config::Settings;
+use crate::domain::jobs::{JobRun, RunState};
+use crate::domain::quota::quota_day;
+use crate::services::jobs::{self, Begin};
+
+pub const JOB: &str = "prune";
+
+/// Rows deleted per transaction.
+pub const BATCH: i64 = 1_000;
+
+/// A run's totals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PruneSummary {
+    pub dry_run: bool,
+    pub retention_secs: u64,
+    /// Rows older than this were pruned (now minus the retention).
+    pub cutoff: Option<DateTime<Utc>>,
+    /// Upload rows (by state), multipart sessions and parts pruned, or that would be.
+    pub uploads: PruneCounts,
+    /// Quota rows of days before `quota_before` pruned, or that would be.
+    pub quota_rows: u64,
+    pub quota_before: Option<NaiveDate>,
+    /// Transactions it took.
+    pub batches: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+pub enum PruneOutcome {
+    Ran {
+        run: Box<JobRun>,
+        summary: Box<PruneSummary>,
+    },
+    /// Another replica holds the job.
+    Busy,
+}
+
+/// [`prune_at`] as of the database's clock.
+pub async fn prune(
+    catalog: &Arc<dyn Catalog>,
+    settings: &Settings,
+    dry_run: bool,
+) -> Result<PruneOutcome, CatalogError> {
+    let now = catalog.clock().await?;
+    prune_at(catalog, settings, dry_run, now).await
+}
+
+/// Prunes what the retention lets go as of `now` (tests let years pass with it).
+#[tracing::instrument(skip_all, fields(job = JOB, dry_run))]
+pub async fn prune_at(
+    catalog: &Arc<dyn Catalog>,
+    settings: &Settings,
+    dry_run: bool,
+    now: DateTime<Utc>,
+) -> Result<PruneOutcome, CatalogError> {
+    let mut job = match jobs::begin(catalog, JOB, dry_run, settings.jobs.lease_secs).await? {
+        Begin::Started(job) => job,
+        Begin::Busy => return Ok(PruneOutcome::Busy),
+    };
+    let retention = settings.jobs.upload_retention_secs;
+    let cutoff = now - Duration::seconds(i64::try_from(retention).unwrap_or(i64::MAX / 4));
+    // The quota day the cutoff falls in may still hold charges from before the cutoff; the
+    // days before it hold only charges older than the retention (at least a day).
+    let quota_before = quota_day(cutoff);
+    let mut summary = PruneSummary {
+        dry_run,
+        retention_secs: retention,
+        cutoff: Some(cutoff),
+        quota_before: Some(quota_before),
+        ..PruneSummary::default()
+    };
+    let state = if dry_run {
+        summary.uploads = catalog.prunable_uploads(cutoff).await?;
+        summary.quota_rows = catalog.prunable_quota_days(quota_before).await?;
+        RunState::Finished
+    } else {
+        match prune_batches(catalog, &mut job, &mut summary, cutoff, quota_before).await {
+            Ok(()) => RunState::Finished,
+            Err(e) => {
+                summary.error = Some(e);
+                RunState::Failed
+            }
+        }
+    };
+    let run = job.finish(catalog, state, &[], &summary).await?;
+    tracing::info!(
+        run.id = %run.id,
+        uploads = summary.uploads.uploads(),
+        parts = summary.uploads.upload_parts,
+        quota_rows = summary.quota_rows,
+        batches = summary.batches,
+        dry_run,
+        "prune finished"
+    );
+    Ok(PruneOutcome::Ran {
+        run: Box::new(run),
+        summary: Box::new(summary),
+    })
+}
+
+/// Batch after batch until one comes back empty; each is checkpointed, so a crash loses at
+/// most one batch's count (never rows: each batch commits on its own).
+async fn prune_batches(
+    catalog: &Arc<dyn Catalog>,
+    job: &mut jobs::JobHandle,
+    summary: &mut PruneSummary,
+    cutoff: DateTime<Utc>,
+    quota_before: NaiveDate,
+) -> Result<(), String> {
+    loop {
+        if job.lost() {
+            return Err("lost the job's lease to another replica".into());
+        }
+        let batch = catalog
+            .prune_uploads(cutoff, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if batch.uploads() == 0 {
+            break;
+        }
+        summary.batches += 1;
+        summary.uploads.add(&batch);
+        job.checkpoint(catalog, &[], "uploads", &*summary)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    loop {
+        if job.lost() {
+            return Err("lost the job's lease to another replica".into());
+        }
+        let n = catalog
+            .prune_quota_days(quota_before, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        summary.batches += 1;
+        summary.quota_rows += n;
+        job.checkpoint(catalog, &[], "quota", &*summary)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

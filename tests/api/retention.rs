@@ -1,0 +1,267 @@
+//! Upload retention from outside: the rows of finished uploads are pruned once nothing can use
+//! them, never while a commit, a retry, a URL or a multipart session still can; a commit retried
+//! after pruning answers the same handle and copies nothing; a dry run changes nothing; the
+//! storage report shows the tables' sizes.
+
+use serde_json::Value;
+use upcommit::config::Settings;
+use upcommit::services::prune::{prune_at, PruneOutcome, PruneSummary};
+
+use crate::helpers::{error_code, spawn_app, spawn_app_with, Spawn, TestApp};
+use crate::multipart::{complete, five_mib_parts, sorted, start, upload_parts};
+
+/// Runs the prune as of `days` from now (with the server's settings); asserts it finished.
+async fn prune_in(app: &TestApp, days: i64, dry_run: bool) -> PruneSummary {
+    let settings = Settings::from_map(&app.env).expect("settings");
+    let at = chrono::Utc::now() + chrono::Duration::days(days);
+    prune_with(app, &settings, at, dry_run).await
+}
+
+async fn prune_with(
+    app: &TestApp,
+    settings: &Settings,
+    at: chrono::DateTime<chrono::Utc>,
+    dry_run: bool,
+) -> PruneSummary {
+    match prune_at(&app.catalog, settings, dry_run, at)
+        .await
+        .expect("prune")
+    {
+        PruneOutcome::Ran { run, summary } => {
+            assert_eq!(run.state.as_str(), "finished", "{summary:?}");
+            *summary
+        }
+        PruneOutcome::Busy => panic!("prune busy"),
+    }
+}
+
+async fn uploads_rows(app: &TestApp) -> i64 {
+    app.db.count("SELECT COUNT(*) FROM uploads").await
+}
+
+#[tokio::test]
+async fn a_commit_retried_after_its_upload_row_was_pruned_answers_the_same_handle_and_copies_nothing(
+) {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let (p, handle) = app
+        .upload_and_commit(&token, "image", "image/png", 2048)
+        .await;
+    app.sweep_after_urls_expire().await;
+
+    let pruned = prune_in(&app, 400, false).await;
+    assert_eq!(pruned.uploads.committed, 1, "{pruned:?}");
+    assert_eq!(uploads_rows(&app).await, 0);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(retry.status(), 200, "the same handle, not a new commit");
+    let again: Value = retry.json().await.expect("handle");
+    assert_eq!(again["id"], handle["id"]);
+    assert_eq!(again["key"], handle["key"]);
+    let final_key = handle["key"].as_str().expect("key");
+    assert_eq!(app.versions(final_key).await, 1, "no second copy");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert_eq!(uploads_rows(&app).await, 0, "no upload row comes back");
+    // Someone else's retry of the same key learns nothing.
+    assert_eq!(
+        error_code(app.commit(&app.token("mallory"), &p.key, None).await).await,
+        (404, "upload_not_found".to_owned())
+    );
+    // The file is still served.
+    let file = app
+        .get(
+            &format!("/v1/files/{}", handle["id"].as_str().expect("id")),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(file.status(), 200);
+}
+
+#[tokio::test]
+async fn a_prune_inside_the_commit_window_deletes_nothing_the_commit_needs() {
+    // Rows older than the retention, but the commit window (3 days) still open.
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_UPLOAD_RETENTION", "1d".into()),
+            ("UPCOMMIT_COMMIT_WINDOW_SECS", (3 * 86_400).to_string()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
+    let settings = Settings::from_map(&app.env).expect("settings");
+    let at = chrono::Utc::now() + chrono::Duration::days(1) + chrono::Duration::hours(1);
+
+    let pruned = prune_with(&app, &settings, at, false).await;
+    assert_eq!(pruned.uploads.uploads(), 0, "{pruned:?}");
+    assert_eq!(uploads_rows(&app).await, 1);
+
+    let commit = app.commit(&token, &p.key, None).await;
+    assert_eq!(commit.status(), 201, "the commit still finds its upload");
+    // Committed, but its tmp object still guards the single-use URL: kept whatever the age.
+    let pruned = prune_in(&app, 400, false).await;
+    assert_eq!(pruned.uploads.uploads(), 0, "{pruned:?}");
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "committed");
+}
+
+#[tokio::test]
+async fn a_dry_run_counts_what_would_go_and_changes_nothing() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    app.upload_and_commit(&token, "image", "image/png", 2048)
+        .await;
+    // Never committed: expires.
+    app.uploaded(&token, "image", "image/png", 1024, "PUT")
+        .await;
+    app.sweep_after_urls_expire().await;
+    let quota_rows = app.db.count("SELECT COUNT(*) FROM quota_usage").await;
+    assert_eq!(quota_rows, 1);
+
+    let dry = prune_in(&app, 400, true).await;
+    assert_eq!(
+        (dry.uploads.committed, dry.uploads.expired, dry.quota_rows),
+        (1, 1, 1),
+        "{dry:?}"
+    );
+    assert_eq!(uploads_rows(&app).await, 2, "a dry run deletes nothing");
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM quota_usage").await,
+        1,
+        "nor quota rows"
+    );
+
+    let real = prune_in(&app, 400, false).await;
+    assert_eq!(real.uploads, dry.uploads, "the dry run counted what goes");
+    assert_eq!(real.quota_rows, 1);
+    assert_eq!(uploads_rows(&app).await, 0);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM quota_usage").await, 0);
+    // A second run finds nothing more.
+    let again = prune_in(&app, 400, false).await;
+    assert_eq!((again.uploads.uploads(), again.quota_rows), (0, 0));
+}
+
+#[tokio::test]
+async fn todays_quota_rows_and_recent_uploads_survive_a_prune_on_the_real_clock() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_UPLOAD_RETENTION", "1d".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    app.upload_and_commit(&token, "image", "image/png", 2048)
+        .await;
+    app.sweep_after_urls_expire().await;
+    let settings = Settings::from_map(&app.env).expect("settings");
+    let now = app.catalog.clock().await.expect("clock");
+
+    let pruned = prune_with(&app, &settings, now, false).await;
+    assert_eq!((pruned.uploads.uploads(), pruned.quota_rows), (0, 0));
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM quota_usage").await, 1);
+    // A quota day that ended more than the retention ago goes.
+    app.db
+        .count(
+            "INSERT INTO quota_usage (owner, day, uploads, bytes) VALUES ('alice', '2020-01-01', 1, 1) \
+             RETURNING uploads",
+        )
+        .await;
+    let pruned = prune_with(&app, &settings, now, false).await;
+    assert_eq!(pruned.quota_rows, 1);
+    assert!(!app
+        .db
+        .strings("SELECT day FROM quota_usage")
+        .await
+        .iter()
+        .any(|d| d == "2020-01-01"));
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM quota_usage").await, 1);
+}
+
+#[tokio::test]
+async fn a_multipart_upload_is_pruned_with_its_session_and_parts_only_once_its_session_closed() {
+    let app = spawn_app_with(Spawn {
+        env: five_mib_parts(),
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    let s = start(&app, &token, 12 * 1024 * 1024).await;
+    let first = upload_parts(&app, &token, &s, &[1, 2]).await;
+
+    // Long abandoned, but its multipart session is still open: kept (the sweep aborts it first).
+    let pruned = prune_in(&app, 400, false).await;
+    assert_eq!(pruned.uploads.uploads(), 0, "{pruned:?}");
+    assert_eq!(uploads_rows(&app).await, 1);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM multipart_sessions WHERE state = 'open'")
+            .await,
+        1
+    );
+
+    let mut parts = first;
+    parts.extend(upload_parts(&app, &token, &s, &[3]).await);
+    assert_eq!(
+        complete(&app, &token, s.id(), &sorted(parts))
+            .await
+            .status(),
+        200
+    );
+    let commit = app.commit(&token, s.key(), None).await;
+    assert_eq!(commit.status(), 201);
+    let handle: Value = commit.json().await.expect("handle");
+    app.sweep_after_urls_expire().await;
+
+    let pruned = prune_in(&app, 400, false).await;
+    assert_eq!(
+        (
+            pruned.uploads.committed,
+            pruned.uploads.multipart_sessions,
+            pruned.uploads.upload_parts
+        ),
+        (1, 1, 3),
+        "{pruned:?}"
+    );
+    for table in ["uploads", "multipart_sessions", "upload_parts"] {
+        assert_eq!(
+            app.db.count(&format!("SELECT COUNT(*) FROM {table}")).await,
+            0,
+            "{table}"
+        );
+    }
+    let retry = app.commit(&token, s.key(), None).await;
+    assert_eq!(retry.status(), 200);
+    let again: Value = retry.json().await.expect("handle");
+    assert_eq!(again["id"], handle["id"]);
+}
+
+#[tokio::test]
+async fn the_storage_report_shows_every_tables_rows_and_bytes() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    app.upload_and_commit(&token, "image", "image/png", 2048)
+        .await;
+    let report = app
+        .get("/v1/admin/storage-report", Some(&app.admin_token("root")))
+        .await;
+    assert_eq!(report.status(), 200);
+    let report: Value = report.json().await.expect("JSON");
+    let tables = report["tables"].as_array().expect("tables");
+    let row = |name: &str| {
+        tables
+            .iter()
+            .find(|t| t["table"] == name)
+            .unwrap_or_else(|| panic!("{name} in {tables:?}"))
+            .clone()
+    };
+    assert_eq!(row("uploads")["rows"], 1);
+    assert_eq!(row("file_handles")["rows"], 1);
+    assert_eq!(row("upload_parts")["rows"], 0);
+    assert!(
+        row("uploads")["bytes"].as_i64().is_some_and(|b| b > 0),
+        "both databases tell bytes: {tables:?}"
+    );
+    assert_eq!(tables.len(), 12);
+}
