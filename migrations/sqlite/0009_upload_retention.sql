@@ -6,8 +6,7 @@
 -- `PRAGMA foreign_keys = OFF` is a no-op: the table is rebuilt with its constraints deferred
 -- to the commit instead (dropping it counts each file_links row as a violation, inserting the
 -- rows back counts them off again), so the links that point at handles still hold.
--- The rebuild names every column of file_handles (0001–0008, checksums included): a migration
--- that adds one to file_handles after this must be added here only if it comes before 0009.
+-- The rebuild names every column file_handles has after 0001–0008 (0008's checksums included).
 PRAGMA defer_foreign_keys = ON;
 CREATE TABLE file_handles_old AS SELECT * FROM file_handles;
 DROP TABLE file_handles;

@@ -28,6 +28,7 @@ use crate::auth::Identity;
 use crate::catalog::{CatalogError, LeaseRequest};
 use crate::domain::keys::{is_legacy_key, FinalKey, TmpKey};
 use crate::domain::records::{self, FileHandle, Upload, UploadMethod, UploadState};
+use crate::domain::sniff::SNIFF_BYTES;
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -111,7 +112,7 @@ pub async fn commit(
     // A waiting commit asks the database for a takeover when its own clock says the lease has
     // run out, and once a second anyway (its clock may be behind): not on every poll.
     let mut last_try: Option<Instant> = None;
-    let lease = loop {
+    let (lease, prefetched) = loop {
         let now = records::now();
         match upload.state {
             UploadState::Committed => return existing(state, &upload, custom.as_ref()).await,
@@ -131,8 +132,21 @@ pub async fn commit(
                     crate::services::multipart::require_completed(state, &upload, now).await?;
                 }
                 let target = target_key(state, &upload, custom.as_ref(), legacy)?;
-                if let Some(lease) = take_lease(state, &upload, target, None).await? {
-                    break lease;
+                // The ranged GET validation starts with reads only, so it runs beside the
+                // lease's write instead of after it; a commit that does not get the lease
+                // drops what it read. (Legacy uploads validate in place, after the lease.)
+                if legacy {
+                    if let Some(lease) = take_lease(state, &upload, target, None).await? {
+                        break (lease, None);
+                    }
+                } else {
+                    let (lease, sniffed) = tokio::join!(
+                        take_lease(state, &upload, target, None),
+                        state.store.sniff(&upload.key, SNIFF_BYTES)
+                    );
+                    if let Some(lease) = lease? {
+                        break (lease, Some(sniffed));
+                    }
                 }
             }
             UploadState::Promoting => {
@@ -155,7 +169,7 @@ pub async fn commit(
                         take_lease(state, &upload, target, previous.as_deref()).await?
                     {
                         tracing::info!("took over an expired commit lease");
-                        break lease;
+                        break (lease, None);
                     }
                 }
                 if Instant::now() >= give_up_at {
@@ -193,7 +207,7 @@ pub async fn commit(
         }
     };
     let promoted = crate::services::heartbeat::renewing(
-        promote(state, &upload, &lease, legacy),
+        promote(state, &upload, &lease, legacy, prefetched),
         crate::services::heartbeat::period(lease_secs),
         renew,
     )

@@ -69,22 +69,24 @@ fn validate(upload: &Upload, head: &ObjectHead, first: &[u8]) -> Result<(), AppE
 /// Steps 2–5 under the lease. On the common path two S3 calls: a ranged GET (type, size,
 /// ETag, version and the first bytes in one response) and a CopyObject guarded on both
 /// sides, whose own answer (ETag, version, checksum) is the verification.
+/// `prefetched`: the ranged GET, when it ran beside the lease's write.
 pub(super) async fn promote(
     state: &AppState,
     upload: &Upload,
     lease: &Lease,
     legacy: bool,
+    prefetched: Option<Result<Option<Sniffed>, StoreError>>,
 ) -> Result<CommitOutcome, Failure> {
     crate::services::pause::point("after_lease").await;
     if legacy {
         return promote_in_place(state, upload, lease).await;
     }
     let store = &state.store;
-    let Some(Sniffed { head, first }) = store
-        .sniff(&upload.key, SNIFF_BYTES)
-        .await
-        .map_err(|e| Failure::Release(e.into()))?
-    else {
+    let sniffed = match prefetched {
+        Some(read) => read,
+        None => store.sniff(&upload.key, SNIFF_BYTES).await,
+    };
+    let Some(Sniffed { head, first }) = sniffed.map_err(|e| Failure::Release(e.into()))? else {
         // The source is gone. If an earlier attempt copied it and died before recording,
         // the final object names this upload: roll forward.
         return match final_if_ours(state, upload, lease).await? {
