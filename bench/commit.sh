@@ -36,7 +36,17 @@ n = sum(counts[k] for k in commit)
 server = sum(sums[k] for k in commit)
 s3 = total("upcommit_s3_request_duration_seconds", lambda l: not re.search("Bucket", l))
 db = total("upcommit_db_query_duration_seconds")
+def per_op(metric):
+    out = {}
+    for (name, labels), v in sums.items():
+        op = re.search("operation=" + q + "([^" + q + "]+)", labels)
+        if name == metric and op and "Bucket" not in op[1]:
+            c = counts.get((name, labels), 0)
+            out[op[1]] = {"calls": int(c), "mean_ms": round(v / c * 1000, 2) if c else None}
+    return out
 print(json.dumps({"commits": int(n), "server_ms_per_commit": round(server / n * 1000, 2),
     "s3_ms_per_commit_all_object_calls": round(s3 / n * 1000, 2),
-    "db_ms_per_request_all_calls": round(db / n * 1000, 2)}))'
+    "db_ms_per_request_all_calls": round(db / n * 1000, 2),
+    "s3_by_operation": per_op("upcommit_s3_request_duration_seconds"),
+    "db_by_operation": per_op("upcommit_db_query_duration_seconds")}))'
 
