@@ -66,8 +66,9 @@ pub struct PromoteRequest<'a> {
     pub dst: &'a FinalKey,
     pub upload_id: &'a str,
     pub content_type: &'a str,
-    /// The algorithm S3 computes the copy's checksum with (the declared one's).
-    pub checksum: Option<ChecksumAlgorithm>,
+    /// The algorithm S3 computes the copy's checksum with over the copied bytes (the declared
+    /// one's), reported in the copy's answer.
+    pub checksum: ChecksumAlgorithm,
 }
 
 /// What CopyObject reports about the object it wrote.

@@ -10,6 +10,7 @@ use aws_config::{BehaviorVersion, Region};
 use aws_sdk_s3::config::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
+use chrono::{DateTime, Utc};
 
 use super::errors::classify;
 use super::{listing, multipart};
@@ -115,6 +116,38 @@ impl S3Store {
         })
     }
 
+    /// A presigned PUT (an object or an UploadPart) whose URL signs exactly the headers the
+    /// client is told to send.
+    fn signed_put(
+        &self,
+        creds: &SigningCredentials,
+        key: &str,
+        must_send: Vec<(String, String)>,
+        query: BTreeMap<String, String>,
+        (now, expires_at): (DateTime<Utc>, DateTime<Utc>),
+    ) -> PresignedPut {
+        let url = query::presign(
+            &PresignRequest {
+                method: "PUT",
+                location: &self.location,
+                key,
+                headers: must_send
+                    .iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                    .collect(),
+                query,
+                region: &self.region,
+                now,
+                expires_secs: expires_secs(now, expires_at),
+            },
+            creds,
+        );
+        PresignedPut {
+            url,
+            headers: must_send,
+        }
+    }
+
     /// The current version is copied, not a pinned one: the ETag guard must be what refuses
     /// bytes swapped after validation, so the swap is reported instead of silently ignored.
     fn copy_source(&self, key: &str) -> String {
@@ -154,8 +187,9 @@ fn sdk_algorithm(a: ChecksumAlgorithm) -> aws_sdk_s3::types::ChecksumAlgorithm {
     }
 }
 
-fn expires_secs(input: &PresignInput<'_>) -> u64 {
-    u64::try_from((input.expires_at - input.now).num_seconds())
+/// Seconds from `now` to `expires_at`, at least one.
+fn expires_secs(now: DateTime<Utc>, expires_at: DateTime<Utc>) -> u64 {
+    u64::try_from((expires_at - now).num_seconds())
         .unwrap_or(1)
         .max(1)
 }
@@ -179,27 +213,13 @@ impl ObjectStore for S3Store {
         if let Some(c) = input.checksum {
             must_send.extend(checksum_headers(c));
         }
-        let signed = must_send
-            .iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-            .collect();
-        let url = query::presign(
-            &PresignRequest {
-                method: "PUT",
-                location: &self.location,
-                key: input.key,
-                headers: signed,
-                query: BTreeMap::new(),
-                region: &self.region,
-                now: input.now,
-                expires_secs: expires_secs(input),
-            },
+        Ok(self.signed_put(
             &creds,
-        );
-        Ok(PresignedPut {
-            url,
-            headers: must_send,
-        })
+            input.key,
+            must_send,
+            BTreeMap::new(),
+            (input.now, input.expires_at),
+        ))
     }
 
     async fn presign_post(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError> {
@@ -333,7 +353,7 @@ impl ObjectStore for S3Store {
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
     async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError> {
-        let mut call = self
+        let out = self
             .client
             .copy_object()
             .bucket(&self.bucket)
@@ -343,11 +363,11 @@ impl ObjectStore for S3Store {
             .if_none_match("*")
             .metadata_directive(MetadataDirective::Replace)
             .metadata(UPLOAD_ID_METADATA, req.upload_id)
-            .content_type(req.content_type);
-        if let Some(a) = req.checksum {
-            call = call.checksum_algorithm(sdk_algorithm(a));
-        }
-        let out = call.send().await.map_err(classify)?;
+            .content_type(req.content_type)
+            .checksum_algorithm(sdk_algorithm(req.checksum))
+            .send()
+            .await
+            .map_err(classify)?;
         let result = out.copy_object_result();
         Ok(Copied {
             etag: result
@@ -357,7 +377,7 @@ impl ObjectStore for S3Store {
             version_id: out.version_id().map(str::to_owned),
             checksum: result.and_then(|r| {
                 Checksum::pick(
-                    req.checksum,
+                    Some(req.checksum),
                     [
                         (ChecksumAlgorithm::Sha256, r.checksum_sha256()),
                         (ChecksumAlgorithm::Crc64Nvme, r.checksum_crc64_nvme()),
@@ -424,28 +444,13 @@ impl ObjectStore for S3Store {
         let mut q = BTreeMap::new();
         q.insert("partNumber".to_owned(), input.part_number.to_string());
         q.insert("uploadId".to_owned(), input.multipart_id.to_owned());
-        let url = query::presign(
-            &PresignRequest {
-                method: "PUT",
-                location: &self.location,
-                key: input.key,
-                headers: must_send
-                    .iter()
-                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-                    .collect(),
-                query: q,
-                region: &self.region,
-                now: input.now,
-                expires_secs: u64::try_from((input.expires_at - input.now).num_seconds())
-                    .unwrap_or(1)
-                    .max(1),
-            },
+        Ok(self.signed_put(
             &creds,
-        );
-        Ok(PresignedPut {
-            url,
-            headers: must_send,
-        })
+            input.key,
+            must_send,
+            q,
+            (input.now, input.expires_at),
+        ))
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "ListParts"))]

@@ -534,3 +534,28 @@ async fn an_admin_key_cannot_take_another_uploads_paired_key() {
         201
     );
 }
+
+/// The commit's one ranged GET cannot read byte 0 of an empty object (S3 answers 416): an
+/// empty object written straight to the tmp key (the URL itself signs the declared length, so
+/// only a bucket writer can) is still told apart and rejected as the wrong size, never a 5xx,
+/// and nothing reaches a final key. Mutation: let `sniff` return the 416 as an error — the
+/// commit answers 500.
+#[tokio::test]
+async fn an_empty_object_at_the_tmp_key_is_rejected_as_the_wrong_size() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "image", "image/png", 100, "PUT")
+        .await;
+    app.put_object(&p.key, Vec::new(), "image/png").await;
+    let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+    assert_eq!((status, code.as_str()), (422, "size_mismatch"));
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "rejected");
+    let finals: Vec<String> = app
+        .keys()
+        .await
+        .into_iter()
+        .filter(|k| !k.starts_with("tmp/"))
+        .collect();
+    assert!(finals.is_empty(), "{finals:?}");
+}

@@ -111,12 +111,10 @@ pub(super) async fn promote(
             content_type: &upload.content_type,
             // The declared algorithm, else CRC64NVME: S3 then computes the copy's checksum
             // over the copied bytes, and every handle records one.
-            checksum: Some(
-                upload
-                    .checksum
-                    .as_ref()
-                    .map_or(ChecksumAlgorithm::Crc64Nvme, |c| c.algorithm),
-            ),
+            checksum: upload
+                .checksum
+                .as_ref()
+                .map_or(ChecksumAlgorithm::Crc64Nvme, |c| c.algorithm),
         })
         .await;
     match copied {
@@ -131,19 +129,49 @@ pub(super) async fn promote(
             };
             verify_then_record(state, upload, lease, fin, Some(head)).await
         }
-        // One of the two guards refused. Which one the final key tells: ours (an earlier
-        // attempt copied and died before recording), someone else's, or none (the source
-        // changed after the GET).
-        Err(StoreError::PreconditionFailed) => match store.head(lease.final_key.as_str()).await {
-            Ok(Some(fin)) if is_ours(&fin, upload) => {
-                tracing::info!("final object already copied by an earlier attempt");
-                roll_forward(state, upload, lease, fin, Some(head)).await
-            }
-            Ok(Some(_)) => Err(Failure::Release(AppError::FinalKeyConflict)),
-            Ok(None) => Err(Failure::Release(AppError::ObjectChanged)),
-            Err(e) => Err(Failure::Release(e.into())),
-        },
+        Err(StoreError::PreconditionFailed) => refused(state, upload, lease, head).await,
         Err(e) => Err(Failure::Abandon(e.into())),
+    }
+}
+
+/// A guard refused the copy (S3 answers 412 for either). Which one the final key tells: an
+/// object naming this upload (an earlier attempt copied and died before recording: roll
+/// forward), someone else's object (`final_key_conflict`), or nothing (the source changed
+/// after it was checked: `object_changed`).
+async fn refused(
+    state: &AppState,
+    upload: &Upload,
+    lease: &Lease,
+    source: ObjectHead,
+) -> Result<CommitOutcome, Failure> {
+    match state.store.head(lease.final_key.as_str()).await {
+        Ok(Some(fin)) if is_ours(&fin, upload) => {
+            tracing::info!("final object already copied by an earlier attempt");
+            roll_forward(state, upload, lease, fin, Some(source)).await
+        }
+        Ok(Some(_)) => Err(Failure::Release(AppError::FinalKeyConflict)),
+        Ok(None) => Err(Failure::Release(AppError::ObjectChanged)),
+        Err(e) => Err(Failure::Release(e.into())),
+    }
+}
+
+/// A final object that does not have the declared size (or does not name this upload).
+fn unverified(lease: &Lease, size: i64, upload: &Upload) -> Failure {
+    Failure::Abandon(AppError::Internal(format!(
+        "final object at {} does not verify (size {size}, declared {})",
+        lease.final_key, upload.declared_size
+    )))
+}
+
+/// Before a copy from a stored object: a declared checksum must be the one S3 holds for it —
+/// another one, or none of that algorithm, means these are not the bytes the client uploaded
+/// with its checksum.
+fn stored_checksum_holds(upload: &Upload, head: ObjectHead) -> Result<ObjectHead, Failure> {
+    match verdict(upload.checksum.as_ref(), head.checksum.as_ref()) {
+        Verdict::Holds => Ok(head),
+        Verdict::Mismatch | Verdict::NotReported => {
+            Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)))
+        }
     }
 }
 
@@ -169,10 +197,7 @@ async fn roll_forward(
     source: Option<ObjectHead>,
 ) -> Result<CommitOutcome, Failure> {
     if fin.size != upload.declared_size {
-        return Err(Failure::Abandon(AppError::Internal(format!(
-            "final object at {} does not verify (size {}, declared {})",
-            lease.final_key, fin.size, upload.declared_size
-        ))));
+        return Err(unverified(lease, fin.size, upload));
     }
     verify_then_record(state, upload, lease, fin.into(), source).await
 }
@@ -192,14 +217,7 @@ async fn promote_in_parts(
         Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => return Err(Failure::Release(e.into())),
     };
-    // Declared, but the object holds another checksum or none of that algorithm: these are
-    // not the bytes the client uploaded with its checksum.
-    if !matches!(
-        verdict(upload.checksum.as_ref(), head.checksum.as_ref()),
-        Verdict::Holds
-    ) {
-        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
-    }
+    let head = stored_checksum_holds(upload, head)?;
     match store
         .head(lease.final_key.as_str())
         .await
@@ -225,6 +243,8 @@ async fn promote_in_parts(
                 Ok(()) => crate::services::pause::point("after_copy").await,
                 // The source changed (a part copy's guard) or something arrived at the final
                 // key during the copy (the completion's `If-None-Match`): the final key tells.
+                // (A copy naming this upload cannot be checked here: one assembled from parts
+                // has no full-object checksum. The retry's HEAD before copying records it.)
                 Err(StoreError::PreconditionFailed) => {
                     return Err(match store.head(lease.final_key.as_str()).await {
                         Ok(Some(fin)) if !is_ours(&fin, upload) => {
@@ -248,10 +268,7 @@ async fn promote_in_parts(
         Err(e) => return Err(Failure::Abandon(e.into())),
     };
     if !is_ours(&fin, upload) || fin.size != upload.declared_size {
-        return Err(Failure::Abandon(AppError::Internal(format!(
-            "final object at {} does not verify (size {}, declared {})",
-            lease.final_key, fin.size, upload.declared_size
-        ))));
+        return Err(unverified(lease, fin.size, upload));
     }
     let checksum = head.checksum.clone();
     let fin = Final {
@@ -284,9 +301,7 @@ async fn promote_in_place(
     if let Err(e) = validate(upload, &head, &first) {
         return Err(Failure::Reject(e, Some(head)));
     }
-    if let Verdict::Mismatch = verdict(upload.checksum.as_ref(), head.checksum.as_ref()) {
-        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
-    }
+    let head = stored_checksum_holds(upload, head)?;
     record(state, upload, lease, head.into(), None).await
 }
 
