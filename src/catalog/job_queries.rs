@@ -286,38 +286,14 @@ macro_rules! impl_job_catalog {
                     .map_err(|e| CatalogError::Corrupt(format!("database clock {text:?}: {e}")))
             }
 
-            async fn mark_swept(
-                &self,
-                upload_id: &$crate::domain::ids::UploadId,
-                now: chrono::DateTime<chrono::Utc>,
-            ) -> Result<(), CatalogError> {
-                sqlx::query("UPDATE uploads SET swept_at = $1, updated_at = $1 WHERE id = $2")
-                    .bind(now)
-                    .bind(upload_id.as_str())
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
-            }
 
             async fn mark_swept_many(
                 &self,
                 upload_ids: &[$crate::domain::ids::UploadId],
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<(), CatalogError> {
-                for chunk in upload_ids.chunks(super::KEY_BATCH) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE uploads SET swept_at = ");
-                    qb.push_bind(now);
-                    qb.push(", updated_at = ");
-                    qb.push_bind(now);
-                    qb.push(" WHERE id IN (");
-                    let mut list = qb.separated(", ");
-                    for id in chunk {
-                        list.push_bind(id.as_str());
-                    }
-                    qb.push(")");
-                    qb.build().execute(&self.pool).await?;
-                }
-                Ok(())
+                self.stamp_uploads(&["swept_at", "updated_at"], upload_ids, now)
+                    .await
             }
         }
     };

@@ -138,21 +138,13 @@ pub trait JobCatalog: Send + Sync + 'static {
     async fn add_job_items(&self, run_id: &str, items: &[JobItem]) -> Result<(), CatalogError>;
     async fn job_items(&self, run_id: &str) -> Result<Vec<JobItem>, CatalogError>;
     /// Up to `limit` items of a run after the item numbered `after` (0: from the start), with
-    /// their numbers, in the order they were written: a report read a page at a time. This
-    /// default reads every item and is for wrappers; both backends page in SQL.
+    /// their numbers, in the order they were written: a report read a page at a time.
     async fn job_items_page(
         &self,
         run_id: &str,
         after: i64,
         limit: i64,
-    ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
-        let all = self.job_items(run_id).await?;
-        Ok((1i64..)
-            .zip(all)
-            .skip_while(|(n, _)| *n <= after)
-            .take(usize::try_from(limit).unwrap_or(0))
-            .collect())
-    }
+    ) -> Result<Vec<(i64, JobItem)>, CatalogError>;
 
     /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side).
     async fn handle_keys_after(
@@ -169,25 +161,13 @@ pub trait JobCatalog: Send + Sync + 'static {
     /// replicas whose clocks drift cannot disagree about what is old (F12).
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError>;
 
-    /// Notes that the sweeper removed an upload's tmp object.
-    async fn mark_swept(
-        &self,
-        upload_id: &UploadId,
-        now: DateTime<Utc>,
-    ) -> Result<(), CatalogError>;
-
-    /// [`Self::mark_swept`] for many uploads: one statement per [`KEY_BATCH`] ids on both
-    /// backends; this default, one per id, is for wrappers.
+    /// Notes that the sweeper removed these uploads' tmp objects: one statement per
+    /// [`KEY_BATCH`] ids.
     async fn mark_swept_many(
         &self,
         upload_ids: &[UploadId],
         now: DateTime<Utc>,
-    ) -> Result<(), CatalogError> {
-        for id in upload_ids {
-            self.mark_swept(id, now).await?;
-        }
-        Ok(())
-    }
+    ) -> Result<(), CatalogError>;
 }
 
 /// A bulk link scan.
@@ -440,16 +420,10 @@ pub trait Catalog:
     async fn upload_by_key(&self, key: &str) -> Result<Option<Upload>, CatalogError>;
 
     /// The uploads recorded under any of `keys`, in no particular order (keys without one are
-    /// simply absent): the sweep's lookup of one listing page. Both backends answer in one
-    /// query per [`KEY_BATCH`] keys; this default, one query per key, is for wrappers that
-    /// have no reason to batch.
-    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError> {
-        let mut found = Vec::new();
-        for key in keys {
-            found.extend(self.upload_by_key(key).await?);
-        }
-        Ok(found)
-    }
+    /// simply absent): the sweep's lookup of one listing page, one query per [`KEY_BATCH`]
+    /// keys. Required of every catalog (wrappers forward it), so no layer falls back to one
+    /// query per key.
+    async fn uploads_by_keys(&self, keys: &[String]) -> Result<Vec<Upload>, CatalogError>;
     async fn upload_by_id(&self, id: &UploadId) -> Result<Option<Upload>, CatalogError>;
 
     /// Uploads left `promoting` whose lease ran out before `lease_expired_before`: commits whose

@@ -153,13 +153,6 @@ impl JobCatalog for ObservedCatalog {
     async fn clock(&self) -> Result<DateTime<Utc>, CatalogError> {
         timed!(self, clock())
     }
-    async fn mark_swept(
-        &self,
-        upload_id: &UploadId,
-        now: DateTime<Utc>,
-    ) -> Result<(), CatalogError> {
-        timed!(self, mark_swept(upload_id, now))
-    }
     async fn mark_swept_many(
         &self,
         upload_ids: &[UploadId],

@@ -335,6 +335,33 @@ macro_rules! impl_catalog {
                 Ok(results)
             }
 
+            /// Sets each of `columns` (fixed names, never input) to `now` on the uploads `ids`,
+            /// one statement per [`super::KEY_BATCH`] ids.
+            async fn stamp_uploads(
+                &self,
+                columns: &[&'static str],
+                ids: &[$crate::domain::ids::UploadId],
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<(), CatalogError> {
+                for chunk in ids.chunks(super::KEY_BATCH) {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE uploads SET ");
+                    for (i, column) in columns.iter().enumerate() {
+                        if i > 0 {
+                            qb.push(", ");
+                        }
+                        qb.push(*column).push(" = ").push_bind(now);
+                    }
+                    qb.push(" WHERE id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in chunk {
+                        list.push_bind(id.as_str());
+                    }
+                    qb.push(")");
+                    qb.build().execute(&self.pool).await?;
+                }
+                Ok(())
+            }
+
             fn upload_row(row: &<$db as sqlx::Database>::Row) -> Result<$crate::domain::records::Upload, CatalogError> {
                 use sqlx::Row;
                 $crate::domain::records::Upload::try_from(super::queries::UploadRow {
@@ -687,18 +714,7 @@ macro_rules! impl_catalog {
                 ids: &[$crate::domain::ids::UploadId],
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<(), CatalogError> {
-                for chunk in ids.chunks(500) {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE uploads SET tmp_cleared_at = ");
-                    qb.push_bind(now);
-                    qb.push(" WHERE id IN (");
-                    let mut list = qb.separated(", ");
-                    for id in chunk {
-                        list.push_bind(id.as_str());
-                    }
-                    qb.push(")");
-                    qb.build().execute(&self.pool).await?;
-                }
-                Ok(())
+                self.stamp_uploads(&["tmp_cleared_at"], ids, now).await
             }
 
             #[tracing::instrument(skip_all, fields(file.id = %id))]

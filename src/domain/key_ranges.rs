@@ -31,13 +31,6 @@ impl KeyRange {
             .as_deref()
             .map_or(true, |t| key.as_bytes() <= t.as_bytes())
     }
-
-    pub fn contains(&self, key: &str) -> bool {
-        self.after
-            .as_deref()
-            .map_or(true, |a| key.as_bytes() > a.as_bytes())
-            && self.reaches(key)
-    }
 }
 
 /// Characters after the common prefix that a boundary is computed over.
@@ -124,6 +117,16 @@ pub fn split_rest(range: &KeyRange, first: &str, last: &str, pieces: usize) -> V
 
 #[cfg(test)]
 mod tests {
+
+    impl KeyRange {
+        /// Whether `key` falls in this range (after `after`, up to `through`).
+        fn contains(&self, key: &str) -> bool {
+            self.after
+                .as_deref()
+                .map_or(true, |a| key.as_bytes() > a.as_bytes())
+                && self.reaches(key)
+        }
+    }
     use super::*;
 
     fn r(after: Option<&str>, through: Option<&str>) -> KeyRange {

@@ -236,13 +236,6 @@ impl JobCatalog for FaultyCatalog {
             .unwrap_or_default();
         Ok(self.inner.clock().await? + offset)
     }
-    async fn mark_swept(
-        &self,
-        upload_id: &UploadId,
-        now: DateTime<Utc>,
-    ) -> Result<(), CatalogError> {
-        self.inner.mark_swept(upload_id, now).await
-    }
     async fn mark_swept_many(
         &self,
         upload_ids: &[UploadId],

@@ -719,3 +719,94 @@ async fn an_object_already_at_the_final_key_is_never_overwritten_by_the_copy() {
     assert_eq!(app.get_object("media/custom/keep.jpg").await, theirs);
     assert_eq!(app.versions("media/custom/keep.jpg").await, 1);
 }
+
+/// A completion S3 refuses because the parts do not add up to the declared whole-object
+/// checksum leaves the session open (docs/api.md): the same upload, its wrong parts sent again
+/// with the right bytes, completes and commits with the declared checksum. Mutation: abort the multipart upload on
+/// `checksum_mismatch` in `complete_claimed` — the right parts can no longer be sent (seen).
+#[tokio::test]
+async fn a_completion_refused_for_its_whole_checksum_can_be_completed_with_the_right_parts() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", (5 * MIB).to_string())],
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    let size = 6 * MIB;
+    let bytes = media("image/png", size);
+    let right = [bytes[..5 * MIB].to_vec(), bytes[5 * MIB..].to_vec()];
+    let mut wrong = right.clone();
+    let last = wrong[1].len() - 1;
+    wrong[1][last] ^= 0xff;
+
+    let resp = app
+        .presign(
+            &token,
+            json!({"profile": "image", "content_type": "image/png", "size": size,
+                   "multipart": true, "checksum": body(&crc64(&bytes))}),
+        )
+        .await;
+    assert_eq!(resp.status(), 201);
+    let started: Value = resp.json().await.expect("JSON");
+    let id = started["upload_id"].as_str().expect("id").to_owned();
+    let key = started["key"].as_str().expect("key").to_owned();
+
+    // Parts whose own checksums hold (S3 takes them) but whose whole is not the declared one.
+    let send = |parts: Vec<Vec<u8>>| {
+        let (app, token, id) = (&app, &token, &id);
+        async move {
+            let sums: Vec<String> = parts.iter().map(|p| crc64(p).value).collect();
+            let urls: Value = app
+                .post_json(
+                    &format!("/v1/uploads/{id}/parts"),
+                    Some(token),
+                    &json!({"part_numbers": [1, 2], "checksums": sums}),
+                )
+                .await
+                .json()
+                .await
+                .expect("part URLs");
+            let mut etags = vec![];
+            for (i, url) in urls["parts"].as_array().expect("parts").iter().enumerate() {
+                let mut req = app
+                    .http
+                    .put(url["url"].as_str().expect("url"))
+                    .body(parts[i].clone());
+                for (k, v) in url["headers"].as_object().expect("headers") {
+                    if !k.eq_ignore_ascii_case("content-length") {
+                        req = req.header(k, v.as_str().expect("value"));
+                    }
+                }
+                let resp = req.send().await.expect("part PUT");
+                assert_eq!(resp.status(), 200, "part {}", i + 1);
+                let etag = resp.headers()["etag"].to_str().expect("ETag").to_owned();
+                etags.push(json!({"part_number": i + 1, "etag": etag}));
+            }
+            app.post_json(
+                &format!("/v1/uploads/{id}/complete"),
+                Some(token),
+                &json!({ "parts": etags }),
+            )
+            .await
+        }
+    };
+    let (status, code) = error_code(send(wrong.to_vec()).await).await;
+    assert_eq!((status, code.as_str()), (422, "checksum_mismatch"));
+    assert!(!app.object_exists(&key).await);
+
+    let done = send(right.to_vec()).await;
+    assert_eq!(
+        done.status(),
+        200,
+        "{}",
+        done.text().await.unwrap_or_default()
+    );
+    let commit = app.commit(&token, &key, None).await;
+    assert_eq!(commit.status(), 201);
+    let handle: Value = commit.json().await.expect("handle");
+    assert_eq!(handle["checksum"], body(&crc64(&bytes)));
+    assert_eq!(
+        app.get_object(handle["key"].as_str().expect("key")).await,
+        bytes
+    );
+}
