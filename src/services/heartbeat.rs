@@ -28,6 +28,36 @@ where
     }
 }
 
+/// Runs `work` while a lease of `lease_secs` is renewed through `renew(lease_secs)` (true:
+/// still held) every [`period`]; a lease that was lost or could not be renewed is logged,
+/// naming `what` holds it. The work goes on either way: its own conditional writes (on the
+/// lease token) decide what it may still record.
+pub async fn holding<T, W, R, RF, E>(
+    work: W,
+    lease_secs: u64,
+    what: &'static str,
+    mut renew: R,
+) -> T
+where
+    W: Future<Output = T>,
+    R: FnMut(i64) -> RF,
+    RF: Future<Output = Result<bool, E>>,
+    E: std::fmt::Display,
+{
+    let secs = i64::try_from(lease_secs).unwrap_or(30);
+    renewing(work, period(lease_secs), || {
+        let renewal = renew(secs);
+        async move {
+            match renewal.await {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(lease = what, "the lease was lost while the work ran"),
+                Err(e) => tracing::warn!(lease = what, error = %e, "could not renew the lease"),
+            }
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

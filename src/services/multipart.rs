@@ -330,25 +330,10 @@ pub async fn complete(
     let lease_secs = state.settings.uploads.commit_lease_secs;
     let (state, client) = (state.clone(), client.to_vec());
     let task = tokio::spawn(async move {
-        let catalog = state.catalog.clone();
-        let (id, renewal_token) = (claimed.clone(), token.clone());
-        let renew = move || {
-            let (catalog, id, token) = (catalog.clone(), id.clone(), renewal_token.clone());
-            async move {
-                let lease = i64::try_from(lease_secs).unwrap_or(30);
-                match catalog.renew_session_claim(&id, &token, lease).await {
-                    Ok(true) => {}
-                    Ok(false) => tracing::warn!("the completion claim was lost while S3 completed"),
-                    Err(e) => tracing::warn!(error = %e, "could not renew the completion claim"),
-                }
-            }
-        };
         let work = complete_claimed(&state, &upload, &session, &client, done, now);
-        let result = crate::services::heartbeat::renewing(
-            work,
-            crate::services::heartbeat::period(lease_secs),
-            renew,
-        )
+        let result = crate::services::heartbeat::holding(work, lease_secs, "completion", |secs| {
+            state.catalog.renew_session_claim(&claimed, &token, secs)
+        })
         .await;
         if result.is_err() {
             if let Err(e) = state.catalog.release_session_claim(&claimed, &token).await {

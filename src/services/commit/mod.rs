@@ -187,29 +187,11 @@ pub async fn commit(
 
     // The lease is renewed while the S3 calls run: a multipart copy of a large object can
     // outlast one lease, and a takeover in the middle would copy again beside it.
-    let lease_secs = state.settings.uploads.commit_lease_secs;
-    let renew = {
-        let (catalog, id, token) = (
-            state.catalog.clone(),
-            upload.id.clone(),
-            lease.token.clone(),
-        );
-        move || {
-            let (catalog, id, token) = (catalog.clone(), id.clone(), token.clone());
-            async move {
-                let secs = i64::try_from(lease_secs).unwrap_or(30);
-                match catalog.renew_lease(&id, &token, secs).await {
-                    Ok(true) => {}
-                    Ok(false) => tracing::warn!("the commit lease was lost while S3 worked"),
-                    Err(e) => tracing::warn!(error = %e, "could not renew the commit lease"),
-                }
-            }
-        }
-    };
-    let promoted = crate::services::heartbeat::renewing(
+    let promoted = crate::services::heartbeat::holding(
         promote(state, &upload, &lease, legacy, prefetched),
-        crate::services::heartbeat::period(lease_secs),
-        renew,
+        state.settings.uploads.commit_lease_secs,
+        "commit",
+        |secs| state.catalog.renew_lease(&upload.id, &lease.token, secs),
     )
     .await;
     match promoted {

@@ -166,13 +166,11 @@ fn unverified(lease: &Lease, size: i64, upload: &Upload) -> Failure {
 /// Before a copy from a stored object: a declared checksum must be the one S3 holds for it —
 /// another one, or none of that algorithm, means these are not the bytes the client uploaded
 /// with its checksum.
-fn stored_checksum_holds(upload: &Upload, head: ObjectHead) -> Result<ObjectHead, Failure> {
-    match verdict(upload.checksum.as_ref(), head.checksum.as_ref()) {
-        Verdict::Holds => Ok(head),
-        Verdict::Mismatch | Verdict::NotReported => {
-            Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)))
-        }
-    }
+fn stored_checksum_holds(upload: &Upload, head: &ObjectHead) -> bool {
+    matches!(
+        verdict(upload.checksum.as_ref(), head.checksum.as_ref()),
+        Verdict::Holds
+    )
 }
 
 /// The final object, when it exists and names this upload.
@@ -217,7 +215,9 @@ async fn promote_in_parts(
         Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => return Err(Failure::Release(e.into())),
     };
-    let head = stored_checksum_holds(upload, head)?;
+    if !stored_checksum_holds(upload, &head) {
+        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
+    }
     match store
         .head(lease.final_key.as_str())
         .await
@@ -301,7 +301,9 @@ async fn promote_in_place(
     if let Err(e) = validate(upload, &head, &first) {
         return Err(Failure::Reject(e, Some(head)));
     }
-    let head = stored_checksum_holds(upload, head)?;
+    if !stored_checksum_holds(upload, &head) {
+        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
+    }
     record(state, upload, lease, head.into(), None).await
 }
 
