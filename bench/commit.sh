@@ -18,7 +18,7 @@ export UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_QUOTA_DAILY_BYTES=0 UPCOMMIT_PRES
 for _ in $(seq 50); do curl -fs "http://$UPCOMMIT_LISTEN/healthz" >/dev/null && break; sleep 0.1; done
 token=$("$target"/release/upcommit token --sub bench --ttl 1h)
 "$LOCALSTACK_VENV/bin/python" bench/commit_vs_sdk.py "http://$UPCOMMIT_LISTEN" "$token" "$UPCOMMIT_BUCKET" "${1:-100}"
-"$target"/release/examples/commit_raw "$UPCOMMIT_BUCKET" "${1:-100}"
+"$target"/release/examples/commit_raw "$UPCOMMIT_BUCKET" "${1:-100}" "http://$UPCOMMIT_LISTEN" "$token"
 # Where a commit's time goes, from the server's own /metrics: the mean commit as the server saw
 # it, and the mean time of the S3 and database calls made during the run (per commit).
 curl -fsS "http://$UPCOMMIT_LISTEN/metrics" | "$LOCALSTACK_VENV/bin/python" -c '

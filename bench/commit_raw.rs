@@ -4,18 +4,38 @@
 //! six-call sequence of before, kept as the reference, each call timed on its own. Beside it,
 //! interleaved in the same loop so LocalStack's drift hits both alike, the two calls a commit
 //! makes now: a ranged GET and a CopyObject guarded by copy-source-if-match and If-None-Match.
-//! `cargo run --release --example commit_raw -- BUCKET [N]` with UPCOMMIT_S3_ENDPOINT set.
+//! With a server and a token, a third variant in the same loop commits through upcommit itself:
+//! presign and the PUT outside the timing, then `POST /v1/files` timed from this client (reqwest,
+//! one kept-alive connection: the same kind of client as the SDK's) and server-side (the growth of
+//! the commit route's duration sum on `/metrics`, scraped outside the timing).
+//! `cargo run --release --example commit_raw -- BUCKET [N [SERVER TOKEN]]` with
+//! UPCOMMIT_S3_ENDPOINT set.
 
 use std::time::Instant;
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::MetadataDirective;
+use aws_sdk_s3::types::{ChecksumAlgorithm, MetadataDirective};
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
+    let rt = if std::env::var("BENCH_MT").is_ok() {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    rt.expect("runtime").block_on(run());
+}
+
+async fn run() {
     let mut args = std::env::args().skip(1);
     let bucket = args.next().expect("bucket");
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    let service = args.next().zip(args.next());
+    let http = reqwest::Client::new();
     let endpoint =
         std::env::var("UPCOMMIT_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into());
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
@@ -35,9 +55,20 @@ async fn main() {
     let mut calls: [Vec<f64>; 6] = Default::default();
     let mut six = Vec::new();
     let mut two = Vec::new();
+    let mut two_checksum = Vec::new();
+    // Each call of the two, both two-call variants: the GET and the CopyObject.
+    let mut two_get = Vec::new();
+    let mut two_copy = Vec::new();
+    let mut client_side = Vec::new();
+    let mut server_side = Vec::new();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
     for i in 0..n {
-        for variant in 0..2 {
+        if let Some((base, token)) = &service {
+            let (client_ms, server_ms) = service_commit(&http, base, token, &body).await;
+            client_side.push(client_ms);
+            server_side.push(server_ms);
+        }
+        for variant in 0..3 {
             let src = format!("bench-raw/{i}/{variant}/{}/a.png", std::process::id());
             let dst = format!("bench-raw-final/{i}/{variant}/{}/a.png", std::process::id());
             let put = client
@@ -50,9 +81,10 @@ async fn main() {
                 .await
                 .expect("put");
             let start = Instant::now();
-            if variant == 1 {
+            if variant > 0 {
                 // What a commit does now: one ranged GET (type, size, ETag, first bytes), one
-                // CopyObject guarded on both sides whose answer is the verification.
+                // CopyObject guarded on both sides whose answer is the verification; variant 2
+                // also asks S3 for the copy's CRC64NVME, as a commit does.
                 let got = client
                     .get_object()
                     .bucket(&bucket)
@@ -63,7 +95,9 @@ async fn main() {
                     .expect("get");
                 let etag = got.e_tag().unwrap_or_default().to_owned();
                 got.body.collect().await.expect("body");
-                client
+                two_get.push(ms(start));
+                let copy_start = Instant::now();
+                let mut copy = client
                     .copy_object()
                     .bucket(&bucket)
                     .key(&dst)
@@ -72,11 +106,18 @@ async fn main() {
                     .if_none_match("*")
                     .metadata_directive(MetadataDirective::Replace)
                     .metadata("upcommit-upload-id", "x")
-                    .content_type("image/png")
-                    .send()
-                    .await
-                    .expect("copy");
-                two.push(ms(start));
+                    .content_type("image/png");
+                if variant == 2 {
+                    copy = copy.checksum_algorithm(ChecksumAlgorithm::Crc64Nvme);
+                }
+                copy.send().await.expect("copy");
+                two_copy.push(ms(copy_start));
+                if variant == 1 {
+                    &mut two
+                } else {
+                    &mut two_checksum
+                }
+                .push(ms(start));
                 continue;
             }
             let t = Instant::now();
@@ -158,10 +199,99 @@ async fn main() {
         .zip(calls)
         .map(|(n, t)| format!("\"{n}\": {}", stats(t)))
         .collect();
+    let p50 = |t: &[f64]| {
+        let mut t = t.to_vec();
+        t.sort_by(f64::total_cmp);
+        t.get(t.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let reference = p50(&six);
+    let service = if client_side.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", \"commit_client_ms\": {}, \"commit_server_ms\": {}, \"ratio_p50_client\": {:.2}, \"ratio_p50_server\": {:.2}",
+            stats(client_side.clone()),
+            stats(server_side.clone()),
+            p50(&client_side) / reference,
+            p50(&server_side) / reference
+        )
+    };
+    let mean = |t: &[f64]| t.iter().sum::<f64>() / t.len().max(1) as f64;
+    eprintln!(
+        "two-call means: GetObject {:.2} ms, CopyObject {:.2} ms",
+        mean(&two_get),
+        mean(&two_copy)
+    );
     println!(
-        "{{\"n\": {n}, \"raw_six_calls_ms\": {}, \"raw_two_calls_ms\": {}, \"six_calls_each_ms\": {{{}}}}}",
-        stats(six),
-        stats(two),
+        "{{\"n\": {n}, \"raw_six_calls_ms\": {}, \"raw_two_calls_ms\": {}, \"ratio_p50_two_calls\": {:.2}, \"raw_two_calls_with_checksum_ms\": {}{service}, \"six_calls_each_ms\": {{{}}}}}",
+        stats(six.clone()),
+        stats(two.clone()),
+        p50(&two) / reference,
+        stats(two_checksum.clone()),
         per_call.join(", ")
     );
+}
+
+/// One commit through upcommit: presign and upload untimed, then the commit timed from here and
+/// as the server measured it. Returns (client ms, server ms).
+async fn service_commit(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    body: &[u8],
+) -> (f64, f64) {
+    let presigned: serde_json::Value = http
+        .post(format!("{base}/v1/uploads"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"profile": "image", "content_type": "image/png", "size": body.len(), "filename": "a.png"}))
+        .send()
+        .await
+        .expect("presign")
+        .json()
+        .await
+        .expect("presign body");
+    let mut put = http.put(presigned["url"].as_str().expect("url"));
+    for (name, value) in presigned["headers"].as_object().expect("headers") {
+        if !name.eq_ignore_ascii_case("content-length") {
+            put = put.header(name, value.as_str().expect("header value"));
+        }
+    }
+    let status = put.body(body.to_vec()).send().await.expect("put").status();
+    assert!(status.is_success(), "upload answered {status}");
+    let key = presigned["key"].as_str().expect("key").to_owned();
+    let before = commit_seconds_so_far(http, base).await;
+    let start = Instant::now();
+    let committed = http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"key": key}))
+        .send()
+        .await
+        .expect("commit");
+    let status = committed.status();
+    committed.bytes().await.expect("commit body");
+    let client_ms = start.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(status, 201, "commit answered {status}");
+    let server_ms = (commit_seconds_so_far(http, base).await - before) * 1000.0;
+    (client_ms, server_ms)
+}
+
+/// The commit route's duration sum (201 answers) on the server's /metrics.
+async fn commit_seconds_so_far(http: &reqwest::Client, base: &str) -> f64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("upcommit_http_request_duration_seconds_sum{")
+                && l.contains("route=\"/v1/files\"")
+                && l.contains("status=\"201\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

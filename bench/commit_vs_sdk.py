@@ -5,6 +5,7 @@ did to S3 before single-use URLs: HEAD, ranged GET (If-Match), HEAD of the final
 a commit now makes two: a ranged GET and a CopyObject guarded by copy-source-if-match and
 If-None-Match). The server-side time of each commit is read from the server's own /metrics: the
 growth of the commit route's duration sum across that one request (scraped outside the timing)."""
+import os
 import re
 import json
 import statistics
@@ -18,7 +19,7 @@ import requests
 BASE, TOKEN, BUCKET = sys.argv[1], sys.argv[2], sys.argv[3]
 N = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 H = {"Authorization": f"Bearer {TOKEN}"}
-s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:4566", region_name="us-east-1",
+s3 = boto3.client("s3", endpoint_url=os.environ.get("UPCOMMIT_S3_ENDPOINT", "http://127.0.0.1:4566"), region_name="us-east-1",
                   aws_access_key_id="test", aws_secret_access_key="test")
 body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(64 * 1024 - 16)
 http = requests.Session()

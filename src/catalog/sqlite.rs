@@ -52,6 +52,12 @@ impl SqliteCatalog {
         }
         let pool = SqlitePoolOptions::new()
             .max_connections(max_connections)
+            // A pooled SQLite connection is a handle to a file on a worker thread of this
+            // process: nothing on a network can drop it, so sqlx's ping before each acquire
+            // (its default) tests nothing and costs every query one more round trip to the
+            // worker thread — three on a commit's path (BENCHMARKS.md). A worker that died
+            // fails the query itself, which answers 503 like any database error.
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options)
             .await?;
