@@ -24,8 +24,11 @@ pub struct BucketKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandleKey {
     pub key: String,
+    /// The first (smallest) id of the handles sharing the key.
     pub file_id: String,
     pub size: i64,
+    /// How many handles share the key (copies): one key is one object, matched or missing once.
+    pub handles: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,6 +289,7 @@ mod tests {
             key: key.into(),
             file_id: format!("id-{key}"),
             size: 10,
+            handles: 1,
         }
     }
 
