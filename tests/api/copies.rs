@@ -325,19 +325,54 @@ async fn a_commit_retry_still_answers_its_own_handle_and_never_a_copy() {
 async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
     let app = spawn_app().await;
     let alice = app.token("alice");
-    let source = file(&app, 400).await;
-    let c = copy_ok(&app, &id(&source)).await;
-    // The only handle of the key left in use is the copy's; an admin aims a new upload at it.
-    assert_eq!(put_link(&app, &id(&c), "post/1").await, 204);
+    let admin = app.admin_token("root");
+    // An admin commits a file at a key of their choosing, then copies it.
     let p = app
+        .presign_ok(&alice, "image", "image/png", 400, "PUT")
+        .await;
+    assert!(app
+        .upload(&p, media("image/png", 400), "image/png")
+        .await
+        .is_success());
+    let resp = app.commit(&admin, &p.key, Some("shared/avatar.png")).await;
+    assert_eq!(resp.status(), 201);
+    let source: Value = resp.json().await.expect("JSON");
+    let c = copy_ok(&app, &id(&source)).await;
+    assert_eq!(c["key"], "shared/avatar.png");
+    assert_eq!(put_link(&app, &id(&c), "post/1").await, 204);
+
+    // Another upload aimed at that key is refused…
+    let other = app
         .presign_ok(&alice, "image", "image/png", 300, "PUT")
         .await;
-    let status = app.upload(&p, media("image/png", 300), "image/png").await;
-    assert!(status.is_success());
-    let resp = app
-        .commit(&app.admin_token("root"), &p.key, Some(&key(&c)))
-        .await;
+    assert!(app
+        .upload(&other, media("image/png", 300), "image/png")
+        .await
+        .is_success());
+    let resp = app.commit(&admin, &other.key, Some("shared/avatar.png")).await;
     assert_eq!(error_code(resp).await, (409, "final_key_conflict".to_owned()));
+    // …and still once the source's upload row is gone (as retention prunes it): S3's guard on
+    // the copy refuses to overwrite the object.
+    match &app.db {
+        crate::helpers::TestDb::Sqlite(pool) => {
+            sqlx::query("DELETE FROM uploads WHERE id = $1")
+                .bind(&p.upload_id)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        }
+        crate::helpers::TestDb::Postgres(pool) => {
+            sqlx::query("DELETE FROM uploads WHERE id = $1")
+                .bind(&p.upload_id)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        }
+    }
+    .expect("prune the source's upload row");
+    let resp = app.commit(&admin, &other.key, Some("shared/avatar.png")).await;
+    assert_eq!(error_code(resp).await, (409, "final_key_conflict".to_owned()));
+
     assert_eq!(
         download(&app, &alice, &id(&c)).await,
         media("image/png", 400),
@@ -345,10 +380,7 @@ async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
     );
     assert_eq!(
         app.db
-            .count(&format!(
-                "SELECT COUNT(*) FROM file_handles WHERE key = '{}'",
-                key(&c)
-            ))
+            .count("SELECT COUNT(*) FROM file_handles WHERE key = 'shared/avatar.png'")
             .await,
         2
     );
@@ -540,4 +572,104 @@ async fn a_copy_request_with_a_body_that_is_not_json_is_refused() {
         (415, "unsupported_media_type".to_owned())
     );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
+async fn restore(app: &TestApp, id: &str) -> reqwest::Response {
+    app.post_json(
+        &format!("/v1/files/{id}/restore"),
+        Some(&app.token("alice")),
+        &Value::Null,
+    )
+    .await
+}
+
+fn standard(class: Option<&str>) -> bool {
+    class.is_none() || class == Some("STANDARD")
+}
+
+/// A file and a copy of it, both unlinked; returns (the one archival claims first — id order —,
+/// the other, the key).
+async fn two_unlinked_copies(app: &TestApp) -> (String, String, String) {
+    let source = file(app, 2000).await;
+    let c = copy_ok(app, &id(&source)).await;
+    assert_eq!(hygiene(app, in_days(2))["summary"]["unlinked"], 2);
+    let (a, b) = (id(&source), id(&c));
+    let (first, other) = if a < b { (a, b) } else { (b, a) };
+    (first, other, key(&source))
+}
+
+#[tokio::test]
+async fn restoring_a_copy_while_another_copy_of_its_key_is_being_archived_answers_file_busy() {
+    let app = spawn().await;
+    let (first, other, k) = two_unlinked_copies(&app).await;
+    let paused = crate::hygiene::Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_claimed",
+    )
+    .await;
+    // The archival holds `first`; the object is about to move for both copies.
+    assert_eq!(
+        error_code(restore(&app, &other).await).await,
+        (503, "file_busy".to_owned())
+    );
+    assert_eq!(put_link(&app, &other, "post/1").await, 503);
+    let run = paused.release();
+    assert_eq!(run["summary"]["archived"], 2, "{run}");
+    assert_eq!(status(&app, &first).await, "archived");
+    assert_eq!(head_class(&app, &k).await.as_deref(), Some("GLACIER_IR"));
+    // Now the restore goes through, and brings the object back for both.
+    assert_eq!(restore(&app, &other).await.status(), 200);
+    assert!(standard(head_class(&app, &k).await.as_deref()));
+    assert_eq!(status(&app, &other).await, "available");
+    assert_eq!(status(&app, &first).await, "archived");
+}
+
+#[tokio::test]
+async fn a_copy_restored_while_an_archival_of_its_key_changes_s3_gets_the_object_back() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
+            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
+            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
+            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
+            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
+            ("UPCOMMIT_JOB_LEASE_SECS", "2".into()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    let (first, other, k) = two_unlinked_copies(&app).await;
+    // The archival renewed its claim on `first` and is about to rewrite the object.
+    let paused = crate::hygiene::Paused::start(
+        &app,
+        in_days(3) + chrono::Duration::seconds(5),
+        "hygiene_archive_s3",
+    )
+    .await;
+    // Waiting out the 2 s lease (a state to reach, not a timing assertion): the other copy is
+    // restored meanwhile (nothing to move yet) and is available.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(restore(&app, &other).await.status(), 200);
+    let run = paused.release();
+    // The archival changed S3, then could not settle beside an available copy: it put the
+    // object back.
+    assert_eq!(run["summary"]["undone"], 1, "{run}");
+    assert_eq!(run["summary"]["archived"], 0, "{run}");
+    assert_eq!(status(&app, &other).await, "available");
+    assert_eq!(status(&app, &first).await, "unlinked");
+    assert!(standard(head_class(&app, &k).await.as_deref()), "{run}");
+    assert_eq!(
+        download(&app, &app.token("alice"), &other).await,
+        media("image/png", 2000)
+    );
+    // The claim was given back: a later run may judge `first` again.
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT COUNT(*) FROM file_handles WHERE id = '{first}' AND claim IS NULL"
+            ))
+            .await,
+        1
+    );
 }
