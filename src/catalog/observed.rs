@@ -10,7 +10,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
     Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp, TableSize,
+    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp,
+    TableSize,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};

@@ -308,6 +308,33 @@ mod tests {
     }
 
     #[test]
+    fn a_key_shared_by_copies_is_one_object_matched_or_missing_once() {
+        let shared = |key: &str| HandleKey {
+            handles: 3,
+            ..h(key)
+        };
+        let bucket = vec![b("media/images/a.png", 3), b("media/images/c.png", 3)];
+        let catalog = vec![
+            h("media/images/a.png"),
+            shared("media/images/b.png"),
+            shared("media/images/c.png"),
+        ];
+        for page in [1, 2, 100] {
+            let (found, matched) = run(bucket.clone(), catalog.clone(), page);
+            assert_eq!(matched, 2, "page {page}");
+            assert_eq!(
+                found,
+                vec![Finding::Missing(shared("media/images/b.png"))],
+                "page {page}"
+            );
+        }
+        // Two rows of one key are an input error, never two matches.
+        let doubled = vec![h("media/images/a.png"), h("media/images/a.png")];
+        let mut join = Join::new(policy());
+        assert!(join.feed_catalog(Some(doubled)).is_err());
+    }
+
+    #[test]
     fn keys_sharing_a_textual_prefix_are_matched_exactly() {
         let bucket = sorted_b(vec![
             b("media/images/a b.png", 3),

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
     Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp, TableSize,
+    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp,
+    TableSize,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};

@@ -79,7 +79,9 @@ async fn status(app: &TestApp, id: &str) -> String {
 
 /// Follows the file's download redirect and returns the bytes.
 async fn download(app: &TestApp, token: &str, id: &str) -> Vec<u8> {
-    let resp = app.get(&format!("/v1/files/{id}/content"), Some(token)).await;
+    let resp = app
+        .get(&format!("/v1/files/{id}/content"), Some(token))
+        .await;
     assert_eq!(resp.status(), 302);
     let location = resp
         .headers()
@@ -172,7 +174,11 @@ async fn an_owner_copies_a_file_into_a_new_handle_of_the_same_object_without_new
     let source = file(&app, 700).await;
     let keys_before = app.keys().await;
     let today = Utc::now().date_naive();
-    let quota_before = app.catalog.quota_usage("alice", today).await.expect("quota");
+    let quota_before = app
+        .catalog
+        .quota_usage("alice", today)
+        .await
+        .expect("quota");
 
     let resp = copy(&app, &alice, &id(&source), None).await;
     assert_eq!(resp.status(), 201);
@@ -181,15 +187,29 @@ async fn an_owner_copies_a_file_into_a_new_handle_of_the_same_object_without_new
     assert_ne!(c["id"], source["id"]);
     assert_eq!(c["copied_from"], source["id"]);
     assert!(source.get("copied_from").is_none(), "{source}");
-    for field in ["key", "size", "content_type", "etag", "profile", "upload_id"] {
+    for field in [
+        "key",
+        "size",
+        "content_type",
+        "etag",
+        "profile",
+        "upload_id",
+    ] {
         assert_eq!(c[field], source[field], "{field}");
     }
     assert_eq!(c["created_by"], "alice");
     assert_eq!(c["status"], "available");
-    assert_eq!(handle(&app, &id(&c)).await, c, "the 201 body is the stored handle");
+    assert_eq!(
+        handle(&app, &id(&c)).await,
+        c,
+        "the 201 body is the stored handle"
+    );
     assert_eq!(app.keys().await, keys_before, "no object was written");
     assert_eq!(
-        app.catalog.quota_usage("alice", today).await.expect("quota"),
+        app.catalog
+            .quota_usage("alice", today)
+            .await
+            .expect("quota"),
         quota_before,
         "a copy charges no quota"
     );
@@ -227,18 +247,22 @@ async fn an_admin_copies_a_file_to_another_owner_who_alone_with_admins_can_read_
     assert_eq!(c["copied_from"], source["id"]);
 
     let bob = app.token("bob");
-    assert_eq!(
-        download(&app, &bob, &id(&c)).await,
-        media("image/png", 500)
-    );
+    assert_eq!(download(&app, &bob, &id(&c)).await, media("image/png", 500));
     // The copy is bob's: alice cannot see it, and bob cannot see alice's source.
     assert_eq!(
-        error_code(app.get(&format!("/v1/files/{}", id(&c)), Some(&app.token("alice"))).await)
-            .await,
+        error_code(
+            app.get(&format!("/v1/files/{}", id(&c)), Some(&app.token("alice")))
+                .await
+        )
+        .await,
         (404, "file_not_found".to_owned())
     );
     assert_eq!(
-        error_code(app.get(&format!("/v1/files/{}", id(&source)), Some(&bob)).await).await,
+        error_code(
+            app.get(&format!("/v1/files/{}", id(&source)), Some(&bob))
+                .await
+        )
+        .await,
         (404, "file_not_found".to_owned())
     );
     // An admin's owner is held to the token rule.
@@ -291,7 +315,8 @@ async fn copying_another_users_file_is_not_found_exactly_like_an_unknown_id() {
     let source = file(&app, 500).await;
     let bob = app.token("bob");
     let other = error_code(copy(&app, &bob, &id(&source), None).await).await;
-    let unknown = error_code(copy(&app, &bob, "0123456789abcdef0123456789abcdef", None).await).await;
+    let unknown =
+        error_code(copy(&app, &bob, "0123456789abcdef0123456789abcdef", None).await).await;
     let garbage = error_code(copy(&app, &bob, "..%2F..", None).await).await;
     assert_eq!(other, (404, "file_not_found".to_owned()));
     assert_eq!(other, unknown);
@@ -303,7 +328,10 @@ async fn copying_another_users_file_is_not_found_exactly_like_an_unknown_id() {
         .send()
         .await
         .expect("POST");
-    assert_eq!(error_code(anonymous).await, (401, "unauthorized".to_owned()));
+    assert_eq!(
+        error_code(anonymous).await,
+        (401, "unauthorized".to_owned())
+    );
 }
 
 #[tokio::test]
@@ -349,29 +377,35 @@ async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
         .upload(&other, media("image/png", 300), "image/png")
         .await
         .is_success());
-    let resp = app.commit(&admin, &other.key, Some("shared/avatar.png")).await;
-    assert_eq!(error_code(resp).await, (409, "final_key_conflict".to_owned()));
+    let resp = app
+        .commit(&admin, &other.key, Some("shared/avatar.png"))
+        .await;
+    assert_eq!(
+        error_code(resp).await,
+        (409, "final_key_conflict".to_owned())
+    );
     // …and still once the source's upload row is gone (as retention prunes it): S3's guard on
     // the copy refuses to overwrite the object.
     match &app.db {
-        crate::helpers::TestDb::Sqlite(pool) => {
-            sqlx::query("DELETE FROM uploads WHERE id = $1")
-                .bind(&p.upload_id)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        }
-        crate::helpers::TestDb::Postgres(pool) => {
-            sqlx::query("DELETE FROM uploads WHERE id = $1")
-                .bind(&p.upload_id)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        }
+        crate::helpers::TestDb::Sqlite(pool) => sqlx::query("DELETE FROM uploads WHERE id = $1")
+            .bind(&p.upload_id)
+            .execute(pool)
+            .await
+            .map(|_| ()),
+        crate::helpers::TestDb::Postgres(pool) => sqlx::query("DELETE FROM uploads WHERE id = $1")
+            .bind(&p.upload_id)
+            .execute(pool)
+            .await
+            .map(|_| ()),
     }
     .expect("prune the source's upload row");
-    let resp = app.commit(&admin, &other.key, Some("shared/avatar.png")).await;
-    assert_eq!(error_code(resp).await, (409, "final_key_conflict".to_owned()));
+    let resp = app
+        .commit(&admin, &other.key, Some("shared/avatar.png"))
+        .await;
+    assert_eq!(
+        error_code(resp).await,
+        (409, "final_key_conflict".to_owned())
+    );
 
     assert_eq!(
         download(&app, &alice, &id(&c)).await,
@@ -393,11 +427,17 @@ async fn a_file_that_is_not_available_cannot_be_copied() {
     hygiene(&app, in_days(2));
     assert_eq!(status(&app, &id(&source)).await, "unlinked");
     let resp = copy(&app, &app.token("alice"), &id(&source), None).await;
-    assert_eq!(error_code(resp).await, (409, "file_not_available".to_owned()));
+    assert_eq!(
+        error_code(resp).await,
+        (409, "file_not_available".to_owned())
+    );
     hygiene(&app, in_days(3) + chrono::Duration::seconds(5));
     assert_eq!(status(&app, &id(&source)).await, "archived");
     let resp = copy(&app, &app.token("alice"), &id(&source), None).await;
-    assert_eq!(error_code(resp).await, (409, "file_not_available".to_owned()));
+    assert_eq!(
+        error_code(resp).await,
+        (409, "file_not_available".to_owned())
+    );
     hygiene(&app, in_days(6));
     assert_eq!(status(&app, &id(&source)).await, "deleted");
     let resp = copy(&app, &app.token("alice"), &id(&source), None).await;
@@ -470,7 +510,10 @@ async fn a_key_whose_copies_are_all_unlinked_is_archived_once_and_restored_for_a
     assert_eq!(status(&app, &id(&c)).await, "available");
     assert_eq!(status(&app, &id(&source)).await, "archived");
     let class = head_class(&app, &k).await;
-    assert!(class.is_none() || class.as_deref() == Some("STANDARD"), "{class:?}");
+    assert!(
+        class.is_none() || class.as_deref() == Some("STANDARD"),
+        "{class:?}"
+    );
     assert_eq!(
         download(&app, &app.token("alice"), &id(&source)).await,
         media("image/png", 2000),
@@ -502,7 +545,10 @@ async fn reconcile_counts_a_key_shared_by_three_handles_once_across_catalog_page
     assert_eq!(body["summary"]["matched"], 4, "{body}");
     assert_eq!(body["summary"]["missing"], 0, "{body}");
     assert_eq!(body["summary"]["unindexed"], 0, "{body}");
-    assert_eq!(body["summary"]["handles_read"], 4, "one row per key: {body}");
+    assert_eq!(
+        body["summary"]["handles_read"], 4,
+        "one row per key: {body}"
+    );
 
     // The shared object is lost: reported once, naming its three handles.
     app.s3
