@@ -719,3 +719,32 @@ async fn a_copy_restored_while_an_archival_of_its_key_changes_s3_gets_the_object
         1
     );
 }
+
+#[tokio::test]
+async fn a_key_is_deleted_once_when_every_copy_is_archived_past_retention() {
+    let app = spawn().await;
+    let (first, other, k) = two_unlinked_copies(&app).await;
+    let run = hygiene(&app, in_days(3) + chrono::Duration::seconds(5));
+    assert_eq!(run["summary"]["archived"], 2, "{run}");
+    // Before retention nothing goes.
+    let run = hygiene(&app, in_days(4));
+    assert_eq!(run["summary"]["deleted"], 0, "{run}");
+    assert!(app.object_exists(&k).await);
+
+    let run = hygiene(&app, in_days(6));
+    assert_eq!(
+        run["summary"]["deleted"], 1,
+        "one object, deleted once: {run}"
+    );
+    assert_eq!(app.versions(&k).await, 0);
+    for h in [&first, &other] {
+        assert_eq!(status(&app, h).await, "deleted");
+        let resp = app
+            .get(&format!("/v1/files/{h}/content"), Some(&app.token("alice")))
+            .await;
+        assert_eq!(error_code(resp).await, (410, "file_deleted".to_owned()));
+    }
+    let (code, body) = cli(&app, &["reconcile", "--json", "--grace", "0"]);
+    assert_eq!(code, 0, "a deletion on purpose is no alarm: {body}");
+    assert_eq!(body["summary"]["missing"], 0, "{body}");
+}
