@@ -50,6 +50,7 @@ fn main() {
                 key: key(i),
                 file_id: format!("{i:032x}"),
                 size: 1000,
+                handles: 1,
             })
             .collect::<Vec<_>>()
     });

@@ -101,10 +101,7 @@ pub fn verify(secret: &[u8], token: &str, now_unix: i64) -> Result<Identity, Aut
     m.verify_slice(&signature)
         .map_err(|_| AuthError::BadSignature)?;
     let claims: Claims = serde_json::from_slice(&decode(p)?).map_err(|_| AuthError::Malformed)?;
-    if claims.sub.is_empty()
-        || claims.sub.len() > MAX_SUB_BYTES
-        || claims.sub.chars().any(char::is_control)
-    {
+    if !valid_user_id(&claims.sub) {
         return Err(AuthError::Malformed);
     }
     if claims.exp <= now_unix {
@@ -117,6 +114,12 @@ pub fn verify(secret: &[u8], token: &str, now_unix: i64) -> Result<Identity, Aut
         user_id: claims.sub,
         admin: claims.admin,
     })
+}
+
+/// A user id as tokens carry it (`sub`): 1–128 bytes, no control characters. An admin naming
+/// another owner (a copy's) is held to the same rule.
+pub fn valid_user_id(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_SUB_BYTES && !s.chars().any(char::is_control)
 }
 
 /// A token lifetime: any duration [`crate::domain::duration::parse_secs`] reads, above 0.

@@ -18,6 +18,10 @@ pub enum AppError {
     FinalKeyForbidden,
     #[error("this route is for admins")]
     AdminRequired,
+    #[error("only admins may give a copy another owner")]
+    OwnerForbidden,
+    #[error("only an available file can be copied; restore it first")]
+    FileNotAvailable,
     #[error("this file was deleted after its retention period")]
     FileDeleted,
     #[error("this file is being archived or deleted by hygiene; retry shortly")]
@@ -162,7 +166,7 @@ impl AppError {
         use AppError::*;
         match self {
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            FinalKeyForbidden | AdminRequired => StatusCode::FORBIDDEN,
+            FinalKeyForbidden | AdminRequired | OwnerForbidden => StatusCode::FORBIDDEN,
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
             | LinkScanNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -183,7 +187,7 @@ impl AppError {
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
-            | MultipartIncomplete | LinkScanCompleted => StatusCode::CONFLICT,
+            | MultipartIncomplete | LinkScanCompleted | FileNotAvailable => StatusCode::CONFLICT,
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
@@ -209,6 +213,8 @@ impl AppError {
             Unauthorized(_) => "unauthorized",
             FinalKeyForbidden => "final_key_forbidden",
             AdminRequired => "admin_required",
+            OwnerForbidden => "owner_forbidden",
+            FileNotAvailable => "file_not_available",
             FileDeleted => "file_deleted",
             FileBusy => "file_busy",
             LinkScanNotFound => "link_scan_not_found",

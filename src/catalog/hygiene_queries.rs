@@ -59,6 +59,12 @@ pub(super) fn unused_conditions(profiles: &[String]) -> String {
     )
 }
 
+/// Another handle of `h`'s key (a copy) is available or being restored: the shared object is
+/// live, so it is neither archived nor deleted.
+pub(super) const SIBLING_LIVE: &str =
+    "EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key AND o.id <> h.id \
+     AND (o.status = 'available' OR o.claim = 'restore'))";
+
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
     ($ty:ty, $db:ty, $begin:expr, $month:expr, $lock_key:expr) => {
@@ -383,7 +389,8 @@ macro_rules! impl_hygiene_catalog {
                         " AND h.status IN ('unlinked', 'archived') \
                          AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now})) \
                          AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
-                         AND o.id <> h.id AND o.claim = 'delete')",
+                         AND o.id <> h.id AND (o.claim = 'delete' \
+                         OR (o.claim = 'archive' AND o.claim_until >= {now})))",
                         now = Self::DB_NOW,
                     )),
                 }
@@ -416,20 +423,30 @@ macro_rules! impl_hygiene_catalog {
                 token: &str,
                 lease_secs: u64,
             ) -> Result<bool, CatalogError> {
+                // Copies: the object is shared, so the last check before S3 also refuses while
+                // another handle of the key is available or being restored (see
+                // `SIBLING_LIVE`); the key's rows are taken in the claims' order first.
                 let until = Self::db_now_plus("$2");
                 let sql = format!(
                     "UPDATE file_handles AS h SET claim_until = {until} \
-                     WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {}",
-                    super::hygiene_queries::scan_vouches("h")
+                     WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {} AND NOT {}",
+                    super::hygiene_queries::scan_vouches("h"),
+                    super::hygiene_queries::SIBLING_LIVE,
                 );
                 let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
+                let mut tx = self.pool.begin_with($begin).await?;
+                sqlx::query($lock_key)
+                    .bind(id.as_str())
+                    .fetch_all(&mut *tx)
+                    .await?;
                 let n = sqlx::query(&sql)
                     .bind(token)
                     .bind(secs)
                     .bind(id.as_str())
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await?
                     .rows_affected();
+                tx.commit().await?;
                 Ok(n == 1)
             }
 
@@ -440,13 +457,11 @@ macro_rules! impl_hygiene_catalog {
                 settle: &super::Settle<'_>,
             ) -> Result<bool, CatalogError> {
                 let mut tx = self.pool.begin_with($begin).await?;
-                if settle.to == $crate::domain::records::HandleStatus::Deleted {
-                    // The copies are updated too: take the key's rows in the claims' order.
-                    sqlx::query($lock_key)
-                        .bind(id.as_str())
-                        .fetch_all(&mut *tx)
-                        .await?;
-                }
+                // Copies are read or updated too: take the key's rows in the claims' order.
+                sqlx::query($lock_key)
+                    .bind(id.as_str())
+                    .fetch_all(&mut *tx)
+                    .await?;
                 if let Some((object_type, object_id)) = settle.link {
                     sqlx::query(
                         "INSERT INTO file_links (file_id, object_type, object_id, created_at) VALUES ($1, $2, $3, $4) \
@@ -459,14 +474,23 @@ macro_rules! impl_hygiene_catalog {
                     .execute(&mut *tx)
                     .await?;
                 }
-                let n = sqlx::query(
-                    "UPDATE file_handles SET status = $1, status_changed_at = $2, \
+                // An archival settles only while no copy is available or being restored: one
+                // that came back while S3 was being changed makes it fail (and be undone).
+                let archived = settle.to == $crate::domain::records::HandleStatus::Archived;
+                let sql = format!(
+                    "UPDATE file_handles AS h SET status = $1, status_changed_at = $2, \
                      storage_class = COALESCE($3, storage_class), \
                      restored_at = CASE WHEN $4 THEN $2 ELSE restored_at END, \
                      link_count = (SELECT COUNT(*) FROM file_links WHERE file_id = $5), \
                      claim = NULL, claim_token = NULL, claim_until = NULL \
-                     WHERE id = $5 AND claim_token = $6",
-                )
+                     WHERE h.id = $5 AND h.claim_token = $6{}",
+                    if archived {
+                        format!(" AND NOT {}", super::hygiene_queries::SIBLING_LIVE)
+                    } else {
+                        String::new()
+                    }
+                );
+                let n = sqlx::query(&sql)
                 .bind(settle.to.as_str())
                 .bind(settle.now)
                 .bind(settle.storage_class)
@@ -479,6 +503,17 @@ macro_rules! impl_hygiene_catalog {
                 if n != 1 {
                     tx.rollback().await?;
                     return Ok(false);
+                }
+                if let Some(class) = settle.storage_class {
+                    // The class is the object's, shared by every copy of the key.
+                    sqlx::query(
+                        "UPDATE file_handles SET storage_class = $1 \
+                         WHERE key = (SELECT key FROM file_handles WHERE id = $2) AND id <> $2",
+                    )
+                    .bind(class)
+                    .bind(id.as_str())
+                    .execute(&mut *tx)
+                    .await?;
                 }
                 if settle.to == $crate::domain::records::HandleStatus::Deleted {
                     // The key's object is gone for every copy: the copies the claim vouched for
@@ -548,6 +583,53 @@ macro_rules! impl_hygiene_catalog {
                     .bind(id.as_str())
                     .fetch_optional(&self.pool)
                     .await?)
+            }
+
+            async fn copy_handle(
+                &self,
+                source: &$crate::domain::ids::FileId,
+                copy: &super::NewCopy<'_>,
+            ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
+                // The key's rows in the claims' order: a hygiene claim on a copy of the key and
+                // this insert meet on them, and the claim's guard then sees the new copy.
+                sqlx::query($lock_key)
+                    .bind(source.as_str())
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let n = sqlx::query(
+                    "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, \
+                     created_by, created_at, status, storage_class, original_filename, \
+                     checksum_algorithm, checksum_value, copied_from) \
+                     SELECT $1, s.upload_id, s.key, s.size, s.content_type, s.etag, s.profile, \
+                     $2, $3, 'available', s.storage_class, s.original_filename, \
+                     s.checksum_algorithm, s.checksum_value, s.id \
+                     FROM file_handles s WHERE s.id = $4 AND s.status = 'available' AND s.claim IS NULL \
+                     AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = s.key AND o.id <> s.id \
+                     AND o.claim IN ('archive', 'delete'))",
+                )
+                .bind(copy.id.as_str())
+                .bind(copy.owner)
+                .bind(copy.now)
+                .bind(source.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if n != 1 {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                let sql = format!(
+                    "SELECT {} FROM file_handles WHERE id = $1",
+                    super::queries::HANDLE_COLUMNS
+                );
+                let row = sqlx::query(&sql)
+                    .bind(copy.id.as_str())
+                    .fetch_one(&mut *tx)
+                    .await?;
+                let handle = Self::handle_row(&row)?;
+                tx.commit().await?;
+                Ok(Some(handle))
             }
         }
     };

@@ -247,7 +247,7 @@ macro_rules! impl_job_catalog {
                 // which made every page sort all the handles after it (0.4 s a page at 200,000
                 // handles on SQLite, growing with the table; 2 ms this way).
                 let sql = format!(
-                    "SELECT MIN(id) AS id, key, MAX(size) AS size FROM file_handles \
+                    "SELECT MIN(id) AS id, key, MAX(size) AS size, COUNT(*) AS handles FROM file_handles \
                      WHERE key {c} > $1 AND status <> 'deleted' \
                      AND (claim IS NULL OR claim <> 'delete') \
                      GROUP BY key ORDER BY key {c} LIMIT $2",
@@ -264,9 +264,26 @@ macro_rules! impl_job_catalog {
                             key: r.try_get("key")?,
                             file_id: r.try_get("id")?,
                             size: r.try_get("size")?,
+                            handles: r.try_get("handles")?,
                         })
                     })
                     .collect()
+            }
+
+            async fn handle_ids_of_key(
+                &self,
+                key: &str,
+                limit: i64,
+            ) -> Result<Vec<String>, CatalogError> {
+                // The same handles `handle_keys_after` counts for the key.
+                Ok(sqlx::query_scalar(
+                    "SELECT id FROM file_handles WHERE key = $1 AND status <> 'deleted' \
+                     AND (claim IS NULL OR claim <> 'delete') ORDER BY id LIMIT $2",
+                )
+                .bind(key)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?)
             }
 
             async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {

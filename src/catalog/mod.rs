@@ -146,12 +146,17 @@ pub trait JobCatalog: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<(i64, JobItem)>, CatalogError>;
 
-    /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side).
+    /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side):
+    /// one row per key, however many handles (copies) share it, with their count.
     async fn handle_keys_after(
         &self,
         after: &str,
         limit: i64,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
+
+    /// Up to `limit` ids, in order, of the handles of `key` that [`Self::handle_keys_after`]
+    /// counts (copies sharing the key): a missing object's report names them all.
+    async fn handle_ids_of_key(&self, key: &str, limit: i64) -> Result<Vec<String>, CatalogError>;
 
     /// Whether an upload record names `key` (its tmp or legacy key, or its final key):
     /// reconcile never moves such an object.
@@ -332,6 +337,24 @@ pub trait HygieneCatalog: Send + Sync + 'static {
     /// Handles that left `available`, by the month they did.
     async fn unlinked_per_month(&self) -> Result<Vec<(String, i64)>, CatalogError>;
     async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError>;
+    /// Inserts `copy` as a new handle of `source`'s object (key, size, type, checksum, upload
+    /// id and storage class taken from the source row, `copied_from` = `source`), only while
+    /// the source is available and unclaimed and no other handle of its key is claimed by
+    /// hygiene (an archival or deletion of the object under way), checked in the inserting
+    /// statement. `Ok(None)`: one of those did not hold; nothing was inserted.
+    async fn copy_handle(
+        &self,
+        source: &FileId,
+        copy: &NewCopy<'_>,
+    ) -> Result<Option<FileHandle>, CatalogError>;
+}
+
+/// A copy of a handle: what is its own (id, owner, time); the rest comes from the source row.
+#[derive(Debug, Clone)]
+pub struct NewCopy<'a> {
+    pub id: &'a FileId,
+    pub owner: &'a str,
+    pub now: DateTime<Utc>,
 }
 
 /// What a prune removed in one batch (or, counted for a dry run, would remove).

@@ -10,7 +10,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
     Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, PruneCounts, RetentionCatalog, Settle, SettledTmp, TableSize,
+    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp,
+    TableSize,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -139,6 +140,9 @@ impl JobCatalog for ObservedCatalog {
         limit: i64,
     ) -> Result<Vec<(i64, JobItem)>, CatalogError> {
         timed!(self, job_items_page(run_id, after, limit))
+    }
+    async fn handle_ids_of_key(&self, key: &str, limit: i64) -> Result<Vec<String>, CatalogError> {
+        timed!(self, handle_ids_of_key(key, limit))
     }
     async fn handle_keys_after(
         &self,
@@ -283,6 +287,13 @@ impl HygieneCatalog for ObservedCatalog {
     }
     async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError> {
         timed!(self, storage_class_of(id))
+    }
+    async fn copy_handle(
+        &self,
+        source: &FileId,
+        copy: &NewCopy<'_>,
+    ) -> Result<Option<FileHandle>, CatalogError> {
+        timed!(self, copy_handle(source, copy))
     }
 }
 

@@ -17,7 +17,7 @@ pub(super) const UPLOAD_COLUMNS: &str =
 
 pub(super) const HANDLE_COLUMNS: &str =
     "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status, \
-     original_filename, checksum_algorithm, checksum_value";
+     original_filename, checksum_algorithm, checksum_value, copied_from";
 
 /// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
 pub(super) struct UploadRow {
@@ -82,6 +82,7 @@ pub(super) struct HandleRow {
     pub original_filename: Option<String>,
     pub checksum_algorithm: Option<String>,
     pub checksum_value: Option<String>,
+    pub copied_from: Option<String>,
 }
 
 impl TryFrom<HandleRow> for FileHandle {
@@ -103,6 +104,13 @@ impl TryFrom<HandleRow> for FileHandle {
                 .ok_or_else(|| CatalogError::Corrupt(format!("handle status {:?}", r.status)))?,
             original_filename: r.original_filename,
             checksum: checksum_of(r.checksum_algorithm, r.checksum_value)?,
+            copied_from: r
+                .copied_from
+                .map(|c| {
+                    FileId::parse(&c)
+                        .ok_or_else(|| CatalogError::Corrupt(format!("copied_from {c:?}")))
+                })
+                .transpose()?,
         })
     }
 }
@@ -402,6 +410,7 @@ macro_rules! impl_catalog {
                     original_filename: row.try_get("original_filename")?,
                     checksum_algorithm: row.try_get("checksum_algorithm")?,
                     checksum_value: row.try_get("checksum_value")?,
+                    copied_from: row.try_get("copied_from")?,
                 })
             }
 
@@ -732,7 +741,11 @@ macro_rules! impl_catalog {
                 &self,
                 id: &$crate::domain::ids::UploadId,
             ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
-                let sql = format!("SELECT {} FROM file_handles WHERE upload_id = $1", super::queries::HANDLE_COLUMNS);
+                // The handle the upload's commit made, never a copy sharing its upload id.
+                let sql = format!(
+                    "SELECT {} FROM file_handles WHERE upload_id = $1 AND copied_from IS NULL",
+                    super::queries::HANDLE_COLUMNS
+                );
                 let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
                 row.as_ref().map(Self::handle_row).transpose()
             }

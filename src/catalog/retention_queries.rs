@@ -6,7 +6,8 @@
 /// - only keys this service generated under `tmp/` (legacy imports, committed in place, stay);
 /// - created, last changed, URL expired and commit window closed before the cutoff, so no
 ///   commit, retry or URL can still use the row;
-/// - committed (with its handle, which keeps the upload id) or rejected, and the tmp object's
+/// - committed (with the handle its commit made, which keeps the upload id: the unique index
+///   on it covers that handle only, not copies sharing the id) or rejected, and the tmp object's
 ///   every version is gone (`tmp_cleared_at`: the single-use URL guard and the sweep's cleanup
 ///   are done with it); or never committed (`issued`, expired);
 /// - no multipart session still open (the sweep aborts those first).
@@ -15,7 +16,7 @@
 pub(super) const PRUNABLE: &str = "substr(u.key, 1, 4) = 'tmp/' \
      AND u.created_at < $1 AND u.updated_at < $1 AND u.expires_at < $1 AND u.commit_deadline < $1 \
      AND ((u.state = 'committed' AND u.tmp_cleared_at IS NOT NULL \
-           AND EXISTS (SELECT 1 FROM file_handles h WHERE h.upload_id = u.id)) \
+           AND EXISTS (SELECT 1 FROM file_handles h WHERE h.upload_id = u.id AND h.copied_from IS NULL)) \
           OR (u.state = 'rejected' AND u.tmp_cleared_at IS NOT NULL) \
           OR u.state = 'issued') \
      AND NOT EXISTS (SELECT 1 FROM multipart_sessions s WHERE s.upload_id = u.id AND s.state = 'open')";

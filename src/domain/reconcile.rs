@@ -24,8 +24,11 @@ pub struct BucketKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandleKey {
     pub key: String,
+    /// The first (smallest) id of the handles sharing the key.
     pub file_id: String,
     pub size: i64,
+    /// How many handles share the key (copies): one key is one object, matched or missing once.
+    pub handles: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,6 +289,7 @@ mod tests {
             key: key.into(),
             file_id: format!("id-{key}"),
             size: 10,
+            handles: 1,
         }
     }
 
@@ -301,6 +305,33 @@ mod tests {
         let matched =
             join_pages(policy(), bp.into_iter(), cp.into_iter(), |f| found.push(f)).expect("join");
         (found, matched)
+    }
+
+    #[test]
+    fn a_key_shared_by_copies_is_one_object_matched_or_missing_once() {
+        let shared = |key: &str| HandleKey {
+            handles: 3,
+            ..h(key)
+        };
+        let bucket = vec![b("media/images/a.png", 3), b("media/images/c.png", 3)];
+        let catalog = vec![
+            h("media/images/a.png"),
+            shared("media/images/b.png"),
+            shared("media/images/c.png"),
+        ];
+        for page in [1, 2, 100] {
+            let (found, matched) = run(bucket.clone(), catalog.clone(), page);
+            assert_eq!(matched, 2, "page {page}");
+            assert_eq!(
+                found,
+                vec![Finding::Missing(shared("media/images/b.png"))],
+                "page {page}"
+            );
+        }
+        // Two rows of one key are an input error, never two matches.
+        let doubled = vec![h("media/images/a.png"), h("media/images/a.png")];
+        let mut join = Join::new(policy());
+        assert!(join.feed_catalog(Some(doubled)).is_err());
     }
 
     #[test]

@@ -166,6 +166,10 @@ pub struct FileHandle {
     /// verified, when the client declared one). Absent on files committed before checksums.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checksum: Option<Checksum>,
+    /// The handle this one was copied from (`POST /v1/files/{id}/copies`): a copy shares that
+    /// handle's object (key) and upload id. Absent on handles a commit made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copied_from: Option<FileId>,
 }
 
 impl Serialize for FileId {

@@ -379,6 +379,8 @@ async fn archive(
                 } else {
                     (false, "archive: the claim was taken over".to_owned())
                 };
+                // Still ours when a copy came back meanwhile (the settle refused): give it up.
+                catalog.release_claim(&h.id, &claim).await?;
                 if undone {
                     summary.undone += 1;
                 } else {
@@ -394,6 +396,13 @@ async fn archive(
                     "archived",
                     &h,
                     "below the archive threshold: class kept",
+                ));
+            } else if already {
+                // A copy of its key was archived first: the shared object moved once.
+                items.push(item(
+                    "archived",
+                    &h,
+                    format!("already in {class} (the object a copy shares)"),
                 ));
             } else {
                 summary.archived_bytes += u64::try_from(h.size).unwrap_or(0);

@@ -5,6 +5,7 @@
 pub mod apply_lifecycle;
 pub mod bucket_watch;
 pub mod commit;
+pub mod copies;
 pub mod heartbeat;
 pub mod hygiene;
 pub mod inventory;

@@ -18,13 +18,30 @@ use crate::config::Settings;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::lifecycle::required_rules;
 use crate::domain::reconcile::{
-    BucketKey, Finding, Join, JoinError, Need, ReconcilePolicy, QUARANTINE_PREFIX,
+    BucketKey, Finding, HandleKey, Join, JoinError, Need, ReconcilePolicy, QUARANTINE_PREFIX,
 };
 use crate::services::jobs::{self, Begin};
 use crate::storage::{ObjectStore, StoreError};
 
 pub const JOB: &str = "reconcile";
 const PAGE: i32 = 1000;
+/// Handle keys read per catalog page: [`PAGE`]; debug builds only, `UPCOMMIT_RECONCILE_CATALOG_PAGE`
+/// makes it small, so a test crosses page boundaries with a handful of files (release builds
+/// have no such switch).
+#[cfg(debug_assertions)]
+fn catalog_page() -> i64 {
+    std::env::var("UPCOMMIT_RECONCILE_CATALOG_PAGE")
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(i64::from(PAGE))
+}
+
+#[cfg(not(debug_assertions))]
+fn catalog_page() -> i64 {
+    i64::from(PAGE)
+}
+
 /// Pages judged between checkpoints.
 const CHECKPOINT_EVERY: u32 = 10;
 /// Missing objects logged one by one before only counting.
@@ -248,7 +265,7 @@ pub async fn reconcile(
                 Need::Done => return Ok(()),
                 Need::Catalog => {
                     let page = catalog
-                        .handle_keys_after(&catalog_after, i64::from(PAGE))
+                        .handle_keys_after(&catalog_after, catalog_page())
                         .await
                         .map_err(|e| e.to_string())?;
                     summary.handles_read += page.len() as u64;
@@ -332,6 +349,37 @@ fn size(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// Handle ids named in one missing object's report; more are counted, not listed.
+const MISSING_IDS_LISTED: i64 = 100;
+
+/// Which handles lost their object: one, or every copy sharing the key (read when it is found
+/// missing, which is rare, rather than carried through the join for every key).
+async fn missing_reason(catalog: &Arc<dyn Catalog>, h: &HandleKey) -> String {
+    if h.handles <= 1 {
+        return format!("file {} has no object", h.file_id);
+    }
+    match catalog.handle_ids_of_key(&h.key, MISSING_IDS_LISTED).await {
+        Ok(ids) => {
+            let more = h.handles - i64::try_from(ids.len()).unwrap_or(0);
+            let extra = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!(
+                "files {}{extra} ({} handles share the key) have no object",
+                ids.join(", "),
+                h.handles
+            )
+        }
+        Err(e) => format!(
+            "file {} and {} other handles sharing the key have no object (their ids could not be read: {e})",
+            h.file_id,
+            h.handles - 1
+        ),
+    }
+}
+
 /// Counts a finding, logs what must be logged, quarantines when asked, and reports it.
 async fn judge(
     catalog: &Arc<dyn Catalog>,
@@ -345,14 +393,14 @@ async fn judge(
             summary.missing += 1;
             summary.missing_bytes += size(h.size);
             if summary.missing <= MISSING_LOGGED {
-                tracing::error!(key = %h.key, file.id = %h.file_id, "file handle without its object");
+                tracing::error!(key = %h.key, file.id = %h.file_id, handles = h.handles, "file handle without its object");
             }
             JobItem {
                 action: "missing".into(),
+                reason: missing_reason(catalog, &h).await,
                 key: h.key,
                 version_id: None,
                 bytes: h.size,
-                reason: format!("file {} has no object", h.file_id),
             }
         }
         Finding::TmpPastLifecycle(b) => {

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
     Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, PruneCounts, RetentionCatalog, Settle, SettledTmp, TableSize,
+    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp,
+    TableSize,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -225,6 +226,9 @@ impl JobCatalog for FaultyCatalog {
     ) -> Result<Vec<upcommit::domain::reconcile::HandleKey>, CatalogError> {
         self.inner.handle_keys_after(after, limit).await
     }
+    async fn handle_ids_of_key(&self, key: &str, limit: i64) -> Result<Vec<String>, CatalogError> {
+        self.inner.handle_ids_of_key(key, limit).await
+    }
     async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
         self.inner.upload_names_key(key).await
     }
@@ -369,6 +373,13 @@ impl HygieneCatalog for FaultyCatalog {
     }
     async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError> {
         self.inner.storage_class_of(id).await
+    }
+    async fn copy_handle(
+        &self,
+        source: &FileId,
+        copy: &NewCopy<'_>,
+    ) -> Result<Option<FileHandle>, CatalogError> {
+        faulty!(self, copy_handle(source, copy))
     }
 }
 

@@ -534,13 +534,13 @@ async fn reconcile_does_not_report_a_file_hygiene_deleted_on_purpose_as_missing(
 
 /// `upcommit hygiene --at` started in the background, holding at pause point `point` until
 /// released.
-struct Paused {
+pub(crate) struct Paused {
     child: std::process::Child,
     gate: std::path::PathBuf,
 }
 
 impl Paused {
-    async fn start(app: &TestApp, at: DateTime<Utc>, point: &str) -> Self {
+    pub(crate) async fn start(app: &TestApp, at: DateTime<Utc>, point: &str) -> Self {
         let gate =
             std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
         let child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
@@ -574,7 +574,7 @@ impl Paused {
     }
 
     /// Lets the run go on and returns its JSON output.
-    fn release(self) -> Value {
+    pub(crate) fn release(self) -> Value {
         std::fs::write(&self.gate, b"go").expect("open the gate");
         let out = self.child.wait_with_output().expect("hygiene ends");
         let _ = std::fs::remove_file(&self.gate);

@@ -11,6 +11,7 @@ mod cli_upload;
 mod clocks;
 mod commit;
 mod concurrency;
+mod copies;
 mod crash;
 mod demo;
 mod durations;

@@ -1,6 +1,7 @@
-//! `/v1/files`: commit, read the handle, download (redirect or URL), links, restore.
+//! `/v1/files`: commit, read the handle, download (redirect or URL), links, restore, copies.
 
 mod commit;
+mod copies;
 mod links;
 mod read;
 
@@ -20,4 +21,5 @@ pub fn router() -> Router<AppState> {
             put(links::put_link).delete(links::delete_link),
         )
         .route("/v1/files/{id}/restore", post(links::restore))
+        .route("/v1/files/{id}/copies", post(copies::copy))
 }

@@ -392,6 +392,7 @@ async fn record(
         status: HandleStatus::Available,
         original_filename: upload.original_filename.clone(),
         checksum: fin.checksum,
+        copied_from: None,
     };
     let tmp_version = source.as_ref().and_then(|h| h.version_id.as_deref());
     let recorded = match state
