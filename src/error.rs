@@ -20,6 +20,10 @@ pub enum AppError {
     AdminRequired,
     #[error("this file was deleted after its retention period")]
     FileDeleted,
+    #[error("this temporary file has expired")]
+    FileExpired,
+    #[error("a temporary profile's files are committed only under their paired key (temp/<ttl>/…); final_key is not accepted")]
+    FinalKeyTemporary,
     #[error("this file is being archived or deleted by hygiene; retry shortly")]
     FileBusy,
     #[error("no such link scan")]
@@ -166,11 +170,12 @@ impl AppError {
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
             | LinkScanNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted => {
+            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted | FileExpired => {
                 StatusCode::GONE
             }
             Presign(_)
             | FinalKey(_)
+            | FinalKeyTemporary
             | InvalidJson(_)
             | InvalidRequest(_)
             | MethodInvalid
@@ -210,6 +215,8 @@ impl AppError {
             FinalKeyForbidden => "final_key_forbidden",
             AdminRequired => "admin_required",
             FileDeleted => "file_deleted",
+            FileExpired => "file_expired",
+            FinalKeyTemporary => "final_key_temporary",
             FileBusy => "file_busy",
             LinkScanNotFound => "link_scan_not_found",
             LinkScanCompleted => "link_scan_completed",

@@ -48,10 +48,11 @@ pub(super) fn scan_vouches(alias: &str) -> String {
 }
 
 /// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff.
-/// Shared by the candidate read and the update.
+/// Shared by the candidate read and the update. A temporary file (`expires_at` set) is never
+/// unused in this sense: its lifecycle rule, not hygiene, ends it.
 pub(super) fn unused_conditions(profiles: &[String]) -> String {
     format!(
-        "h.status = 'available' AND h.claim IS NULL AND h.link_count = 0 \
+        "h.status = 'available' AND h.expires_at IS NULL AND h.claim IS NULL AND h.link_count = 0 \
          AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
          AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} AND NOT {}",
         profiles_in("h.profile", profiles),
@@ -81,7 +82,7 @@ macro_rules! impl_hygiene_catalog {
                 binds: (&str, chrono::DateTime<chrono::Utc>, i64),
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
                 let sql = format!(
-                    "SELECT {} FROM file_handles WHERE {condition} AND id > $1 AND status_changed_at < $2 \
+                    "SELECT {} FROM file_handles WHERE {condition} AND expires_at IS NULL AND id > $1 AND status_changed_at < $2 \
                      ORDER BY id LIMIT $3",
                     super::queries::HANDLE_COLUMNS
                 );
@@ -517,13 +518,14 @@ macro_rules! impl_hygiene_catalog {
             async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
                 use sqlx::Row;
                 let rows = sqlx::query(
-                    "SELECT status, COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes \
-                     FROM file_handles GROUP BY status ORDER BY status",
+                    "SELECT CASE WHEN expired_at IS NULL THEN status ELSE 'expired' END AS s, \
+                     COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes \
+                     FROM file_handles GROUP BY s ORDER BY s",
                 )
                 .fetch_all(&self.pool)
                 .await?;
                 rows.iter()
-                    .map(|r| Ok((r.try_get("status")?, r.try_get("n")?, r.try_get("bytes")?)))
+                    .map(|r| Ok((r.try_get("s")?, r.try_get("n")?, r.try_get("bytes")?)))
                     .collect()
             }
 

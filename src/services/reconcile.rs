@@ -216,11 +216,12 @@ pub async fn reconcile(
         )),
         None => Box::new(ListingSource::new(store.clone(), resume_after.clone())),
     };
+    // The database's clock, like every job that judges ages.
+    let now = catalog.clock().await?;
     let policy = ReconcilePolicy {
         final_prefixes: settings.bucket_expectations().final_prefixes,
         known_prefixes: known_prefixes(),
-        // The database's clock, like every job that judges ages.
-        now: catalog.clock().await?,
+        now,
         grace: options.grace,
         tmp_max_age: tmp_max_age(),
     };
@@ -248,7 +249,7 @@ pub async fn reconcile(
                 Need::Done => return Ok(()),
                 Need::Catalog => {
                     let page = catalog
-                        .handle_keys_after(&catalog_after, i64::from(PAGE))
+                        .handle_keys_after(&catalog_after, i64::from(PAGE), now)
                         .await
                         .map_err(|e| e.to_string())?;
                     summary.handles_read += page.len() as u64;
