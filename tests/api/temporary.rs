@@ -220,6 +220,14 @@ async fn a_temporary_file_lives_under_its_ttl_prefix_until_expires_at_then_answe
         .await
         .expect("PUT link");
     assert_eq!(error_code(link).await, (410, "file_expired".into()));
+    let restore = app
+        .post_json(
+            &format!("/v1/files/{f}/restore"),
+            Some(&token),
+            &Value::Null,
+        )
+        .await;
+    assert_eq!(error_code(restore).await, (410, "file_expired".into()));
 
     // The sweep marks it expired, once; the ordinary file is untouched.
     assert_eq!(sweep(&app, Utc::now()).await.handles_expired, 1);
