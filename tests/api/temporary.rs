@@ -261,6 +261,27 @@ async fn the_sweep_marks_temporary_handles_once_their_ttl_has_passed() {
         .await;
     assert_eq!(expired, 2);
     assert!(at(&a["expires_at"]) <= at(&b["expires_at"]));
+
+    // The storage report counts them apart, their bytes as free.
+    let report: Value = app
+        .get("/v1/admin/storage-report", Some(&app.admin_token("root")))
+        .await
+        .json()
+        .await
+        .expect("JSON");
+    let handles: HashMap<String, Value> = report["handles"]
+        .as_array()
+        .expect("handles")
+        .iter()
+        .map(|pair| {
+            (
+                pair[0].as_str().expect("status").to_owned(),
+                pair[1].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(handles["expired"]["count"], 2, "{report}");
+    assert_eq!(handles["available"]["count"], 1, "{report}");
 }
 
 #[tokio::test]
@@ -296,6 +317,33 @@ async fn hygiene_never_counts_archives_or_deletes_a_temporary_file() {
     assert_eq!(code, 0, "{run}");
     assert_eq!(run["summary"]["unlinked"], 0, "{run}");
     assert_eq!(run["summary"]["profiles"], serde_json::json!(["image"]));
+}
+
+#[tokio::test]
+async fn a_profile_made_ordinary_later_does_not_hand_its_temporary_files_to_hygiene() {
+    let app = spawn().await;
+    let temp = file(&app, "export").await;
+    // The operator drops `temporary_ttl` from the profile, which tracks links: hygiene now acts
+    // on the profile, but the files committed under temp/ keep their expires_at and stay the
+    // lifecycle rule's.
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("ordinary.toml");
+    std::fs::write(&path, profiles("7d").replace("temporary_ttl = \"7d\"", "")).expect("write");
+    let mut env = app.env.clone();
+    env.insert("UPCOMMIT_CONFIG".into(), path.display().to_string());
+    for days in [2, 4, 9] {
+        let when = (Utc::now() + Duration::days(days)).to_rfc3339();
+        let (code, run) = upcommit_json(&env, &["hygiene", "--json", "--at", &when]);
+        assert_eq!(code, 0, "{run}");
+        assert_eq!(
+            run["summary"]["profiles"],
+            serde_json::json!(["image", "export"]),
+            "{run}"
+        );
+        assert_eq!(run["summary"]["unlinked"], 0, "{run}");
+    }
+    assert_eq!(status(&app, &temp).await, "available");
+    assert_eq!(app.versions(temp["key"].as_str().expect("key")).await, 1);
 }
 
 #[tokio::test]
