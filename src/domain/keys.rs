@@ -6,8 +6,10 @@
 //!   and can never leave its own segment.
 //! * A [`FinalKey`] is where a committed object lives. It is never under `tmp/`: both of its
 //!   constructors enforce that, so every commit path goes through the same check.
-//! * Pairing: an upload becomes exactly `<profile final prefix><upload id>/<name>`; only an admin
-//!   may name another final key, and that key is parsed by [`FinalKey::parse_custom`].
+//! * Pairing: an upload becomes exactly `<profile final prefix><upload id>/<name>`, under
+//!   `temp/<N>d/` in front when its profile is temporary ([`FinalKey::paired_in`]); only an
+//!   admin may name another final key (never for a temporary profile), and that key is parsed
+//!   by [`FinalKey::parse_custom`].
 
 use std::fmt;
 
