@@ -10,9 +10,10 @@ use serde::Deserialize;
 use crate::domain::bucket_check::Expectations;
 use crate::domain::content::ContentType;
 use crate::domain::keys::FinalPrefix;
-use crate::domain::lifecycle::required_rules;
+use crate::domain::lifecycle::{missing_required, required_rules, Rule};
 use crate::domain::profile::{builtin_profiles, Profile};
 use crate::domain::quota::QuotaLimits;
+use crate::domain::temporary::{is_temporary_key, TtlDays, TEMP_PREFIX};
 
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
@@ -203,7 +204,9 @@ pub struct UploadSettings {
     /// `UPCOMMIT_TRACKS_LINKS` (comma-separated profile names) names it; that list, when set,
     /// replaces the profiles' own setting. Presigns of a profile must declare a checksum when
     /// it sets `require_checksum` (TOML, default false) or `UPCOMMIT_REQUIRE_CHECKSUM` names it
-    /// (the same rule).
+    /// (the same rule). A profile with `temporary_ttl` (TOML, e.g. `"7d"`: whole days, and a
+    /// tier `infra/lifecycle-rules.json` expires under `temp/<N>d/`) is temporary: its files
+    /// are committed under that prefix, expire after the TTL and are never hygiene's.
     pub profiles: Vec<Profile>,
 }
 
@@ -286,6 +289,9 @@ struct FileProfile {
     tracks_links: bool,
     #[serde(default)]
     require_checksum: bool,
+    /// `"7d"`: the profile is temporary (see `domain::temporary`).
+    #[serde(default)]
+    temporary_ttl: Option<String>,
 }
 
 /// A comma-separated list of profile names from the environment (`None` when unset); every
@@ -767,10 +773,39 @@ impl Settings {
         final_prefixes.sort();
         final_prefixes.dedup();
         Expectations {
-            required_rules: required_rules().to_vec(),
+            required_rules: self.lifecycle_rules_needed(),
             final_prefixes,
             cors_origins: self.s3.cors_origins.clone(),
         }
+    }
+
+    /// The lifecycle rules this deployment needs of its bucket: every rule of the rules file
+    /// outside `temp/`, and, for each TTL a temporary profile uses, that tier's rule and the
+    /// `temp/` delete-marker cleanup. With no temporary profile, no `temp/` rule is needed.
+    pub fn lifecycle_rules_needed(&self) -> Vec<Rule> {
+        let mut ttls: Vec<TtlDays> = self
+            .uploads
+            .profiles
+            .iter()
+            .filter_map(|p| p.temporary_ttl)
+            .collect();
+        ttls.sort();
+        ttls.dedup();
+        let mut rules: Vec<Rule> = required_rules()
+            .iter()
+            .filter(|r| !is_temporary_key(&r.prefix))
+            .cloned()
+            .collect();
+        if !ttls.is_empty() {
+            rules.extend(
+                required_rules()
+                    .iter()
+                    .filter(|r| r.prefix == TEMP_PREFIX)
+                    .cloned(),
+            );
+        }
+        rules.extend(ttls.into_iter().map(TtlDays::lifecycle_rule));
+        rules
     }
 
     /// The reserved key space known from the settings alone: the compiled lifecycle rules'
@@ -788,7 +823,8 @@ impl Settings {
         self.uploads
             .profiles
             .iter()
-            .filter(|p| p.tracks_links)
+            // A temporary profile's files are the lifecycle rule's, whatever it tracks.
+            .filter(|p| p.tracks_links && p.temporary_ttl.is_none())
             .map(|p| p.name.clone())
             .collect()
     }
@@ -904,6 +940,11 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
             p.final_prefix
         )))
     })?;
+    let temporary_ttl = p
+        .temporary_ttl
+        .as_deref()
+        .map(|raw| temporary_ttl(raw, required_rules()).map_err(|e| ConfigError(at(&e))))
+        .transpose()?;
     Ok(Profile {
         name: p.name,
         content_types,
@@ -911,7 +952,31 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         final_prefix,
         tracks_links: p.tracks_links,
         require_checksum: p.require_checksum,
+        temporary_ttl,
     })
+}
+
+/// A profile's `temporary_ttl`: whole days, and a tier the rules file (so terraform, the one
+/// owner of the bucket's lifecycle) expires. A TTL without its rule would leave files for ever
+/// while the API calls them expired, so it fails at start instead.
+fn temporary_ttl(raw: &str, rules: &[Rule]) -> Result<TtlDays, String> {
+    let ttl = TtlDays::parse(raw).map_err(|e| format!("temporary_ttl {raw:?} {e}"))?;
+    if !missing_required(rules, &[ttl.lifecycle_rule()]).is_empty() {
+        let tiers: Vec<String> = rules
+            .iter()
+            .filter_map(|r| {
+                let days = r.prefix.strip_prefix(TEMP_PREFIX)?.strip_suffix("d/")?;
+                Some(format!("{days}d"))
+            })
+            .collect();
+        return Err(format!(
+            "temporary_ttl {ttl}: infra/lifecycle-rules.json has no rule expiring {} within {} day(s) (with noncurrent versions after 1); use a tier it has ({}) or add the rule there first",
+            ttl.prefix(),
+            ttl.days(),
+            tiers.join(", ")
+        ));
+    }
+    Ok(ttl)
 }
 
 fn valid_bucket_name(b: &str) -> bool {
@@ -1037,6 +1102,88 @@ mod tests {
     }
 
     #[test]
+    fn a_temporary_profile_needs_whole_days_and_a_tier_of_the_rules_file() {
+        let file = |ttl: &str| {
+            format!(
+                r#"
+                jwt_secret = "file-secret-0123456789"
+                [[profiles]]
+                name = "export"
+                content_types = ["text/csv"]
+                max_size = 1000
+                final_prefix = "exports/"
+                tracks_links = true
+                temporary_ttl = "{ttl}"
+                "#
+            )
+        };
+        let s = Settings::from_sources(Some(&file("7d")), &|_| None).expect("7d loads");
+        let p = s.profile("export").expect("export");
+        assert_eq!(p.temporary_ttl.map(TtlDays::days), Some(7));
+        assert!(
+            s.hygiene_profiles().is_empty(),
+            "a temporary profile is never hygiene's, even when it tracks links"
+        );
+        for (ttl, says) in [
+            ("36h", "whole number of days"),
+            ("0d", "whole number of days"),
+            ("later", "not a duration"),
+            ("14d", "temp/14d/"),
+        ] {
+            let err = Settings::from_sources(Some(&file(ttl)), &|_| None)
+                .expect_err(ttl)
+                .0;
+            assert!(
+                err.starts_with("profiles.export: temporary_ttl") && err.contains(says),
+                "{ttl}: {err}"
+            );
+        }
+        let err = Settings::from_sources(Some(&file("14d")), &|_| None)
+            .expect_err("14d")
+            .0;
+        assert!(err.contains("1d, 7d, 30d"), "names the tiers: {err}");
+    }
+
+    #[test]
+    fn the_bucket_needs_a_temp_rule_only_for_the_ttls_in_use() {
+        let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
+        let plain = Settings::from_map(&env(&[secret])).expect("loads");
+        let needed = plain.lifecycle_rules_needed();
+        assert!(needed.iter().all(|r| !r.prefix.starts_with(TEMP_PREFIX)));
+        assert!(needed.iter().any(|r| r.prefix == "tmp/"));
+        assert_eq!(plain.bucket_expectations().required_rules, needed);
+
+        let file = r#"
+            [[profiles]]
+            name = "preview"
+            content_types = ["image/png"]
+            max_size = 1000
+            final_prefix = "previews/"
+            temporary_ttl = "1d"
+            [[profiles]]
+            name = "export"
+            content_types = ["text/csv"]
+            max_size = 1000
+            final_prefix = "exports/"
+            temporary_ttl = "168h"
+        "#;
+        let vars = env(&[secret]);
+        let s = Settings::from_sources(Some(file), &|k| vars.get(k).cloned()).expect("loads");
+        let temp: Vec<String> = s
+            .lifecycle_rules_needed()
+            .into_iter()
+            .filter(|r| r.prefix.starts_with(TEMP_PREFIX))
+            .map(|r| r.prefix)
+            .collect();
+        assert_eq!(temp, vec!["temp/", "temp/1d/", "temp/7d/"]);
+        assert!(crate::domain::lifecycle::missing_required(
+            required_rules(),
+            &s.lifecycle_rules_needed()
+        )
+        .is_empty());
+    }
+
+    #[test]
     fn an_archive_class_that_is_not_instantly_readable_is_refused() {
         let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
         for class in ["glacier_ir", "STANDARD_IA"] {
@@ -1108,10 +1255,13 @@ mod tests {
             vec!["media/images/", "media/recordings/", "uploads/"]
         );
         assert_eq!(want.cors_origins.len(), 2);
-        assert_eq!(
-            want.required_rules,
-            crate::domain::lifecycle::required_rules()
-        );
+        // Every rule of the rules file but the temporary profiles' tiers (none is configured).
+        let file_rules: Vec<Rule> = required_rules()
+            .iter()
+            .filter(|r| !r.prefix.starts_with(TEMP_PREFIX))
+            .cloned()
+            .collect();
+        assert_eq!(want.required_rules, file_rules);
         assert!(s.bucket_check.fails_readiness);
         assert_eq!(s.bucket_check.interval_secs, 300);
     }

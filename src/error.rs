@@ -24,6 +24,10 @@ pub enum AppError {
     FileNotAvailable,
     #[error("this file was deleted after its retention period")]
     FileDeleted,
+    #[error("this temporary file has expired")]
+    FileExpired,
+    #[error("a temporary profile's files are committed only under their paired key (temp/<ttl>/…); final_key is not accepted")]
+    FinalKeyTemporary,
     #[error("this file is being archived or deleted by hygiene; retry shortly")]
     FileBusy,
     #[error("no such link scan")]
@@ -170,11 +174,12 @@ impl AppError {
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
             | LinkScanNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted => {
+            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted | FileExpired => {
                 StatusCode::GONE
             }
             Presign(_)
             | FinalKey(_)
+            | FinalKeyTemporary
             | InvalidJson(_)
             | InvalidRequest(_)
             | MethodInvalid
@@ -216,6 +221,8 @@ impl AppError {
             OwnerForbidden => "owner_forbidden",
             FileNotAvailable => "file_not_available",
             FileDeleted => "file_deleted",
+            FileExpired => "file_expired",
+            FinalKeyTemporary => "final_key_temporary",
             FileBusy => "file_busy",
             LinkScanNotFound => "link_scan_not_found",
             LinkScanCompleted => "link_scan_completed",

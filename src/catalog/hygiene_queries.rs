@@ -48,10 +48,11 @@ pub(super) fn scan_vouches(alias: &str) -> String {
 }
 
 /// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff.
-/// Shared by the candidate read and the update.
+/// Shared by the candidate read and the update. A temporary file (`expires_at` set) is never
+/// unused in this sense: its lifecycle rule, not hygiene, ends it.
 pub(super) fn unused_conditions(profiles: &[String]) -> String {
     format!(
-        "h.status = 'available' AND h.claim IS NULL AND h.link_count = 0 \
+        "h.status = 'available' AND h.expires_at IS NULL AND h.claim IS NULL AND h.link_count = 0 \
          AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
          AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} AND NOT {}",
         profiles_in("h.profile", profiles),
@@ -87,7 +88,7 @@ macro_rules! impl_hygiene_catalog {
                 binds: (&str, chrono::DateTime<chrono::Utc>, i64),
             ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
                 let sql = format!(
-                    "SELECT {} FROM file_handles WHERE {condition} AND id > $1 AND status_changed_at < $2 \
+                    "SELECT {} FROM file_handles WHERE {condition} AND expires_at IS NULL AND id > $1 AND status_changed_at < $2 \
                      ORDER BY id LIMIT $3",
                     super::queries::HANDLE_COLUMNS
                 );
@@ -552,13 +553,14 @@ macro_rules! impl_hygiene_catalog {
             async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
                 use sqlx::Row;
                 let rows = sqlx::query(
-                    "SELECT status, COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes \
-                     FROM file_handles GROUP BY status ORDER BY status",
+                    "SELECT CASE WHEN expired_at IS NULL THEN status ELSE 'expired' END AS s, \
+                     COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes \
+                     FROM file_handles GROUP BY s ORDER BY s",
                 )
                 .fetch_all(&self.pool)
                 .await?;
                 rows.iter()
-                    .map(|r| Ok((r.try_get("status")?, r.try_get("n")?, r.try_get("bytes")?)))
+                    .map(|r| Ok((r.try_get("s")?, r.try_get("n")?, r.try_get("bytes")?)))
                     .collect()
             }
 
@@ -600,11 +602,12 @@ macro_rules! impl_hygiene_catalog {
                 let n = sqlx::query(
                     "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, \
                      created_by, created_at, status, storage_class, original_filename, \
-                     checksum_algorithm, checksum_value, copied_from) \
+                     checksum_algorithm, checksum_value, copied_from, expires_at) \
                      SELECT $1, s.upload_id, s.key, s.size, s.content_type, s.etag, s.profile, \
                      $2, $3, 'available', s.storage_class, s.original_filename, \
-                     s.checksum_algorithm, s.checksum_value, s.id \
+                     s.checksum_algorithm, s.checksum_value, s.id, s.expires_at \
                      FROM file_handles s WHERE s.id = $4 AND s.status = 'available' AND s.claim IS NULL \
+                     AND s.expired_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > $3) \
                      AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = s.key AND o.id <> s.id \
                      AND o.claim IN ('archive', 'delete'))",
                 )

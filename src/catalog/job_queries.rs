@@ -237,6 +237,7 @@ macro_rules! impl_job_catalog {
                 &self,
                 after: &str,
                 limit: i64,
+                now: chrono::DateTime<chrono::Utc>,
             ) -> Result<Vec<$crate::domain::reconcile::HandleKey>, CatalogError> {
                 use sqlx::Row;
                 // Only handles whose object must exist: not deleted, and not claimed for
@@ -245,17 +246,21 @@ macro_rules! impl_job_catalog {
                 // Each page must be a range read of the key index in order: `status <> 'deleted'`
                 // (the CHECK constraint's other three) keeps the planner off the status index,
                 // which made every page sort all the handles after it (0.4 s a page at 200,000
-                // handles on SQLite, growing with the table; 2 ms this way).
+                // handles on SQLite, growing with the table; 2 ms this way). A temporary file
+                // past its `expires_at` is left out: the lifecycle rule may remove its object
+                // from then on, which is its end, not a loss.
                 let sql = format!(
                     "SELECT MIN(id) AS id, key, MAX(size) AS size, COUNT(*) AS handles FROM file_handles \
                      WHERE key {c} > $1 AND status <> 'deleted' \
                      AND (claim IS NULL OR claim <> 'delete') \
+                     AND (expires_at IS NULL OR expires_at > $3) \
                      GROUP BY key ORDER BY key {c} LIMIT $2",
                     c = $bytes
                 );
                 let rows = sqlx::query(&sql)
                     .bind(after)
                     .bind(limit)
+                    .bind(now)
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter()

@@ -147,11 +147,13 @@ pub trait JobCatalog: Send + Sync + 'static {
     ) -> Result<Vec<(i64, JobItem)>, CatalogError>;
 
     /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side):
-    /// one row per key, however many handles (copies) share it, with their count.
+    /// one row per key, however many handles (copies) share it, with their count, and only the
+    /// handles whose object must exist, so not those of temporary files expired at `now`.
     async fn handle_keys_after(
         &self,
         after: &str,
         limit: i64,
+        now: DateTime<Utc>,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
 
     /// Up to `limit` ids, in order, of the handles of `key` that [`Self::handle_keys_after`]
@@ -526,6 +528,14 @@ pub trait Catalog:
 
     async fn handle_by_id(&self, id: &FileId) -> Result<Option<FileHandle>, CatalogError>;
     async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError>;
+
+    /// Marks up to `limit` temporary handles whose `expires_at` has passed at `now` as expired
+    /// (oldest expiry first); returns how many it marked. Run until it returns less than `limit`.
+    async fn mark_expired_handles(
+        &self,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, CatalogError>;
 
     /// (uploads, bytes) charged to `owner` on `day`.
     async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError>;

@@ -148,8 +148,9 @@ impl JobCatalog for ObservedCatalog {
         &self,
         after: &str,
         limit: i64,
+        now: DateTime<Utc>,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError> {
-        timed!(self, handle_keys_after(after, limit))
+        timed!(self, handle_keys_after(after, limit, now))
     }
     async fn upload_names_key(&self, key: &str) -> Result<bool, CatalogError> {
         timed!(self, upload_names_key(key))
@@ -417,6 +418,14 @@ impl Catalog for ObservedCatalog {
     }
     async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError> {
         timed!(self, handle_by_upload(id))
+    }
+
+    async fn mark_expired_handles(
+        &self,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, CatalogError> {
+        timed!(self, mark_expired_handles(now, limit))
     }
     async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError> {
         timed!(self, quota_usage(owner, day))

@@ -17,7 +17,7 @@ pub(super) const UPLOAD_COLUMNS: &str =
 
 pub(super) const HANDLE_COLUMNS: &str =
     "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status, \
-     original_filename, checksum_algorithm, checksum_value, copied_from";
+     original_filename, checksum_algorithm, checksum_value, copied_from, expires_at, expired_at";
 
 /// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
 pub(super) struct UploadRow {
@@ -83,6 +83,8 @@ pub(super) struct HandleRow {
     pub checksum_algorithm: Option<String>,
     pub checksum_value: Option<String>,
     pub copied_from: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub expired_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<HandleRow> for FileHandle {
@@ -100,8 +102,13 @@ impl TryFrom<HandleRow> for FileHandle {
             profile: r.profile,
             created_by: r.created_by,
             created_at: r.created_at,
-            status: HandleStatus::parse(&r.status)
-                .ok_or_else(|| CatalogError::Corrupt(format!("handle status {:?}", r.status)))?,
+            // `expired` is the one status kept in its own column (see migration 0011).
+            status: match r.expired_at {
+                Some(_) => HandleStatus::Expired,
+                None => HandleStatus::parse(&r.status).ok_or_else(|| {
+                    CatalogError::Corrupt(format!("handle status {:?}", r.status))
+                })?,
+            },
             original_filename: r.original_filename,
             checksum: checksum_of(r.checksum_algorithm, r.checksum_value)?,
             copied_from: r
@@ -111,6 +118,7 @@ impl TryFrom<HandleRow> for FileHandle {
                         .ok_or_else(|| CatalogError::Corrupt(format!("copied_from {c:?}")))
                 })
                 .transpose()?,
+            expires_at: r.expires_at,
         })
     }
 }
@@ -411,6 +419,8 @@ macro_rules! impl_catalog {
                     checksum_algorithm: row.try_get("checksum_algorithm")?,
                     checksum_value: row.try_get("checksum_value")?,
                     copied_from: row.try_get("copied_from")?,
+                    expires_at: row.try_get("expires_at")?,
+                    expired_at: row.try_get("expired_at")?,
                 })
             }
 
@@ -668,8 +678,8 @@ macro_rules! impl_catalog {
                 }
                 sqlx::query(
                     "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, \
-                     original_filename, checksum_algorithm, checksum_value) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                     original_filename, checksum_algorithm, checksum_value, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 )
                 .bind(handle.id.as_str())
                 .bind(handle.upload_id.as_str())
@@ -683,6 +693,7 @@ macro_rules! impl_catalog {
                 .bind(&handle.original_filename)
                 .bind(super::queries::checksum_algorithm(handle.checksum.as_ref()))
                 .bind(super::queries::checksum_value(handle.checksum.as_ref()))
+                .bind(handle.expires_at)
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
@@ -734,6 +745,26 @@ macro_rules! impl_catalog {
                 let sql = format!("SELECT {} FROM file_handles WHERE id = $1", super::queries::HANDLE_COLUMNS);
                 let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
                 row.as_ref().map(Self::handle_row).transpose()
+            }
+
+            #[tracing::instrument(skip_all)]
+            async fn mark_expired_handles(
+                &self,
+                now: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<u64, CatalogError> {
+                // One batch, oldest expiry first; a handle is marked once (`expired_at IS NULL`),
+                // so two sweeps running at once never count one twice.
+                Ok(sqlx::query(
+                    "UPDATE file_handles SET expired_at = $1 WHERE id IN (\
+                     SELECT id FROM file_handles WHERE expires_at IS NOT NULL AND expired_at IS NULL \
+                     AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2) AND expired_at IS NULL",
+                )
+                .bind(now)
+                .bind(limit)
+                .execute(&self.pool)
+                .await?
+                .rows_affected())
             }
 
             #[tracing::instrument(skip_all, fields(upload.id = %id))]

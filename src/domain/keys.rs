@@ -6,8 +6,10 @@
 //!   and can never leave its own segment.
 //! * A [`FinalKey`] is where a committed object lives. It is never under `tmp/`: both of its
 //!   constructors enforce that, so every commit path goes through the same check.
-//! * Pairing: an upload becomes exactly `<profile final prefix><upload id>/<name>`; only an admin
-//!   may name another final key, and that key is parsed by [`FinalKey::parse_custom`].
+//! * Pairing: an upload becomes exactly `<profile final prefix><upload id>/<name>`, under
+//!   `temp/<N>d/` in front when its profile is temporary ([`FinalKey::paired_in`]); only an
+//!   admin may name another final key (never for a temporary profile), and that key is parsed
+//!   by [`FinalKey::parse_custom`].
 
 use std::fmt;
 
@@ -19,6 +21,7 @@ use super::ids::UploadId;
 use super::lifecycle::required_rules;
 pub use super::reserved::resolves_under_tmp;
 use super::reserved::{is_invisible, Reservation, ReservedKeys};
+use super::temporary::TtlDays;
 
 /// Everything under this prefix is temporary and expired by the bucket's lifecycle rule.
 pub const TMP_PREFIX: &str = "tmp/";
@@ -246,6 +249,17 @@ impl FinalKey {
             tmp.upload_id,
             tmp.name.as_str()
         ))
+    }
+
+    /// The pairing rule of a profile that may be temporary: a temporary profile's pair sits
+    /// under its TTL's prefix, `temp/<N>d/<final prefix><upload id>/<name>`, so the key alone
+    /// says which lifecycle rule owns the object; an ordinary profile's pair is [`Self::paired`].
+    pub fn paired_in(prefix: &FinalPrefix, ttl: Option<TtlDays>, tmp: &TmpKey) -> Self {
+        let pair = Self::paired(prefix, tmp);
+        match ttl {
+            None => pair,
+            Some(ttl) => Self(format!("{}{}", ttl.prefix(), pair.0)),
+        }
     }
 
     /// An admin's custom key. The reserved check runs first, on a normalized skeleton, so that
@@ -553,6 +567,42 @@ mod tests {
             FinalKey::parse_custom("/abs", &ReservedKeys::base()),
             Err(FinalKeyError::InvalidSegment)
         );
+    }
+
+    #[test]
+    fn a_temporary_pair_sits_under_its_ttl_prefix_and_an_ordinary_one_never_does() {
+        let key = tmp("report.csv");
+        let prefix = FinalPrefix::parse("exports/").expect("valid prefix");
+        let ttl = TtlDays::parse("7d").expect("7d");
+        let temporary = FinalKey::paired_in(&prefix, Some(ttl), &key);
+        assert_eq!(
+            temporary.as_str(),
+            format!("temp/7d/exports/{}/report.csv", key.upload_id())
+        );
+        let ordinary = FinalKey::paired_in(&prefix, None, &key);
+        assert_eq!(ordinary, FinalKey::paired(&prefix, &key));
+        assert!(!super::super::temporary::is_temporary_key(
+            ordinary.as_str()
+        ));
+        // Nobody else may name a key there: the whole temp/ prefix is reserved.
+        for raw in [
+            temporary.as_str(),
+            "temp/7d/exports/x.csv",
+            "TEMP/7d/a",
+            "temp",
+        ] {
+            assert_eq!(
+                FinalKey::parse_custom(raw, &ReservedKeys::base()),
+                Err(FinalKeyError::Reserved),
+                "{raw:?}"
+            );
+        }
+        assert_eq!(FinalPrefix::parse("temp/"), Err(FinalKeyError::Reserved));
+        assert_eq!(
+            FinalPrefix::parse("temp/7d/exports/"),
+            Err(FinalKeyError::Reserved)
+        );
+        assert!(FinalPrefix::parse("temporary/").is_ok());
     }
 
     #[test]

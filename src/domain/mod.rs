@@ -21,3 +21,4 @@ pub mod reserved;
 pub mod sniff;
 pub mod storage_class;
 pub mod sweep;
+pub mod temporary;

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::content::{ContentType, ContentTypeError};
-use super::keys::{FilenameError, FinalPrefix};
+use super::keys::{FilenameError, FinalKey, FinalPrefix, TmpKey};
+use super::temporary::TtlDays;
 
 pub const MIB: u64 = 1024 * 1024;
 
@@ -21,6 +22,10 @@ pub struct Profile {
     pub tracks_links: bool,
     /// Presigns must declare a checksum (S3 then refuses other bytes; commit verifies it).
     pub require_checksum: bool,
+    /// Files of this profile live for this long ([`super::temporary`]): committed under
+    /// `temp/<N>d/`, which a lifecycle rule expires; hygiene leaves them to that rule. `None`
+    /// (the default) for ordinary files, kept until hygiene has evidence they are unused.
+    pub temporary_ttl: Option<TtlDays>,
 }
 
 /// Why a presign request is refused before anything is recorded or signed.
@@ -90,6 +95,11 @@ impl RawSize {
 }
 
 impl Profile {
+    /// The pairing rule for this profile: the only final key a commit of `tmp` may take.
+    pub fn paired_key(&self, tmp: &TmpKey) -> FinalKey {
+        FinalKey::paired_in(&self.final_prefix, self.temporary_ttl, tmp)
+    }
+
     /// Checks the declared content type against the allow-list and returns its canonical form.
     pub fn accept_content_type(&self, raw: Option<&str>) -> Result<ContentType, PresignRejection> {
         let ct = ContentType::parse(raw.ok_or(PresignRejection::ContentTypeMissing)?)?;
@@ -132,6 +142,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             final_prefix: prefix("media/images/"),
             tracks_links: false,
             require_checksum: false,
+            temporary_ttl: None,
         },
         Profile {
             name: "recording".into(),
@@ -147,6 +158,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             final_prefix: prefix("media/recordings/"),
             tracks_links: false,
             require_checksum: false,
+            temporary_ttl: None,
         },
     ]
 }

@@ -115,7 +115,9 @@ pub struct Upload {
 /// Where a file handle is in its life: `available` → `unlinked` (nothing uses it, past the
 /// grace period; still downloadable) → `archived` (moved to an archive storage class) →
 /// `deleted` (object removed after retention; the row stays for audit). Restore brings an
-/// unlinked or archived handle back to `available`.
+/// unlinked or archived handle back to `available`. A temporary profile's handle (one with an
+/// `expires_at`) never enters that path: the sweep marks it `expired` once its time to live has
+/// passed, and the bucket's lifecycle rule removes its object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HandleStatus {
@@ -123,6 +125,9 @@ pub enum HandleStatus {
     Unlinked,
     Archived,
     Deleted,
+    /// Past its `expires_at`: a temporary file, marked by the sweep; the API answers 410
+    /// `file_expired` for it (from `expires_at` alone, before the sweep has run too).
+    Expired,
 }
 
 impl HandleStatus {
@@ -132,6 +137,7 @@ impl HandleStatus {
             Self::Unlinked => "unlinked",
             Self::Archived => "archived",
             Self::Deleted => "deleted",
+            Self::Expired => "expired",
         }
     }
 
@@ -141,6 +147,7 @@ impl HandleStatus {
             "unlinked" => Self::Unlinked,
             "archived" => Self::Archived,
             "deleted" => Self::Deleted,
+            "expired" => Self::Expired,
             _ => return None,
         })
     }
@@ -170,6 +177,16 @@ pub struct FileHandle {
     /// handle's object (key) and upload id. Absent on handles a commit made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copied_from: Option<FileId>,
+    /// A temporary file's end: commit time + its profile's TTL. Absent on ordinary files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl FileHandle {
+    /// A temporary file whose time to live has passed at `now` (swept or not yet).
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        self.status == HandleStatus::Expired || self.expires_at.is_some_and(|at| now >= at)
+    }
 }
 
 impl Serialize for FileId {
@@ -204,6 +221,7 @@ mod tests {
             HandleStatus::Unlinked,
             HandleStatus::Archived,
             HandleStatus::Deleted,
+            HandleStatus::Expired,
         ] {
             assert_eq!(HandleStatus::parse(s.as_str()), Some(s));
         }

@@ -27,6 +27,7 @@ use percent_encoding::percent_decode_str;
 use super::keys::{FinalPrefix, TMP_PREFIX};
 use super::lifecycle::Rule;
 use super::reconcile::QUARANTINE_PREFIX;
+use super::temporary::TEMP_PREFIX;
 
 /// Why a key is reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +41,8 @@ pub enum Reservation {
 /// The reserved key space, built from the prefixes that expire and the profiles' final prefixes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReservedKeys {
-    /// Normalized expiring prefixes; always holds `tmp/` and `quarantine/`.
+    /// Normalized expiring prefixes; always holds `tmp/`, `quarantine/` and `temp/` (the
+    /// temporary profiles' tiers, whether or not a profile uses them).
     expiring: Vec<String>,
     /// Normalized final prefixes (each ends with `/`).
     paired: Vec<String>,
@@ -56,7 +58,7 @@ impl ReservedKeys {
         expiring: impl IntoIterator<Item = &'a str>,
         final_prefixes: impl IntoIterator<Item = &'a FinalPrefix>,
     ) -> Self {
-        let mut expiring: Vec<String> = [TMP_PREFIX, QUARANTINE_PREFIX]
+        let mut expiring: Vec<String> = [TMP_PREFIX, QUARANTINE_PREFIX, TEMP_PREFIX]
             .into_iter()
             .chain(expiring)
             .map(normalize_prefix)
@@ -72,7 +74,8 @@ impl ReservedKeys {
         Self { expiring, paired }
     }
 
-    /// Only `tmp/` and `quarantine/`: what is reserved before any rule or profile is known.
+    /// Only `tmp/`, `quarantine/` and `temp/`: what is reserved before any rule or profile is
+    /// known.
     pub fn base() -> Self {
         Self::new([], [])
     }

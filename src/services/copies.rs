@@ -4,6 +4,8 @@
 //! is available, deletes it only when every handle is deleted or archived past the retention
 //! period, and a restore of one handle restores the object for all (see `services::hygiene`).
 
+use chrono::{DateTime, Utc};
+
 use crate::auth::{valid_user_id, Identity};
 use crate::catalog::NewCopy;
 use crate::domain::ids::FileId;
@@ -44,12 +46,15 @@ pub async fn copy(
         .await?
         .filter(visible)
         .ok_or(AppError::FileNotFound)?;
-    refuse_unless_available(found.status)?;
+    let now = records::now();
+    refuse_unless_available(&found, now)?;
     let id = FileId::generate();
+    // A copy of a temporary file shares its object under `temp/`, so it ends with it: the insert
+    // copies `expires_at`.
     let new = NewCopy {
         id: &id,
         owner: &owner,
-        now: records::now(),
+        now,
     };
     // The insert re-checks the source's status and the key's hygiene claims itself: what was
     // read above only chooses the answer.
@@ -62,14 +67,18 @@ pub async fn copy(
         .handle_by_id(&source)
         .await?
         .ok_or(AppError::FileNotFound)?;
-    refuse_unless_available(fresh.status)?;
+    refuse_unless_available(&fresh, records::now())?;
     // Available, yet refused: hygiene holds it or a copy of its key.
     Err(AppError::FileBusy)
 }
 
-fn refuse_unless_available(status: HandleStatus) -> Result<(), AppError> {
-    match status {
+fn refuse_unless_available(h: &FileHandle, now: DateTime<Utc>) -> Result<(), AppError> {
+    if h.is_expired(now) {
+        return Err(AppError::FileExpired);
+    }
+    match h.status {
         HandleStatus::Available => Ok(()),
+        HandleStatus::Expired => Err(AppError::FileExpired),
         HandleStatus::Deleted => Err(AppError::FileDeleted),
         HandleStatus::Unlinked | HandleStatus::Archived => Err(AppError::FileNotAvailable),
     }

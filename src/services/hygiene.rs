@@ -604,6 +604,9 @@ pub async fn restore(
     for _ in 0..2 {
         match status {
             HandleStatus::Deleted => return Err(RestoreError::Deleted),
+            // A temporary file is never unlinked or archived, so there is nothing to restore;
+            // once expired it stays expired (the HTTP layer answers 410 before this).
+            HandleStatus::Expired => return Err(RestoreError::Deleted),
             HandleStatus::Available => {
                 let linked = match link {
                     Some((t, o)) => catalog.put_link(&handle.id, t, o, now).await?,

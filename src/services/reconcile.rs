@@ -233,11 +233,12 @@ pub async fn reconcile(
         )),
         None => Box::new(ListingSource::new(store.clone(), resume_after.clone())),
     };
+    // The database's clock, like every job that judges ages.
+    let now = catalog.clock().await?;
     let policy = ReconcilePolicy {
         final_prefixes: settings.bucket_expectations().final_prefixes,
         known_prefixes: known_prefixes(),
-        // The database's clock, like every job that judges ages.
-        now: catalog.clock().await?,
+        now,
         grace: options.grace,
         tmp_max_age: tmp_max_age(),
     };
@@ -265,7 +266,7 @@ pub async fn reconcile(
                 Need::Done => return Ok(()),
                 Need::Catalog => {
                     let page = catalog
-                        .handle_keys_after(&catalog_after, catalog_page())
+                        .handle_keys_after(&catalog_after, catalog_page(), now)
                         .await
                         .map_err(|e| e.to_string())?;
                     summary.handles_read += page.len() as u64;

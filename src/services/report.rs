@@ -177,7 +177,8 @@ pub async fn storage_report(
     let mut cost = 0.0;
     for (status, a) in &handles {
         cost += match status.as_str() {
-            "deleted" => 0.0,
+            // An expired temporary file's object is the lifecycle rule's to remove (within a day).
+            "deleted" | "expired" => 0.0,
             "archived" => cost_bytes(a.bytes, archive_price),
             _ => cost_bytes(a.bytes, standard),
         };

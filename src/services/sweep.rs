@@ -42,6 +42,8 @@ pub struct SweepSummary {
     pub failed_versions: u64,
     pub multipart_aborted: u64,
     pub uploads_marked: u64,
+    /// Temporary file handles past their `expires_at`, marked `expired` (none in a dry run).
+    pub handles_expired: u64,
     /// Stale `promoting` commits finished or released (see `services::recovery`).
     pub recovery: crate::services::recovery::RecoverySummary,
     /// Tmp objects of settled uploads whose URLs expired (see `services::tmp_cleanup`).
@@ -199,6 +201,10 @@ pub async fn sweep_at(
     }
     summary.settled_tmp = settled;
 
+    if !dry_run {
+        summary.handles_expired = mark_expired(catalog, now).await?;
+    }
+
     let done_through = job
         .run
         .checkpoint
@@ -282,6 +288,22 @@ pub async fn sweep_at(
         run: Box::new(run),
         summary: Box::new(summary),
     })
+}
+
+/// Handles marked per statement: small enough that one batch holds the table briefly.
+const EXPIRE_BATCH: i64 = 500;
+
+/// Marks every temporary handle past its `expires_at` as expired, a batch at a time. Only the
+/// catalog changes: the bucket's lifecycle rule removes the objects (see `domain::temporary`).
+async fn mark_expired(catalog: &Arc<dyn Catalog>, now: DateTime<Utc>) -> Result<u64, SweepError> {
+    let mut marked = 0;
+    loop {
+        let n = catalog.mark_expired_handles(now, EXPIRE_BATCH).await?;
+        marked += n;
+        if n < EXPIRE_BATCH.unsigned_abs() {
+            return Ok(marked);
+        }
+    }
 }
 
 #[derive(Default)]

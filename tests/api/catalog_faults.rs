@@ -223,8 +223,9 @@ impl JobCatalog for FaultyCatalog {
         &self,
         after: &str,
         limit: i64,
+        now: DateTime<Utc>,
     ) -> Result<Vec<upcommit::domain::reconcile::HandleKey>, CatalogError> {
-        self.inner.handle_keys_after(after, limit).await
+        self.inner.handle_keys_after(after, limit, now).await
     }
     async fn handle_ids_of_key(&self, key: &str, limit: i64) -> Result<Vec<String>, CatalogError> {
         self.inner.handle_ids_of_key(key, limit).await
@@ -505,6 +506,13 @@ impl Catalog for FaultyCatalog {
     }
     async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError> {
         self.inner.handle_by_upload(id).await
+    }
+    async fn mark_expired_handles(
+        &self,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<u64, CatalogError> {
+        self.inner.mark_expired_handles(now, limit).await
     }
     async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError> {
         self.inner.quota_usage(owner, day).await

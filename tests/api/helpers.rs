@@ -59,6 +59,27 @@ impl TestDb {
         }
     }
 
+    /// Moves a file handle's `expires_at` (a temporary file's end), as time passing would.
+    pub async fn set_handle_expiry(&self, file_id: &str, at: chrono::DateTime<chrono::Utc>) {
+        let sql = "UPDATE file_handles SET expires_at = $1 WHERE id = $2";
+        let n = match self {
+            TestDb::Sqlite(p) => sqlx::query(sql)
+                .bind(at)
+                .bind(file_id)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()),
+            TestDb::Postgres(p) => sqlx::query(sql)
+                .bind(at)
+                .bind(file_id)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()),
+        }
+        .expect("update expires_at");
+        assert_eq!(n, 1, "one handle {file_id}");
+    }
+
     pub async fn upload_state(&self, upload_id: &str) -> String {
         let sql = "SELECT state FROM uploads WHERE id = $1";
         match self {
@@ -133,6 +154,9 @@ pub struct Spawn {
     pub wrap_store: Option<StoreWrapper>,
     /// Wraps the real catalog the server uses (the test keeps the real one for its checks).
     pub wrap_catalog: Option<CatalogWrapper>,
+    /// A configuration file (TOML, e.g. `[[profiles]]`), written beside the database and named
+    /// by `UPCOMMIT_CONFIG` in the server's environment (so the binary reads it too).
+    pub config: Option<String>,
 }
 
 /// Wraps the real catalog in another one.
@@ -196,7 +220,13 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
     for (k, v) in options.env {
         vars.insert(k.to_owned(), v);
     }
-    let settings = Settings::from_map(&vars).expect("test settings");
+    if let Some(text) = &options.config {
+        let path = dir.path().join("upcommit.toml");
+        std::fs::write(&path, text).expect("write config file");
+        vars.insert("UPCOMMIT_CONFIG".into(), path.display().to_string());
+    }
+    let settings = Settings::from_sources(options.config.as_deref(), &|k| vars.get(k).cloned())
+        .expect("test settings");
     let env = vars.clone();
 
     let metrics = Arc::new(Metrics::new());

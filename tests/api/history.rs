@@ -128,6 +128,7 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
         env: vec![("UPCOMMIT_COMMIT_LEASE_SECS", "1".to_owned())],
         wrap_store: Some(faulty_store(store_faults.clone())),
         wrap_catalog: Some(Box::new(move |real| Arc::new(FaultyCatalog::new(real, cf)))),
+        config: None,
     })
     .await;
     let tokens: BTreeMap<&str, String> = USERS.iter().map(|u| (*u, app.token(u))).collect();

@@ -38,4 +38,5 @@ mod security_cases;
 mod single_use;
 mod statuses;
 mod sweep;
+mod temporary;
 mod upload_step;

@@ -50,6 +50,7 @@ pub(super) async fn put_link(
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
     }
+    super::read::refuse_expired(&h)?;
     // In use again: an unlinked or archived file comes back, and the link is recorded in the
     // same transaction as its return (never a link on a file left archived).
     hygiene::restore(
@@ -88,6 +89,7 @@ pub(super) async fn restore(
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
     }
+    super::read::refuse_expired(&h)?;
     hygiene::restore(
         &state.catalog,
         &state.store,

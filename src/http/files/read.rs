@@ -34,7 +34,18 @@ pub(super) async fn handle(
     who: Identity,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<FileHandle>, AppError> {
-    Ok(Json(visible_handle(&state, &who, &id).await?))
+    let h = visible_handle(&state, &who, &id).await?;
+    refuse_expired(&h)?;
+    Ok(Json(h))
+}
+
+/// A temporary file past its `expires_at` is gone for the API (410 `file_expired`) from that
+/// instant, whether or not the sweep has marked it yet: the bucket may remove its bytes then.
+pub(super) fn refuse_expired(h: &FileHandle) -> Result<(), AppError> {
+    if h.is_expired(crate::domain::records::now()) {
+        return Err(AppError::FileExpired);
+    }
+    Ok(())
 }
 
 /// A short-lived presigned GET of the file, served as an attachment with the stored type so
@@ -49,6 +60,7 @@ async fn download(
     if h.status == HandleStatus::Deleted {
         return Err(AppError::FileDeleted);
     }
+    refuse_expired(&h)?;
     let original = h.original_filename.clone().map(OriginalName::from_trusted);
     let ascii = download_name(&h.key, original.as_ref());
     let disposition = content_disposition(ascii.as_str(), original.as_ref());

@@ -96,6 +96,16 @@ pub async fn commit(
         .filter(|u| u.owner == who.user_id || who.admin)
         .ok_or(AppError::UploadNotFound)?;
     tracing::Span::current().record("upload.id", tracing::field::display(&upload.id));
+    // A temporary file lives only under its TTL's prefix, where the lifecycle rule ends it:
+    // an admin key elsewhere would keep it for ever (and any key under `temp/` is reserved).
+    if custom.is_some()
+        && state
+            .settings
+            .profile(&upload.profile)
+            .is_some_and(|p| p.temporary_ttl.is_some())
+    {
+        return Err(AppError::FinalKeyTemporary);
+    }
 
     // Wait for a concurrent holder at most until its lease would expire, and never past the
     // request timeout: the caller then gets `commit_in_progress` and retries.
@@ -236,7 +246,7 @@ fn target_key(
             upload.profile
         ))
     })?;
-    Ok(FinalKey::paired(&profile.final_prefix, &tmp))
+    Ok(profile.paired_key(&tmp))
 }
 
 async fn take_lease(

@@ -379,6 +379,15 @@ async fn record(
     fin: Final,
     source: Option<ObjectHead>,
 ) -> Result<CommitOutcome, Failure> {
+    let now = records::now();
+    // A temporary profile's file is served until commit time + its TTL; the object, created
+    // by the copy just before, outlives that (see `domain::temporary`).
+    let expires_at = state
+        .settings
+        .profile(&upload.profile)
+        .and_then(|p| p.temporary_ttl)
+        .filter(|_| crate::domain::temporary::is_temporary_key(lease.final_key.as_str()))
+        .map(|ttl| ttl.expires_at(now));
     let handle = FileHandle {
         id: FileId::generate(),
         upload_id: upload.id.clone(),
@@ -388,11 +397,12 @@ async fn record(
         etag: fin.etag,
         profile: upload.profile.clone(),
         created_by: upload.owner.clone(),
-        created_at: records::now(),
+        created_at: now,
         status: HandleStatus::Available,
         original_filename: upload.original_filename.clone(),
         checksum: fin.checksum,
         copied_from: None,
+        expires_at,
     };
     let tmp_version = source.as_ref().and_then(|h| h.version_id.as_deref());
     let recorded = match state
