@@ -6,9 +6,7 @@ use clap::{ArgGroup, Args, Subcommand};
 
 use crate::config::Settings;
 use crate::domain::jobs::{JobItem, RunState};
-use crate::domain::legacy::{
-    check_header, listing_prefixes, KeyPattern, OwnerSource, OwnerTable,
-};
+use crate::domain::legacy::{check_header, listing_prefixes, KeyPattern, OwnerSource, OwnerTable};
 use crate::services::inventory::{csv_fields, InventorySource};
 use crate::services::legacy_import::{self, ImportOptions, ImportOutcome};
 use crate::services::reconcile::BucketSource;
@@ -71,13 +69,13 @@ fn usage(msg: &str) -> i32 {
 }
 
 /// The owners CSV: the mapping, and its bad rows as report items.
-fn read_owners(
-    path: &PathBuf,
-    settings: &Settings,
-) -> Result<(OwnerTable, Vec<JobItem>), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--owners {}: {e}", path.display()))?;
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, csv_fields(l)));
+fn read_owners(path: &PathBuf, settings: &Settings) -> Result<(OwnerTable, Vec<JobItem>), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--owners {}: {e}", path.display()))?;
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, csv_fields(l)));
     let header_ok = lines.next().is_some_and(|(_, h)| check_header(&h).is_ok());
     if !header_ok {
         return Err(format!(
@@ -103,7 +101,9 @@ fn read_owners(
 async fn import(settings: Settings, args: ImportArgs) -> i32 {
     let legacy = &settings.uploads.legacy_prefixes;
     if legacy.is_empty() {
-        return usage("no legacy prefixes are configured (UPCOMMIT_LEGACY_PREFIXES): nothing is eligible");
+        return usage(
+            "no legacy prefixes are configured (UPCOMMIT_LEGACY_PREFIXES): nothing is eligible",
+        );
     }
     let prefixes = listing_prefixes(legacy, args.prefix.as_deref());
     if prefixes.is_empty() {

@@ -66,7 +66,10 @@ impl Owner {
 enum Segment {
     Literal(String),
     /// `before{owner}after`: the owner is what lies between.
-    Owner { before: String, after: String },
+    Owner {
+        before: String,
+        after: String,
+    },
     /// `*`: one segment, or, last, the rest of the key (one segment or more).
     Any,
 }
@@ -97,7 +100,9 @@ impl PatternError {
     pub fn message(self) -> &'static str {
         match self {
             Self::Empty => "the pattern is empty",
-            Self::EmptySegment => "the pattern has an empty segment (// or a leading or trailing /)",
+            Self::EmptySegment => {
+                "the pattern has an empty segment (// or a leading or trailing /)"
+            }
             Self::NoOwner => "the pattern has no {owner} segment",
             Self::SeveralOwners => "the pattern has more than one {owner}",
             Self::BadSegment => "`*` must be a whole segment, and { } appear only in {owner}",
@@ -123,10 +128,7 @@ impl KeyPattern {
                 Segment::Any
             } else if let Some((before, after)) = part.split_once(OWNER) {
                 owners += 1;
-                if [before, after]
-                    .iter()
-                    .any(|s| s.contains(['*', '{', '}']))
-                {
+                if [before, after].iter().any(|s| s.contains(['*', '{', '}'])) {
                     return Err(if after.contains(OWNER) {
                         PatternError::SeveralOwners
                     } else {
@@ -204,7 +206,10 @@ pub enum Refusal {
     /// The CSV names the key on several rows (lines given).
     OwnerAmbiguous(Vec<usize>),
     /// The CSV row of the key is malformed.
-    MappingInvalid { line: usize, reason: String },
+    MappingInvalid {
+        line: usize,
+        reason: String,
+    },
     /// No `--profile` and no profile column for the key.
     ProfileMissing,
     ProfileUnknown(String),
@@ -455,7 +460,10 @@ impl Skip {
 /// What a run does with one listed key, before it reads the object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Import { owner: Owner, profile: String },
+    Import {
+        owner: Owner,
+        profile: String,
+    },
     /// Commit the upload an earlier run imported.
     CommitImported,
     Skip(Skip),
@@ -644,7 +652,10 @@ mod tests {
             check_header(&f(&["uploads/a/1.png", "alice"])),
             Err(HeaderError::Missing)
         );
-        assert_eq!(check_header(&f(&["owner", "key"])), Err(HeaderError::Missing));
+        assert_eq!(
+            check_header(&f(&["owner", "key"])),
+            Err(HeaderError::Missing)
+        );
     }
 
     #[test]
@@ -755,7 +766,11 @@ mod tests {
                 profile: "image".into()
             }
         );
-        for key in ["tmp/2026/01/01/x/1.png", "media/images/a/1.png", "uploadsx/a/1.png"] {
+        for key in [
+            "tmp/2026/01/01/x/1.png",
+            "media/images/a/1.png",
+            "uploadsx/a/1.png",
+        ] {
             assert_eq!(
                 decide_with(key, Recorded::Nothing, true, &o),
                 Decision::Skip(Skip::OutsideLegacyPrefixes),

@@ -79,7 +79,12 @@ impl BucketSource for ListingSource {
         self.requests += 1;
         let page = self
             .store
-            .list_objects(&self.prefix, self.start_after.take(), self.token.take(), PAGE)
+            .list_objects(
+                &self.prefix,
+                self.start_after.take(),
+                self.token.take(),
+                PAGE,
+            )
             .await?;
         match page.next {
             Some(t) => self.token = Some(t),

@@ -116,7 +116,11 @@ async fn a_dry_run_lists_what_it_would_import_skip_and_refuse_and_changes_nothin
     assert_eq!(app.keys().await, before, "nothing in the bucket changed");
     // `--dry-run` says the same thing out loud.
     let explicit = by_pattern(&app, &["--dry-run"]);
-    assert_eq!(explicit.body["summary"]["imported"], 2, "{}", explicit.stderr);
+    assert_eq!(
+        explicit.body["summary"]["imported"], 2,
+        "{}",
+        explicit.stderr
+    );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
 }
 
@@ -133,12 +137,20 @@ async fn an_import_commits_each_key_in_place_for_its_owner_uncharged_and_a_rerun
     let run = by_pattern(&app, &["--yes"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let s = &run.body["summary"];
-    assert_eq!((s["imported"].clone(), s["committed"].clone()), (2.into(), 2.into()), "{s}");
+    assert_eq!(
+        (s["imported"].clone(), s["committed"].clone()),
+        (2.into(), 2.into()),
+        "{s}"
+    );
     assert_eq!(
         handles(&app).await,
         vec!["uploads/alice/2019/a.png alice", "uploads/bob/b.jpg bob"]
     );
-    assert_eq!(app.keys().await, before, "committed in place: no copy, nothing moved");
+    assert_eq!(
+        app.keys().await,
+        before,
+        "committed in place: no copy, nothing moved"
+    );
     assert_eq!(app.versions("uploads/alice/2019/a.png").await, 1);
     assert_eq!(
         app.db
@@ -155,14 +167,24 @@ async fn an_import_commits_each_key_in_place_for_its_owner_uncharged_and_a_rerun
         .await
         .remove(0);
     let resp = app
-        .get(&format!("/v1/files/{id}/content"), Some(&app.token("alice")))
+        .get(
+            &format!("/v1/files/{id}/content"),
+            Some(&app.token("alice")),
+        )
         .await;
     assert_eq!(resp.status(), 302);
-    let location = resp.headers()["location"].to_str().expect("ascii").to_owned();
+    let location = resp.headers()["location"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
     let body = app.http.get(&location).send().await.expect("download");
     assert_eq!(body.bytes().await.expect("bytes").to_vec(), png);
     assert_eq!(
-        error_code(app.get(&format!("/v1/files/{id}"), Some(&app.token("bob"))).await).await,
+        error_code(
+            app.get(&format!("/v1/files/{id}"), Some(&app.token("bob")))
+                .await
+        )
+        .await,
         (404, "file_not_found".to_owned())
     );
     // A client's commit of the same key answers with the handle the import recorded.
@@ -188,8 +210,12 @@ async fn an_object_the_checks_refuse_is_reported_with_the_code_and_left_untouche
         .await;
     app.put_object("uploads/alice/notes.txt", b"notes".to_vec(), "text/plain")
         .await;
-    app.put_object("uploads/alice/big.png", media("image/png", 2000), "image/png")
-        .await;
+    app.put_object(
+        "uploads/alice/big.png",
+        media("image/png", 2000),
+        "image/png",
+    )
+    .await;
     app.put_object("uploads/alice/ok.png", media("image/png", 40), "image/png")
         .await;
     // The operator's profile allows images up to 1,000 bytes.
@@ -257,7 +283,11 @@ async fn keys_outside_the_legacy_prefixes_or_under_tmp_are_never_imported() {
     // A --prefix outside the legacy prefixes is refused up front.
     let run = by_pattern(&app, &["--prefix", "other/", "--yes"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("not within any legacy prefix"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not within any legacy prefix"),
+        "{}",
+        run.stderr
+    );
 
     // A CSV that names them does not make them eligible.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -267,7 +297,11 @@ async fn keys_outside_the_legacy_prefixes_or_under_tmp_are_never_imported() {
         "key,owner,profile\nmedia/images/x/stray.png,alice,image\ntmp/2026/11/01/0000000000000000000000000a/x.png,alice,image\nother/alice/x.png,alice,image\nuploads/alice/in.png,alice,image\n",
     )
     .expect("csv");
-    let run = cli(&app, &["--owners", csv.to_str().expect("utf-8"), "--yes"], &[]);
+    let run = cli(
+        &app,
+        &["--owners", csv.to_str().expect("utf-8"), "--yes"],
+        &[],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
         keys(&run.body, "refused"),
@@ -316,23 +350,39 @@ async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
     .expect("csv");
     let path = csv.to_str().expect("utf-8").to_owned();
 
-    let run = cli(&app, &["--owners", &path, "--profile", "image", "--yes"], &[]);
+    let run = cli(
+        &app,
+        &["--owners", &path, "--profile", "image", "--yes"],
+        &[],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
         handles(&app).await,
         vec!["uploads/a/1.png alice", "uploads/b/2.mp3 bob"]
     );
-    assert!(reason(&run.body, "uploads/c/3.png").starts_with("mapping_invalid"), "{}", run.body);
+    assert!(
+        reason(&run.body, "uploads/c/3.png").starts_with("mapping_invalid"),
+        "{}",
+        run.body
+    );
     assert!(reason(&run.body, "uploads/d/4.png").starts_with("profile_unknown"));
     assert!(reason(&run.body, "uploads/e/5.png").starts_with("owner_ambiguous"));
     assert!(reason(&run.body, "uploads/f/6.png").starts_with("owner_unmapped"));
-    assert!(reason(&run.body, "uploads/z/0.png").contains("line 8"), "{}", run.body);
+    assert!(
+        reason(&run.body, "uploads/z/0.png").contains("line 8"),
+        "{}",
+        run.body
+    );
     assert_eq!(run.body["summary"]["refused"], 5, "{}", run.body);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 2);
 
     // Without its header the file is not read at all.
     std::fs::write(&csv, "uploads/c/3.png,carol\n").expect("csv");
-    let run = cli(&app, &["--owners", &path, "--profile", "image", "--yes"], &[]);
+    let run = cli(
+        &app,
+        &["--owners", &path, "--profile", "image", "--yes"],
+        &[],
+    );
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("header"), "{}", run.stderr);
 }
@@ -394,14 +444,23 @@ async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once()
     assert_eq!(s["keys_listed"], 30, "{s}");
     assert_eq!(s["imported"], 30, "{s}");
     assert_eq!(s["committed"], 30, "{s}");
+    // The run's report holds the crashed part's items and the rest: each key once.
+    let committed: Vec<&Value> = run.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["action"] == "committed")
+        .collect();
+    assert_eq!(committed.len(), 130, "{}", run.body);
     assert_eq!(
         keys(&run.body, "committed"),
-        all[100..].iter().cloned().collect::<BTreeSet<_>>(),
-        "only the keys after the checkpoint"
+        all.iter().cloned().collect::<BTreeSet<_>>()
     );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 130);
     assert_eq!(
-        app.db.count("SELECT COUNT(DISTINCT key) FROM uploads").await,
+        app.db
+            .count("SELECT COUNT(DISTINCT key) FROM uploads")
+            .await,
         130,
         "every key imported once"
     );
@@ -432,11 +491,18 @@ async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(reached.exists(), "the first run never reached its checkpoint");
+    assert!(
+        reached.exists(),
+        "the first run never reached its checkpoint"
+    );
 
     let second = by_pattern(&app, &["--yes"]);
     assert_eq!(second.code, 4, "{}", second.stderr);
-    assert!(second.stderr.contains("another legacy import is running"), "{}", second.stderr);
+    assert!(
+        second.stderr.contains("another legacy import is running"),
+        "{}",
+        second.stderr
+    );
     // A dry run reads only: it runs beside.
     assert_eq!(by_pattern(&app, &[]).code, 0);
 
@@ -444,6 +510,11 @@ async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
     let out = first.wait_with_output().expect("first run ends");
     let _ = std::fs::remove_file(&gate);
     let _ = std::fs::remove_file(&reached);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 120);
 }
