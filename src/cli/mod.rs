@@ -1,5 +1,6 @@
 //! The command line: `serve`, `migrate`, `token`, `doctor`, `bucket apply-lifecycle`, the
-//! maintenance jobs, `legacy import` and the `upload` client. Each dispatches into library functions.
+//! maintenance jobs, `legacy import` and the `upload` client. Each dispatches into library
+//! functions.
 
 mod api_client;
 mod bucket;

@@ -518,3 +518,38 @@ async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
     );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 120);
 }
+
+#[tokio::test]
+async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
+    let app = legacy_app(&[]).await;
+    for k in ["uploads/alice/a.png", "uploads/bob/b.png"] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let old = "2026-01-01T00:00:00.000Z";
+    // In byte order, as S3 Inventory writes them; one key the bucket no longer holds.
+    let url = crate::reconcile::inventory(
+        &app,
+        &[
+            ("media/images/x.png", old),
+            ("tmp/2026/01/01/abc/old.png", old),
+            ("uploads/alice/a.png", old),
+            ("uploads/alice/gone.png", old),
+            ("uploads/bob/b.png", old),
+        ],
+    )
+    .await;
+
+    let run = by_pattern(
+        &app,
+        &["--inventory", &url, "--prefix", "uploads/alice/", "--yes"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = &run.body["summary"];
+    assert_eq!(s["source"], "inventory", "{s}");
+    assert_eq!(s["keys_listed"], 2, "{s}");
+    assert_eq!(s["outside_legacy_prefixes"], 3, "{s}");
+    assert_eq!(s["committed"], 1, "{s}");
+    assert!(reason(&run.body, "uploads/alice/gone.png").starts_with("object_not_uploaded"));
+    assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
+}

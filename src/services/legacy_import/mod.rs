@@ -67,7 +67,8 @@ pub struct ImportSummary {
     pub committed: u64,
     /// Recorded already (or imported and not committed, with `--no-commit`).
     pub skipped: u64,
-    /// Listed keys under `tmp/` or outside every legacy prefix (an inventory's): counted only.
+    /// Inventory keys under `tmp/`, outside every legacy prefix or outside `--prefix`: counted
+    /// only.
     pub outside_legacy_prefixes: u64,
     pub refused: u64,
     /// Keys an S3 or database error stopped; a rerun tries them again.
