@@ -553,3 +553,60 @@ async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
     assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
 }
+
+/// A run left `running` by a crash, with its checkpoint and the summary it last stored.
+async fn stopped_run(app: &TestApp, checkpoint: &str, prefixes: &str) -> String {
+    let mut run = upcommit::domain::jobs::JobRun::start(
+        "legacy_import",
+        false,
+        upcommit::domain::records::now(),
+    );
+    run.checkpoint = Some(checkpoint.to_owned());
+    run.summary = Some(format!(r#"{{"source":"listing","prefixes":{prefixes}}}"#));
+    app.catalog.insert_run(&run).await.expect("run");
+    app.catalog
+        .update_run(
+            &run.id,
+            upcommit::domain::jobs::RunState::Running,
+            Some(checkpoint),
+            run.summary.as_deref().unwrap_or_default(),
+            upcommit::domain::records::now(),
+        )
+        .await
+        .expect("summary");
+    run.id
+}
+
+#[tokio::test]
+async fn a_stopped_run_over_the_same_keys_is_resumed_and_one_over_others_is_not() {
+    let app = legacy_app(&[]).await;
+    for k in ["uploads/alice/a.png", "uploads/zed/z.png"] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let stopped = stopped_run(&app, "uploads/m", r#"["uploads/"]"#).await;
+
+    // Over alice's keys only: the stopped run's checkpoint would skip them all.
+    let narrow = by_pattern(&app, &["--prefix", "uploads/alice/", "--yes"]);
+    assert_eq!(narrow.code, 0, "{}", narrow.stderr);
+    assert_eq!(narrow.body["summary"]["resumed"], false, "{}", narrow.body);
+    assert_ne!(narrow.body["run"]["id"], stopped.as_str());
+    assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT state FROM job_runs WHERE id = '{stopped}'"
+            ))
+            .await,
+        vec!["failed"],
+        "closed, so it is not resumed by a later run either"
+    );
+
+    // Over the same keys: resumed after its checkpoint (alice's key sorts before it).
+    let again = stopped_run(&app, "uploads/m", r#"["uploads/"]"#).await;
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["run"]["id"], again.as_str());
+    assert_eq!(run.body["summary"]["resumed"], true, "{}", run.body);
+    assert_eq!(run.body["summary"]["keys_listed"], 1, "{}", run.body);
+    assert_eq!(keys(&run.body, "committed"), set(&["uploads/zed/z.png"]));
+}

@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 use crate::catalog::CatalogError;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::legacy::OwnerSource;
+use crate::domain::records;
 use crate::services::jobs::{self, Begin};
 use crate::services::reconcile::BucketSource;
 use crate::state::AppState;
@@ -116,6 +117,29 @@ pub async fn run(
         Begin::Started(job) => job,
         Begin::Busy => return Ok(ImportOutcome::Busy),
     };
+    let source = if inventory.is_some() {
+        "inventory"
+    } else {
+        "listing"
+    };
+    if job.resumed && !same_scope(job.run.summary.as_deref(), source, &options.prefixes) {
+        // Its checkpoint orders other keys than this run's: resuming would skip keys this run
+        // must judge. It is closed (what it recorded stays recorded) and this run starts afresh.
+        tracing::warn!(run.id = %job.run.id, "the stopped legacy import covered other keys; starting afresh");
+        let now = records::now();
+        catalog
+            .update_run(
+                &job.run.id,
+                RunState::Failed,
+                job.run.checkpoint.as_deref(),
+                r#"{"error":"superseded by a run over other keys"}"#,
+                now,
+            )
+            .await?;
+        job.run = JobRun::start(JOB, false, now);
+        catalog.insert_run(&job.run).await?;
+        job.resumed = false;
+    }
     let resume_after = job.run.checkpoint.clone();
     let mut keys = keys_in_order(
         state.store.clone(),
@@ -124,7 +148,7 @@ pub async fn run(
         resume_after.clone(),
     );
     let mut summary = ImportSummary {
-        source: keys.name(),
+        source,
         dry_run: options.dry_run,
         resumed: job.resumed,
         commit: options.commit,
@@ -132,15 +156,16 @@ pub async fn run(
         ..ImportSummary::default()
     };
     let mut items = Vec::new();
-    if !job.resumed {
+    if !job.resumed && !options.upfront.is_empty() {
         for item in &options.upfront {
             summary.refused += 1;
             *summary
                 .refusals
                 .entry(code_of(&item.reason).to_owned())
                 .or_default() += 1;
-            items.push(item.clone());
         }
+        // Written at once: a run stopped before its first checkpoint still reported them.
+        catalog.add_job_items(&job.run.id, &options.upfront).await?;
     }
     let shared = Arc::new(options.clone());
     let result: Result<(), String> = async {
@@ -220,6 +245,22 @@ async fn judge_all(
     }
     judged.sort_by_key(|(i, _)| *i);
     Ok(judged.into_iter().map(|(_, v)| v).collect())
+}
+
+/// Whether a stopped run's summary (its source and prefixes) covers the same keys as this run:
+/// only then does its checkpoint mean "everything before it was judged". A run stopped before
+/// its first checkpoint has no summary and nothing to skip.
+fn same_scope(stored: Option<&str>, source: &str, prefixes: &[String]) -> bool {
+    let Some(text) = stored else {
+        return true;
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+        return false;
+    };
+    v["source"] == source
+        && v["prefixes"].as_array().is_some_and(|ps| {
+            ps.len() == prefixes.len() && ps.iter().zip(prefixes).all(|(a, b)| a == b.as_str())
+        })
 }
 
 /// The code an item's reason starts with (`code: detail`).

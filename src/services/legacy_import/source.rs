@@ -15,7 +15,6 @@ pub struct Keys {
     pending: VecDeque<String>,
     prefixes: Vec<String>,
     current: Option<Box<dyn BucketSource>>,
-    inventory: bool,
     after: Option<String>,
     buffered: VecDeque<BucketKey>,
     /// Inventory keys outside every listing prefix, since the last [`Keys::take_outside`].
@@ -39,7 +38,6 @@ pub fn keys_in_order(
         },
         prefixes: prefixes.to_vec(),
         current: inventory,
-        inventory: inventory_mode,
         after,
         buffered: VecDeque::new(),
         outside: 0,
@@ -47,14 +45,6 @@ pub fn keys_in_order(
 }
 
 impl Keys {
-    pub fn name(&self) -> &'static str {
-        if self.inventory {
-            "inventory"
-        } else {
-            "listing"
-        }
-    }
-
     /// How many inventory keys were outside every listing prefix since the last call.
     pub fn take_outside(&mut self) -> u64 {
         std::mem::take(&mut self.outside)
