@@ -72,6 +72,8 @@ fn usage(msg: &str) -> i32 {
 fn read_owners(path: &PathBuf, settings: &Settings) -> Result<(OwnerTable, Vec<JobItem>), String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("--owners {}: {e}", path.display()))?;
+    // A spreadsheet's export may start with a byte-order mark; `lines` drops CRLF's CR.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut lines = text
         .lines()
         .enumerate()

@@ -114,13 +114,37 @@ async fn a_dry_run_lists_what_it_would_import_skip_and_refuse_and_changes_nothin
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
     assert_eq!(app.keys().await, before, "nothing in the bucket changed");
-    // `--dry-run` says the same thing out loud.
+    // `--dry-run` says the same thing out loud; the text report too.
     let explicit = by_pattern(&app, &["--dry-run"]);
     assert_eq!(
         explicit.body["summary"]["imported"], 2,
         "{}",
         explicit.stderr
     );
+    let text = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args([
+            "legacy",
+            "import",
+            "--owner-pattern",
+            PATTERN,
+            "--profile",
+            "image",
+        ])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit legacy import");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("(dry run: nothing changed; --yes imports)"),
+        "{text}"
+    );
+    assert!(text.contains("would import 2"), "{text}");
+    assert!(
+        text.contains("refused (content_type_not_allowed 1, pattern_mismatch 1)"),
+        "{text}"
+    );
+    assert!(text.contains("would_import  uploads/alice/a.png"), "{text}");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
 }
 
@@ -338,8 +362,8 @@ async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
     let csv = dir.path().join("owners.csv");
     std::fs::write(
         &csv,
-        "key,owner,profile\n\
-         uploads/a/1.png,alice\n\
+        "\u{feff}key,owner,profile\r\n\
+         uploads/a/1.png,alice\r\n\
          \"uploads/b/2.mp3\",bob,recording\n\
          uploads/c/3.png, carol\n\
          uploads/d/4.png,dave,video\n\
