@@ -30,6 +30,29 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of an operator command that runs the services without serving: no bucket
+    /// watch, rate limit or background job, metrics kept in memory and dropped.
+    pub fn for_tool(
+        settings: Settings,
+        catalog: Arc<dyn Catalog>,
+        store: Arc<dyn ObjectStore>,
+    ) -> Self {
+        let presign_limiter = Arc::new(Mutex::new(RateLimiter::new(
+            settings.uploads.presign_rate_per_sec,
+            settings.uploads.presign_burst,
+        )));
+        Self {
+            settings: Arc::new(settings),
+            catalog,
+            store,
+            bucket_watch: Arc::new(BucketWatch::new()),
+            presign_limiter,
+            metrics: Arc::new(Metrics::new()),
+            readiness: Arc::new(Readiness::default()),
+            job_gauges: Arc::new(JobGauges::new()),
+        }
+    }
+
     /// The key space custom final keys may not take: the compiled rules' expiring prefixes,
     /// every profile's paired layout and, once the bucket watch has read it, every prefix the
     /// live lifecycle document expires.

@@ -65,7 +65,7 @@ pub async fn sweep(settings: &Settings, dry_run: bool, json: bool) -> i32 {
 }
 
 /// The catalog (migrations run) and the store, or a message and `None`.
-async fn connect(
+pub(super) async fn connect(
     what: &str,
     settings: &Settings,
 ) -> Option<(Arc<dyn Catalog>, Arc<dyn ObjectStore>, aws_sdk_s3::Client)> {
@@ -374,7 +374,7 @@ const REPORT_PAGE: i64 = 1000;
 /// A finished run: as JSON (the run, its summary and every item), or a headline, the first
 /// items and the error if there was one. The items are read and printed a page at a time, so a
 /// run of a million items is printed in constant memory.
-async fn print_run<S: serde::Serialize>(
+pub(super) async fn print_run<S: serde::Serialize>(
     catalog: &Arc<dyn Catalog>,
     run: &crate::domain::jobs::JobRun,
     summary: &S,

@@ -1,9 +1,11 @@
 //! The command line: `serve`, `migrate`, `token`, `doctor`, `bucket apply-lifecycle`, the
-//! maintenance jobs and the `upload` client. Each dispatches into library functions.
+//! maintenance jobs, `legacy import` and the `upload` client. Each dispatches into library
+//! functions.
 
 mod api_client;
 mod bucket;
 mod jobs;
+mod legacy;
 mod upload;
 
 use clap::{ArgGroup, Parser, Subcommand};
@@ -116,6 +118,11 @@ pub enum Command {
     /// files), commit. Prints the file handle. Exit 2 usage, 3 refused, 4 token refused,
     /// 5 upload to storage failed, 6 service unreachable or failing.
     Upload(upload::UploadArgs),
+    /// Bring the layout that predates `tmp/` under the catalog.
+    Legacy {
+        #[command(subcommand)]
+        command: legacy::LegacyCommand,
+    },
     /// Operate on the bucket's configuration.
     Bucket {
         #[command(subcommand)]
@@ -152,7 +159,8 @@ pub async fn run(cli: Cli) -> i32 {
         | Command::Reconcile { .. }
         | Command::Report { .. }
         | Command::Prune { .. }
-        | Command::Hygiene { .. } => Settings::load_for_tools(),
+        | Command::Hygiene { .. }
+        | Command::Legacy { .. } => Settings::load_for_tools(),
         _ => Settings::load(),
     };
     let settings = match loaded {
@@ -222,6 +230,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,
+        Command::Legacy { command } => legacy::run(settings, command).await,
         Command::Upload(_) => unreachable!("handled before the settings load"),
         Command::Token { sub, admin, ttl } => {
             let Some(ttl) = crate::auth::parse_ttl(&ttl) else {

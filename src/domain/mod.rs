@@ -10,6 +10,7 @@ pub mod ids;
 pub mod jobs;
 pub mod key_ranges;
 pub mod keys;
+pub mod legacy;
 pub mod lifecycle;
 pub mod multipart;
 pub mod profile;

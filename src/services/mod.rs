@@ -11,6 +11,7 @@ pub mod hygiene;
 pub mod inventory;
 pub mod job_gauges;
 pub mod jobs;
+pub mod legacy_import;
 pub mod multipart;
 pub mod pause;
 pub mod presign;

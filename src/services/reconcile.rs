@@ -59,9 +59,10 @@ pub trait BucketSource: Send {
     }
 }
 
-/// ListObjectsV2 over the whole bucket, from a key on.
+/// ListObjectsV2 over the whole bucket (or one prefix of it), from a key on.
 pub struct ListingSource {
     store: Arc<dyn ObjectStore>,
+    prefix: String,
     start_after: Option<String>,
     token: Option<String>,
     done: bool,
@@ -70,8 +71,14 @@ pub struct ListingSource {
 
 impl ListingSource {
     pub fn new(store: Arc<dyn ObjectStore>, start_after: Option<String>) -> Self {
+        Self::under(store, String::new(), start_after)
+    }
+
+    /// The keys under `prefix` only (the legacy import lists each legacy prefix).
+    pub fn under(store: Arc<dyn ObjectStore>, prefix: String, start_after: Option<String>) -> Self {
         Self {
             store,
+            prefix,
             start_after,
             token: None,
             done: false,
@@ -89,7 +96,12 @@ impl BucketSource for ListingSource {
         self.requests += 1;
         let page = self
             .store
-            .list_objects("", self.start_after.take(), self.token.take(), PAGE)
+            .list_objects(
+                &self.prefix,
+                self.start_after.take(),
+                self.token.take(),
+                PAGE,
+            )
             .await?;
         match page.next {
             Some(t) => self.token = Some(t),

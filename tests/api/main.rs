@@ -23,6 +23,7 @@ mod history;
 mod http_contract;
 mod hygiene;
 mod legacy;
+mod legacy_import;
 mod model;
 mod multipart;
 mod observability;

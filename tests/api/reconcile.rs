@@ -120,7 +120,7 @@ fn gzip(text: &str) -> Vec<u8> {
 
 /// Uploads an inventory of `rows` (key as given, already URL-encoded; last modified) into the
 /// test bucket and returns the manifest's s3:// URL.
-async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
+pub(crate) async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
     let csv: String = rows
         .iter()
         .map(|(k, t)| format!("\"{}\",\"{k}\",\"50\",\"{t}\"\n", app.bucket))

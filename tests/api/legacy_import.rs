@@ -1,0 +1,636 @@
+//! `upcommit legacy import`, run as the real binary against LocalStack and the test database:
+//! objects written with raw S3 PUTs in the layout that predates `tmp/`, then dry run, import,
+//! rerun, refusals, resumption after a crash, and the lease against a second operator.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+
+const PATTERN: &str = "uploads/{owner}/*";
+
+async fn legacy_app(extra: &[(&'static str, &str)]) -> TestApp {
+    let mut env = vec![("UPCOMMIT_LEGACY_PREFIXES", "uploads/".to_owned())];
+    env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await
+}
+
+struct Run {
+    code: i32,
+    body: Value,
+    stderr: String,
+}
+
+fn cli(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["legacy", "import", "--json"])
+        .args(args)
+        .envs(&app.env)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit legacy import");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        body: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stderr: format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)),
+    }
+}
+
+fn by_pattern(app: &TestApp, extra: &[&str]) -> Run {
+    let mut args = vec!["--owner-pattern", PATTERN, "--profile", "image"];
+    args.extend_from_slice(extra);
+    cli(app, &args, &[])
+}
+
+fn keys(body: &Value, action: &str) -> BTreeSet<String> {
+    body["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter(|i| i["action"] == action)
+                .map(|i| i["key"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn reason(body: &Value, key: &str) -> String {
+    body["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["key"] == key))
+        .and_then(|i| i["reason"].as_str())
+        .unwrap_or("<no item>")
+        .to_owned()
+}
+
+fn set(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+async fn handles(app: &TestApp) -> Vec<String> {
+    app.db
+        .strings("SELECT key || ' ' || created_by FROM file_handles ORDER BY key")
+        .await
+}
+
+#[tokio::test]
+async fn a_dry_run_lists_what_it_would_import_skip_and_refuse_and_changes_nothing() {
+    let app = legacy_app(&[]).await;
+    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
+        .await;
+    app.put_object("uploads/bob/b.jpg", media("image/jpeg", 50), "image/jpeg")
+        .await;
+    app.put_object("uploads/loose.png", media("image/png", 40), "image/png")
+        .await;
+    app.put_object("uploads/carol/notes.txt", b"hello".to_vec(), "text/plain")
+        .await;
+    let before = app.keys().await;
+
+    let run = by_pattern(&app, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = &run.body["summary"];
+    assert_eq!(s["dry_run"], true, "{s}");
+    assert_eq!(s["keys_listed"], 4, "{s}");
+    assert_eq!(s["imported"], 2, "{s}");
+    assert_eq!(s["refused"], 2, "{s}");
+    assert_eq!(s["refusals"]["pattern_mismatch"], 1, "{s}");
+    assert_eq!(s["refusals"]["content_type_not_allowed"], 1, "{s}");
+    assert_eq!(
+        keys(&run.body, "would_import"),
+        set(&["uploads/alice/a.png", "uploads/bob/b.jpg"])
+    );
+    assert!(reason(&run.body, "uploads/loose.png").starts_with("pattern_mismatch"));
+
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert_eq!(app.keys().await, before, "nothing in the bucket changed");
+    // `--dry-run` says the same thing out loud; the text report too.
+    let explicit = by_pattern(&app, &["--dry-run"]);
+    assert_eq!(
+        explicit.body["summary"]["imported"], 2,
+        "{}",
+        explicit.stderr
+    );
+    let text = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args([
+            "legacy",
+            "import",
+            "--owner-pattern",
+            PATTERN,
+            "--profile",
+            "image",
+        ])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit legacy import");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("(dry run: nothing changed; --yes imports)"),
+        "{text}"
+    );
+    assert!(text.contains("would import 2"), "{text}");
+    assert!(
+        text.contains("refused (content_type_not_allowed 1, pattern_mismatch 1)"),
+        "{text}"
+    );
+    assert!(text.contains("would_import  uploads/alice/a.png"), "{text}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
+}
+
+#[tokio::test]
+async fn an_import_commits_each_key_in_place_for_its_owner_uncharged_and_a_rerun_imports_nothing() {
+    let app = legacy_app(&[]).await;
+    let png = media("image/png", 40);
+    app.put_object("uploads/alice/2019/a.png", png.clone(), "image/png")
+        .await;
+    app.put_object("uploads/bob/b.jpg", media("image/jpeg", 50), "image/jpeg")
+        .await;
+    let before = app.keys().await;
+
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = &run.body["summary"];
+    assert_eq!(
+        (s["imported"].clone(), s["committed"].clone()),
+        (2.into(), 2.into()),
+        "{s}"
+    );
+    assert_eq!(
+        handles(&app).await,
+        vec!["uploads/alice/2019/a.png alice", "uploads/bob/b.jpg bob"]
+    );
+    assert_eq!(
+        app.keys().await,
+        before,
+        "committed in place: no copy, nothing moved"
+    );
+    assert_eq!(app.versions("uploads/alice/2019/a.png").await, 1);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM quota_usage WHERE uploads > 0 OR bytes > 0")
+            .await,
+        0,
+        "imported uploads are not charged to anyone's quota"
+    );
+
+    // The owner reads it through the API; nobody else does.
+    let id = app
+        .db
+        .strings("SELECT id FROM file_handles WHERE created_by = 'alice'")
+        .await
+        .remove(0);
+    let resp = app
+        .get(
+            &format!("/v1/files/{id}/content"),
+            Some(&app.token("alice")),
+        )
+        .await;
+    assert_eq!(resp.status(), 302);
+    let location = resp.headers()["location"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let body = app.http.get(&location).send().await.expect("download");
+    assert_eq!(body.bytes().await.expect("bytes").to_vec(), png);
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{id}"), Some(&app.token("bob")))
+                .await
+        )
+        .await,
+        (404, "file_not_found".to_owned())
+    );
+    // A client's commit of the same key answers with the handle the import recorded.
+    let again = app
+        .commit(&app.token("alice"), "uploads/alice/2019/a.png", None)
+        .await;
+    assert_eq!(again.status(), 200);
+
+    let rerun = by_pattern(&app, &["--yes"]);
+    assert_eq!(rerun.code, 0, "{}", rerun.stderr);
+    assert_eq!(rerun.body["summary"]["imported"], 0, "{}", rerun.body);
+    assert_eq!(rerun.body["summary"]["skipped"], 2, "{}", rerun.body);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 2);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 2);
+}
+
+#[tokio::test]
+async fn an_object_the_checks_refuse_is_reported_with_the_code_and_left_untouched() {
+    let app = legacy_app(&[]).await;
+    // Declared a PNG, but the bytes are not one: the commit's sniff refuses it.
+    let fake = b"this is not a png at all".to_vec();
+    app.put_object("uploads/alice/fake.png", fake.clone(), "image/png")
+        .await;
+    app.put_object("uploads/alice/notes.txt", b"notes".to_vec(), "text/plain")
+        .await;
+    app.put_object(
+        "uploads/alice/big.png",
+        media("image/png", 2000),
+        "image/png",
+    )
+    .await;
+    app.put_object("uploads/alice/ok.png", media("image/png", 40), "image/png")
+        .await;
+    // The operator's profile allows images up to 1,000 bytes.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("upcommit.toml");
+    std::fs::write(
+        &config,
+        "[[profiles]]\nname = \"image\"\ncontent_types = [\"image/png\"]\nmax_size = 1000\nfinal_prefix = \"media/images/\"\n",
+    )
+    .expect("config");
+    let config = config.to_str().expect("utf-8").to_owned();
+
+    let run = cli(
+        &app,
+        &["--owner-pattern", PATTERN, "--profile", "image", "--yes"],
+        &[("UPCOMMIT_CONFIG", &config)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = &run.body["summary"];
+    assert_eq!(s["committed"], 1, "{s}");
+    assert_eq!(s["refused"], 3, "{s}");
+    assert!(reason(&run.body, "uploads/alice/fake.png").starts_with("content_mismatch"));
+    assert!(reason(&run.body, "uploads/alice/notes.txt").starts_with("content_type_not_allowed"));
+    assert!(reason(&run.body, "uploads/alice/big.png").starts_with("size_too_large"));
+    assert_eq!(
+        app.db
+            .strings("SELECT state || ' ' || COALESCE(reject_code, '') FROM uploads WHERE key = 'uploads/alice/fake.png'")
+            .await,
+        vec!["rejected content_mismatch"],
+        "the commit's own rejection, recorded"
+    );
+    assert_eq!(handles(&app).await, vec!["uploads/alice/ok.png alice"]);
+
+    // Left in place, untouched, also after the sweep that clears settled uploads' objects.
+    app.sweep_after_urls_expire().await;
+    assert_eq!(app.get_object("uploads/alice/fake.png").await, fake);
+    assert_eq!(app.versions("uploads/alice/fake.png").await, 1);
+    for k in ["uploads/alice/notes.txt", "uploads/alice/big.png"] {
+        assert!(app.object_exists(k).await, "{k}");
+    }
+    // The runbook's check: reconcile finds exactly the refused keys unrecorded, nothing missing.
+    let check = crate::reconcile::reconcile_cli(&app, &[]);
+    assert_eq!(check.code, 0, "{}", check.body);
+    assert_eq!(
+        crate::reconcile::keys(&check.body, "unindexed"),
+        set(&[
+            "uploads/alice/big.png",
+            "uploads/alice/fake.png",
+            "uploads/alice/notes.txt"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn keys_outside_the_legacy_prefixes_or_under_tmp_are_never_imported() {
+    let app = legacy_app(&[]).await;
+    for k in [
+        "media/images/x/stray.png",
+        "tmp/2026/11/01/0000000000000000000000000a/x.png",
+        "other/alice/x.png",
+        "uploads/alice/in.png",
+    ] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    // A --prefix outside the legacy prefixes is refused up front.
+    let run = by_pattern(&app, &["--prefix", "other/", "--yes"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not within any legacy prefix"),
+        "{}",
+        run.stderr
+    );
+
+    // A CSV that names them does not make them eligible.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("owners.csv");
+    std::fs::write(
+        &csv,
+        "key,owner,profile\nmedia/images/x/stray.png,alice,image\ntmp/2026/11/01/0000000000000000000000000a/x.png,alice,image\nother/alice/x.png,alice,image\nuploads/alice/in.png,alice,image\n",
+    )
+    .expect("csv");
+    let run = cli(
+        &app,
+        &["--owners", csv.to_str().expect("utf-8"), "--yes"],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        keys(&run.body, "refused"),
+        set(&[
+            "media/images/x/stray.png",
+            "tmp/2026/11/01/0000000000000000000000000a/x.png",
+            "other/alice/x.png"
+        ])
+    );
+    assert!(reason(&run.body, "other/alice/x.png").starts_with("key_outside_legacy_prefixes"));
+    assert_eq!(handles(&app).await, vec!["uploads/alice/in.png alice"]);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
+}
+
+#[tokio::test]
+async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
+    let app = legacy_app(&[]).await;
+    for k in [
+        "uploads/a/1.png",
+        "uploads/b/2.mp3",
+        "uploads/c/3.png",
+        "uploads/d/4.png",
+        "uploads/e/5.png",
+        "uploads/f/6.png",
+    ] {
+        let (ct, bytes) = if k.ends_with(".mp3") {
+            ("audio/mpeg", media("audio/mpeg", 60))
+        } else {
+            ("image/png", media("image/png", 40))
+        };
+        app.put_object(k, bytes, ct).await;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("owners.csv");
+    std::fs::write(
+        &csv,
+        "\u{feff}key,owner,profile\r\n\
+         uploads/a/1.png,alice\r\n\
+         \"uploads/b/2.mp3\",bob,recording\n\
+         uploads/c/3.png, carol\n\
+         uploads/d/4.png,dave,video\n\
+         uploads/e/5.png,erin\n\
+         uploads/e/5.png,eve\n\
+         uploads/z/0.png\n",
+    )
+    .expect("csv");
+    let path = csv.to_str().expect("utf-8").to_owned();
+
+    let run = cli(
+        &app,
+        &["--owners", &path, "--profile", "image", "--yes"],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        handles(&app).await,
+        vec!["uploads/a/1.png alice", "uploads/b/2.mp3 bob"]
+    );
+    assert!(
+        reason(&run.body, "uploads/c/3.png").starts_with("mapping_invalid"),
+        "{}",
+        run.body
+    );
+    assert!(reason(&run.body, "uploads/d/4.png").starts_with("profile_unknown"));
+    assert!(reason(&run.body, "uploads/e/5.png").starts_with("owner_ambiguous"));
+    assert!(reason(&run.body, "uploads/f/6.png").starts_with("owner_unmapped"));
+    assert!(
+        reason(&run.body, "uploads/z/0.png").contains("line 8"),
+        "{}",
+        run.body
+    );
+    assert_eq!(run.body["summary"]["refused"], 5, "{}", run.body);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 2);
+
+    // Without its header the file is not read at all.
+    std::fs::write(&csv, "uploads/c/3.png,carol\n").expect("csv");
+    let run = cli(
+        &app,
+        &["--owners", &path, "--profile", "image", "--yes"],
+        &[],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("header"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn no_commit_records_uploads_that_a_later_run_commits() {
+    let app = legacy_app(&[]).await;
+    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
+        .await;
+    let run = by_pattern(&app, &["--yes", "--no-commit"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["imported"], 1, "{}", run.body);
+    assert_eq!(
+        app.db.strings("SELECT state FROM uploads").await,
+        vec!["issued"]
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["imported"], 0, "{}", run.body);
+    assert_eq!(run.body["summary"]["committed"], 1, "{}", run.body);
+    assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
+}
+
+/// More keys than one checkpoint holds.
+async fn many_keys(app: &TestApp, n: usize) -> Vec<String> {
+    let keys: Vec<String> = (0..n)
+        .map(|i| format!("uploads/user{}/{i:04}.png", i % 7))
+        .collect();
+    let puts = keys
+        .iter()
+        .map(|k| app.put_object(k, media("image/png", 40), "image/png"));
+    futures::future::join_all(puts).await;
+    keys
+}
+
+#[tokio::test]
+async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once() {
+    let app = legacy_app(&[("UPCOMMIT_JOB_LEASE_SECS", "2")]).await;
+    let all = many_keys(&app, 130).await;
+
+    // Killed (SIGKILL) right after its first checkpoint: 100 keys judged.
+    let crashed = cli(
+        &app,
+        &["--owner-pattern", PATTERN, "--profile", "image", "--yes"],
+        &[("UPCOMMIT_CRASH_AT", "legacy_import_checkpoint")],
+    );
+    assert_ne!(crashed.code, 0, "{}", crashed.stderr);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 100);
+    // Its lease runs out (2 s), as a dead process's does.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = &run.body["summary"];
+    assert_eq!(s["resumed"], true, "{s}");
+    assert_eq!(s["keys_listed"], 30, "{s}");
+    assert_eq!(s["imported"], 30, "{s}");
+    assert_eq!(s["committed"], 30, "{s}");
+    // The run's report holds the crashed part's items and the rest: each key once.
+    let committed: Vec<&Value> = run.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["action"] == "committed")
+        .collect();
+    assert_eq!(committed.len(), 130, "{}", run.body);
+    assert_eq!(
+        keys(&run.body, "committed"),
+        all.iter().cloned().collect::<BTreeSet<_>>()
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 130);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(DISTINCT key) FROM uploads")
+            .await,
+        130,
+        "every key imported once"
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 130);
+}
+
+#[tokio::test]
+async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
+    let app = legacy_app(&[]).await;
+    many_keys(&app, 120).await;
+    let gate =
+        std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
+    let first = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["legacy", "import", "--json", "--owner-pattern", PATTERN])
+        .args(["--profile", "image", "--yes"])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .env("UPCOMMIT_PAUSE_AT", "legacy_import_checkpoint")
+        .env("UPCOMMIT_PAUSE_GATE", &gate)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the first run");
+    let reached = gate.with_extension("reached");
+    for _ in 0..1500 {
+        if reached.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        reached.exists(),
+        "the first run never reached its checkpoint"
+    );
+
+    let second = by_pattern(&app, &["--yes"]);
+    assert_eq!(second.code, 4, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("another legacy import is running"),
+        "{}",
+        second.stderr
+    );
+    // A dry run reads only: it runs beside.
+    assert_eq!(by_pattern(&app, &[]).code, 0);
+
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let out = first.wait_with_output().expect("first run ends");
+    let _ = std::fs::remove_file(&gate);
+    let _ = std::fs::remove_file(&reached);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 120);
+}
+
+#[tokio::test]
+async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
+    let app = legacy_app(&[]).await;
+    for k in ["uploads/alice/a.png", "uploads/bob/b.png"] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let old = "2026-01-01T00:00:00.000Z";
+    // In byte order, as S3 Inventory writes them; one key the bucket no longer holds.
+    let url = crate::reconcile::inventory(
+        &app,
+        &[
+            ("media/images/x.png", old),
+            ("tmp/2026/01/01/abc/old.png", old),
+            ("uploads/alice/a.png", old),
+            ("uploads/alice/gone.png", old),
+            ("uploads/bob/b.png", old),
+        ],
+    )
+    .await;
+
+    let run = by_pattern(
+        &app,
+        &["--inventory", &url, "--prefix", "uploads/alice/", "--yes"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = &run.body["summary"];
+    assert_eq!(s["source"], "inventory", "{s}");
+    assert_eq!(s["keys_listed"], 2, "{s}");
+    assert_eq!(s["outside_legacy_prefixes"], 3, "{s}");
+    assert_eq!(s["committed"], 1, "{s}");
+    assert!(reason(&run.body, "uploads/alice/gone.png").starts_with("object_not_uploaded"));
+    assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
+}
+
+/// A run left `running` by a crash, with its checkpoint and the summary it last stored.
+async fn stopped_run(app: &TestApp, checkpoint: &str, prefixes: &str) -> String {
+    let mut run = upcommit::domain::jobs::JobRun::start(
+        "legacy_import",
+        false,
+        upcommit::domain::records::now(),
+    );
+    run.checkpoint = Some(checkpoint.to_owned());
+    run.summary = Some(format!(r#"{{"source":"listing","prefixes":{prefixes}}}"#));
+    app.catalog.insert_run(&run).await.expect("run");
+    app.catalog
+        .update_run(
+            &run.id,
+            upcommit::domain::jobs::RunState::Running,
+            Some(checkpoint),
+            run.summary.as_deref().unwrap_or_default(),
+            upcommit::domain::records::now(),
+        )
+        .await
+        .expect("summary");
+    run.id
+}
+
+#[tokio::test]
+async fn a_stopped_run_over_the_same_keys_is_resumed_and_one_over_others_is_not() {
+    let app = legacy_app(&[]).await;
+    for k in ["uploads/alice/a.png", "uploads/zed/z.png"] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let stopped = stopped_run(&app, "uploads/m", r#"["uploads/"]"#).await;
+
+    // Over alice's keys only: the stopped run's checkpoint would skip them all.
+    let narrow = by_pattern(&app, &["--prefix", "uploads/alice/", "--yes"]);
+    assert_eq!(narrow.code, 0, "{}", narrow.stderr);
+    assert_eq!(narrow.body["summary"]["resumed"], false, "{}", narrow.body);
+    assert_ne!(narrow.body["run"]["id"], stopped.as_str());
+    assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT state FROM job_runs WHERE id = '{stopped}'"
+            ))
+            .await,
+        vec!["failed"],
+        "closed, so it is not resumed by a later run either"
+    );
+
+    // Over the same keys: resumed after its checkpoint (alice's key sorts before it).
+    let again = stopped_run(&app, "uploads/m", r#"["uploads/"]"#).await;
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["run"]["id"], again.as_str());
+    assert_eq!(run.body["summary"]["resumed"], true, "{}", run.body);
+    assert_eq!(run.body["summary"]["keys_listed"], 1, "{}", run.body);
+    assert_eq!(keys(&run.body, "committed"), set(&["uploads/zed/z.png"]));
+}
