@@ -772,9 +772,19 @@ impl Settings {
             .collect();
         final_prefixes.sort();
         final_prefixes.dedup();
+        let mut temporary_tiers: Vec<(String, u32)> = self
+            .uploads
+            .profiles
+            .iter()
+            .filter_map(|p| p.temporary_ttl)
+            .map(|ttl| (ttl.prefix(), ttl.days()))
+            .collect();
+        temporary_tiers.sort();
+        temporary_tiers.dedup();
         Expectations {
             required_rules: self.lifecycle_rules_needed(),
             final_prefixes,
+            temporary_tiers,
             cors_origins: self.s3.cors_origins.clone(),
         }
     }

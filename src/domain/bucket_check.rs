@@ -47,6 +47,8 @@ pub struct Expectations {
     pub required_rules: Vec<Rule>,
     /// Prefixes holding final assets, which no rule may expire.
     pub final_prefixes: Vec<String>,
+    /// Temporary tiers in use (`temp/<N>d/`, N): no rule may expire them sooner than N days.
+    pub temporary_tiers: Vec<(String, u32)>,
     /// Browser origins that upload straight to the bucket.
     pub cors_origins: Vec<String>,
 }
@@ -128,7 +130,9 @@ pub fn evaluate(view: &BucketView, want: &Expectations) -> Vec<CheckResult> {
             lifecycle::missing_required(rules, &want.required_rules)
         }),
         lifecycle_check(view, Check::LifecycleFinalPrefixes, |rules| {
-            lifecycle::expiring_over_final(rules, &want.final_prefixes)
+            let mut problems = lifecycle::expiring_over_final(rules, &want.final_prefixes);
+            problems.extend(lifecycle::expiring_before_ttl(rules, &want.temporary_tiers));
+            problems
         }),
         lifecycle_check(
             view,
@@ -327,6 +331,7 @@ mod tests {
         Expectations {
             required_rules: required_rules().to_vec(),
             final_prefixes: vec!["media/images/".into()],
+            temporary_tiers: Vec::new(),
             cors_origins: vec!["https://app.example.com".into()],
         }
     }

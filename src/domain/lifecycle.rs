@@ -215,6 +215,14 @@ pub enum Problem {
         prefix: String,
         final_prefix: String,
     },
+    /// A rule expires current versions under a temporary tier's prefix sooner than its TTL:
+    /// it would delete temporary files their handles still serve.
+    ExpiresTemporaryEarly {
+        rule: String,
+        prefix: String,
+        tier_prefix: String,
+        ttl_days: u32,
+    },
     /// In a versioned bucket, expiring a current version only adds a delete marker: without a
     /// noncurrent-version expiration over the same keys the bytes stay forever.
     UnpairedExpiry { rule: String, prefix: String },
@@ -246,6 +254,15 @@ impl std::fmt::Display for Problem {
             } => write!(
                 f,
                 "rule {rule} expires current versions under {prefix:?}, which reaches final assets under {final_prefix:?}"
+            ),
+            Problem::ExpiresTemporaryEarly {
+                rule,
+                prefix,
+                tier_prefix,
+                ttl_days,
+            } => write!(
+                f,
+                "rule {rule} expires current versions under {prefix:?} sooner than the {ttl_days} day(s) temporary files under {tier_prefix:?} are served"
             ),
             Problem::UnpairedExpiry { rule, prefix } => write!(
                 f,
@@ -303,6 +320,29 @@ pub fn expiring_over_final(rules: &[Rule], final_prefixes: &[String]) -> Vec<Pro
                     rule: r.id.clone(),
                     prefix: r.prefix.clone(),
                     final_prefix: fp.clone(),
+                });
+            }
+        }
+    }
+    problems
+}
+
+/// Rules that expire current versions under a temporary tier's prefix (`temp/<N>d/`, N days)
+/// sooner than N days, or on a fixed date: they would end files before their `expires_at`.
+pub fn expiring_before_ttl(rules: &[Rule], tiers: &[(String, u32)]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for r in rules.iter().filter(|r| r.expires_current()) {
+        for (tier_prefix, ttl_days) in tiers {
+            let early = match r.expiration_days {
+                Some(d) => d < *ttl_days,
+                None => r.expiration_date.is_some(),
+            };
+            if early && r.overlaps(tier_prefix) {
+                problems.push(Problem::ExpiresTemporaryEarly {
+                    rule: r.id.clone(),
+                    prefix: r.prefix.clone(),
+                    tier_prefix: tier_prefix.clone(),
+                    ttl_days: *ttl_days,
                 });
             }
         }
@@ -614,5 +654,29 @@ mod tests {
             ..expire("upcommit-tmp", "tmp/", 7)
         }];
         assert!(merge_plan(&live, &ours).writes());
+    }
+
+    #[test]
+    fn a_rule_expiring_a_temporary_tier_sooner_than_its_ttl_is_a_problem() {
+        let tiers = vec![("temp/7d/".to_owned(), 7)];
+        let rule = |prefix: &str, days: u32| Rule {
+            expiration_days: Some(days),
+            ..Rule::new("r", prefix)
+        };
+        assert!(expiring_before_ttl(&[rule("temp/7d/", 7)], &tiers).is_empty());
+        assert!(expiring_before_ttl(&[rule("temp/7d/", 8)], &tiers).is_empty());
+        assert!(expiring_before_ttl(&[rule("temp/1d/", 1)], &tiers).is_empty());
+        assert_eq!(expiring_before_ttl(&[rule("temp/7d/", 3)], &tiers).len(), 1);
+        assert_eq!(expiring_before_ttl(&[rule("temp/", 1)], &tiers).len(), 1);
+        assert_eq!(expiring_before_ttl(&[rule("", 6)], &tiers).len(), 1);
+        assert_eq!(
+            expiring_before_ttl(&[rule("temp/7d/exports/", 2)], &tiers).len(),
+            1
+        );
+        let disabled = Rule {
+            enabled: false,
+            ..rule("temp/7d/", 1)
+        };
+        assert!(expiring_before_ttl(&[disabled], &tiers).is_empty());
     }
 }

@@ -634,3 +634,45 @@ async fn a_stopped_run_over_the_same_keys_is_resumed_and_one_over_others_is_not(
     assert_eq!(run.body["summary"]["keys_listed"], 1, "{}", run.body);
     assert_eq!(keys(&run.body, "committed"), set(&["uploads/zed/z.png"]));
 }
+
+#[tokio::test]
+async fn a_temporary_profile_is_never_imported_in_place() {
+    // A temporary profile's files live only under `temp/<N>d/`, where its lifecycle rule ends
+    // them: a legacy key committed in place would be neither expired nor looked after.
+    let app = spawn_app_with(Spawn {
+        config: Some(
+            r#"
+            [[profiles]]
+            name = "export"
+            content_types = ["image/png"]
+            max_size = 1000000
+            final_prefix = "exports/"
+            temporary_ttl = "7d"
+            "#
+            .to_owned(),
+        ),
+        env: vec![("UPCOMMIT_LEGACY_PREFIXES", "uploads/".to_owned())],
+        ..Spawn::default()
+    })
+    .await;
+    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
+        .await;
+    let before = app.keys().await;
+
+    let run = cli(
+        &app,
+        &["--owner-pattern", PATTERN, "--profile", "export", "--yes"],
+        &[],
+    );
+
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["refused"], 1, "{}", run.body);
+    assert!(
+        reason(&run.body, "uploads/alice/a.png").starts_with("profile_temporary"),
+        "{}",
+        run.body
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert_eq!(app.keys().await, before, "the object is left as it was");
+}

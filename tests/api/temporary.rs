@@ -482,6 +482,22 @@ async fn doctor_requires_the_temp_rule_of_each_configured_ttl_and_only_then() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(doctor(&app).0, 0);
 
+    // Beside the right rule, one that ends `temp/` after 3 days would delete 7-day files their
+    // handles still serve: named, even though the required rule is there.
+    let mut early = required_rules().to_vec();
+    early.push(upcommit::domain::lifecycle::Rule {
+        expiration_days: Some(3),
+        noncurrent_expiration_days: Some(1),
+        ..upcommit::domain::lifecycle::Rule::new("someone-elses-temp-cleanup", "temp/")
+    });
+    put_lifecycle(&app.s3, &app.bucket, &early).await;
+    let (code, failed, out) = doctor(&app);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(failed, vec!["lifecycle_final_prefixes".to_owned()], "{out}");
+    assert!(out.contains("someone-elses-temp-cleanup"), "{out}");
+    put_lifecycle(&app.s3, &app.bucket, required_rules()).await;
+    assert_eq!(doctor(&app).0, 0);
+
     // A deployment with no temporary profile needs no temp/ rule at all.
     let no_temp: Vec<_> = required_rules()
         .iter()
@@ -530,4 +546,39 @@ async fn a_bad_ttl_is_refused_at_start_naming_the_profile() {
             "{ttl}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_copy_of_a_temporary_file_ends_with_it_and_an_expired_one_cannot_be_copied() {
+    let app = spawn().await;
+    let h = file(&app, "export").await;
+    let alice = app.token("alice");
+    let copies = |source: String| {
+        app.http
+            .post(format!("{}/v1/files/{source}/copies", app.address))
+            .bearer_auth(&alice)
+            .send()
+    };
+
+    // The copy shares the object under `temp/`, which the lifecycle rule ends: so does the copy.
+    let resp = copies(id(&h)).await.expect("POST copies");
+    assert_eq!(resp.status(), 201);
+    let copy: Value = resp.json().await.expect("copy json");
+    assert_eq!(copy["key"], h["key"]);
+    assert_eq!(at(&copy["expires_at"]), at(&h["expires_at"]));
+
+    // Once the source has expired (the sweep need not have run), it is gone for copies too,
+    // and so is the copy itself.
+    let past = Utc::now() - Duration::seconds(1);
+    app.db.set_handle_expiry(&id(&h), past).await;
+    app.db.set_handle_expiry(&id(&copy), past).await;
+    let resp = copies(id(&h)).await.expect("POST copies");
+    assert_eq!(error_code(resp).await, (410, "file_expired".to_owned()));
+    let resp = copies(id(&copy)).await.expect("POST copies");
+    assert_eq!(resp.status(), 410);
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM file_handles").await,
+        2,
+        "no third handle"
+    );
 }

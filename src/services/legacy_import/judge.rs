@@ -181,6 +181,15 @@ async fn import(
     let Some(profile) = state.settings.profile(profile_name) else {
         return refused(&key, "profile_unknown", profile_name);
     };
+    // A temporary profile's files live only under `temp/<N>d/`, where its lifecycle rule ends
+    // them; a legacy key committed in place would be neither expired nor looked after.
+    if profile.temporary_ttl.is_some() {
+        return refused(
+            &key,
+            "profile_temporary",
+            &format!("{profile_name} is temporary: its files cannot be imported in place"),
+        );
+    }
     let head = match state.store.head(&key.key).await {
         Ok(Some(h)) => h,
         Ok(None) => return refused(&key, "object_not_uploaded", "the object is gone"),
