@@ -2,7 +2,7 @@
 //! version and delete marker under a prefix, objects in key order, multipart uploads, and
 //! DeleteObjects in batches of at most 1,000 keys.
 
-use aws_sdk_s3::types::{Delete, MetadataDirective, ObjectIdentifier};
+use aws_sdk_s3::types::{Delete, EncodingType, MetadataDirective, ObjectIdentifier};
 use aws_sdk_s3::Client;
 use chrono::{DateTime, Utc};
 
@@ -45,6 +45,24 @@ pub struct ObjectPage {
     pub next: Option<String>,
 }
 
+/// Every listing asks S3 to URL-encode the keys it returns (`encoding-type=url`): a key may hold
+/// any Unicode character, and some (control characters) cannot be written in XML 1.0 at all, so
+/// without it one such key makes a whole listing unreadable — and reconcile, the sweep or an
+/// import stop at it. S3 encodes the keys form-style (a space as `+`, a `+` as `%2B`) in `Key`,
+/// `Prefix`, `CommonPrefixes` and `NextKeyMarker`; continuation tokens and version ids stay as
+/// they are.
+pub(crate) fn decode_key(raw: &str) -> Result<String, StoreError> {
+    let spaced = raw.replace('+', "%20");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .map(|k| k.into_owned())
+        .map_err(|_| {
+            StoreError::Other(format!(
+                "listing returned a key that is not UTF-8 once decoded: {raw:?}"
+            ))
+        })
+}
+
 fn time(t: Option<&aws_sdk_s3::primitives::DateTime>) -> Option<DateTime<Utc>> {
     t.and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
 }
@@ -62,15 +80,14 @@ pub(super) async fn common_prefixes(
             .bucket(bucket)
             .prefix(prefix)
             .delimiter("/")
+            .encoding_type(EncodingType::Url)
             .set_continuation_token(token.take())
             .send()
             .await
             .map_err(classify)?;
-        out.extend(
-            page.common_prefixes()
-                .iter()
-                .filter_map(|p| p.prefix().map(str::to_owned)),
-        );
+        for p in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
+            out.push(decode_key(p)?);
+        }
         match page.next_continuation_token() {
             Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
             _ => return Ok(out),
@@ -94,40 +111,38 @@ pub(super) async fn versions(
         .prefix(prefix)
         .set_key_marker(key_marker)
         .set_version_id_marker(version_marker)
+        .encoding_type(EncodingType::Url)
         .send()
         .await
         .map_err(classify)?;
-    let mut versions: Vec<ObjectVersion> = out
-        .versions()
-        .iter()
-        .filter_map(|v| {
-            Some(ObjectVersion {
-                key: v.key()?.to_owned(),
-                version_id: v.version_id().map(str::to_owned),
-                size: v.size().unwrap_or(0),
-                delete_marker: false,
-                last_modified: time(v.last_modified()),
-            })
-        })
-        .collect();
-    versions.extend(out.delete_markers().iter().filter_map(|m| {
-        Some(ObjectVersion {
-            key: m.key()?.to_owned(),
+    let mut versions = Vec::with_capacity(out.versions().len() + out.delete_markers().len());
+    for v in out.versions() {
+        let Some(key) = v.key() else { continue };
+        versions.push(ObjectVersion {
+            key: decode_key(key)?,
+            version_id: v.version_id().map(str::to_owned),
+            size: v.size().unwrap_or(0),
+            delete_marker: false,
+            last_modified: time(v.last_modified()),
+        });
+    }
+    for m in out.delete_markers() {
+        let Some(key) = m.key() else { continue };
+        versions.push(ObjectVersion {
+            key: decode_key(key)?,
             version_id: m.version_id().map(str::to_owned),
             size: 0,
             delete_marker: true,
             last_modified: time(m.last_modified()),
-        })
-    }));
-    let next = if out.is_truncated() == Some(true) {
-        out.next_key_marker().map(|k| {
-            (
-                k.to_owned(),
-                out.next_version_id_marker().map(str::to_owned),
-            )
-        })
-    } else {
-        None
+        });
+    }
+    // The next key marker comes back encoded too; the request takes the key itself.
+    let next = match out.next_key_marker() {
+        Some(k) if out.is_truncated() == Some(true) => Some((
+            decode_key(k)?,
+            out.next_version_id_marker().map(str::to_owned),
+        )),
+        _ => None,
     };
     Ok(VersionPage { versions, next })
 }
@@ -147,21 +162,20 @@ pub(super) async fn objects(
         .max_keys(max)
         .set_start_after(start_after)
         .set_continuation_token(token)
+        .encoding_type(EncodingType::Url)
         .send()
         .await
         .map_err(classify)?;
-    let objects = out
-        .contents()
-        .iter()
-        .filter_map(|o| {
-            Some(ObjectEntry {
-                key: o.key()?.to_owned(),
-                size: o.size().unwrap_or(0),
-                last_modified: time(o.last_modified()),
-                storage_class: o.storage_class().map(|c| c.as_str().to_owned()),
-            })
-        })
-        .collect();
+    let mut objects = Vec::with_capacity(out.contents().len());
+    for o in out.contents() {
+        let Some(key) = o.key() else { continue };
+        objects.push(ObjectEntry {
+            key: decode_key(key)?,
+            size: o.size().unwrap_or(0),
+            last_modified: time(o.last_modified()),
+            storage_class: o.storage_class().map(|c| c.as_str().to_owned()),
+        });
+    }
     let next = match out.next_continuation_token() {
         Some(t) if out.is_truncated() == Some(true) => Some(t.to_owned()),
         _ => None,
@@ -237,16 +251,17 @@ pub(super) async fn multipart_uploads(
             .prefix(prefix)
             .set_key_marker(key_marker.take())
             .set_upload_id_marker(id_marker.take())
+            .encoding_type(EncodingType::Url)
             .send()
             .await
             .map_err(classify)?;
-        out.extend(
-            page.uploads()
-                .iter()
-                .filter_map(|u| Some((u.key()?.to_owned(), u.upload_id()?.to_owned()))),
-        );
+        for u in page.uploads() {
+            if let (Some(key), Some(id)) = (u.key(), u.upload_id()) {
+                out.push((decode_key(key)?, id.to_owned()));
+            }
+        }
         if page.is_truncated() == Some(true) {
-            key_marker = page.next_key_marker().map(str::to_owned);
+            key_marker = page.next_key_marker().map(decode_key).transpose()?;
             id_marker = page.next_upload_id_marker().map(str::to_owned);
             if key_marker.is_none() {
                 return Ok(out);

@@ -383,3 +383,47 @@ async fn objects_outside_every_known_prefix_are_reported_stray_and_moved_only_wh
     let again = reconcile_cli(&app, &[]);
     assert_eq!(again.body["summary"]["stray"], 0, "{}", again.body);
 }
+
+#[tokio::test]
+async fn keys_that_xml_cannot_carry_are_listed_exactly_and_quarantined_intact() {
+    // S3 keys may hold any Unicode character; control characters cannot be written in XML 1.0,
+    // and a space and a `+` are one character apart only when the listing encodes them. A
+    // listing that asked for raw keys stopped at the first such key (the whole run failed).
+    let app = spawn_app().await;
+    let (kept, _) = two_files(&app).await;
+    let strays = [
+        "exports/a b.csv",
+        "exports/a+b.csv",
+        "exports/100%25 done.csv",
+        "exports/\u{1b}[2Jclear\u{7}.csv",
+        "exports/한글 & <x> \"q\".csv",
+    ];
+    for k in strays {
+        app.put_object(k, vec![b'a'; 10], "text/csv").await;
+    }
+
+    for workers in ["1", "4"] {
+        let run = reconcile_cli(&app, &["--workers", workers]);
+        assert_eq!(run.code, 0, "--workers {workers}: {}", run.body);
+        assert_eq!(
+            keys(&run.body, "stray"),
+            set(&strays),
+            "--workers {workers}"
+        );
+        assert_eq!(run.body["summary"]["missing"], 0, "{}", run.body);
+        assert_eq!(run.body["summary"]["matched"], 2, "{}", run.body);
+    }
+
+    let run = reconcile_cli(&app, &["--quarantine-stray"]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(keys(&run.body, "quarantined"), set(&strays));
+    for k in strays {
+        assert!(!app.object_exists(k).await, "{k:?} moved");
+        assert_eq!(
+            app.get_object(&format!("quarantine/{k}")).await,
+            vec![b'a'; 10],
+            "{k:?} intact under quarantine/"
+        );
+    }
+    assert!(app.object_exists(&kept).await, "recorded files untouched");
+}
