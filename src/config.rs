@@ -121,6 +121,10 @@ pub struct JobSettings {
     /// Objects smaller than this keep their storage class when archived
     /// (`UPCOMMIT_ARCHIVE_MIN_BYTES`, default 131072).
     pub archive_min_bytes: u64,
+    /// How many handles one object may have (the file and its copies,
+    /// `UPCOMMIT_MAX_COPIES_PER_FILE`, default 100, at least 1): hygiene's work on a key grows
+    /// with the square of its handles, so an unbounded number would let one user stall it.
+    pub max_copies_per_file: u64,
     /// The storage class archived objects move to (`UPCOMMIT_ARCHIVE_STORAGE_CLASS`, default
     /// GLACIER_IR, which stays instantly downloadable). Classes that need a RestoreObject before
     /// a read (GLACIER, DEEP_ARCHIVE) and unknown names are refused at load.
@@ -270,6 +274,7 @@ struct FileSettings {
     archive_after_secs: Option<u64>,
     delete_after_secs: Option<u64>,
     archive_min_bytes: Option<u64>,
+    max_copies_per_file: Option<u64>,
     archive_storage_class: Option<String>,
     hygiene_interval_secs: Option<u64>,
     upload_retention: Option<String>,
@@ -687,6 +692,18 @@ impl Settings {
                     f.archive_min_bytes,
                     128 * 1024,
                 )?,
+                max_copies_per_file: match src.number(
+                    "UPCOMMIT_MAX_COPIES_PER_FILE",
+                    f.max_copies_per_file,
+                    100,
+                )? {
+                    0 => {
+                        return Err(ConfigError(
+                            "UPCOMMIT_MAX_COPIES_PER_FILE: must be at least 1".into(),
+                        ))
+                    }
+                    n => n,
+                },
                 archive_storage_class,
                 hygiene_interval_secs: src.number(
                     "UPCOMMIT_HYGIENE_INTERVAL_SECS",

@@ -22,6 +22,8 @@ pub enum AppError {
     OwnerForbidden,
     #[error("only an available file can be copied; restore it first")]
     FileNotAvailable,
+    #[error("this file already has as many copies as one object may have")]
+    TooManyCopies,
     #[error("this file was deleted after its retention period")]
     FileDeleted,
     #[error("this temporary file has expired")]
@@ -192,7 +194,9 @@ impl AppError {
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
-            | MultipartIncomplete | LinkScanCompleted | FileNotAvailable => StatusCode::CONFLICT,
+            | MultipartIncomplete | LinkScanCompleted | FileNotAvailable | TooManyCopies => {
+                StatusCode::CONFLICT
+            }
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
@@ -220,6 +224,7 @@ impl AppError {
             AdminRequired => "admin_required",
             OwnerForbidden => "owner_forbidden",
             FileNotAvailable => "file_not_available",
+            TooManyCopies => "too_many_copies",
             FileDeleted => "file_deleted",
             FileExpired => "file_expired",
             FinalKeyTemporary => "final_key_temporary",

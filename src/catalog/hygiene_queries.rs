@@ -553,9 +553,12 @@ macro_rules! impl_hygiene_catalog {
             async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError> {
                 use sqlx::Row;
                 let rows = sqlx::query(
-                    "SELECT CASE WHEN expired_at IS NULL THEN status ELSE 'expired' END AS s, \
-                     COUNT(*) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes \
-                     FROM file_handles GROUP BY s ORDER BY s",
+                    // Copies share one object: its bytes count once per status, however many
+                    // handles of that status share its key.
+                    "SELECT s, CAST(SUM(n) AS BIGINT) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes FROM \
+                     (SELECT CASE WHEN expired_at IS NULL THEN status ELSE 'expired' END AS s, key, \
+                     COUNT(*) AS n, MAX(size) AS size FROM file_handles GROUP BY 1, key) per_key \
+                     GROUP BY s ORDER BY s",
                 )
                 .fetch_all(&self.pool)
                 .await?;
@@ -608,6 +611,7 @@ macro_rules! impl_hygiene_catalog {
                      s.checksum_algorithm, s.checksum_value, s.id, s.expires_at \
                      FROM file_handles s WHERE s.id = $4 AND s.status = 'available' AND s.claim IS NULL \
                      AND s.expired_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > $3) \
+                     AND (SELECT COUNT(*) FROM file_handles c WHERE c.key = s.key AND c.status <> 'deleted') < $5 \
                      AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = s.key AND o.id <> s.id \
                      AND o.claim IN ('archive', 'delete'))",
                 )
@@ -615,6 +619,7 @@ macro_rules! impl_hygiene_catalog {
                 .bind(copy.owner)
                 .bind(copy.now)
                 .bind(source.as_str())
+                .bind(copy.max_handles_per_key)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

@@ -357,6 +357,8 @@ pub struct NewCopy<'a> {
     pub id: &'a FileId,
     pub owner: &'a str,
     pub now: DateTime<Utc>,
+    /// The insert is refused once the key has this many handles (the source counted).
+    pub max_handles_per_key: i64,
 }
 
 /// What a prune removed in one batch (or, counted for a dry run, would remove).

@@ -48,6 +48,13 @@ pub async fn copy(
         .ok_or(AppError::FileNotFound)?;
     let now = records::now();
     refuse_unless_available(&found, now)?;
+    // One object's handles are bounded: hygiene's work on a key grows with their square. The
+    // insert checks the bound again, under the key's lock.
+    let max = i64::try_from(state.settings.jobs.max_copies_per_file).unwrap_or(i64::MAX);
+    let held = state.catalog.handle_ids_of_key(&found.key, max).await?;
+    if held.len() as i64 >= max {
+        return Err(AppError::TooManyCopies);
+    }
     let id = FileId::generate();
     // A copy of a temporary file shares its object under `temp/`, so it ends with it: the insert
     // copies `expires_at`.
@@ -55,6 +62,7 @@ pub async fn copy(
         id: &id,
         owner: &owner,
         now,
+        max_handles_per_key: max,
     };
     // The insert re-checks the source's status and the key's hygiene claims itself: what was
     // read above only chooses the answer.

@@ -748,3 +748,63 @@ async fn a_key_is_deleted_once_when_every_copy_is_archived_past_retention() {
     assert_eq!(code, 0, "a deletion on purpose is no alarm: {body}");
     assert_eq!(body["summary"]["missing"], 0, "{body}");
 }
+
+#[tokio::test]
+async fn one_object_has_at_most_the_configured_handles_even_when_copies_race() {
+    // Hygiene's work on a key grows with the square of its handles: one user making thousands
+    // of copies of one file must not be able to stall it.
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_MAX_COPIES_PER_FILE", "4".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let source = file(&app, 500).await;
+    let alice = app.token("alice");
+    // Eight copies at once where three fit: exactly three land, the rest are refused.
+    let source_id = id(&source);
+    let answers =
+        futures::future::join_all((0..8).map(|_| copy(&app, &alice, &source_id, None))).await;
+    let mut created = 0;
+    for resp in answers {
+        match resp.status().as_u16() {
+            201 => created += 1,
+            409 => assert_eq!(error_code(resp).await.1, "too_many_copies"),
+            // The insert's own bound refused it under the key's lock: retry later.
+            503 => assert_eq!(error_code(resp).await.1, "file_busy"),
+            other => panic!("copy answered {other}"),
+        }
+    }
+    assert_eq!(created, 3);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 4);
+    // Beyond the bound, always the clear answer; a copy of a copy counts the same.
+    let copies = app
+        .db
+        .strings("SELECT id FROM file_handles WHERE copied_from IS NOT NULL")
+        .await;
+    let resp = copy(&app, &alice, &copies[0], None).await;
+    assert_eq!(error_code(resp).await, (409, "too_many_copies".to_owned()));
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 4);
+}
+
+#[tokio::test]
+async fn the_storage_report_counts_a_shared_object_s_bytes_once() {
+    let app = spawn().await;
+    let source = file(&app, 700).await;
+    copy_ok(&app, &id(&source)).await;
+    copy_ok(&app, &id(&source)).await;
+    let other = file(&app, 300).await;
+    let report: Value = app
+        .get("/v1/admin/storage-report", Some(&app.admin_token("root")))
+        .await
+        .json()
+        .await
+        .expect("report JSON");
+    assert_eq!(report["handles"][0][0], "available", "{report}");
+    assert_eq!(report["handles"][0][1]["count"], 4, "{report}");
+    assert_eq!(
+        report["handles"][0][1]["bytes"],
+        1000,
+        "three handles of a 700-byte object and one of 300 bytes: {report} ({})",
+        id(&other)
+    );
+}
