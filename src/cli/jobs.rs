@@ -402,13 +402,13 @@ pub(super) async fn print_run<S: serde::Serialize>(
             println!(
                 "  {:<13} {}{}  {} B  {}",
                 i.action,
-                i.key,
+                printable(&i.key),
                 i.version_id
                     .as_deref()
                     .map(|v| format!(" (version {v})"))
                     .unwrap_or_default(),
                 i.bytes,
-                i.reason
+                printable(&i.reason)
             );
         }
     })
@@ -419,6 +419,29 @@ pub(super) async fn print_run<S: serde::Serialize>(
     if let Some(e) = error {
         println!("error: {e}");
     }
+}
+
+/// `text` for a terminal: control characters (a line break, an escape sequence) and the
+/// invisible marks that reorder or hide text are written as escapes (`\u{a}`, `\u{1b}`), so a
+/// key cannot forge report lines or rewrite the screen. JSON output needs none of this.
+pub(super) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(hidden) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Calls `f` with each item of the run (numbered from 1), a page at a time; how many there were.
