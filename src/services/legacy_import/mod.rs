@@ -273,7 +273,7 @@ pub async fn run(
             });
         }
         Ok(()) => RunState::Finished,
-        Err(e) if e.starts_with(source::OUT_OF_ORDER) => {
+        Err(e) if e.contains(source::OUT_OF_ORDER) => {
             tracing::error!(error = %e, "legacy import refused");
             summary.error = Some(e);
             RunState::Refused
