@@ -396,7 +396,7 @@ pub(super) async fn print_run<S: serde::Serialize>(
         println!("]}}");
         return;
     }
-    println!("{}", headline());
+    println!("{}", printable(&headline()));
     let total = for_each_item(catalog, &run.id, |n, i| {
         if n <= TEXT_ITEMS {
             println!(
@@ -417,7 +417,7 @@ pub(super) async fn print_run<S: serde::Serialize>(
         println!("  … and {} more (--json lists all)", total - TEXT_ITEMS);
     }
     if let Some(e) = error {
-        println!("error: {e}");
+        println!("error: {}", printable(e));
     }
 }
 
@@ -468,5 +468,20 @@ async fn for_each_item(
             n += 1;
             f(n, item);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_and_direction_marks_are_escaped_for_the_terminal() {
+        assert_eq!(printable("uploads/a/b.png"), "uploads/a/b.png");
+        assert_eq!(
+            printable("uploads/a\u{1b}[2J\nx\u{202e}.png"),
+            "uploads/a\\u{1b}[2J\\u{a}x\\u{202e}.png"
+        );
+        assert_eq!(printable("uploads/é/ü.png"), "uploads/é/ü.png");
     }
 }

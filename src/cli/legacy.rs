@@ -87,7 +87,10 @@ fn read_owners(
         .collect();
     // A spreadsheet's export may start with a byte-order mark; `lines` drops CRLF's CR.
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, csv_record(l)));
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, csv_record(l)));
     let header_ok = lines
         .next()
         .is_some_and(|(_, (h, closed))| closed && check_header(&h).is_ok());
@@ -162,7 +165,11 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
                 return usage("--owner-pattern needs --profile");
             };
             let mapping = format!("--owner-pattern {raw} --profile {profile}");
-            (OwnerSource::Pattern { pattern, profile }, Vec::new(), mapping)
+            (
+                OwnerSource::Pattern { pattern, profile },
+                Vec::new(),
+                mapping,
+            )
         }
         (None, Some(path)) => match read_owners(path, &settings) {
             Ok((table, upfront, digest)) => (
@@ -259,7 +266,12 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
     .await;
     if summary.interrupted {
         eprintln!(
-            "upcommit legacy import: interrupted; stopped at its checkpoint and gave the lease back: run it again to resume"
+            "upcommit legacy import: interrupted; {}",
+            if dry_run {
+                "a dry run: nothing changed"
+            } else {
+                "stopped at its checkpoint and gave the lease back: run it again to resume"
+            }
         );
         return 130;
     }
@@ -289,7 +301,9 @@ fn stop_on_signal() -> Arc<AtomicBool> {
             if flag.swap(true, Ordering::SeqCst) {
                 std::process::exit(130);
             }
-            eprintln!("upcommit legacy import: stopping at the next checkpoint (again to quit now)");
+            eprintln!(
+                "upcommit legacy import: stopping at the next checkpoint (again to quit now)"
+            );
         }
     });
     stop

@@ -267,7 +267,10 @@ mod tests {
     fn a_quote_left_open_at_the_end_of_the_line_is_reported() {
         assert_eq!(
             csv_record(r#"uploads/x/k5.png,"dave"#),
-            (vec!["uploads/x/k5.png".to_owned(), "dave".to_owned()], false)
+            (
+                vec!["uploads/x/k5.png".to_owned(), "dave".to_owned()],
+                false
+            )
         );
         assert!(!csv_record(r#"something else",more"#).1);
         assert!(csv_record(r#""a,b","say ""hi""""#).1);

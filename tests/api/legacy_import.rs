@@ -823,7 +823,8 @@ async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged
         (BY_PATTERN, false),
         ("--owner-pattern uploads/{owner}/* --profile video", true),
     ] {
-        let stopped = stopped_run_with(&app, "uploads/zzz", r#"["uploads/"]"#, mapping, commit).await;
+        let stopped =
+            stopped_run_with(&app, "uploads/zzz", r#"["uploads/"]"#, mapping, commit).await;
         let run = by_pattern(&app, &["--yes"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert_eq!(run.body["summary"]["resumed"], false, "{}", run.body);
@@ -865,7 +866,11 @@ async fn an_owners_csv_row_whose_quote_is_left_open_is_refused_never_read_across
         );
     }
     // The line the open quote ran on into is refused too, not read as a row of its own.
-    assert_eq!(run.body["summary"]["refusals"]["mapping_invalid"], 3, "{}", run.body);
+    assert_eq!(
+        run.body["summary"]["refusals"]["mapping_invalid"], 3,
+        "{}",
+        run.body
+    );
 }
 
 #[tokio::test]
@@ -935,8 +940,14 @@ async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_lef
     let now = chrono::Utc::now();
     let past = now - chrono::Duration::minutes(5);
     let future = now + chrono::Duration::hours(1);
-    assert_eq!(update_at(&app, promoting, past, "uploads/alice/cut.png").await, 1);
-    assert_eq!(update_at(&app, promoting, future, "uploads/bob/live.png").await, 1);
+    assert_eq!(
+        update_at(&app, promoting, past, "uploads/alice/cut.png").await,
+        1
+    );
+    assert_eq!(
+        update_at(&app, promoting, future, "uploads/bob/live.png").await,
+        1
+    );
 
     // The commit waits for a live lease at most until the request timeout (less 2 s).
     let run = cli(
@@ -944,17 +955,27 @@ async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_lef
         &["--owner-pattern", PATTERN, "--profile", "image", "--yes"],
         &[("UPCOMMIT_REQUEST_TIMEOUT_SECS", "3")],
     );
-    assert_eq!(run.code, 1, "a key to retry is not a finished import: {}", run.stderr);
+    assert_eq!(
+        run.code, 1,
+        "a key to retry is not a finished import: {}",
+        run.stderr
+    );
     let s = &run.body["summary"];
     assert_eq!(s["skipped"], 0, "{s}");
     assert_eq!(s["committed"], 1, "{s}");
     assert_eq!(s["retry_later"], 1, "{s}");
-    assert_eq!(keys(&run.body, "committed"), set(&["uploads/alice/cut.png"]));
+    assert_eq!(
+        keys(&run.body, "committed"),
+        set(&["uploads/alice/cut.png"])
+    );
     assert!(reason(&run.body, "uploads/bob/live.png").starts_with("commit_in_progress"));
     assert_eq!(handles(&app).await, vec!["uploads/alice/cut.png alice"]);
 
     // Once that lease runs out, a rerun takes the commit over.
-    assert_eq!(update_at(&app, promoting, past, "uploads/bob/live.png").await, 1);
+    assert_eq!(
+        update_at(&app, promoting, past, "uploads/bob/live.png").await,
+        1
+    );
     let run = by_pattern(&app, &["--yes"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.body["summary"]["committed"], 1, "{}", run.body);

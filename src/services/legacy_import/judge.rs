@@ -93,13 +93,11 @@ async fn recorded(state: &AppState, key: &str) -> Result<Recorded, AppError> {
     let catalog = &state.catalog;
     if let Some(u) = catalog.upload_by_key(key).await? {
         let waiting = matches!(u.state, UploadState::Issued | UploadState::Promoting);
-        return Ok(
-            if waiting && u.method == UploadMethod::Put.as_str() {
-                Recorded::Imported
-            } else {
-                Recorded::Settled
-            },
-        );
+        return Ok(if waiting && u.method == UploadMethod::Put.as_str() {
+            Recorded::Imported
+        } else {
+            Recorded::Settled
+        });
     }
     let all = [
         HandleStatus::Available,
