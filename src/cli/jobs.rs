@@ -396,19 +396,19 @@ pub(super) async fn print_run<S: serde::Serialize>(
         println!("]}}");
         return;
     }
-    println!("{}", headline());
+    println!("{}", printable(&headline()));
     let total = for_each_item(catalog, &run.id, |n, i| {
         if n <= TEXT_ITEMS {
             println!(
                 "  {:<13} {}{}  {} B  {}",
                 i.action,
-                i.key,
+                printable(&i.key),
                 i.version_id
                     .as_deref()
                     .map(|v| format!(" (version {v})"))
                     .unwrap_or_default(),
                 i.bytes,
-                i.reason
+                printable(&i.reason)
             );
         }
     })
@@ -417,8 +417,31 @@ pub(super) async fn print_run<S: serde::Serialize>(
         println!("  … and {} more (--json lists all)", total - TEXT_ITEMS);
     }
     if let Some(e) = error {
-        println!("error: {e}");
+        println!("error: {}", printable(e));
     }
+}
+
+/// `text` for a terminal: control characters (a line break, an escape sequence) and the
+/// invisible marks that reorder or hide text are written as escapes (`\u{a}`, `\u{1b}`), so a
+/// key cannot forge report lines or rewrite the screen. JSON output needs none of this.
+pub(super) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(hidden) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Calls `f` with each item of the run (numbered from 1), a page at a time; how many there were.
@@ -445,5 +468,20 @@ async fn for_each_item(
             n += 1;
             f(n, item);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_and_direction_marks_are_escaped_for_the_terminal() {
+        assert_eq!(printable("uploads/a/b.png"), "uploads/a/b.png");
+        assert_eq!(
+            printable("uploads/a\u{1b}[2J\nx\u{202e}.png"),
+            "uploads/a\\u{1b}[2J\\u{a}x\\u{202e}.png"
+        );
+        assert_eq!(printable("uploads/é/ü.png"), "uploads/é/ü.png");
     }
 }

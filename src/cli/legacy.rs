@@ -1,13 +1,18 @@
 //! `upcommit legacy import`: the operator's path from the layout that predates `tmp/`.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use clap::{ArgGroup, Args, Subcommand};
+use sha2::Digest;
 
 use crate::config::Settings;
 use crate::domain::jobs::{JobItem, RunState};
-use crate::domain::legacy::{check_header, listing_prefixes, KeyPattern, OwnerSource, OwnerTable};
-use crate::services::inventory::{csv_fields, InventorySource};
+use crate::domain::legacy::{
+    check_header, listing_prefixes, BadRow, KeyPattern, OwnerSource, OwnerTable, Refusal,
+};
+use crate::services::inventory::{csv_record, InventorySource};
 use crate::services::legacy_import::{self, ImportOptions, ImportOutcome};
 use crate::services::reconcile::BucketSource;
 use crate::state::AppState;
@@ -16,8 +21,9 @@ use crate::state::AppState;
 pub enum LegacyCommand {
     /// Record the objects under the legacy prefixes as their owners' uploads and commit them in
     /// place (the checks of POST /v1/files; nothing is copied, moved or deleted). Dry run
-    /// unless --yes. Exit 0 finished, 1 failed (or keys failed), 2 usage, 4 another run holds
-    /// the lease.
+    /// unless --yes. Exit 0 finished, 1 failed (or keys failed or to retry), 2 usage, 3
+    /// refused (keys out of order), 4 another run holds the lease, 130 interrupted (Ctrl-C or
+    /// SIGTERM: checkpointed and the lease given back; a rerun resumes).
     #[command(group(ArgGroup::new("mapping").required(true).args(["owner_pattern", "owners"])))]
     #[command(group(ArgGroup::new("mode").args(["dry_run", "yes"])))]
     Import(ImportArgs),
@@ -68,24 +74,53 @@ fn usage(msg: &str) -> i32 {
     2
 }
 
-/// The owners CSV: the mapping, and its bad rows as report items.
-fn read_owners(path: &PathBuf, settings: &Settings) -> Result<(OwnerTable, Vec<JobItem>), String> {
+/// The owners CSV: the mapping, its bad rows as report items, and its content's SHA-256 (hex).
+fn read_owners(
+    path: &PathBuf,
+    settings: &Settings,
+) -> Result<(OwnerTable, Vec<JobItem>, String), String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("--owners {}: {e}", path.display()))?;
+    let digest: String = sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     // A spreadsheet's export may start with a byte-order mark; `lines` drops CRLF's CR.
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let mut lines = text
         .lines()
         .enumerate()
-        .map(|(i, l)| (i + 1, csv_fields(l)));
-    let header_ok = lines.next().is_some_and(|(_, h)| check_header(&h).is_ok());
+        .map(|(i, l)| (i + 1, csv_record(l)));
+    let header_ok = lines
+        .next()
+        .is_some_and(|(_, (h, closed))| closed && check_header(&h).is_ok());
     if !header_ok {
         return Err(format!(
             "--owners {}: the first line must be the header key,owner[,profile]",
             path.display()
         ));
     }
-    let table = OwnerTable::from_rows(lines, &settings.uploads.legacy_prefixes);
+    // A key or owner never holds a line break: a row whose quote is still open at the end of
+    // its line is refused whole (and so is the line the quote runs on into), never read as if
+    // the quote had been closed.
+    let mut open_quotes = Vec::new();
+    let rows = lines.filter_map(|(line, (fields, closed))| {
+        if closed {
+            return Some((line, fields));
+        }
+        open_quotes.push(BadRow {
+            line,
+            key: fields.into_iter().next().unwrap_or_default(),
+            refusal: Refusal::MappingInvalid {
+                line,
+                reason: "a quoted field is not closed on its line (a key or owner never holds a line break)".into(),
+            },
+        });
+        None
+    });
+    let mut table = OwnerTable::from_rows(rows, &settings.uploads.legacy_prefixes);
+    table.bad_rows.append(&mut open_quotes);
+    table.bad_rows.sort_by_key(|b| b.line);
     let upfront = table
         .bad_rows
         .iter()
@@ -97,7 +132,7 @@ fn read_owners(path: &PathBuf, settings: &Settings) -> Result<(OwnerTable, Vec<J
             reason: format!("{} (owners CSV line {})", b.refusal.reason(), b.line),
         })
         .collect();
-    Ok((table, upfront))
+    Ok((table, upfront, digest))
 }
 
 async fn import(settings: Settings, args: ImportArgs) -> i32 {
@@ -119,7 +154,8 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
             return usage(&format!("--profile: unknown upload profile {p:?}"));
         }
     }
-    let (owners, upfront) = match (&args.owner_pattern, &args.owners) {
+    let profile_text = args.profile.as_deref().unwrap_or("-");
+    let (owners, upfront, mapping) = match (&args.owner_pattern, &args.owners) {
         (Some(raw), None) => {
             let pattern = match KeyPattern::parse(raw) {
                 Ok(p) => p,
@@ -128,15 +164,24 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
             let Some(profile) = args.profile.clone() else {
                 return usage("--owner-pattern needs --profile");
             };
-            (OwnerSource::Pattern { pattern, profile }, Vec::new())
+            let mapping = format!("--owner-pattern {raw} --profile {profile}");
+            (
+                OwnerSource::Pattern { pattern, profile },
+                Vec::new(),
+                mapping,
+            )
         }
         (None, Some(path)) => match read_owners(path, &settings) {
-            Ok((table, upfront)) => (
+            Ok((table, upfront, digest)) => (
                 OwnerSource::Table {
                     table,
                     default_profile: args.profile.clone(),
                 },
                 upfront,
+                format!(
+                    "--owners {} (sha256 {digest}) --profile {profile_text}",
+                    path.display()
+                ),
             ),
             Err(e) => return usage(&e),
         },
@@ -164,6 +209,8 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
         concurrency: args.concurrency,
         dry_run,
         upfront,
+        mapping,
+        stop: stop_on_signal(),
     };
     let state = AppState::for_tool(settings, catalog.clone(), store);
     let (run, summary) = match legacy_import::run(&state, &options, inventory).await {
@@ -187,13 +234,13 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
             .collect::<Vec<_>>()
             .join(", ");
         format!(
-            "legacy import run {} {}{}{} ({} of {}): {} keys listed; {} {}, {} {}; {} skipped (recorded already), {} outside the legacy prefixes; {} refused{}; {} failed",
+            "legacy import run {} {}{}{} ({} of {}): {} keys listed; {} {}, {} {}; {} skipped (recorded already), {} outside the legacy prefixes; {} refused{}; {} failed; {} to retry (a commit in progress){}",
             run.id,
             run.state.as_str(),
             if dry_run { " (dry run: nothing changed; --yes imports)" } else { "" },
             if summary.resumed { " (resumed after its checkpoint)" } else { "" },
             summary.source,
-            summary.prefixes.join(", "),
+            super::jobs::printable(&summary.prefixes.join(", ")),
             summary.keys_listed,
             if dry_run { "would import" } else { "imported" },
             summary.imported,
@@ -204,6 +251,8 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
             summary.refused,
             if refusals.is_empty() { String::new() } else { format!(" ({refusals})") },
             summary.failed,
+            summary.retry_later,
+            if summary.interrupted { "; interrupted at its checkpoint: run it again to resume" } else { "" },
         )
     };
     super::jobs::print_run(
@@ -215,8 +264,47 @@ async fn import(settings: Settings, args: ImportArgs) -> i32 {
         summary.error.as_deref(),
     )
     .await;
+    if summary.interrupted {
+        eprintln!(
+            "upcommit legacy import: interrupted; {}",
+            if dry_run {
+                "a dry run: nothing changed"
+            } else {
+                "stopped at its checkpoint and gave the lease back: run it again to resume"
+            }
+        );
+        return 130;
+    }
     match run.state {
-        RunState::Finished if summary.failed == 0 => 0,
+        RunState::Finished if summary.failed == 0 && summary.retry_later == 0 => 0,
+        RunState::Refused => 3,
         _ => 1,
     }
+}
+
+/// A flag Ctrl-C (SIGINT) or SIGTERM sets: the run stops taking keys at its next checkpoint,
+/// writes it and gives the lease back. A second signal ends the process at once (exit 130).
+fn stop_on_signal() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        for _ in 0..2 {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            if flag.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!(
+                "upcommit legacy import: stopping at the next checkpoint (again to quit now)"
+            );
+        }
+    });
+    stop
 }

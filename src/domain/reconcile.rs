@@ -134,7 +134,13 @@ pub struct Join {
     pub matched: u64,
 }
 
-fn check_order(side: &'static str, last: &mut Option<String>, next: &str) -> Result<(), JoinError> {
+/// Checks that `next` comes strictly after `last` in byte order (a repeated key is out of order
+/// too) and makes it the last key: reconcile's check of each side, and the legacy import's.
+pub fn check_order(
+    side: &'static str,
+    last: &mut Option<String>,
+    next: &str,
+) -> Result<(), JoinError> {
     if let Some(prev) = last {
         if prev.as_bytes().cmp(next.as_bytes()) != Ordering::Less {
             return Err(JoinError::OutOfOrder {

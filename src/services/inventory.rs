@@ -42,6 +42,12 @@ pub fn parse_s3_url(url: &str) -> Option<(String, String)> {
 
 /// One CSV line of quoted fields (`""` inside quotes is a quote).
 pub fn csv_fields(line: &str) -> Vec<String> {
+    csv_record(line).0
+}
+
+/// One CSV line's fields, and whether every quote it opens is closed on it (`false`: the field
+/// runs on past the line's end, as a quoted line break would).
+pub fn csv_record(line: &str) -> (Vec<String>, bool) {
     let mut fields = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -58,7 +64,7 @@ pub fn csv_fields(line: &str) -> Vec<String> {
         }
     }
     fields.push(cur);
-    fields
+    (fields, !quoted)
 }
 
 struct Columns {
@@ -255,6 +261,20 @@ mod tests {
             csv_fields(r#""a,b","say ""hi""""#),
             vec!["a,b", r#"say "hi""#]
         );
+    }
+
+    #[test]
+    fn a_quote_left_open_at_the_end_of_the_line_is_reported() {
+        assert_eq!(
+            csv_record(r#"uploads/x/k5.png,"dave"#),
+            (
+                vec!["uploads/x/k5.png".to_owned(), "dave".to_owned()],
+                false
+            )
+        );
+        assert!(!csv_record(r#"something else",more"#).1);
+        assert!(csv_record(r#""a,b","say ""hi""""#).1);
+        assert!(csv_record("k,v").1);
     }
 
     #[test]

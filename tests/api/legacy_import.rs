@@ -465,9 +465,10 @@ async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once()
     assert_eq!(run.code, 0, "{}", run.stderr);
     let s = &run.body["summary"];
     assert_eq!(s["resumed"], true, "{s}");
-    assert_eq!(s["keys_listed"], 30, "{s}");
-    assert_eq!(s["imported"], 30, "{s}");
-    assert_eq!(s["committed"], 30, "{s}");
+    // The totals are the whole run's: the crashed part's 100 keys and the resumed part's 30.
+    assert_eq!(s["keys_listed"], 130, "{s}");
+    assert_eq!(s["imported"], 130, "{s}");
+    assert_eq!(s["committed"], 130, "{s}");
     // The run's report holds the crashed part's items and the rest: each key once.
     let committed: Vec<&Value> = run.body["items"]
         .as_array()
@@ -578,15 +579,38 @@ async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
 }
 
+/// The owner mapping `by_pattern` runs with, as a run's summary records it.
+const BY_PATTERN: &str = "--owner-pattern uploads/{owner}/* --profile image";
+
 /// A run left `running` by a crash, with its checkpoint and the summary it last stored.
 async fn stopped_run(app: &TestApp, checkpoint: &str, prefixes: &str) -> String {
+    stopped_run_with(app, checkpoint, prefixes, BY_PATTERN, true).await
+}
+
+async fn stopped_run_with(
+    app: &TestApp,
+    checkpoint: &str,
+    prefixes: &str,
+    mapping: &str,
+    commit: bool,
+) -> String {
     let mut run = upcommit::domain::jobs::JobRun::start(
         "legacy_import",
         false,
         upcommit::domain::records::now(),
     );
     run.checkpoint = Some(checkpoint.to_owned());
-    run.summary = Some(format!(r#"{{"source":"listing","prefixes":{prefixes}}}"#));
+    run.summary = Some(
+        serde_json::json!({
+            "source": "listing",
+            "prefixes": serde_json::from_str::<Value>(prefixes).expect("prefixes"),
+            "mapping": mapping,
+            "commit": commit,
+            "keys_listed": 7,
+            "skipped": 7,
+        })
+        .to_string(),
+    );
     app.catalog.insert_run(&run).await.expect("run");
     app.catalog
         .update_run(
@@ -631,7 +655,9 @@ async fn a_stopped_run_over_the_same_keys_is_resumed_and_one_over_others_is_not(
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.body["run"]["id"], again.as_str());
     assert_eq!(run.body["summary"]["resumed"], true, "{}", run.body);
-    assert_eq!(run.body["summary"]["keys_listed"], 1, "{}", run.body);
+    // Its totals go on from the stopped run's (7 listed and skipped before the checkpoint).
+    assert_eq!(run.body["summary"]["keys_listed"], 8, "{}", run.body);
+    assert_eq!(run.body["summary"]["skipped"], 7, "{}", run.body);
     assert_eq!(keys(&run.body, "committed"), set(&["uploads/zed/z.png"]));
 }
 
@@ -675,4 +701,345 @@ async fn a_temporary_profile_is_never_imported_in_place() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
     assert_eq!(app.keys().await, before, "the object is left as it was");
+}
+
+/// Runs `sql` on the test database with `$1` a time and `$2` a key; how many rows it changed.
+async fn update_at(app: &TestApp, sql: &str, at: chrono::DateTime<chrono::Utc>, key: &str) -> u64 {
+    match &app.db {
+        crate::helpers::TestDb::Sqlite(p) => sqlx::query(sql)
+            .bind(at)
+            .bind(key)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()),
+        crate::helpers::TestDb::Postgres(p) => sqlx::query(sql)
+            .bind(at)
+            .bind(key)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()),
+    }
+    .expect("update")
+}
+
+#[tokio::test]
+async fn an_inventory_out_of_byte_order_or_with_a_key_twice_is_refused_before_it_imports() {
+    let app = legacy_app(&[]).await;
+    for k in ["uploads/a/1.png", "uploads/b/1.png", "uploads/c/1.png"] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let old = "2026-01-01T00:00:00.000Z";
+    // Two inventory files the wrong way round: b, c, then a. Before the fix a dry run accepted
+    // it, and a resume after a checkpoint in "b" skipped "a" as judged.
+    let url = crate::reconcile::inventory(
+        &app,
+        &[
+            ("uploads/b/1.png", old),
+            ("uploads/c/1.png", old),
+            ("uploads/a/1.png", old),
+        ],
+    )
+    .await;
+    let dry = by_pattern(&app, &["--inventory", &url]);
+    assert_eq!(dry.code, 3, "{}", dry.stderr);
+    assert_eq!(dry.body["run"]["state"], "refused", "{}", dry.body);
+    let error = dry.body["summary"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("byte order") && error.contains("uploads/a/1.png"),
+        "{error}"
+    );
+    // A resumed run whose checkpoint lies past "a" is refused too, never skips it.
+    stopped_run(&app, "uploads/b/1.png", r#"["uploads/"]"#).await;
+    let run = by_pattern(&app, &["--inventory", &url, "--yes"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
+
+    // A key listed twice is out of order as well: no bogus failures, nothing imported.
+    let url = crate::reconcile::inventory(
+        &app,
+        &[
+            ("uploads/a/1.png", old),
+            ("uploads/b/1.png", old),
+            ("uploads/b/1.png", old),
+        ],
+    )
+    .await;
+    let run = by_pattern(&app, &["--inventory", &url, "--yes"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["failed"], 0, "{}", run.body);
+    assert!(
+        run.body["summary"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("byte order")),
+        "{}",
+        run.body
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+}
+
+#[tokio::test]
+async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged_again() {
+    let app = legacy_app(&[("UPCOMMIT_JOB_LEASE_SECS", "2")]).await;
+    let all = many_keys(&app, 130).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("owners.csv");
+    let table = |all_users: bool| {
+        let mut text = "key,owner\n".to_owned();
+        for (i, k) in all.iter().enumerate() {
+            if all_users || i % 7 < 4 {
+                text.push_str(&format!("{k},user{}\n", i % 7));
+            }
+        }
+        text
+    };
+    std::fs::write(&csv, table(false)).expect("csv");
+    let path = csv.to_str().expect("utf-8").to_owned();
+    let args = ["--owners", path.as_str(), "--profile", "image", "--yes"];
+    let crashed = cli(
+        &app,
+        &args,
+        &[("UPCOMMIT_CRASH_AT", "legacy_import_checkpoint")],
+    );
+    assert_ne!(crashed.code, 0, "{}", crashed.stderr);
+    let first = app.db.count("SELECT COUNT(*) FROM file_handles").await;
+    assert!(first < 100, "the first CSV maps only some keys: {first}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // The same path, other content (every key mapped): not the stopped run's options.
+    std::fs::write(&csv, table(true)).expect("csv");
+    let run = cli(&app, &args, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s = &run.body["summary"];
+    assert_eq!(s["resumed"], false, "{s}");
+    assert_eq!(s["keys_listed"], 130, "{s}");
+    assert_eq!(s["refused"], 0, "{s}");
+    assert_eq!(s["skipped"], first, "{s}");
+    assert_eq!(s["committed"].as_i64(), Some(130 - first), "{s}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 130);
+
+    // Other `--no-commit` or another profile than the stopped run's: not resumed either.
+    for (mapping, commit) in [
+        (BY_PATTERN, false),
+        ("--owner-pattern uploads/{owner}/* --profile video", true),
+    ] {
+        let stopped =
+            stopped_run_with(&app, "uploads/zzz", r#"["uploads/"]"#, mapping, commit).await;
+        let run = by_pattern(&app, &["--yes"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.body["summary"]["resumed"], false, "{}", run.body);
+        assert_ne!(run.body["run"]["id"], stopped.as_str());
+        assert_eq!(run.body["summary"]["keys_listed"], 130, "{}", run.body);
+    }
+}
+
+#[tokio::test]
+async fn an_owners_csv_row_whose_quote_is_left_open_is_refused_never_read_across_lines() {
+    let app = legacy_app(&[]).await;
+    for k in ["uploads/x/k5.png", "uploads/x/k6.png", "uploads/x/k7.png"] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("owners.csv");
+    std::fs::write(
+        &csv,
+        "key,owner\n\
+         uploads/x/k5.png,\"dave\nsomething else\",more\n\
+         uploads/x/k6.png,\"erin\n\
+         uploads/x/k7.png,\"frank\"\n",
+    )
+    .expect("csv");
+    let path = csv.to_str().expect("utf-8").to_owned();
+    let run = cli(&app, &["--owners", &path, "--profile", "image"], &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        keys(&run.body, "would_import"),
+        set(&["uploads/x/k7.png"]),
+        "{}",
+        run.body
+    );
+    for (key, line) in [("uploads/x/k5.png", 2), ("uploads/x/k6.png", 4)] {
+        let why = reason(&run.body, key);
+        assert!(
+            why.starts_with("mapping_invalid") && why.contains(&format!("line {line}")),
+            "{key}: {why}"
+        );
+    }
+    // The line the open quote ran on into is refused too, not read as a row of its own.
+    assert_eq!(
+        run.body["summary"]["refusals"]["mapping_invalid"], 3,
+        "{}",
+        run.body
+    );
+}
+
+#[tokio::test]
+async fn ctrl_c_checkpoints_and_gives_the_lease_back_so_a_rerun_resumes_at_once() {
+    // The default lease (300 s): a rerun that had to wait for it would exit 4.
+    let app = legacy_app(&[]).await;
+    many_keys(&app, 120).await;
+    let gate =
+        std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
+    let first = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["legacy", "import", "--json", "--owner-pattern", PATTERN])
+        .args(["--profile", "image", "--yes", "--concurrency", "1"])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .env("UPCOMMIT_PAUSE_AT", "legacy_import_checkpoint")
+        .env("UPCOMMIT_PAUSE_GATE", &gate)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the run");
+    let reached = gate.with_extension("reached");
+    for _ in 0..1500 {
+        if reached.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reached.exists(), "the run never reached its checkpoint");
+    let sent = Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(sent.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let out = first.wait_with_output().expect("the run ends");
+    let _ = std::fs::remove_file(&gate);
+    let _ = std::fs::remove_file(&reached);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 100);
+
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["resumed"], true, "{}", run.body);
+    assert_eq!(run.body["summary"]["keys_listed"], 120, "{}", run.body);
+    assert_eq!(run.body["summary"]["committed"], 120, "{}", run.body);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 120);
+}
+
+#[tokio::test]
+async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_left_to_retry() {
+    let app = legacy_app(&[]).await;
+    for k in ["uploads/alice/cut.png", "uploads/bob/live.png"] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let run = by_pattern(&app, &["--yes", "--no-commit"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // As a run killed mid-commit leaves them: `promoting`, the final key held, no handle; one
+    // lease ran out, the other is still alive (another commit of it is running).
+    let promoting = "UPDATE uploads SET state = 'promoting', lease_token = 'killed', \
+                     lease_until = $1, final_key = key WHERE key = $2";
+    let now = chrono::Utc::now();
+    let past = now - chrono::Duration::minutes(5);
+    let future = now + chrono::Duration::hours(1);
+    assert_eq!(
+        update_at(&app, promoting, past, "uploads/alice/cut.png").await,
+        1
+    );
+    assert_eq!(
+        update_at(&app, promoting, future, "uploads/bob/live.png").await,
+        1
+    );
+
+    // The commit waits for a live lease at most until the request timeout (less 2 s).
+    let run = cli(
+        &app,
+        &["--owner-pattern", PATTERN, "--profile", "image", "--yes"],
+        &[("UPCOMMIT_REQUEST_TIMEOUT_SECS", "3")],
+    );
+    assert_eq!(
+        run.code, 1,
+        "a key to retry is not a finished import: {}",
+        run.stderr
+    );
+    let s = &run.body["summary"];
+    assert_eq!(s["skipped"], 0, "{s}");
+    assert_eq!(s["committed"], 1, "{s}");
+    assert_eq!(s["retry_later"], 1, "{s}");
+    assert_eq!(
+        keys(&run.body, "committed"),
+        set(&["uploads/alice/cut.png"])
+    );
+    assert!(reason(&run.body, "uploads/bob/live.png").starts_with("commit_in_progress"));
+    assert_eq!(handles(&app).await, vec!["uploads/alice/cut.png alice"]);
+
+    // Once that lease runs out, a rerun takes the commit over.
+    assert_eq!(
+        update_at(&app, promoting, past, "uploads/bob/live.png").await,
+        1
+    );
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["committed"], 1, "{}", run.body);
+    assert_eq!(
+        handles(&app).await,
+        vec!["uploads/alice/cut.png alice", "uploads/bob/live.png bob"]
+    );
+}
+
+#[tokio::test]
+async fn a_no_commit_import_past_its_commit_deadline_is_still_committed_by_a_rerun() {
+    let app = legacy_app(&[]).await;
+    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
+        .await;
+    let run = by_pattern(&app, &["--yes", "--no-commit"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Months later: the deadline an import records is long past.
+    let past = chrono::Utc::now() - chrono::Duration::days(90);
+    let sql = "UPDATE uploads SET commit_deadline = $1 WHERE key = $2";
+    assert_eq!(update_at(&app, sql, past, "uploads/alice/a.png").await, 1);
+
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["refused"], 0, "{}", run.body);
+    assert_eq!(run.body["summary"]["committed"], 1, "{}", run.body);
+    assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
+}
+
+#[tokio::test]
+async fn the_text_report_escapes_control_characters_in_keys() {
+    let app = legacy_app(&[]).await;
+    // In an inventory a key is URL-encoded: ESC [2J (clear the screen), a line break that would
+    // forge a report line. Neither object exists: each is reported as refused.
+    let url = crate::reconcile::inventory(
+        &app,
+        &[
+            ("uploads/alice/a%1B%5B2Jb.png", "2026-01-01T00:00:00.000Z"),
+            (
+                "uploads/bob/x%0A%20%20committed%20uploads/bob/y.png",
+                "2026-01-01T00:00:00.000Z",
+            ),
+        ],
+    )
+    .await;
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["legacy", "import", "--owner-pattern", PATTERN])
+        .args(["--profile", "image", "--inventory", &url])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit legacy import");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("uploads/alice/a\\u{1b}[2Jb.png"), "{text}");
+    assert!(text.contains("uploads/bob/x\\u{a}  committed"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("  committed")),
+        "no forged line: {text}"
+    );
+    // The JSON report keeps the key as it is.
+    let run = by_pattern(&app, &["--inventory", &url]);
+    assert!(
+        keys(&run.body, "refused").contains("uploads/alice/a\u{1b}[2Jb.png"),
+        "{}",
+        run.body
+    );
 }

@@ -135,7 +135,10 @@ pub async fn commit(
                 ))
             }
             UploadState::Issued => {
-                if now > upload.commit_deadline {
+                // A legacy upload (imported in place, never handed a URL) has no window to miss:
+                // its object is where it always was and no tmp lifecycle ends it, so an import
+                // recorded with `--no-commit` is committed however much later.
+                if !legacy && now > upload.commit_deadline {
                     return Err(AppError::UploadExpired);
                 }
                 if upload.method == UploadMethod::Multipart.as_str() {

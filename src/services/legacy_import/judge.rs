@@ -15,9 +15,9 @@ use crate::state::AppState;
 
 use super::{ImportOptions, ImportSummary};
 
-/// How long an imported upload may wait for its commit: a run stopped between the record and
-/// the commit is resumed well within it. The object is already in the bucket, so no URL and
-/// no upload window apply.
+/// The commit deadline an imported upload is recorded with. The commit of a legacy key does
+/// not hold to it (the object is already in place, no URL and no tmp lifecycle apply), so a
+/// `--no-commit` import is committed by a rerun however late; it only dates the record.
 const COMMIT_WINDOW_DAYS: i64 = 30;
 
 /// What happened to one key, for the totals and the report.
@@ -36,6 +36,8 @@ enum Outcome {
     Outside,
     Refused(String),
     Failed,
+    /// Another call's commit of it holds a live lease (`commit_in_progress`).
+    RetryLater,
 }
 
 impl Verdict {
@@ -51,6 +53,7 @@ impl Verdict {
                 *s.refusals.entry(code.clone()).or_default() += 1;
             }
             Outcome::Failed => s.failed += 1,
+            Outcome::RetryLater => s.retry_later += 1,
         }
     }
 }
@@ -83,17 +86,18 @@ fn failed(key: &BucketKey, what: &str, e: &dyn std::fmt::Display) -> Verdict {
 }
 
 /// What the catalog holds for `key`: an upload of it (imported and waiting, or settled), an
-/// upload whose final key it is, or a file handle of it.
+/// upload whose final key it is, or a file handle of it. An imported upload without its handle
+/// — `issued`, or `promoting` because a run was killed mid-commit — waits for its commit: it is
+/// not "recorded" until the commit settles it.
 async fn recorded(state: &AppState, key: &str) -> Result<Recorded, AppError> {
     let catalog = &state.catalog;
     if let Some(u) = catalog.upload_by_key(key).await? {
-        return Ok(
-            if u.state == UploadState::Issued && u.method == UploadMethod::Put.as_str() {
-                Recorded::Imported
-            } else {
-                Recorded::Settled
-            },
-        );
+        let waiting = matches!(u.state, UploadState::Issued | UploadState::Promoting);
+        return Ok(if waiting && u.method == UploadMethod::Put.as_str() {
+            Recorded::Imported
+        } else {
+            Recorded::Settled
+        });
     }
     let all = [
         HandleStatus::Available,
@@ -293,8 +297,16 @@ async fn commit_in_place(state: &AppState, owner: &str, key: &str) -> Result<(),
     .map(|_| ())
 }
 
-/// A commit's refusal (a client error: the object is not what its record says) or failure.
+/// A commit's refusal (a client error: the object is not what its record says) or failure; a
+/// commit another call holds right now is neither: a rerun commits it.
 fn commit_refused(key: &BucketKey, e: &AppError) -> Verdict {
+    if matches!(e, AppError::CommitInProgress) {
+        return Verdict {
+            imported: false,
+            outcome: Outcome::RetryLater,
+            item: item("retry_later", key, format!("{}: {e}", e.code())),
+        };
+    }
     if e.status().is_server_error() {
         failed(key, "commit", e)
     } else {

@@ -9,17 +9,22 @@
 //! `--no-commit`. Nothing is ever copied, moved or deleted: a refused object stays where it is.
 //!
 //! A real run holds the `legacy_import` job lease (a second run is refused) and checkpoints the
-//! last judged key every [`CHECKPOINT_EVERY`] keys; a run that stopped is resumed after its
-//! checkpoint, and what it recorded but did not commit is committed then. Dry runs (the
-//! default) read only.
+//! last judged key, with the totals so far, every [`CHECKPOINT_EVERY`] keys; a run that stopped
+//! is resumed after its checkpoint only when every option that decides an outcome (source,
+//! prefixes, owners, profile, `--no-commit`) is the same, and what it recorded but did not
+//! commit is committed then. Keys must arrive in byte order, each once: otherwise the run is
+//! refused before it judges a key out of order. Ctrl-C or SIGTERM ([`ImportOptions::stop`])
+//! ends a real run at its next checkpoint and gives the lease back. Dry runs (the default) read
+//! only.
 
 mod judge;
 mod source;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -51,16 +56,25 @@ pub struct ImportOptions {
     pub dry_run: bool,
     /// Items reported before the keys are walked (the owners CSV's bad rows).
     pub upfront: Vec<JobItem>,
+    /// Where the owners come from, as a resume compares it: the pattern and profile, or the
+    /// CSV's path, content digest and default profile.
+    pub mapping: String,
+    /// Set on Ctrl-C / SIGTERM: the run stops at its next checkpoint.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// The run's totals.
-#[derive(Debug, Clone, Default, Serialize)]
+/// The run's totals (a resumed run's include what it counted before it stopped).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ImportSummary {
-    pub source: &'static str,
+    pub source: String,
     pub dry_run: bool,
     pub resumed: bool,
     pub commit: bool,
     pub prefixes: Vec<String>,
+    /// The owner mapping ([`ImportOptions::mapping`]).
+    pub mapping: String,
     pub keys_listed: u64,
     /// Upload rows written (in a dry run: that would be).
     pub imported: u64,
@@ -74,9 +88,14 @@ pub struct ImportSummary {
     pub refused: u64,
     /// Keys an S3 or database error stopped; a rerun tries them again.
     pub failed: u64,
+    /// Imported keys whose commit another call holds right now (`commit_in_progress`): a
+    /// rerun commits them.
+    pub retry_later: u64,
     /// Refusals by code (`pattern_mismatch`, `owner_invalid`, `content_type_not_allowed`,
     /// `content_mismatch`, …).
     pub refusals: BTreeMap<String, u64>,
+    /// Stopped by Ctrl-C or SIGTERM at a checkpoint: a rerun resumes after it.
+    pub interrupted: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -122,23 +141,44 @@ pub async fn run(
     } else {
         "listing"
     };
-    if job.resumed && !same_scope(job.run.summary.as_deref(), source, &options.prefixes) {
-        // Its checkpoint orders other keys than this run's: resuming would skip keys this run
-        // must judge. It is closed (what it recorded stays recorded) and this run starts afresh.
-        tracing::warn!(run.id = %job.run.id, "the stopped legacy import covered other keys; starting afresh");
+    let mut summary = ImportSummary {
+        source: source.to_owned(),
+        dry_run: options.dry_run,
+        resumed: job.resumed,
+        commit: options.commit,
+        prefixes: options.prefixes.clone(),
+        mapping: options.mapping.clone(),
+        ..ImportSummary::default()
+    };
+    if job.resumed && !same_scope(job.run.summary.as_deref(), &summary) {
+        // Its checkpoint says "judged" of keys judged under other options (other keys, other
+        // owners, another profile, without committing): resuming would skip keys this run must
+        // judge. It is closed (what it recorded stays recorded) and this run starts afresh.
+        tracing::warn!(run.id = %job.run.id, "the stopped legacy import ran with other options; starting afresh");
         let now = records::now();
         catalog
             .update_run(
                 &job.run.id,
                 RunState::Failed,
                 job.run.checkpoint.as_deref(),
-                r#"{"error":"superseded by a run over other keys"}"#,
+                r#"{"error":"superseded by a run with other options"}"#,
                 now,
             )
             .await?;
         job.run = JobRun::start(JOB, false, now);
         catalog.insert_run(&job.run).await?;
         job.resumed = false;
+        summary.resumed = false;
+    }
+    if job.resumed {
+        // The totals go on from where it stopped: the final summary counts the whole run.
+        let before: ImportSummary = job
+            .run
+            .summary
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default();
+        summary.carry(&before);
     }
     let resume_after = job.run.checkpoint.clone();
     let mut keys = keys_in_order(
@@ -147,16 +187,8 @@ pub async fn run(
         inventory,
         resume_after.clone(),
     );
-    let mut summary = ImportSummary {
-        source,
-        dry_run: options.dry_run,
-        resumed: job.resumed,
-        commit: options.commit,
-        prefixes: options.prefixes.clone(),
-        ..ImportSummary::default()
-    };
     let mut items = Vec::new();
-    if !job.resumed && !options.upfront.is_empty() {
+    if !job.resumed {
         for item in &options.upfront {
             summary.refused += 1;
             *summary
@@ -164,8 +196,22 @@ pub async fn run(
                 .entry(code_of(&item.reason).to_owned())
                 .or_default() += 1;
         }
-        // Written at once: a run stopped before its first checkpoint still reported them.
-        catalog.add_job_items(&job.run.id, &options.upfront).await?;
+        // Written at once, with the options it runs under: a run stopped before its first
+        // checkpoint still reported them, and a rerun knows whether it may resume it.
+        if !options.upfront.is_empty() {
+            catalog.add_job_items(&job.run.id, &options.upfront).await?;
+        }
+        if !options.dry_run {
+            catalog
+                .update_run(
+                    &job.run.id,
+                    RunState::Running,
+                    None,
+                    &serde_json::to_string(&summary).unwrap_or_default(),
+                    records::now(),
+                )
+                .await?;
+        }
     }
     let shared = Arc::new(options.clone());
     let result: Result<(), String> = async {
@@ -206,11 +252,32 @@ pub async fn run(
             if job.lost() {
                 return Err("lost the job's lease to another run".into());
             }
+            if options.stop.load(Ordering::SeqCst) {
+                summary.interrupted = true;
+                return Ok(());
+            }
         }
     }
     .await;
     let state_now = match result {
+        Ok(()) if summary.interrupted && options.dry_run => {
+            summary.error = Some("interrupted".into());
+            RunState::Failed
+        }
+        Ok(()) if summary.interrupted => {
+            tracing::warn!(checkpoint = ?job.run.checkpoint, "legacy import interrupted; a rerun resumes after its checkpoint");
+            let run = job.suspend(catalog, &summary).await?;
+            return Ok(ImportOutcome::Ran {
+                run: Box::new(run),
+                summary: Box::new(summary),
+            });
+        }
         Ok(()) => RunState::Finished,
+        Err(e) if e.contains(source::OUT_OF_ORDER) => {
+            tracing::error!(error = %e, "legacy import refused");
+            summary.error = Some(e);
+            RunState::Refused
+        }
         Err(e) => {
             tracing::error!(error = %e, "legacy import failed");
             summary.error = Some(e);
@@ -222,6 +289,23 @@ pub async fn run(
         run: Box::new(run),
         summary: Box::new(summary),
     })
+}
+
+impl ImportSummary {
+    /// Adds the totals a stopped run stored at its last checkpoint.
+    fn carry(&mut self, before: &ImportSummary) {
+        self.keys_listed += before.keys_listed;
+        self.imported += before.imported;
+        self.committed += before.committed;
+        self.skipped += before.skipped;
+        self.outside_legacy_prefixes += before.outside_legacy_prefixes;
+        self.refused += before.refused;
+        self.failed += before.failed;
+        self.retry_later += before.retry_later;
+        for (code, n) in &before.refusals {
+            *self.refusals.entry(code.clone()).or_default() += n;
+        }
+    }
 }
 
 /// Judges a batch, `concurrency` keys at a time; the verdicts in the batch's (key) order.
@@ -247,20 +331,18 @@ async fn judge_all(
     Ok(judged.into_iter().map(|(_, v)| v).collect())
 }
 
-/// Whether a stopped run's summary (its source and prefixes) covers the same keys as this run:
-/// only then does its checkpoint mean "everything before it was judged". A run stopped before
-/// its first checkpoint has no summary and nothing to skip.
-fn same_scope(stored: Option<&str>, source: &str, prefixes: &[String]) -> bool {
-    let Some(text) = stored else {
-        return true;
-    };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+/// Whether a stopped run's stored summary was made under the same options as this run (source,
+/// prefixes, owner mapping, `--no-commit`): only then does its checkpoint mean "everything
+/// before it was judged as this run would". A run without a summary (stopped before it wrote
+/// one) has no checkpoint either, and is not resumed.
+fn same_scope(stored: Option<&str>, now: &ImportSummary) -> bool {
+    let Some(before) = stored.and_then(|t| serde_json::from_str::<ImportSummary>(t).ok()) else {
         return false;
     };
-    v["source"] == source
-        && v["prefixes"].as_array().is_some_and(|ps| {
-            ps.len() == prefixes.len() && ps.iter().zip(prefixes).all(|(a, b)| a == b.as_str())
-        })
+    before.source == now.source
+        && before.prefixes == now.prefixes
+        && before.mapping == now.mapping
+        && before.commit == now.commit
 }
 
 /// The code an item's reason starts with (`code: detail`).

@@ -1,11 +1,14 @@
 //! The keys a legacy import walks, in key order, from reconcile's readers: a listing of each
 //! listing prefix in turn (`ListingSource`), or an S3 Inventory (`InventorySource`) narrowed to
-//! those prefixes. Both start after a resumed run's checkpoint.
+//! those prefixes. Both start after a resumed run's checkpoint. Every key read must come
+//! strictly after the one before it, in byte order (reconcile's check): a checkpoint means
+//! "every key before it was judged" only then, so a key out of order (or twice) ends the run
+//! before it is judged.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::domain::reconcile::BucketKey;
+use crate::domain::reconcile::{check_order, BucketKey, JoinError};
 use crate::services::reconcile::{BucketSource, ListingSource};
 use crate::storage::{ObjectStore, StoreError};
 
@@ -19,7 +22,12 @@ pub struct Keys {
     buffered: VecDeque<BucketKey>,
     /// Inventory keys outside every listing prefix, since the last [`Keys::take_outside`].
     outside: u64,
+    /// The last key read, to check the order of the next.
+    last: Option<String>,
 }
+
+/// The start of the message of a run refused for keys out of order.
+pub const OUT_OF_ORDER: &str = "keys out of byte order";
 
 /// The keys under `prefixes` (sorted, none inside another), after `after`.
 pub fn keys_in_order(
@@ -41,6 +49,7 @@ pub fn keys_in_order(
         after,
         buffered: VecDeque::new(),
         outside: 0,
+        last: None,
     }
 }
 
@@ -84,7 +93,19 @@ impl Keys {
             };
             match source.next_page().await? {
                 Some(page) => {
+                    let name = source.name();
                     for k in page {
+                        // Before anything skips it: a key out of order behind the checkpoint
+                        // would otherwise be skipped as judged.
+                        if let Err(JoinError::OutOfOrder { previous, next, .. }) =
+                            check_order("bucket", &mut self.last, &k.key)
+                        {
+                            return Err(StoreError::Other(format!(
+                                "{OUT_OF_ORDER}: the {name} lists {next:?} after {previous:?} \
+                                 (each key must come strictly after the one before it, and only \
+                                 once); refusing to import"
+                            )));
+                        }
                         // An inventory cannot start mid-way: skip what the stopped run judged.
                         if self
                             .after
