@@ -280,3 +280,100 @@ async fn sigterm_finishes_the_in_flight_commit() {
         "tmp object kept until its URL expires"
     );
 }
+
+/// One sample line of the Prometheus text format: `(family name, series)` where the series is
+/// the name with its label set, or why the line breaks the grammar.
+fn parse_sample(line: &str) -> Result<(String, String), String> {
+    let name_end = line
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .ok_or("no value")?;
+    let name = &line[..name_end];
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!("bad metric name {name:?}"));
+    }
+    let mut rest = &line[name_end..];
+    let mut series = name.to_owned();
+    if let Some(body) = rest.strip_prefix('{') {
+        // label="value" pairs; values escape only \\, \" and \n.
+        let mut chars = body.char_indices();
+        let mut in_value = false;
+        let mut end = None;
+        while let Some((i, c)) = chars.next() {
+            match (in_value, c) {
+                (true, '\\') => {
+                    let (_, e) = chars.next().ok_or("dangling escape")?;
+                    if !matches!(e, '\\' | '"' | 'n') {
+                        return Err(format!("bad escape \\{e}"));
+                    }
+                }
+                (true, '"') => in_value = false,
+                (true, _) => {}
+                (false, '"') => in_value = true,
+                (false, '}') => {
+                    end = Some(i);
+                    break;
+                }
+                (false, c) if c.is_ascii_alphanumeric() || matches!(c, '_' | '=' | ',') => {}
+                (false, c) => return Err(format!("bad character {c:?} in labels")),
+            }
+        }
+        let end = end.ok_or("labels not closed")?;
+        series.push_str(&line[name_end..name_end + end + 2]);
+        rest = &body[end + 1..];
+    }
+    let value = rest.strip_prefix(' ').ok_or("no space before the value")?;
+    let value = value.split(' ').next().unwrap_or_default();
+    if !(value.parse::<f64>().is_ok() || matches!(value, "+Inf" | "-Inf" | "NaN")) {
+        return Err(format!("bad value {value:?}"));
+    }
+    let family = ["_bucket", "_sum", "_count"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name);
+    Ok((family.to_owned(), series))
+}
+
+#[tokio::test]
+async fn every_line_of_a_scrape_follows_the_prometheus_text_format() {
+    let app = spawn_app_with(Spawn::default()).await;
+    let alice = app.token("alice");
+    app.upload_and_commit(&alice, "image", "image/png", 3000)
+        .await;
+    let _ = app.commit(&alice, "tmp/not-a-key", None).await;
+    let text = metrics(&app).await;
+
+    let mut typed = std::collections::HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut samples = 0;
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(help) = line.strip_prefix("# HELP ") {
+            assert!(help.split_once(' ').is_some(), "HELP without text: {line}");
+        } else if let Some(ty) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = ty.split_once(' ').expect("TYPE name kind");
+            assert!(
+                matches!(
+                    kind,
+                    "counter" | "gauge" | "histogram" | "summary" | "untyped"
+                ),
+                "{line}"
+            );
+            assert!(
+                typed.insert(name.to_owned(), kind.to_owned()).is_none(),
+                "TYPE twice: {line}"
+            );
+        } else {
+            assert!(!line.starts_with('#'), "unknown comment: {line}");
+            let (family, series) = parse_sample(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            assert!(
+                typed.contains_key(&family) || typed.contains_key(&series),
+                "no TYPE before {line}"
+            );
+            assert!(seen.insert(series.clone()), "series twice: {series}");
+            samples += 1;
+        }
+    }
+    assert!(
+        samples > 20,
+        "a scrape after a commit has many series:\n{text}"
+    );
+}
