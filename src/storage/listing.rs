@@ -45,12 +45,45 @@ pub struct ObjectPage {
     pub next: Option<String>,
 }
 
-/// Every listing asks S3 to URL-encode the keys it returns (`encoding-type=url`): a key may hold
-/// any Unicode character, and some (control characters) cannot be written in XML 1.0 at all, so
-/// without it one such key makes a whole listing unreadable — and reconcile, the sweep or an
-/// import stop at it. S3 encodes the keys form-style (a space as `+`, a `+` as `%2B`) in `Key`,
+/// A key may hold any Unicode character, and some (control characters) cannot be written in
+/// XML 1.0: a page holding one cannot be parsed, and reconcile, the sweep or an import would stop
+/// at it. Such a page is asked for again URL-encoded (`encoding-type=url`) and its keys decoded.
+/// Not every page: LocalStack 4.14 compares `start-after` with the *encoded* keys when asked to
+/// encode (S3 compares the keys themselves), so encoding every page there skips and repeats keys
+/// in ranged listings; the retry keeps that to pages that could not be read otherwise.
+async fn send_or_encoded<T, E, F, Fut>(send: F) -> Result<(T, bool), StoreError>
+where
+    F: Fn(bool) -> Fut,
+    Fut: std::future::Future<
+        Output = Result<T, aws_sdk_s3::error::SdkError<E, aws_smithy_runtime_api::http::Response>>,
+    >,
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    use aws_sdk_s3::error::SdkError;
+    match send(false).await {
+        Ok(out) => Ok((out, false)),
+        // A 2xx answer the SDK could not read: the SDK reports it as a response error, or as
+        // an unhandled service error carrying the successful status.
+        Err(SdkError::ResponseError(_)) => Ok((send(true).await.map_err(classify)?, true)),
+        Err(SdkError::ServiceError(se)) if se.raw().status().is_success() => {
+            Ok((send(true).await.map_err(classify)?, true))
+        }
+        Err(e) => Err(classify(e)),
+    }
+}
+
+/// A key from a listing page: as it is, or decoded when the page was URL-encoded. S3 encodes
+/// form-style (a space as `+`, a `+` as `%2B`; LocalStack writes a space as `%20`) in `Key`,
 /// `Prefix`, `CommonPrefixes` and `NextKeyMarker`; continuation tokens and version ids stay as
 /// they are.
+fn listed_key(raw: &str, encoded: bool) -> Result<String, StoreError> {
+    if encoded {
+        decode_key(raw)
+    } else {
+        Ok(raw.to_owned())
+    }
+}
+
 pub(crate) fn decode_key(raw: &str) -> Result<String, StoreError> {
     let spaced = raw.replace('+', "%20");
     percent_encoding::percent_decode_str(&spaced)
@@ -75,18 +108,25 @@ pub(super) async fn common_prefixes(
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let page = client
+        let req = client
             .list_objects_v2()
             .bucket(bucket)
             .prefix(prefix)
             .delimiter("/")
-            .encoding_type(EncodingType::Url)
-            .set_continuation_token(token.take())
-            .send()
-            .await
-            .map_err(classify)?;
+            .set_continuation_token(token.take());
+        let (page, encoded) = send_or_encoded(|enc| {
+            let req = req.clone();
+            async move {
+                if enc {
+                    req.encoding_type(EncodingType::Url).send().await
+                } else {
+                    req.send().await
+                }
+            }
+        })
+        .await?;
         for p in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
-            out.push(decode_key(p)?);
+            out.push(listed_key(p, encoded)?);
         }
         match page.next_continuation_token() {
             Some(t) if page.is_truncated() == Some(true) => token = Some(t.to_owned()),
@@ -105,21 +145,28 @@ pub(super) async fn versions(
         Some((k, v)) => (Some(k), v),
         None => (None, None),
     };
-    let out = client
+    let req = client
         .list_object_versions()
         .bucket(bucket)
         .prefix(prefix)
         .set_key_marker(key_marker)
-        .set_version_id_marker(version_marker)
-        .encoding_type(EncodingType::Url)
-        .send()
-        .await
-        .map_err(classify)?;
+        .set_version_id_marker(version_marker);
+    let (out, encoded) = send_or_encoded(|enc| {
+        let req = req.clone();
+        async move {
+            if enc {
+                req.encoding_type(EncodingType::Url).send().await
+            } else {
+                req.send().await
+            }
+        }
+    })
+    .await?;
     let mut versions = Vec::with_capacity(out.versions().len() + out.delete_markers().len());
     for v in out.versions() {
         let Some(key) = v.key() else { continue };
         versions.push(ObjectVersion {
-            key: decode_key(key)?,
+            key: listed_key(key, encoded)?,
             version_id: v.version_id().map(str::to_owned),
             size: v.size().unwrap_or(0),
             delete_marker: false,
@@ -129,7 +176,7 @@ pub(super) async fn versions(
     for m in out.delete_markers() {
         let Some(key) = m.key() else { continue };
         versions.push(ObjectVersion {
-            key: decode_key(key)?,
+            key: listed_key(key, encoded)?,
             version_id: m.version_id().map(str::to_owned),
             size: 0,
             delete_marker: true,
@@ -139,7 +186,7 @@ pub(super) async fn versions(
     // The next key marker comes back encoded too; the request takes the key itself.
     let next = match out.next_key_marker() {
         Some(k) if out.is_truncated() == Some(true) => Some((
-            decode_key(k)?,
+            listed_key(k, encoded)?,
             out.next_version_id_marker().map(str::to_owned),
         )),
         _ => None,
@@ -155,22 +202,29 @@ pub(super) async fn objects(
     token: Option<String>,
     max: i32,
 ) -> Result<ObjectPage, StoreError> {
-    let out = client
+    let req = client
         .list_objects_v2()
         .bucket(bucket)
         .prefix(prefix)
         .max_keys(max)
         .set_start_after(start_after)
-        .set_continuation_token(token)
-        .encoding_type(EncodingType::Url)
-        .send()
-        .await
-        .map_err(classify)?;
+        .set_continuation_token(token);
+    let (out, encoded) = send_or_encoded(|enc| {
+        let req = req.clone();
+        async move {
+            if enc {
+                req.encoding_type(EncodingType::Url).send().await
+            } else {
+                req.send().await
+            }
+        }
+    })
+    .await?;
     let mut objects = Vec::with_capacity(out.contents().len());
     for o in out.contents() {
         let Some(key) = o.key() else { continue };
         objects.push(ObjectEntry {
-            key: decode_key(key)?,
+            key: listed_key(key, encoded)?,
             size: o.size().unwrap_or(0),
             last_modified: time(o.last_modified()),
             storage_class: o.storage_class().map(|c| c.as_str().to_owned()),
@@ -245,23 +299,33 @@ pub(super) async fn multipart_uploads(
     let mut out = Vec::new();
     let (mut key_marker, mut id_marker): (Option<String>, Option<String>) = (None, None);
     loop {
-        let page = client
+        let req = client
             .list_multipart_uploads()
             .bucket(bucket)
             .prefix(prefix)
             .set_key_marker(key_marker.take())
-            .set_upload_id_marker(id_marker.take())
-            .encoding_type(EncodingType::Url)
-            .send()
-            .await
-            .map_err(classify)?;
+            .set_upload_id_marker(id_marker.take());
+        let (page, encoded) = send_or_encoded(|enc| {
+            let req = req.clone();
+            async move {
+                if enc {
+                    req.encoding_type(EncodingType::Url).send().await
+                } else {
+                    req.send().await
+                }
+            }
+        })
+        .await?;
         for u in page.uploads() {
             if let (Some(key), Some(id)) = (u.key(), u.upload_id()) {
-                out.push((decode_key(key)?, id.to_owned()));
+                out.push((listed_key(key, encoded)?, id.to_owned()));
             }
         }
         if page.is_truncated() == Some(true) {
-            key_marker = page.next_key_marker().map(decode_key).transpose()?;
+            key_marker = page
+                .next_key_marker()
+                .map(|k| listed_key(k, encoded))
+                .transpose()?;
             id_marker = page.next_upload_id_marker().map(str::to_owned);
             if key_marker.is_none() {
                 return Ok(out);
