@@ -451,9 +451,7 @@ fn provider(
     };
     let leeway_secs = src.number("UPCOMMIT_JWT_LEEWAY_SECS", f.jwt_leeway_secs, 30)?;
     if leeway_secs > 300 {
-        return Err(ConfigError(
-            "UPCOMMIT_JWT_LEEWAY_SECS: at most 300".into(),
-        ));
+        return Err(ConfigError("UPCOMMIT_JWT_LEEWAY_SECS: at most 300".into()));
     }
     let refresh_secs = src
         .number("UPCOMMIT_JWKS_REFRESH_SECS", f.jwks_refresh_secs, 300)?
@@ -474,7 +472,11 @@ fn provider(
         refresh_secs,
         max_age_secs,
         min_refetch_secs: src
-            .number("UPCOMMIT_JWKS_MIN_REFETCH_SECS", f.jwks_min_refetch_secs, 30)?
+            .number(
+                "UPCOMMIT_JWKS_MIN_REFETCH_SECS",
+                f.jwks_min_refetch_secs,
+                30,
+            )?
             .max(1),
     }))
 }
@@ -732,7 +734,8 @@ impl Settings {
         }
         if demo.mint_tokens && jwt_secret.is_empty() {
             return Err(ConfigError(
-                "UPCOMMIT_DEMO_MINT_TOKENS needs UPCOMMIT_JWT_SECRET (it mints HS256 tokens)".into(),
+                "UPCOMMIT_DEMO_MINT_TOKENS needs UPCOMMIT_JWT_SECRET (it mints HS256 tokens)"
+                    .into(),
             ));
         }
         let archive_storage_class = src
@@ -1473,6 +1476,83 @@ mod tests {
         assert_eq!(at("86400").expect("seconds"), 86_400);
         assert!(at("23h").is_err(), "below a day");
         assert!(at("soon").is_err());
+    }
+
+    #[test]
+    fn an_identity_provider_needs_its_issuer_and_audience_and_makes_the_secret_optional() {
+        let provider = [
+            (
+                "UPCOMMIT_JWKS_URL",
+                "https://idp.example/.well-known/jwks.json",
+            ),
+            ("UPCOMMIT_JWT_ISSUER", "https://idp.example/"),
+            ("UPCOMMIT_JWT_AUDIENCE", "upcommit"),
+        ];
+        let s = Settings::from_map(&env(&provider)).expect("no secret needed with a provider");
+        assert_eq!(s.auth.jwt_secret.expose(), "");
+        let p = s.auth.provider.expect("provider");
+        assert_eq!(p.user_claim, "sub");
+        assert_eq!(p.admin, None);
+        assert_eq!(
+            (
+                p.leeway_secs,
+                p.refresh_secs,
+                p.max_age_secs,
+                p.min_refetch_secs
+            ),
+            (30, 300, 3600, 30)
+        );
+        assert!(
+            Settings::from_map(&env(&[])).is_err(),
+            "neither secret nor provider"
+        );
+        let without = |skip: &str| {
+            let pairs: Vec<_> = provider
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != skip)
+                .collect();
+            Settings::from_map(&env(&pairs)).map(|_| ())
+        };
+        assert!(without("UPCOMMIT_JWT_ISSUER").is_err());
+        assert!(without("UPCOMMIT_JWT_AUDIENCE").is_err());
+        assert!(
+            without("UPCOMMIT_JWKS_URL").is_err(),
+            "an issuer without a JWKS URL is a mistake, not a no-op"
+        );
+        let with = |extra: &[(&str, &str)]| {
+            let mut pairs = provider.to_vec();
+            pairs.extend_from_slice(extra);
+            Settings::from_map(&env(&pairs))
+        };
+        assert!(
+            with(&[("UPCOMMIT_JWT_ADMIN_CLAIM", "roles")]).is_err(),
+            "claim without value"
+        );
+        let admin = with(&[
+            ("UPCOMMIT_JWT_ADMIN_CLAIM", "roles"),
+            ("UPCOMMIT_JWT_ADMIN_VALUE", "upcommit-admin"),
+        ])
+        .expect("admin rule");
+        assert_eq!(
+            admin.auth.provider.and_then(|p| p.admin),
+            Some(("roles".to_owned(), "upcommit-admin".to_owned()))
+        );
+        assert!(with(&[("UPCOMMIT_JWKS_URL", "file:///etc/jwks.json")]).is_err());
+        assert!(with(&[("UPCOMMIT_JWT_LEEWAY_SECS", "3600")]).is_err());
+        assert!(
+            with(&[("UPCOMMIT_JWKS_MAX_AGE_SECS", "10")]).is_err(),
+            "below the refresh"
+        );
+        assert!(with(&[("UPCOMMIT_JWT_SECRET", "short")]).is_err());
+        assert!(
+            with(&[
+                ("UPCOMMIT_DEMO", "true"),
+                ("UPCOMMIT_DEMO_MINT_TOKENS", "true")
+            ])
+            .is_err(),
+            "minting HS256 tokens needs the secret"
+        );
     }
 
     #[test]

@@ -185,8 +185,8 @@ impl Application {
             self.hygiene_task,
             self.jwks_task,
         ]
-            .into_iter()
-            .flatten()
+        .into_iter()
+        .flatten()
         {
             task.abort();
         }

@@ -45,7 +45,11 @@ pub fn peek(token: &str) -> Result<Unverified, AuthError> {
     else {
         return Err(AuthError::Malformed);
     };
-    let decode = |part: &str| URL_SAFE_NO_PAD.decode(part).map_err(|_| AuthError::Malformed);
+    let decode = |part: &str| {
+        URL_SAFE_NO_PAD
+            .decode(part)
+            .map_err(|_| AuthError::Malformed)
+    };
     let header: RawHeader =
         serde_json::from_slice(&decode(h)?).map_err(|_| AuthError::Malformed)?;
     let payload: RawIssuer =
@@ -156,8 +160,11 @@ pub fn identity(claims: &Value, rules: &ClaimRules, now_unix: i64) -> Result<Ide
 
 /// A JWT NumericDate: seconds, possibly with a fraction (kept whole, rounded down).
 fn numeric_date(v: &Value) -> Option<i64> {
-    v.as_i64()
-        .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f.floor() as i64))
+    v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.is_finite())
+            .map(|f| f.floor() as i64)
+    })
 }
 
 fn holds(claim: &Value, value: &str) -> bool {
@@ -237,7 +244,10 @@ mod tests {
         assert!(identity(&with("aud", json!(["a", "upcommit"])), &r, NOW).is_ok());
         let mut no_aud = good();
         no_aud.as_object_mut().map(|o| o.remove("aud"));
-        assert_eq!(identity(&no_aud, &r, NOW), refused(Refusal::AudienceInvalid));
+        assert_eq!(
+            identity(&no_aud, &r, NOW),
+            refused(Refusal::AudienceInvalid)
+        );
     }
 
     #[test]
@@ -281,8 +291,14 @@ mod tests {
         let r = rules();
         let admin = |c: &Value, r: &ClaimRules| identity(c, r, NOW).map(|i| i.admin);
         assert_eq!(admin(&with("admin", json!(true)), &r), Ok(false));
-        assert_eq!(admin(&with("roles", json!(["upcommit-admin"])), &r), Ok(true));
-        assert_eq!(admin(&with("roles", json!(["upcommit-admins"])), &r), Ok(false));
+        assert_eq!(
+            admin(&with("roles", json!(["upcommit-admin"])), &r),
+            Ok(true)
+        );
+        assert_eq!(
+            admin(&with("roles", json!(["upcommit-admins"])), &r),
+            Ok(false)
+        );
         assert_eq!(admin(&with("roles", json!("upcommit-admin")), &r), Ok(true));
         let mut scope = rules();
         scope.admin = Some(("scope".into(), "upcommit:admin".into()));
@@ -331,7 +347,9 @@ mod tests {
             Ok(Route::Provider(jsonwebtoken::Algorithm::EdDSA))
         );
         assert_eq!(route(&peeked("RS256", theirs), true, None), not_allowed);
-        for alg in ["none", "None", "HS384", "HS512", "PS256", "RS512", "ES384", ""] {
+        for alg in [
+            "none", "None", "HS384", "HS512", "PS256", "RS512", "ES384", "",
+        ] {
             assert_eq!(route(&peeked(alg, theirs), true, iss), not_allowed, "{alg}");
         }
         assert_eq!(peeked("RS256", theirs).kid.as_deref(), Some("k1"));

@@ -1,7 +1,7 @@
 //! The identity provider's keys (its JWKS), cached and shared by every request of a replica.
 //!
 //! - Served from the cache while it is younger than the max age.
-//! - Refreshed on a schedule ([`JwksCache::spawn_refresh`]) and when a token names a `kid` the
+//! - Fetched at start, refreshed on a schedule ([`JwksCache::spawn_refresh`]) and when a token names a `kid` the
 //!   cache does not hold (a provider that rotated its keys).
 //! - At most one fetch in flight (concurrent askers wait for it and share its result) and at
 //!   most one fetch per `min_refetch`, whatever asks: a flood of made-up `kid`s costs the
@@ -153,12 +153,13 @@ impl JwksCache {
         parse_key_set(&body)
     }
 
-    /// Refreshes every `refresh` (the first time one interval after start), until aborted.
+    /// Fetches at start (a warm cache; a provider that cannot be reached shows in the log at
+    /// once), then every `refresh`, until aborted.
     pub fn spawn_refresh(self: Arc<Self>) -> JoinHandle<()> {
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(self.refresh).await;
                 self.refresh().await;
+                tokio::time::sleep(self.refresh).await;
             }
         })
     }

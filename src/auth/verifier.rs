@@ -59,9 +59,7 @@ impl Verifier {
                 let Some(provider) = &self.provider else {
                     return Err(AuthError::Refused(Refusal::AlgorithmNotAllowed));
                 };
-                let kid = peeked
-                    .kid
-                    .ok_or(AuthError::Refused(Refusal::KeyUnknown))?;
+                let kid = peeked.kid.ok_or(AuthError::Refused(Refusal::KeyUnknown))?;
                 let key = provider.jwks.key(&kid).await?;
                 if key.alg != alg {
                     return Err(AuthError::Refused(Refusal::AlgorithmNotAllowed));

@@ -225,7 +225,10 @@ async fn provider_tokens_of_each_algorithm_are_accepted_and_admin_comes_from_the
     let app = provider_app(&url, &[]).await;
     let minted = tokens(&[
         sign(&ks[0], claims("rsa-user", json!({}))),
-        sign(&ks[1], claims("ec-user", json!({"aud": ["other", AUDIENCE]}))),
+        sign(
+            &ks[1],
+            claims("ec-user", json!({"aud": ["other", AUDIENCE]})),
+        ),
         sign(&ks[2], claims("ed-user", json!({}))),
         sign(&ks[0], claims("fake-admin", json!({"admin": true}))),
         sign(
@@ -237,7 +240,9 @@ async fn provider_tokens_of_each_algorithm_are_accepted_and_admin_comes_from_the
         assert_eq!(presign(&app, token).await, ok(), "{user}");
         assert_eq!(
             app.db
-                .count(&format!("SELECT COUNT(*) FROM uploads WHERE owner = '{user}'"))
+                .count(&format!(
+                    "SELECT COUNT(*) FROM uploads WHERE owner = '{user}'"
+                ))
                 .await,
             1,
             "the upload belongs to the token's sub"
@@ -257,7 +262,10 @@ async fn provider_tokens_of_each_algorithm_are_accepted_and_admin_comes_from_the
     // The user id from another claim.
     let app = provider_app(&url, &[("UPCOMMIT_JWT_USER_CLAIM", "email")]).await;
     let minted = tokens(&[
-        sign(&ks[0], claims("ignored", json!({"email": "bob@example.com"}))),
+        sign(
+            &ks[0],
+            claims("ignored", json!({"email": "bob@example.com"})),
+        ),
         sign(&ks[0], claims("no-email", json!({}))),
     ]);
     assert_eq!(presign(&app, &minted[0]).await, ok());
@@ -455,8 +463,16 @@ async fn rotated_keys_are_picked_up_and_removed_ones_stop_working() {
 
     jwks.set(&[old, new]);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(presign(&app, &minted[1]).await, ok(), "new key fetched on its first use");
-    assert_eq!(presign(&app, &minted[0]).await, ok(), "old key still published");
+    assert_eq!(
+        presign(&app, &minted[1]).await,
+        ok(),
+        "new key fetched on its first use"
+    );
+    assert_eq!(
+        presign(&app, &minted[0]).await,
+        ok(),
+        "old key still published"
+    );
 
     jwks.set(&[new]);
     // The scheduled refresh (every 2 s) drops the old key.
@@ -468,7 +484,10 @@ async fn rotated_keys_are_picked_up_and_removed_ones_stop_working() {
             break;
         }
     }
-    assert!(dropped, "the old key's tokens are refused once it left the JWKS");
+    assert!(
+        dropped,
+        "the old key's tokens are refused once it left the JWKS"
+    );
     assert_eq!(presign(&app, &minted[1]).await, ok());
 }
 
@@ -491,19 +510,26 @@ async fn a_flood_of_unknown_kids_does_not_hammer_the_provider() {
         })
         .collect();
     let flood = tokens(&requests);
-    // The very first requests are the flood: nothing is cached yet.
+    // The flood comes first, racing the fetch at start.
     let answers = futures::future::join_all(flood.iter().map(|t| presign(&app, t))).await;
     assert!(
         answers.iter().all(|a| *a == refused("token_key_unknown")),
         "{answers:?}"
     );
     let after_flood = jwks.hits();
-    assert!(after_flood <= 2, "{after_flood} fetches for 40 unknown kids");
+    assert!(
+        after_flood <= 2,
+        "{after_flood} fetches for 40 unknown kids"
+    );
     let again = futures::future::join_all(flood.iter().map(|t| presign(&app, t))).await;
     assert!(again.iter().all(|a| *a == refused("token_key_unknown")));
     assert_eq!(jwks.hits(), after_flood, "a second flood fetches nothing");
     let good = tokens(&[sign(&ks[0], claims("a", json!({})))]);
-    assert_eq!(presign(&app, &good[0]).await, ok(), "the real key still works");
+    assert_eq!(
+        presign(&app, &good[0]).await,
+        ok(),
+        "the real key still works"
+    );
 }
 
 /// The provider cannot be reached: fresh cached keys keep serving; once they are past the max
@@ -542,7 +568,10 @@ async fn an_unreachable_provider_with_expired_keys_answers_503_with_retry_after(
             error_code(resp).await,
             (503, "identity_provider_unavailable".to_owned())
         );
-        assert!(retry_after.is_some_and(|s| (1..=2).contains(&s)), "{retry_after:?}");
+        assert!(
+            retry_after.is_some_and(|s| (1..=2).contains(&s)),
+            "{retry_after:?}"
+        );
     }
     assert!(
         jwks.hits() - hits_before <= 3,
@@ -557,5 +586,9 @@ async fn an_unreachable_provider_with_expired_keys_answers_503_with_retry_after(
 
     jwks.down.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(presign(&app, token).await, ok(), "back once the provider answers");
+    assert_eq!(
+        presign(&app, token).await,
+        ok(),
+        "back once the provider answers"
+    );
 }
