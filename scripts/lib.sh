@@ -10,6 +10,10 @@ INFRA_VENV="$UPCOMMIT_CACHE/infra-venv"
 CHECKOV_VERSION="3.3.30"
 SCHEMATHESIS_VENV="$UPCOMMIT_CACHE/schemathesis-venv"
 SCHEMATHESIS_VERSION="4.32.5"
+# PyJWT mints the identity-provider tokens of tests/api/identity.rs (a library this project did
+# not write); the tests find its python through UPCOMMIT_TEST_PYJWT.
+JWT_VENV="$UPCOMMIT_CACHE/jwt-venv"
+PYJWT_VERSION="2.10.1"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
@@ -73,6 +77,7 @@ ensure_pinned_tool() {
 }
 
 ensure_checkov_installed() { ensure_pinned_tool "$INFRA_VENV" checkov checkov "$CHECKOV_VERSION"; }
+ensure_pyjwt_installed() { ensure_pinned_tool "$JWT_VENV" python "pyjwt[crypto]" "$PYJWT_VERSION"; }
 ensure_schemathesis_installed() { ensure_pinned_tool "$SCHEMATHESIS_VENV" schemathesis schemathesis "$SCHEMATHESIS_VERSION"; }
 
 # Debian's chromium and Node.js for the browser test, and playwright-core (pinned by

@@ -4,7 +4,7 @@
 # validation on) on SQLite and then on PostgreSQL, the browser test of the demo page
 # (Playwright driving Debian's chromium), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check. Installs and starts what it needs from nothing: LocalStack, checkov and
-# schemathesis venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
+# schemathesis and PyJWT venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
 # throwaway PostgreSQL cluster; stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +53,8 @@ start_postgres
 log "openapi.yaml parses"
 "$LOCALSTACK_VENV/bin/python" -c 'import sys, yaml; yaml.safe_load(open("openapi.yaml")); print("openapi.yaml: valid YAML")'
 
+ensure_pyjwt_installed
+export UPCOMMIT_TEST_PYJWT="$JWT_VENV/bin/python"
 export UPCOMMIT_TEST_S3_ENDPOINT="http://$LOCALSTACK_ADDR"
 export UPCOMMIT_TEST_PG_URL="$PG_URL"
 

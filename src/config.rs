@@ -162,8 +162,37 @@ pub struct BucketCheckSettings {
 
 #[derive(Debug, Clone)]
 pub struct AuthSettings {
-    /// HS256 key for bearer tokens (`UPCOMMIT_JWT_SECRET`, required, at least 16 bytes).
+    /// HS256 key for bearer tokens (`UPCOMMIT_JWT_SECRET`, at least 16 bytes; required unless an
+    /// identity provider is configured, empty = HS256 tokens refused).
     pub jwt_secret: SecretString,
+    /// The identity provider whose asymmetric tokens are accepted (`UPCOMMIT_JWKS_URL` set).
+    pub provider: Option<ProviderSettings>,
+}
+
+/// One identity provider (Auth0, Cognito, Keycloak, …): its keys come from a JWKS.
+#[derive(Debug, Clone)]
+pub struct ProviderSettings {
+    /// Where the provider publishes its keys (`UPCOMMIT_JWKS_URL`).
+    pub jwks_url: String,
+    /// The exact `iss` its tokens carry (`UPCOMMIT_JWT_ISSUER`, required with a JWKS URL).
+    pub issuer: String,
+    /// The `aud` tokens must name (`UPCOMMIT_JWT_AUDIENCE`, required with a JWKS URL).
+    pub audience: String,
+    /// The claim holding the user id (`UPCOMMIT_JWT_USER_CLAIM`, default `sub`).
+    pub user_claim: String,
+    /// The claim and value that make a caller admin (`UPCOMMIT_JWT_ADMIN_CLAIM`,
+    /// `UPCOMMIT_JWT_ADMIN_VALUE`); unset = no provider token is admin.
+    pub admin: Option<(String, String)>,
+    /// Clock leeway on `exp` and `nbf` in seconds (`UPCOMMIT_JWT_LEEWAY_SECS`, default 30, ≤ 300).
+    pub leeway_secs: u64,
+    /// Seconds between scheduled key refreshes (`UPCOMMIT_JWKS_REFRESH_SECS`, default 300).
+    pub refresh_secs: u64,
+    /// Seconds fetched keys are trusted without a successful refresh; past it, a failed fetch
+    /// answers 503 (`UPCOMMIT_JWKS_MAX_AGE_SECS`, default 3600, ≥ the refresh interval).
+    pub max_age_secs: u64,
+    /// At most one fetch per this many seconds, whatever asks (unknown `kid`s, stale keys)
+    /// (`UPCOMMIT_JWKS_MIN_REFETCH_SECS`, default 30).
+    pub min_refetch_secs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -240,6 +269,16 @@ struct FileSettings {
     s3_endpoint: Option<String>,
     region: Option<String>,
     jwt_secret: Option<String>,
+    jwks_url: Option<String>,
+    jwt_issuer: Option<String>,
+    jwt_audience: Option<String>,
+    jwt_user_claim: Option<String>,
+    jwt_admin_claim: Option<String>,
+    jwt_admin_value: Option<String>,
+    jwt_leeway_secs: Option<u64>,
+    jwks_refresh_secs: Option<u64>,
+    jwks_max_age_secs: Option<u64>,
+    jwks_min_refetch_secs: Option<u64>,
     quota_daily_uploads: Option<u64>,
     quota_daily_bytes: Option<u64>,
     presign_expiry_secs: Option<u64>,
@@ -373,6 +412,80 @@ impl Source<'_> {
     }
 }
 
+/// The identity provider settings: all of them unset, or a JWKS URL with its issuer and audience.
+fn provider(
+    src: &Source<'_>,
+    f: &mut FileSettings,
+) -> Result<Option<ProviderSettings>, ConfigError> {
+    let jwks_url = src.string("UPCOMMIT_JWKS_URL", f.jwks_url.take(), "");
+    let issuer = src.string("UPCOMMIT_JWT_ISSUER", f.jwt_issuer.take(), "");
+    let audience = src.string("UPCOMMIT_JWT_AUDIENCE", f.jwt_audience.take(), "");
+    let admin_claim = src.string("UPCOMMIT_JWT_ADMIN_CLAIM", f.jwt_admin_claim.take(), "");
+    let admin_value = src.string("UPCOMMIT_JWT_ADMIN_VALUE", f.jwt_admin_value.take(), "");
+    if jwks_url.is_empty() {
+        if !(issuer.is_empty() && audience.is_empty() && admin_claim.is_empty()) {
+            return Err(ConfigError(
+                "UPCOMMIT_JWKS_URL: required when UPCOMMIT_JWT_ISSUER, UPCOMMIT_JWT_AUDIENCE or UPCOMMIT_JWT_ADMIN_CLAIM is set".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    if !(jwks_url.starts_with("https://") || jwks_url.starts_with("http://")) {
+        return Err(ConfigError(format!(
+            "UPCOMMIT_JWKS_URL: expected an http(s) URL, got {jwks_url:?}"
+        )));
+    }
+    if issuer.is_empty() {
+        return Err(ConfigError(
+            "UPCOMMIT_JWT_ISSUER: required with UPCOMMIT_JWKS_URL (the exact iss of the provider's tokens)".into(),
+        ));
+    }
+    if audience.is_empty() {
+        return Err(ConfigError(
+            "UPCOMMIT_JWT_AUDIENCE: required with UPCOMMIT_JWKS_URL (the aud this service's tokens carry)".into(),
+        ));
+    }
+    let admin = match (admin_claim.is_empty(), admin_value.is_empty()) {
+        (true, true) => None,
+        (false, false) => Some((admin_claim, admin_value)),
+        _ => {
+            return Err(ConfigError(
+                "UPCOMMIT_JWT_ADMIN_CLAIM and UPCOMMIT_JWT_ADMIN_VALUE: set both or neither".into(),
+            ))
+        }
+    };
+    let leeway_secs = src.number("UPCOMMIT_JWT_LEEWAY_SECS", f.jwt_leeway_secs, 30)?;
+    if leeway_secs > 300 {
+        return Err(ConfigError("UPCOMMIT_JWT_LEEWAY_SECS: at most 300".into()));
+    }
+    let refresh_secs = src
+        .number("UPCOMMIT_JWKS_REFRESH_SECS", f.jwks_refresh_secs, 300)?
+        .max(1);
+    let max_age_secs = src.number("UPCOMMIT_JWKS_MAX_AGE_SECS", f.jwks_max_age_secs, 3600)?;
+    if max_age_secs < refresh_secs {
+        return Err(ConfigError(
+            "UPCOMMIT_JWKS_MAX_AGE_SECS: at least UPCOMMIT_JWKS_REFRESH_SECS".into(),
+        ));
+    }
+    Ok(Some(ProviderSettings {
+        jwks_url,
+        issuer,
+        audience,
+        user_claim: src.string("UPCOMMIT_JWT_USER_CLAIM", f.jwt_user_claim.take(), "sub"),
+        admin,
+        leeway_secs,
+        refresh_secs,
+        max_age_secs,
+        min_refetch_secs: src
+            .number(
+                "UPCOMMIT_JWKS_MIN_REFETCH_SECS",
+                f.jwks_min_refetch_secs,
+                30,
+            )?
+            .max(1),
+    }))
+}
+
 /// `UPCOMMIT_UPLOAD_RETENTION`: a duration of at least a day, so that quota days still being
 /// charged (today, and yesterday on a replica whose clock lags) are never pruned.
 fn retention(raw: &str) -> Result<u64, ConfigError> {
@@ -429,7 +542,7 @@ impl Settings {
         env: &dyn Fn(&str) -> Option<String>,
         require_secret: bool,
     ) -> Result<Self, ConfigError> {
-        let f: FileSettings = match file {
+        let mut f: FileSettings = match file {
             Some(text) => {
                 toml::from_str(text).map_err(|e| ConfigError(format!("UPCOMMIT_CONFIG: {e}")))?
             }
@@ -437,10 +550,13 @@ impl Settings {
         };
         let src = Source { env };
 
-        let jwt_secret = src.string("UPCOMMIT_JWT_SECRET", f.jwt_secret, "");
-        if jwt_secret.len() < 16 && (require_secret || !jwt_secret.is_empty()) {
+        let provider = provider(&src, &mut f)?;
+        let jwt_secret = src.string("UPCOMMIT_JWT_SECRET", f.jwt_secret.take(), "");
+        let secret_required = require_secret && provider.is_none();
+        if jwt_secret.len() < 16 && (secret_required || !jwt_secret.is_empty()) {
             return Err(ConfigError(
-                "UPCOMMIT_JWT_SECRET: required, at least 16 bytes".into(),
+                "UPCOMMIT_JWT_SECRET: required (unless UPCOMMIT_JWKS_URL is set), at least 16 bytes"
+                    .into(),
             ));
         }
         let database_url = src.string("DATABASE_URL", f.database_url, "sqlite://data/upcommit.db");
@@ -621,6 +737,12 @@ impl Settings {
                     .into(),
             ));
         }
+        if demo.mint_tokens && jwt_secret.is_empty() {
+            return Err(ConfigError(
+                "UPCOMMIT_DEMO_MINT_TOKENS needs UPCOMMIT_JWT_SECRET (it mints HS256 tokens)"
+                    .into(),
+            ));
+        }
         let archive_storage_class = src
             .string(
                 "UPCOMMIT_ARCHIVE_STORAGE_CLASS",
@@ -734,6 +856,7 @@ impl Settings {
             },
             auth: AuthSettings {
                 jwt_secret: SecretString::new(jwt_secret),
+                provider,
             },
             uploads,
             quota: QuotaLimits {
@@ -1370,6 +1493,83 @@ mod tests {
         assert_eq!(at("86400").expect("seconds"), 86_400);
         assert!(at("23h").is_err(), "below a day");
         assert!(at("soon").is_err());
+    }
+
+    #[test]
+    fn an_identity_provider_needs_its_issuer_and_audience_and_makes_the_secret_optional() {
+        let provider = [
+            (
+                "UPCOMMIT_JWKS_URL",
+                "https://idp.example/.well-known/jwks.json",
+            ),
+            ("UPCOMMIT_JWT_ISSUER", "https://idp.example/"),
+            ("UPCOMMIT_JWT_AUDIENCE", "upcommit"),
+        ];
+        let s = Settings::from_map(&env(&provider)).expect("no secret needed with a provider");
+        assert_eq!(s.auth.jwt_secret.expose(), "");
+        let p = s.auth.provider.expect("provider");
+        assert_eq!(p.user_claim, "sub");
+        assert_eq!(p.admin, None);
+        assert_eq!(
+            (
+                p.leeway_secs,
+                p.refresh_secs,
+                p.max_age_secs,
+                p.min_refetch_secs
+            ),
+            (30, 300, 3600, 30)
+        );
+        assert!(
+            Settings::from_map(&env(&[])).is_err(),
+            "neither secret nor provider"
+        );
+        let without = |skip: &str| {
+            let pairs: Vec<_> = provider
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != skip)
+                .collect();
+            Settings::from_map(&env(&pairs)).map(|_| ())
+        };
+        assert!(without("UPCOMMIT_JWT_ISSUER").is_err());
+        assert!(without("UPCOMMIT_JWT_AUDIENCE").is_err());
+        assert!(
+            without("UPCOMMIT_JWKS_URL").is_err(),
+            "an issuer without a JWKS URL is a mistake, not a no-op"
+        );
+        let with = |extra: &[(&str, &str)]| {
+            let mut pairs = provider.to_vec();
+            pairs.extend_from_slice(extra);
+            Settings::from_map(&env(&pairs))
+        };
+        assert!(
+            with(&[("UPCOMMIT_JWT_ADMIN_CLAIM", "roles")]).is_err(),
+            "claim without value"
+        );
+        let admin = with(&[
+            ("UPCOMMIT_JWT_ADMIN_CLAIM", "roles"),
+            ("UPCOMMIT_JWT_ADMIN_VALUE", "upcommit-admin"),
+        ])
+        .expect("admin rule");
+        assert_eq!(
+            admin.auth.provider.and_then(|p| p.admin),
+            Some(("roles".to_owned(), "upcommit-admin".to_owned()))
+        );
+        assert!(with(&[("UPCOMMIT_JWKS_URL", "file:///etc/jwks.json")]).is_err());
+        assert!(with(&[("UPCOMMIT_JWT_LEEWAY_SECS", "3600")]).is_err());
+        assert!(
+            with(&[("UPCOMMIT_JWKS_MAX_AGE_SECS", "10")]).is_err(),
+            "below the refresh"
+        );
+        assert!(with(&[("UPCOMMIT_JWT_SECRET", "short")]).is_err());
+        assert!(
+            with(&[
+                ("UPCOMMIT_DEMO", "true"),
+                ("UPCOMMIT_DEMO_MINT_TOKENS", "true")
+            ])
+            .is_err(),
+            "minting HS256 tokens needs the secret"
+        );
     }
 
     #[test]

@@ -122,6 +122,8 @@ pub enum AppError {
     CompletionInProgress,
     #[error("request timed out")]
     Timeout,
+    #[error("the identity provider's keys cannot be fetched; retry shortly")]
+    IdentityProviderUnavailable { retry_after_secs: u64 },
     #[error("a dependency is unavailable; retry shortly")]
     Unavailable(String),
     #[error("internal error")]
@@ -208,9 +210,12 @@ impl AppError {
             | ObjectTooLarge { .. }
             | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
             QuotaExceeded { .. } | RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            CommitInProgress | CompletionInProgress | FileBusy | Unavailable(_) | Timeout => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            CommitInProgress
+            | CompletionInProgress
+            | FileBusy
+            | Unavailable(_)
+            | Timeout
+            | IdentityProviderUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -219,6 +224,7 @@ impl AppError {
     pub fn code(&self) -> &str {
         use AppError::*;
         match self {
+            Unauthorized(AuthError::Refused(r)) => r.code(),
             Unauthorized(_) => "unauthorized",
             FinalKeyForbidden => "final_key_forbidden",
             AdminRequired => "admin_required",
@@ -282,6 +288,7 @@ impl AppError {
             CompletionInProgress => "completion_in_progress",
             Timeout => "request_timeout",
             Unavailable(_) => "service_unavailable",
+            IdentityProviderUnavailable { .. } => "identity_provider_unavailable",
             Internal(_) => "internal_error",
         }
     }
@@ -290,7 +297,8 @@ impl AppError {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             AppError::QuotaExceeded { retry_after_secs }
-            | AppError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            | AppError::RateLimited { retry_after_secs }
+            | AppError::IdentityProviderUnavailable { retry_after_secs } => Some(*retry_after_secs),
             AppError::CommitInProgress
             | AppError::CompletionInProgress
             | AppError::FileBusy
@@ -303,6 +311,7 @@ impl AppError {
     /// The message sent to the client: internal detail stays in the logs.
     pub fn public_message(&self) -> String {
         match self {
+            AppError::Unauthorized(AuthError::Refused(r)) => r.message().into(),
             AppError::Unauthorized(_) => {
                 "missing, malformed, expired or wrongly signed bearer token".into()
             }

@@ -42,6 +42,8 @@ pub struct Application {
     hygiene_task: Option<JoinHandle<()>>,
     /// Reads the last job runs for `/metrics`.
     gauges_task: JoinHandle<()>,
+    /// The identity provider's scheduled JWKS refresh, when one is configured.
+    jwks_task: Option<JoinHandle<()>>,
 }
 
 impl Application {
@@ -128,7 +130,10 @@ impl Application {
         ));
         let job_gauges = Arc::new(JobGauges::new());
         let gauges_task = job_gauges.clone().spawn(catalog.clone(), job_gauges::EVERY);
+        let verifier = Arc::new(crate::auth::Verifier::new(&settings.auth));
+        let jwks_task = verifier.spawn_refresh();
         let state = AppState {
+            verifier,
             settings: Arc::new(settings),
             catalog,
             store,
@@ -148,6 +153,7 @@ impl Application {
             sweep_task,
             hygiene_task,
             gauges_task,
+            jwks_task,
         })
     }
 
@@ -173,9 +179,14 @@ impl Application {
             shutdown_signal(),
         )
         .await;
-        for task in [self.watch_task, self.sweep_task, self.hygiene_task]
-            .into_iter()
-            .flatten()
+        for task in [
+            self.watch_task,
+            self.sweep_task,
+            self.hygiene_task,
+            self.jwks_task,
+        ]
+        .into_iter()
+        .flatten()
         {
             task.abort();
         }

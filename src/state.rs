@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::auth::Verifier;
 use crate::catalog::Catalog;
 use crate::config::Settings;
 use crate::domain::rate::RateLimiter;
@@ -27,6 +28,8 @@ pub struct AppState {
     pub readiness: Arc<Readiness>,
     /// The last job runs `/metrics` shows, refreshed in the background.
     pub job_gauges: Arc<JobGauges>,
+    /// Checks bearer tokens; holds the identity provider's key cache.
+    pub verifier: Arc<Verifier>,
 }
 
 impl AppState {
@@ -42,6 +45,7 @@ impl AppState {
             settings.uploads.presign_burst,
         )));
         Self {
+            verifier: Arc::new(Verifier::new(&settings.auth)),
             settings: Arc::new(settings),
             catalog,
             store,

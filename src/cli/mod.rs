@@ -244,6 +244,10 @@ pub async fn run(cli: Cli) -> i32 {
                 eprintln!("upcommit: --sub must not be empty");
                 return 2;
             }
+            if settings.auth.jwt_secret.expose().is_empty() {
+                eprintln!("upcommit: token mints HS256 tokens and needs UPCOMMIT_JWT_SECRET");
+                return 2;
+            }
             let token = crate::auth::issue(
                 settings.auth.jwt_secret.expose().as_bytes(),
                 &sub,

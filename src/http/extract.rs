@@ -7,8 +7,9 @@ use axum::http::{header, StatusCode};
 use serde::de::DeserializeOwned;
 use validator::Validate;
 
-use crate::auth::{self, AuthError, Identity};
-use crate::config::SecretString;
+use std::sync::Arc;
+
+use crate::auth::{AuthError, Identity, Verifier};
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -60,18 +61,16 @@ where
     }
 }
 
-/// The JWT secret, reachable from the state for the identity extractor.
-pub struct JwtSecret(pub SecretString);
-
-impl FromRef<AppState> for JwtSecret {
+/// The token verifier (secret, JWKS cache), reachable from the state for the identity extractor.
+impl FromRef<AppState> for Arc<Verifier> {
     fn from_ref(state: &AppState) -> Self {
-        JwtSecret(state.settings.auth.jwt_secret.clone())
+        state.verifier.clone()
     }
 }
 
 impl<S> FromRequestParts<S> for Identity
 where
-    JwtSecret: FromRef<S>,
+    Arc<Verifier>: FromRef<S>,
     S: Send + Sync,
 {
     type Rejection = AppError;
@@ -88,13 +87,16 @@ where
             .strip_prefix("Bearer ")
             .or_else(|| value.strip_prefix("bearer "))
             .ok_or(AppError::Unauthorized(AuthError::Malformed))?;
-        let JwtSecret(secret) = JwtSecret::from_ref(state);
-        let identity = auth::verify(
-            secret.expose().as_bytes(),
-            token.trim(),
-            chrono::Utc::now().timestamp(),
-        )
-        .map_err(AppError::Unauthorized)?;
+        let verifier = Arc::<Verifier>::from_ref(state);
+        let identity = verifier
+            .verify(token.trim(), chrono::Utc::now().timestamp())
+            .await
+            .map_err(|e| match e {
+                AuthError::ProviderUnavailable { retry_after_secs } => {
+                    AppError::IdentityProviderUnavailable { retry_after_secs }
+                }
+                other => AppError::Unauthorized(other),
+            })?;
         tracing::Span::current().record("user.id", tracing::field::display(&identity.user_id));
         Ok(identity)
     }

@@ -67,6 +67,7 @@ pub async fn recover_stale_commits(
         metrics: Arc::new(Metrics::new()),
         readiness: Arc::default(),
         job_gauges: Arc::default(),
+        verifier: Arc::new(crate::auth::Verifier::new(&settings.auth)),
     };
     for upload in stale {
         let item = |action: &str, reason: String| JobItem {

@@ -22,6 +22,7 @@ mod helpers;
 mod history;
 mod http_contract;
 mod hygiene;
+mod identity;
 mod legacy;
 mod legacy_import;
 mod model;

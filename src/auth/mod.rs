@@ -1,5 +1,16 @@
-//! Bearer tokens: compact JWTs signed HS256 with the configured secret. `sub` is the user id,
-//! `exp` is required, `"admin": true` marks an admin. Identity comes from the token only.
+//! Bearer tokens. Two kinds, never confused (the token's `alg` never chooses the key type):
+//! - HS256 tokens signed with `UPCOMMIT_JWT_SECRET` (development, tests, `upcommit token`):
+//!   `sub` is the user id, `exp` is required, `"admin": true` marks an admin;
+//! - RS256/ES256/EdDSA tokens of an identity provider, checked against its JWKS
+//!   ([`jwks`], [`verifier`]), with the claim rules of [`claims`].
+//!
+//! Signatures are checked by the `jsonwebtoken` crate; identity comes from the token only.
+
+pub mod claims;
+pub mod jwks;
+pub mod verifier;
+
+pub use verifier::Verifier;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -26,6 +37,49 @@ pub enum AuthError {
     Expired,
     #[error("token not yet valid")]
     NotYetValid,
+    /// A provider token refused for a reason the client can act on (its own code).
+    #[error("{}", .0.message())]
+    Refused(Refusal),
+    /// The provider's keys have expired here and cannot be fetched.
+    #[error("the identity provider's keys cannot be fetched")]
+    ProviderUnavailable { retry_after_secs: u64 },
+}
+
+/// Why a token was refused, each with its stable code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    IssuerInvalid,
+    AudienceInvalid,
+    Expired,
+    NotYetValid,
+    KeyUnknown,
+    AlgorithmNotAllowed,
+}
+
+impl Refusal {
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::IssuerInvalid => "token_issuer_invalid",
+            Refusal::AudienceInvalid => "token_audience_invalid",
+            Refusal::Expired => "token_expired",
+            Refusal::NotYetValid => "token_not_yet_valid",
+            Refusal::KeyUnknown => "token_key_unknown",
+            Refusal::AlgorithmNotAllowed => "token_algorithm_not_allowed",
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Refusal::IssuerInvalid => "the token's iss is not the configured issuer",
+            Refusal::AudienceInvalid => "the token's aud does not name this service",
+            Refusal::Expired => "the token has expired",
+            Refusal::NotYetValid => "the token is not valid yet (nbf)",
+            Refusal::KeyUnknown => "the token's kid is not in the identity provider's key set",
+            Refusal::AlgorithmNotAllowed => {
+                "the token's alg is not accepted for its issuer (RS256, ES256, EdDSA from the JWKS; HS256 only with the development secret)"
+            }
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -40,12 +94,7 @@ struct Claims {
     nbf: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
-struct Header {
-    alg: String,
-}
-
-const MAX_TOKEN_BYTES: usize = 4096;
+pub(crate) const MAX_TOKEN_BYTES: usize = 8192;
 const MAX_SUB_BYTES: usize = 128;
 
 fn mac(secret: &[u8]) -> Hmac<Sha256> {
@@ -72,35 +121,18 @@ pub fn issue(secret: &[u8], sub: &str, admin: bool, ttl_secs: i64, now_unix: i64
     format!("{signing_input}.{sig}")
 }
 
-/// Verifies a compact token. Only HS256 is accepted (no `none`, no algorithm confusion); the
-/// signature is compared in constant time before the claims are trusted.
+/// Verifies an HS256 token with the secret (signature by `jsonwebtoken`, which accepts only the
+/// algorithms asked for: no `none`, no algorithm confusion). The time claims are checked here
+/// against `now_unix`, with no leeway: `exp` is required.
 pub fn verify(secret: &[u8], token: &str, now_unix: i64) -> Result<Identity, AuthError> {
-    if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
+    if token.is_empty() || token.len() > MAX_TOKEN_BYTES || secret.is_empty() {
         return Err(AuthError::Malformed);
     }
-    let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(AuthError::Malformed);
-    };
-    let decode = |part: &str| {
-        URL_SAFE_NO_PAD
-            .decode(part)
-            .map_err(|_| AuthError::Malformed)
-    };
-    let header: Header = serde_json::from_slice(&decode(h)?).map_err(|_| AuthError::Malformed)?;
-    if header.alg != "HS256" {
-        return Err(AuthError::Malformed);
-    }
-    let signature = decode(s)?;
-    let mut m = mac(secret);
-    m.update(h.as_bytes());
-    m.update(b".");
-    m.update(p.as_bytes());
-    m.verify_slice(&signature)
-        .map_err(|_| AuthError::BadSignature)?;
-    let claims: Claims = serde_json::from_slice(&decode(p)?).map_err(|_| AuthError::Malformed)?;
+    let claims: Claims = signed_claims(
+        token,
+        &jsonwebtoken::DecodingKey::from_secret(secret),
+        jsonwebtoken::Algorithm::HS256,
+    )?;
     if !valid_user_id(&claims.sub) {
         return Err(AuthError::Malformed);
     }
@@ -114,6 +146,27 @@ pub fn verify(secret: &[u8], token: &str, now_unix: i64) -> Result<Identity, Aut
         user_id: claims.sub,
         admin: claims.admin,
     })
+}
+
+/// The claims of a token whose signature `key` verifies under `alg` (and only `alg`). No claim
+/// is checked here: the callers check the times, issuer and audience against their own clock.
+pub(crate) fn signed_claims<T: serde::de::DeserializeOwned>(
+    token: &str,
+    key: &jsonwebtoken::DecodingKey,
+    alg: jsonwebtoken::Algorithm,
+) -> Result<T, AuthError> {
+    use jsonwebtoken::errors::ErrorKind;
+    let mut validation = jsonwebtoken::Validation::new(alg);
+    validation.required_spec_claims.clear();
+    validation.validate_exp = false;
+    validation.validate_nbf = false;
+    validation.validate_aud = false;
+    jsonwebtoken::decode::<T>(token, key, &validation)
+        .map(|data| data.claims)
+        .map_err(|e| match e.kind() {
+            ErrorKind::InvalidSignature => AuthError::BadSignature,
+            _ => AuthError::Malformed,
+        })
 }
 
 /// A user id as tokens carry it (`sub`): 1–128 bytes, no control characters. An admin naming
@@ -181,7 +234,7 @@ mod tests {
             "a.b.c.d".into(),
             format!("{none_header}.{payload}."),
             "!!!.???.***".into(),
-            "x".repeat(5000),
+            "x".repeat(9000),
         ] {
             assert_eq!(
                 verify(SECRET, &bad, NOW),
