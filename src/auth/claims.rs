@@ -70,10 +70,12 @@ pub enum Route {
     Provider(jsonwebtoken::Algorithm),
 }
 
-/// The algorithm policy. HS256 goes to the secret, and only when a secret is configured and the
-/// token does not claim the provider as issuer (the provider's public key must never serve as an
-/// HMAC secret). RS256/ES256/EdDSA go to the provider, when there is one. Anything else (`none`,
-/// HS384, PS256, …) is refused.
+/// The algorithm policy. HS256 goes to the development secret, and only when one is configured
+/// and no identity provider is: beside a provider, whoever held the secret could mint a token
+/// for any provider user (user ids share one namespace) and for an admin, whatever `iss` it
+/// names — and the provider's public key must never serve as an HMAC secret.
+/// RS256/ES256/EdDSA go to the provider, when there is one. Anything else (`none`, HS384,
+/// PS256, …) is refused.
 pub fn route(
     token: &Unverified,
     has_secret: bool,
@@ -82,15 +84,7 @@ pub fn route(
     use jsonwebtoken::Algorithm;
     let refused = Err(AuthError::Refused(Refusal::AlgorithmNotAllowed));
     match token.alg.as_str() {
-        "HS256" => {
-            let claims_provider =
-                provider_issuer.is_some_and(|iss| token.iss.as_deref() == Some(iss));
-            if has_secret && !claims_provider {
-                Ok(Route::Secret)
-            } else {
-                refused
-            }
-        }
+        "HS256" if has_secret && provider_issuer.is_none() => Ok(Route::Secret),
         "RS256" | "ES256" | "EdDSA" if provider_issuer.is_some() => {
             Ok(Route::Provider(match token.alg.as_str() {
                 "RS256" => Algorithm::RS256,
@@ -335,7 +329,10 @@ mod tests {
         let theirs = r#"{"iss":"https://idp.example/"}"#;
         let ours = r#"{"sub":"alice"}"#;
         let not_allowed = Err(AuthError::Refused(Refusal::AlgorithmNotAllowed));
-        assert_eq!(route(&peeked("HS256", ours), true, iss), Ok(Route::Secret));
+        assert_eq!(route(&peeked("HS256", ours), true, None), Ok(Route::Secret));
+        assert_eq!(route(&peeked("HS256", ours), false, None), not_allowed);
+        // Beside a provider, no HS256 token at all, whatever issuer it names or omits.
+        assert_eq!(route(&peeked("HS256", ours), true, iss), not_allowed);
         assert_eq!(route(&peeked("HS256", ours), false, iss), not_allowed);
         assert_eq!(route(&peeked("HS256", theirs), true, iss), not_allowed);
         assert_eq!(

@@ -159,7 +159,12 @@ impl JwksCache {
         tokio::spawn(async move {
             loop {
                 self.refresh().await;
-                tokio::time::sleep(self.refresh).await;
+                // The next scheduled fetch is `refresh` after the last attempt, whoever made it:
+                // a fetch an unknown `kid` triggered just before must not push the schedule a
+                // whole interval further (a removed key would outlive `refresh`).
+                let last = self.lock().last_attempt.unwrap_or_else(Instant::now);
+                let next = (last + self.refresh).max(Instant::now() + Duration::from_secs(1));
+                tokio::time::sleep_until(next).await;
             }
         })
     }

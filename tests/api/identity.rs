@@ -215,8 +215,8 @@ fn refused(code: &str) -> (u16, String) {
 }
 
 /// RS256, ES256 and EdDSA tokens from PyJWT are accepted; the user is the `sub` (or the
-/// configured claim); admin comes only from the role claim, never from `"admin": true`; the
-/// HS256 development tokens keep working beside the provider.
+/// configured claim); admin comes only from the role claim, never from `"admin": true`; HS256
+/// development tokens are refused beside the provider.
 #[tokio::test]
 async fn provider_tokens_of_each_algorithm_are_accepted_and_admin_comes_from_the_role_claim() {
     let (jwks, url) = Jwks::serve().await;
@@ -254,9 +254,32 @@ async fn provider_tokens_of_each_algorithm_are_accepted_and_admin_comes_from_the
         "\"admin\": true is not the configured claim"
     );
     assert_eq!(storage_report(&app, &minted[4]).await.0, 200);
-    // The development secret still works, admin flag included.
-    assert_eq!(presign(&app, &app.token("dev")).await, ok());
-    assert_eq!(storage_report(&app, &app.admin_token("root")).await.0, 200);
+    // Beside a provider, tokens signed with the development secret are refused, whatever
+    // issuer they name or leave out: whoever held the secret could otherwise act as any
+    // provider user (`dev` here could be the provider's `dev`) and, with `"admin": true`, as
+    // an admin.
+    assert_eq!(
+        presign(&app, &app.token("rsa-user")).await,
+        refused("token_algorithm_not_allowed")
+    );
+    assert_eq!(
+        storage_report(&app, &app.admin_token("root")).await,
+        (401, "token_algorithm_not_allowed".to_owned())
+    );
+    let secret = app.env["UPCOMMIT_JWT_SECRET"].clone();
+    let spoofed = tokens(
+        &[json!(format!("{ISSUER} ")), json!([ISSUER]), json!(null)].map(|iss| {
+            json!({"op": "hs256_raw", "secret": secret, "payload":
+                   {"sub": "rsa-user", "exp": now() + 600, "admin": true, "iss": iss,
+                    "aud": AUDIENCE, "roles": ["upcommit-admin"]}})
+        }),
+    );
+    for token in &spoofed {
+        assert_eq!(
+            storage_report(&app, token).await,
+            (401, "token_algorithm_not_allowed".to_owned())
+        );
+    }
     assert_eq!(jwks.hits(), 1, "one fetch served them all");
 
     // The user id from another claim.
@@ -395,10 +418,10 @@ async fn every_bad_provider_token_is_refused_with_its_code() {
             "token_algorithm_not_allowed",
         ),
         (
-            "HS256 with the public key, no iss (so it goes to the dev secret)",
+            "HS256 with the public key, no iss",
             json!({"op": "hs256_raw", "secret": rsa_public_pem, "headers": {"kid": "rsa-1"},
                    "payload": {"sub": "a", "exp": now() + 600, "admin": true}}),
-            "unauthorized",
+            "token_algorithm_not_allowed",
         ),
     ];
     let requests: Vec<Value> = cases.iter().map(|(_, r, _)| r.clone()).collect();
