@@ -48,13 +48,9 @@ pub async fn copy(
         .ok_or(AppError::FileNotFound)?;
     let now = records::now();
     refuse_unless_available(&found, now)?;
-    // One object's handles are bounded: hygiene's work on a key grows with their square. The
-    // insert checks the bound again, under the key's lock.
+    // One object's handles are bounded (hygiene's work on a key grows with their square); the
+    // insert checks the bound under the key's lock, and only a refusal asks which rule refused.
     let max = i64::try_from(state.settings.jobs.max_copies_per_file).unwrap_or(i64::MAX);
-    let held = state.catalog.handle_ids_of_key(&found.key, max).await?;
-    if held.len() as i64 >= max {
-        return Err(AppError::TooManyCopies);
-    }
     let id = FileId::generate();
     // A copy of a temporary file shares its object under `temp/`, so it ends with it: the insert
     // copies `expires_at`.
@@ -76,6 +72,15 @@ pub async fn copy(
         .await?
         .ok_or(AppError::FileNotFound)?;
     refuse_unless_available(&fresh, records::now())?;
+    if state
+        .catalog
+        .handle_ids_of_key(&fresh.key, max)
+        .await?
+        .len() as i64
+        >= max
+    {
+        return Err(AppError::TooManyCopies);
+    }
     // Available, yet refused: hygiene holds it or a copy of its key.
     Err(AppError::FileBusy)
 }

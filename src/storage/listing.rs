@@ -72,6 +72,24 @@ where
     }
 }
 
+/// Sends a listing request (any of the four list builders, which share `encoding_type`) through
+/// [`send_or_encoded`]: `(page, encoded)`.
+macro_rules! send_or_encoded {
+    ($req:expr) => {
+        send_or_encoded(|enc| {
+            let req = $req.clone();
+            async move {
+                if enc {
+                    req.encoding_type(EncodingType::Url).send().await
+                } else {
+                    req.send().await
+                }
+            }
+        })
+        .await?
+    };
+}
+
 /// A key from a listing page: as it is, or decoded when the page was URL-encoded. S3 encodes
 /// form-style (a space as `+`, a `+` as `%2B`; LocalStack writes a space as `%20`) in `Key`,
 /// `Prefix`, `CommonPrefixes` and `NextKeyMarker`; continuation tokens and version ids stay as
@@ -114,17 +132,7 @@ pub(super) async fn common_prefixes(
             .prefix(prefix)
             .delimiter("/")
             .set_continuation_token(token.take());
-        let (page, encoded) = send_or_encoded(|enc| {
-            let req = req.clone();
-            async move {
-                if enc {
-                    req.encoding_type(EncodingType::Url).send().await
-                } else {
-                    req.send().await
-                }
-            }
-        })
-        .await?;
+        let (page, encoded) = send_or_encoded!(req);
         for p in page.common_prefixes().iter().filter_map(|p| p.prefix()) {
             out.push(listed_key(p, encoded)?);
         }
@@ -151,17 +159,7 @@ pub(super) async fn versions(
         .prefix(prefix)
         .set_key_marker(key_marker)
         .set_version_id_marker(version_marker);
-    let (out, encoded) = send_or_encoded(|enc| {
-        let req = req.clone();
-        async move {
-            if enc {
-                req.encoding_type(EncodingType::Url).send().await
-            } else {
-                req.send().await
-            }
-        }
-    })
-    .await?;
+    let (out, encoded) = send_or_encoded!(req);
     let mut versions = Vec::with_capacity(out.versions().len() + out.delete_markers().len());
     for v in out.versions() {
         let Some(key) = v.key() else { continue };
@@ -209,17 +207,7 @@ pub(super) async fn objects(
         .max_keys(max)
         .set_start_after(start_after)
         .set_continuation_token(token);
-    let (out, encoded) = send_or_encoded(|enc| {
-        let req = req.clone();
-        async move {
-            if enc {
-                req.encoding_type(EncodingType::Url).send().await
-            } else {
-                req.send().await
-            }
-        }
-    })
-    .await?;
+    let (out, encoded) = send_or_encoded!(req);
     let mut objects = Vec::with_capacity(out.contents().len());
     for o in out.contents() {
         let Some(key) = o.key() else { continue };
@@ -305,17 +293,7 @@ pub(super) async fn multipart_uploads(
             .prefix(prefix)
             .set_key_marker(key_marker.take())
             .set_upload_id_marker(id_marker.take());
-        let (page, encoded) = send_or_encoded(|enc| {
-            let req = req.clone();
-            async move {
-                if enc {
-                    req.encoding_type(EncodingType::Url).send().await
-                } else {
-                    req.send().await
-                }
-            }
-        })
-        .await?;
+        let (page, encoded) = send_or_encoded!(req);
         for u in page.uploads() {
             if let (Some(key), Some(id)) = (u.key(), u.upload_id()) {
                 out.push((listed_key(key, encoded)?, id.to_owned()));
