@@ -100,7 +100,7 @@ ensure_browser_installed() {
 
 localstack_up() { curl -fsS "http://$LOCALSTACK_ADDR/_localstack/health" 2>/dev/null | grep -q '"s3": "\(available\|running\)"'; }
 
-# Starts LocalStack's S3 on the host with signature validation on, unless one already answers.
+# Starts LocalStack (S3, and SQS for the event queue sink) on the host with signature validation on, unless one already answers.
 # Sets STARTED_LOCALSTACK_PID when this call started it.
 start_localstack() {
   ensure_localstack_installed
@@ -113,7 +113,7 @@ start_localstack() {
   log "starting LocalStack on $LOCALSTACK_ADDR (log: $logdir/localstack.log)"
   (
     cd "$UPCOMMIT_CACHE" &&
-      SERVICES=s3 S3_SKIP_SIGNATURE_VALIDATION=0 GATEWAY_LISTEN="$LOCALSTACK_ADDR" \
+      SERVICES=s3,sqs S3_SKIP_SIGNATURE_VALIDATION=0 GATEWAY_LISTEN="$LOCALSTACK_ADDR" \
         LOCALSTACK_HOST="$LOCALSTACK_ADDR" DISABLE_EVENTS=1 DNS_ADDRESS=0 \
         exec "$LOCALSTACK_VENV/bin/python" -m localstack.runtime.main
   ) >"$logdir/localstack.log" 2>&1 &
