@@ -293,11 +293,21 @@ macro_rules! impl_hygiene_catalog {
             ) -> Result<bool, CatalogError> {
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = 'unlinked', status_changed_at = $3 \
-                     WHERE h.id = $1 AND {}",
-                    super::hygiene_queries::unused_conditions(profiles)
+                     WHERE h.id = $1 AND {} RETURNING {}",
+                    super::hygiene_queries::unused_conditions(profiles),
+                    super::queries::HANDLE_COLUMNS
                 );
-                let q = sqlx::query(&sql).bind(id.as_str()).bind(cutoff).bind(now);
-                Ok(q.execute(&self.pool).await?.rows_affected() == 1)
+                let mut tx = self.pool.begin_with($begin).await?;
+                let rows = sqlx::query(&sql)
+                    .bind(id.as_str())
+                    .bind(cutoff)
+                    .bind(now)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let events = Self::file_events(&rows, $crate::domain::events::EventType::FileUnlinked, now)?;
+                Self::insert_events(&mut *tx, &events).await?;
+                tx.commit().await?;
+                Ok(rows.len() == 1)
             }
 
             async fn return_vouched(
@@ -308,10 +318,16 @@ macro_rules! impl_hygiene_catalog {
                 // restored, when the latest completed scan vouches for it.
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = 'available', status_changed_at = $1, restored_at = $1 \
-                     WHERE h.status = 'unlinked' AND h.claim IS NULL AND {}",
-                    super::hygiene_queries::scan_vouches("h")
+                     WHERE h.status = 'unlinked' AND h.claim IS NULL AND {} RETURNING {}",
+                    super::hygiene_queries::scan_vouches("h"),
+                    super::queries::HANDLE_COLUMNS
                 );
-                Ok(sqlx::query(&sql).bind(now).execute(&self.pool).await?.rows_affected())
+                let mut tx = self.pool.begin_with($begin).await?;
+                let rows = sqlx::query(&sql).bind(now).fetch_all(&mut *tx).await?;
+                let events = Self::file_events(&rows, $crate::domain::events::EventType::FileRestored, now)?;
+                Self::insert_events(&mut *tx, &events).await?;
+                tx.commit().await?;
+                Ok(rows.len() as u64)
             }
 
             async fn handles_in_status(
@@ -484,27 +500,32 @@ macro_rules! impl_hygiene_catalog {
                      restored_at = CASE WHEN $4 THEN $2 ELSE restored_at END, \
                      link_count = (SELECT COUNT(*) FROM file_links WHERE file_id = $5), \
                      claim = NULL, claim_token = NULL, claim_until = NULL \
-                     WHERE h.id = $5 AND h.claim_token = $6{}",
+                     WHERE h.id = $5 AND h.claim_token = $6{} RETURNING {}",
                     if archived {
                         format!(" AND NOT {}", super::hygiene_queries::SIBLING_LIVE)
                     } else {
                         String::new()
-                    }
+                    },
+                    super::queries::HANDLE_COLUMNS
                 );
-                let n = sqlx::query(&sql)
+                let settled = sqlx::query(&sql)
                 .bind(settle.to.as_str())
                 .bind(settle.now)
                 .bind(settle.storage_class)
                 .bind(settle.restored)
                 .bind(id.as_str())
                 .bind(token)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if n != 1 {
+                .fetch_all(&mut *tx)
+                .await?;
+                if settled.len() != 1 {
                     tx.rollback().await?;
                     return Ok(false);
                 }
+                let mut events = Self::file_events(
+                    &settled,
+                    $crate::domain::events::EventType::for_status(settle.to),
+                    settle.now,
+                )?;
                 if let Some(class) = settle.storage_class {
                     // The class is the object's, shared by every copy of the key.
                     sqlx::query(
@@ -519,17 +540,25 @@ macro_rules! impl_hygiene_catalog {
                 if settle.to == $crate::domain::records::HandleStatus::Deleted {
                     // The key's object is gone for every copy: the copies the claim vouched for
                     // (archived past the period, see `key_retired`) are deleted with it.
-                    sqlx::query(
+                    let sql = format!(
                         "UPDATE file_handles SET status = 'deleted', status_changed_at = $1, \
                          claim = NULL, claim_token = NULL, claim_until = NULL \
                          WHERE key = (SELECT key FROM file_handles WHERE id = $2) AND id <> $2 \
-                         AND status = 'archived' AND (claim IS NULL OR claim = 'delete')",
-                    )
-                    .bind(settle.now)
-                    .bind(id.as_str())
-                    .execute(&mut *tx)
-                    .await?;
+                         AND status = 'archived' AND (claim IS NULL OR claim = 'delete') RETURNING {}",
+                        super::queries::HANDLE_COLUMNS
+                    );
+                    let copies = sqlx::query(&sql)
+                        .bind(settle.now)
+                        .bind(id.as_str())
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    events.extend(Self::file_events(
+                        &copies,
+                        $crate::domain::events::EventType::FileDeleted,
+                        settle.now,
+                    )?);
                 }
+                Self::insert_events(&mut *tx, &events).await?;
                 tx.commit().await?;
                 Ok(true)
             }
@@ -636,6 +665,12 @@ macro_rules! impl_hygiene_catalog {
                     .fetch_one(&mut *tx)
                     .await?;
                 let handle = Self::handle_row(&row)?;
+                let event = $crate::domain::events::NewEvent::file(
+                    $crate::domain::events::EventType::FileCopied,
+                    &handle,
+                    copy.now,
+                );
+                Self::insert_events(&mut *tx, std::slice::from_ref(&event)).await?;
                 tx.commit().await?;
                 Ok(Some(handle))
             }

@@ -314,8 +314,39 @@ macro_rules! impl_job_catalog {
                 upload_ids: &[$crate::domain::ids::UploadId],
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<(), CatalogError> {
-                self.stamp_uploads(&["swept_at", "updated_at"], upload_ids, now)
-                    .await
+                // Marked once: a second sweep of the same key (a version left behind the first
+                // time) changes nothing and announces nothing again.
+                for chunk in upload_ids.chunks(super::KEY_BATCH) {
+                    let mut tx = self.pool.begin_with($begin).await?;
+                    let mut qb = sqlx::QueryBuilder::<$db>::new("UPDATE uploads SET swept_at = ");
+                    qb.push_bind(now).push(", updated_at = ").push_bind(now).push(" WHERE id IN (");
+                    let mut list = qb.separated(", ");
+                    for id in chunk {
+                        list.push_bind(id.as_str());
+                    }
+                    qb.push(") AND swept_at IS NULL RETURNING id, owner, profile, key, state");
+                    let rows = qb.build().fetch_all(&mut *tx).await?;
+                    // A rejected upload was announced when it was rejected; a committed one's
+                    // tmp object is not the sweep's (it would never be marked here).
+                    let abandoned: Vec<_> = rows
+                        .into_iter()
+                        .filter(|r| {
+                            use sqlx::Row;
+                            matches!(
+                                r.try_get::<String, _>("state").as_deref(),
+                                Ok("issued" | "promoting")
+                            )
+                        })
+                        .collect();
+                    let events = Self::upload_events(
+                        &abandoned,
+                        $crate::domain::events::EventType::UploadExpired,
+                        now,
+                    )?;
+                    Self::insert_events(&mut *tx, &events).await?;
+                    tx.commit().await?;
+                }
+                Ok(())
             }
         }
     };

@@ -3,6 +3,7 @@
 //! body of queries, and one contract-test suite run against both.
 
 mod errors;
+mod event_queries;
 mod group_commit;
 mod hygiene_queries;
 mod job_queries;
@@ -422,9 +423,46 @@ pub trait RetentionCatalog: Send + Sync + 'static {
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError>;
 }
 
+/// The transactional outbox: events are written by the transactions that make their changes
+/// (inside the other traits' methods); this is the rest — alarms that are no catalog change,
+/// the sequencer, and the feed.
+#[async_trait]
+pub trait EventOutbox: Send + Sync + 'static {
+    /// Records an event that goes with no catalog change (an operator alarm), on its own.
+    async fn record_event(
+        &self,
+        event: &crate::domain::events::NewEvent,
+    ) -> Result<(), CatalogError>;
+    /// Gives up to `limit` committed, unpositioned events their feed positions, in the order
+    /// they were written, and creates their deliveries to every enabled endpoint subscribed to
+    /// their type (retried until `now + retry_window_secs`), in one transaction. One replica
+    /// at a time sequences; the others answer `Ok(0)` at once. Returns how many it positioned.
+    async fn sequence_events(
+        &self,
+        limit: i64,
+        retry_window_secs: i64,
+        now: DateTime<Utc>,
+    ) -> Result<u64, CatalogError>;
+    /// Up to `limit` positioned events after position `after`, in feed order.
+    async fn events_after(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::domain::events::StoredEvent>, CatalogError>;
+    /// Events written but not positioned yet (the outbox's depth before fan-out).
+    async fn unsequenced_events(&self) -> Result<i64, CatalogError>;
+}
+
 #[async_trait]
 pub trait Catalog:
-    MultipartCatalog + JobCatalog + HygieneCatalog + RetentionCatalog + Send + Sync + 'static
+    MultipartCatalog
+    + JobCatalog
+    + HygieneCatalog
+    + RetentionCatalog
+    + EventOutbox
+    + Send
+    + Sync
+    + 'static
 {
     /// Cheap round trip for readiness.
     async fn ping(&self) -> Result<(), CatalogError>;

@@ -169,6 +169,18 @@ macro_rules! impl_multipart_catalog {
                     return Ok(false);
                 }
                 Self::upsert_parts(&mut *tx, id, parts, now).await?;
+                if to == $crate::domain::multipart::SessionState::Aborted {
+                    let rows = sqlx::query("SELECT id, owner, profile, key FROM uploads WHERE id = $1")
+                        .bind(id.as_str())
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    let events = Self::upload_events(
+                        &rows,
+                        $crate::domain::events::EventType::MultipartAborted,
+                        now,
+                    )?;
+                    Self::insert_events(&mut *tx, &events).await?;
+                }
                 tx.commit().await?;
                 Ok(true)
             }

@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
-    Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp,
-    TableSize,
+    Catalog, CatalogError, ClaimKind, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
+    LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle,
+    SettledTmp, TableSize,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -318,6 +318,34 @@ impl RetentionCatalog for ObservedCatalog {
     }
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
         timed!(self, table_sizes())
+    }
+}
+
+#[async_trait]
+impl EventOutbox for ObservedCatalog {
+    async fn record_event(
+        &self,
+        event: &crate::domain::events::NewEvent,
+    ) -> Result<(), CatalogError> {
+        timed!(self, record_event(event))
+    }
+    async fn sequence_events(
+        &self,
+        limit: i64,
+        retry_window_secs: i64,
+        now: DateTime<Utc>,
+    ) -> Result<u64, CatalogError> {
+        timed!(self, sequence_events(limit, retry_window_secs, now))
+    }
+    async fn events_after(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<crate::domain::events::StoredEvent>, CatalogError> {
+        timed!(self, events_after(after, limit))
+    }
+    async fn unsequenced_events(&self) -> Result<i64, CatalogError> {
+        timed!(self, unsequenced_events())
     }
 }
 

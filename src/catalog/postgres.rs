@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Pool, Postgres};
 
+use super::event_queries::impl_event_outbox;
 use super::group_commit::GroupCommit;
 use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
@@ -90,4 +91,12 @@ impl_retention_catalog!(
     "BEGIN",
     " FOR UPDATE SKIP LOCKED",
     "SELECT pg_total_relation_size(CAST($1 AS regclass))"
+);
+// One sequencer at a time across replicas: a transaction-level advisory lock, taken without
+// waiting (the replica that has it sequences everyone's events). The key is arbitrary and ours.
+impl_event_outbox!(
+    PostgresCatalog,
+    Postgres,
+    "BEGIN",
+    "SELECT pg_try_advisory_xact_lock(7305712049)"
 );

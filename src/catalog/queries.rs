@@ -632,21 +632,25 @@ macro_rules! impl_catalog {
                 tmp_version: Option<&str>,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<bool, CatalogError> {
-                let n = sqlx::query(
+                let mut tx = self.pool.begin_with($begin).await?;
+                let rows = sqlx::query(
                     "UPDATE uploads SET state = 'rejected', reject_code = $1, final_key = NULL, lease_token = NULL, \
                      lease_until = NULL, updated_at = $2, tmp_version_id = $5, \
                      tmp_cleared_at = CASE WHEN key LIKE 'tmp/%' THEN NULL ELSE $2 END \
-                     WHERE id = $3 AND state = 'promoting' AND lease_token = $4",
+                     WHERE id = $3 AND state = 'promoting' AND lease_token = $4 \
+                     RETURNING id, owner, profile, key, reject_code",
                 )
                 .bind(code)
                 .bind(now)
                 .bind(id.as_str())
                 .bind(token)
                 .bind(tmp_version)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
-                Ok(n == 1)
+                .fetch_all(&mut *tx)
+                .await?;
+                let events = Self::upload_events(&rows, $crate::domain::events::EventType::UploadRejected, now)?;
+                Self::insert_events(&mut *tx, &events).await?;
+                tx.commit().await?;
+                Ok(rows.len() == 1)
             }
 
             #[tracing::instrument(skip_all, fields(upload.id = %handle.upload_id, file.id = %handle.id))]
@@ -696,6 +700,13 @@ macro_rules! impl_catalog {
                 .bind(handle.expires_at)
                 .execute(&mut *tx)
                 .await?;
+                // The outbox row rides in the same transaction: no handle without its event.
+                let event = $crate::domain::events::NewEvent::file(
+                    $crate::domain::events::EventType::FileCommitted,
+                    handle,
+                    handle.created_at,
+                );
+                Self::insert_events(&mut *tx, std::slice::from_ref(&event)).await?;
                 tx.commit().await?;
                 Ok(Some(handle.clone()))
             }
@@ -755,16 +766,23 @@ macro_rules! impl_catalog {
             ) -> Result<u64, CatalogError> {
                 // One batch, oldest expiry first; a handle is marked once (`expired_at IS NULL`),
                 // so two sweeps running at once never count one twice.
-                Ok(sqlx::query(
+                let mut tx = self.pool.begin_with($begin).await?;
+                let sql = format!(
                     "UPDATE file_handles SET expired_at = $1 WHERE id IN (\
                      SELECT id FROM file_handles WHERE expires_at IS NOT NULL AND expired_at IS NULL \
-                     AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2) AND expired_at IS NULL",
-                )
-                .bind(now)
-                .bind(limit)
-                .execute(&self.pool)
-                .await?
-                .rows_affected())
+                     AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2) AND expired_at IS NULL \
+                     RETURNING {}",
+                    super::queries::HANDLE_COLUMNS
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(now)
+                    .bind(limit)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let events = Self::file_events(&rows, $crate::domain::events::EventType::FileExpired, now)?;
+                Self::insert_events(&mut *tx, &events).await?;
+                tx.commit().await?;
+                Ok(rows.len() as u64)
             }
 
             #[tracing::instrument(skip_all, fields(upload.id = %id))]

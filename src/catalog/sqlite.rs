@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::event_queries::impl_event_outbox;
 use super::group_commit::GroupCommit;
 use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
@@ -124,3 +125,5 @@ impl_retention_catalog!(
     "",
     "SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_schema WHERE tbl_name = $1)"
 );
+// BEGIN IMMEDIATE already makes this transaction the only writer.
+impl_event_outbox!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "SELECT TRUE");

@@ -5,6 +5,7 @@ pub mod bucket_check;
 pub mod checksum;
 pub mod content;
 pub mod duration;
+pub mod events;
 pub mod filename;
 pub mod ids;
 pub mod jobs;

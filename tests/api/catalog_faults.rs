@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
-    Catalog, CatalogError, ClaimKind, HygieneCatalog, HygieneGuard, JobCatalog, LeaseRequest,
-    LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle, SettledTmp,
-    TableSize,
+    Catalog, CatalogError, ClaimKind, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
+    LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle,
+    SettledTmp, TableSize,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -404,6 +404,34 @@ impl RetentionCatalog for FaultyCatalog {
     }
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
         self.inner.table_sizes().await
+    }
+}
+
+#[async_trait]
+impl EventOutbox for FaultyCatalog {
+    async fn record_event(
+        &self,
+        event: &upcommit::domain::events::NewEvent,
+    ) -> Result<(), CatalogError> {
+        faulty!(self, record_event(event))
+    }
+    async fn sequence_events(
+        &self,
+        limit: i64,
+        retry_window_secs: i64,
+        now: DateTime<Utc>,
+    ) -> Result<u64, CatalogError> {
+        faulty!(self, sequence_events(limit, retry_window_secs, now))
+    }
+    async fn events_after(
+        &self,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<upcommit::domain::events::StoredEvent>, CatalogError> {
+        faulty!(self, events_after(after, limit))
+    }
+    async fn unsequenced_events(&self) -> Result<i64, CatalogError> {
+        faulty!(self, unsequenced_events())
     }
 }
 
