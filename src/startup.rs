@@ -16,6 +16,11 @@ use crate::services::readiness::Readiness;
 use crate::state::AppState;
 use crate::storage::{ObjectStore, S3Store};
 
+/// How long a delivery is retried before it is marked failed (and kept).
+const EVENT_RETRY_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// How often the sequencer looks for committed events.
+const SEQUENCER_EVERY: Duration = Duration::from_millis(200);
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error(transparent)]
@@ -44,6 +49,8 @@ pub struct Application {
     gauges_task: JoinHandle<()>,
     /// The identity provider's scheduled JWKS refresh, when one is configured.
     jwks_task: Option<JoinHandle<()>>,
+    /// Positions committed events and fans them out to deliveries.
+    sequencer_task: JoinHandle<()>,
 }
 
 impl Application {
@@ -132,6 +139,13 @@ impl Application {
         let gauges_task = job_gauges.clone().spawn(catalog.clone(), job_gauges::EVERY);
         let verifier = Arc::new(crate::auth::Verifier::new(&settings.auth));
         let jwks_task = verifier.spawn_refresh();
+        let sequenced = Arc::new(crate::services::events::sequencer::Sequenced::new());
+        let sequencer_task = crate::services::events::sequencer::spawn(
+            catalog.clone(),
+            EVENT_RETRY_WINDOW,
+            SEQUENCER_EVERY,
+            sequenced.clone(),
+        );
         let state = AppState {
             verifier,
             settings: Arc::new(settings),
@@ -154,6 +168,7 @@ impl Application {
             hygiene_task,
             gauges_task,
             jwks_task,
+            sequencer_task,
         })
     }
 
@@ -191,6 +206,7 @@ impl Application {
             task.abort();
         }
         self.gauges_task.abort();
+        self.sequencer_task.abort();
         served
     }
 }

@@ -4,6 +4,7 @@
 mod admin;
 mod demo;
 mod error;
+mod events;
 pub mod extract;
 mod files;
 mod health;
@@ -51,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         .merge(files::router())
         .merge(health::router())
         .merge(admin::router())
+        .merge(events::router())
         .merge(link_scans::router())
         .merge(metrics::router())
         .merge(spec::router())

@@ -6,6 +6,7 @@ pub mod apply_lifecycle;
 pub mod bucket_watch;
 pub mod commit;
 pub mod copies;
+pub mod events;
 pub mod heartbeat;
 pub mod hygiene;
 pub mod inventory;

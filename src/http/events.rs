@@ -1,0 +1,43 @@
+//! `GET /v1/events`: the pull feed (admin).
+
+use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use crate::auth::Identity;
+use crate::error::AppError;
+use crate::services::events::feed::{self, FeedPage, DEFAULT_PAGE, MAX_PAGE};
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/events", get(list))
+}
+
+#[derive(Debug, Deserialize)]
+struct FeedQuery {
+    after: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    who: Identity,
+    query: Result<Query<FeedQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<FeedPage>, AppError> {
+    if !who.admin {
+        return Err(AppError::AdminRequired);
+    }
+    let bad = || {
+        AppError::InvalidRequest(format!(
+            "after must be a cursor this feed returned and limit 1..={MAX_PAGE}"
+        ))
+    };
+    let Query(q) = query.map_err(|_| bad())?;
+    let after = feed::parse_cursor(q.after.as_deref()).ok_or_else(bad)?;
+    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(bad());
+    }
+    Ok(Json(feed::page(&state.catalog, after, limit).await?))
+}

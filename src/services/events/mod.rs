@@ -1,0 +1,5 @@
+//! Events after they are written: the sequencer that positions committed outbox rows and fans
+//! them out to the endpoints' deliveries, and the pull feed's reading of them.
+
+pub mod feed;
+pub mod sequencer;
