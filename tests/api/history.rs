@@ -411,4 +411,143 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
             "{report}: {user} has {count} uploads for {ok} ok and {unknown} unknown presigns"
         );
     }
+
+    // The events: one to one with the changes the catalog holds, each with its change's facts.
+    check_events_match_the_catalog(&app, &history, &report).await;
+}
+
+/// Every event the feed carries, in feed order, once the sequencer has positioned them all.
+pub async fn all_events(app: &TestApp) -> Vec<Value> {
+    let sequenced = upcommit::services::events::sequencer::Sequenced::new();
+    upcommit::services::events::sequencer::run_once(
+        &app.catalog,
+        Duration::from_secs(3600),
+        &sequenced,
+    )
+    .await
+    .expect("sequence events");
+    let admin = app.admin_token("history-admin");
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let resp = app
+            .get(
+                &format!("/v1/events?after={cursor}&limit=1000"),
+                Some(&admin),
+            )
+            .await;
+        assert_eq!(resp.status(), 200);
+        let page: Value = resp.json().await.expect("feed page");
+        let events = page["events"].as_array().expect("events").clone();
+        cursor = page["next_cursor"].as_str().expect("cursor").to_owned();
+        if events.is_empty() {
+            return out;
+        }
+        out.extend(events);
+    }
+}
+
+async fn check_events_match_the_catalog(app: &TestApp, history: &[UploadHistory], report: &str) {
+    let events = all_events(app).await;
+    let ids: BTreeSet<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids.len(), events.len(), "{report}: an event id repeats");
+    let cursors: Vec<i64> = events
+        .iter()
+        .map(|e| {
+            e["cursor"]
+                .as_str()
+                .and_then(|c| c.parse().ok())
+                .expect("cursor")
+        })
+        .collect();
+    assert!(
+        cursors.windows(2).all(|w| w[0] < w[1]),
+        "{report}: the feed is not in cursor order"
+    );
+    let of_type = |t: &str| -> BTreeMap<String, Vec<Value>> {
+        let mut m: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for e in events.iter().filter(|e| e["type"] == t) {
+            let subject = e["data"]["id"]
+                .as_str()
+                .or_else(|| e["data"]["upload_id"].as_str())
+                .expect("subject")
+                .to_owned();
+            m.entry(subject).or_default().push(e["data"].clone());
+        }
+        m
+    };
+    let committed = of_type("file.committed");
+    let handles: BTreeSet<String> = app
+        .db
+        .strings("SELECT id FROM file_handles")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(
+        committed.keys().cloned().collect::<BTreeSet<_>>(),
+        handles,
+        "{report}: file.committed events = handles"
+    );
+    assert!(
+        committed.values().all(|v| v.len() == 1),
+        "{report}: a handle announced twice: {committed:?}"
+    );
+    // Every ok answer is exactly the handle its event carries.
+    for h in history {
+        for o in &h.commits {
+            if let Outcome::Ok(body) = o {
+                let id = body["id"].as_str().expect("handle id");
+                assert_eq!(
+                    &committed[id][0], body,
+                    "{report}: event data = the API's handle"
+                );
+            }
+        }
+    }
+    let rejected = of_type("upload.rejected");
+    let rejected_rows: BTreeSet<String> = app
+        .db
+        .strings("SELECT id FROM uploads WHERE state = 'rejected'")
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(
+        rejected.keys().cloned().collect::<BTreeSet<_>>(),
+        rejected_rows,
+        "{report}: upload.rejected events = rejected uploads"
+    );
+    let expired = of_type("upload.expired");
+    let swept_rows: BTreeSet<String> = app
+        .db
+        .strings(
+            "SELECT id FROM uploads WHERE swept_at IS NOT NULL AND state IN ('issued', 'promoting')",
+        )
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(
+        expired.keys().cloned().collect::<BTreeSet<_>>(),
+        swept_rows,
+        "{report}: upload.expired events = swept uploads"
+    );
+    assert!(
+        rejected
+            .values()
+            .chain(expired.values())
+            .all(|v| v.len() == 1),
+        "{report}: an upload announced twice"
+    );
+    let others: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            !matches!(
+                e["type"].as_str(),
+                Some("file.committed" | "upload.rejected" | "upload.expired")
+            )
+        })
+        .collect();
+    assert!(
+        others.is_empty(),
+        "{report}: events of no change here: {others:?}"
+    );
 }
