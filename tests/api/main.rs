@@ -16,6 +16,7 @@ mod crash;
 mod demo;
 mod durations;
 mod edge;
+mod events_feed;
 mod faults;
 mod filenames;
 mod helpers;
