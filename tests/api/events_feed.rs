@@ -296,3 +296,33 @@ async fn a_consumer_polling_while_commits_race_on_two_replicas_misses_nothing() 
     assert_eq!(unique.len(), ids.len(), "an event read twice: {ids:?}");
     assert_eq!(unique, committed, "the poller saw exactly the commits");
 }
+
+#[tokio::test]
+async fn a_feed_the_database_cannot_read_answers_503_and_loses_nothing() {
+    use std::sync::{Arc, Mutex};
+
+    use crate::catalog_faults::{CatalogFaults, FaultyCatalog};
+    use crate::helpers::{spawn_app_with, Spawn};
+
+    let faults = Arc::new(Mutex::new(CatalogFaults::seeded(11)));
+    let cf = faults.clone();
+    let app = spawn_app_with(Spawn {
+        wrap_catalog: Some(Box::new(move |real| Arc::new(FaultyCatalog::new(real, cf)))),
+        ..Spawn::default()
+    })
+    .await;
+    let (_, handle) = app
+        .upload_and_commit(&app.token("alice"), "image", "image/png", 200)
+        .await;
+    faults.lock().expect("faults").before_percent = 100;
+    let resp = app.get("/v1/events", Some(&app.admin_token("ops"))).await;
+    assert!(resp.headers().contains_key("retry-after"));
+    assert_eq!(
+        error_code(resp).await,
+        (503, "service_unavailable".to_owned())
+    );
+    faults.lock().expect("faults").off();
+    let events = all_events(&app).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["data"], handle);
+}
