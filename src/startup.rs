@@ -90,7 +90,7 @@ impl Application {
                 source,
             })?
             .port();
-        let bucket_watch = Arc::new(BucketWatch::new());
+        let bucket_watch = Arc::new(BucketWatch::with_outbox(catalog.clone()));
         let watch_task = match settings.bucket_check.interval_secs {
             0 => None,
             secs => Some(bucket_watch.clone().spawn(

@@ -85,7 +85,18 @@ macro_rules! impl_event_outbox {
                 &self,
                 event: &$crate::domain::events::NewEvent,
             ) -> Result<(), CatalogError> {
-                Self::insert_events(&self.pool, std::slice::from_ref(event)).await
+                sqlx::query(
+                    "INSERT INTO events (id, type, subject, occurred_at, payload) VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(event.id.as_str())
+                .bind(event.event_type.as_str())
+                .bind(event.subject.as_str())
+                .bind(event.occurred_at)
+                .bind(event.payload.as_str())
+                .execute(&self.pool)
+                .await?;
+                Ok(())
             }
 
             #[tracing::instrument(skip_all)]

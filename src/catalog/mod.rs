@@ -428,7 +428,8 @@ pub trait RetentionCatalog: Send + Sync + 'static {
 /// the sequencer, and the feed.
 #[async_trait]
 pub trait EventOutbox: Send + Sync + 'static {
-    /// Records an event that goes with no catalog change (an operator alarm), on its own.
+    /// Records an event that goes with no catalog change (an operator alarm), on its own;
+    /// idempotent by event id (an alarm whose id derives from its cause is recorded once).
     async fn record_event(
         &self,
         event: &crate::domain::events::NewEvent,

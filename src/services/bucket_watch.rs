@@ -9,7 +9,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::catalog::Catalog;
 use crate::domain::bucket_check::{evaluate, Check, CheckResult, Expectations};
+use crate::domain::events::{EventType, NewEvent};
 use crate::domain::lifecycle::Rule;
 use crate::storage::ObjectStore;
 
@@ -55,14 +57,32 @@ pub async fn check(store: &dyn ObjectStore, want: &Expectations) -> BucketReport
 }
 
 /// The latest report, shared by the readiness and metrics handlers.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct BucketWatch {
     latest: RwLock<Option<Arc<BucketReport>>>,
+    /// Where a check that starts failing is announced (`bucket.check_failed`).
+    outbox: Option<Arc<dyn Catalog>>,
+}
+
+impl std::fmt::Debug for BucketWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketWatch")
+            .field("latest", &self.latest)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BucketWatch {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A watch that also records a `bucket.check_failed` event when a check starts failing.
+    pub fn with_outbox(outbox: Arc<dyn Catalog>) -> Self {
+        Self {
+            latest: RwLock::default(),
+            outbox: Some(outbox),
+        }
     }
 
     /// `None` until the first run has finished (or when the watch is off).
@@ -82,6 +102,21 @@ impl BucketWatch {
         let report = Arc::new(check(store, want).await);
         let previous = self.latest();
         log_changes(previous.as_deref(), &report);
+        if let Some(outbox) = &self.outbox {
+            let failing = newly_failing(previous.as_deref(), &report);
+            if !failing.is_empty() {
+                let event = NewEvent::new(
+                    EventType::BucketCheckFailed,
+                    &format!("bucket:{}", report.bucket),
+                    report.checked_at,
+                    &serde_json::json!({ "bucket": report.bucket, "checks": failing }),
+                );
+                // The log line above already says it; the event is the app's copy.
+                if let Err(e) = outbox.record_event(&event).await {
+                    tracing::warn!(error = %e, "could not record the bucket.check_failed event");
+                }
+            }
+        }
         match self.latest.write() {
             Ok(mut guard) => *guard = Some(report.clone()),
             Err(poisoned) => *poisoned.into_inner() = Some(report.clone()),
@@ -105,6 +140,17 @@ impl BucketWatch {
             }
         })
     }
+}
+
+/// The checks that fail now and did not fail in `previous` (all failing ones on a first run).
+fn newly_failing<'a>(
+    previous: Option<&BucketReport>,
+    now: &'a BucketReport,
+) -> Vec<&'a CheckResult> {
+    now.results
+        .iter()
+        .filter(|r| !r.ok && previous.and_then(|p| p.passed(r.check)) != Some(false))
+        .collect()
 }
 
 /// A check that fails now and did not fail before (or on the first run) is an error; one that

@@ -98,6 +98,11 @@ pub async fn begin(
 }
 
 impl JobHandle {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run.id
+    }
+
     /// The lease went to another replica: stop at the next checkpoint.
     pub fn lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)

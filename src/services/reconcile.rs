@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::config::Settings;
+use crate::domain::events::{EventType, NewEvent};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::lifecycle::required_rules;
 use crate::domain::reconcile::{
@@ -341,6 +342,10 @@ pub async fn reconcile(
             bytes = summary.missing_bytes,
             "file handles whose object is missing from the bucket"
         );
+        // Before the run is finished, under an id of the run's: a crash in between resumes
+        // the run, which records the same alarm again as a no-op.
+        let alarm = missing_alarm(job.run_id(), store.bucket(), &summary);
+        catalog.record_event(&alarm).await?;
     }
     let run = job.finish(catalog, state, &items, &summary).await?;
     tracing::info!(
@@ -356,6 +361,23 @@ pub async fn reconcile(
         run: Box::new(run),
         summary: Box::new(summary),
     })
+}
+
+/// The `reconcile.missing` alarm of one run: one per run, its id derived from the run's.
+fn missing_alarm(run_id: &str, bucket: &str, summary: &ReconcileSummary) -> NewEvent {
+    let mut event = NewEvent::new(
+        EventType::ReconcileMissing,
+        "reconcile",
+        crate::domain::records::now(),
+        &serde_json::json!({
+            "run_id": run_id,
+            "bucket": bucket,
+            "missing": summary.missing,
+            "missing_bytes": summary.missing_bytes,
+        }),
+    );
+    event.id = format!("evt_reconcile_{run_id}");
+    event
 }
 
 fn size(n: i64) -> u64 {

@@ -335,6 +335,25 @@ async fn the_server_watch_reports_each_fault_in_readiness_detail_and_metrics() {
         fault.repair(&app).await;
         wait_for_failing(&app, &BTreeSet::new()).await;
     }
+
+    // Each fault was announced as an event when it started failing: the checks it names are
+    // exactly the faults' failing checks, none invented.
+    let alarms: Vec<Value> = crate::history::all_events(&app)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "bucket.check_failed")
+        .collect();
+    assert!(alarms.len() >= Fault::ALL.len(), "{alarms:#?}");
+    let named: BTreeSet<String> = alarms
+        .iter()
+        .flat_map(|e| e["data"]["checks"].as_array().expect("checks").clone())
+        .map(|c| c["check"].as_str().expect("check name").to_owned())
+        .collect();
+    let failed: BTreeSet<String> = Fault::ALL.iter().flat_map(|f| f.failing()).collect();
+    assert_eq!(named, failed);
+    assert!(alarms
+        .iter()
+        .all(|e| e["data"]["bucket"] == app.bucket.as_str()));
 }
 
 #[tokio::test]

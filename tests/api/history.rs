@@ -418,14 +418,29 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
 
 /// Every event the feed carries, in feed order, once the sequencer has positioned them all.
 pub async fn all_events(app: &TestApp) -> Vec<Value> {
+    // Sequence here too; another replica's sequencer (the server's own) may hold the turn, so
+    // wait until nothing written is left unpositioned.
     let sequenced = upcommit::services::events::sequencer::Sequenced::new();
-    upcommit::services::events::sequencer::run_once(
-        &app.catalog,
-        Duration::from_secs(3600),
-        &sequenced,
-    )
-    .await
-    .expect("sequence events");
+    for attempt in 0.. {
+        upcommit::services::events::sequencer::run_once(
+            &app.catalog,
+            Duration::from_secs(3600),
+            &sequenced,
+        )
+        .await
+        .expect("sequence events");
+        if app
+            .catalog
+            .unsequenced_events()
+            .await
+            .expect("outbox depth")
+            == 0
+        {
+            break;
+        }
+        assert!(attempt < 100, "events stay unsequenced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let admin = app.admin_token("history-admin");
     let mut out = Vec::new();
     let mut cursor = String::new();

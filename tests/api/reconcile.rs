@@ -96,6 +96,16 @@ async fn planted_unindexed_objects_and_a_missing_one_are_found_exactly_on_a_list
     assert_eq!(keys(&run.body, "missing"), set(&[lost.as_str()]));
     assert_eq!(run.body["summary"]["matched"], 1);
     assert_eq!(run.body["summary"]["unindexed_bytes"], 4 * 50);
+    // The alarm is also an event, once for the run.
+    let alarms: Vec<Value> = crate::history::all_events(&app)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "reconcile.missing")
+        .collect();
+    assert_eq!(alarms.len(), 1, "{alarms:#?}");
+    assert_eq!(alarms[0]["data"]["missing"], 1);
+    assert_eq!(alarms[0]["data"]["missing_bytes"], 400);
+    assert_eq!(alarms[0]["data"]["run_id"], run.body["run"]["id"]);
     // Report only: nothing moved or deleted.
     for k in planted {
         assert!(app.object_exists(k).await, "{k}");
