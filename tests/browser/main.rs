@@ -16,24 +16,14 @@ use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
 use helpers::{spawn_app_with, Spawn};
 use upcommit::domain::checksum::{Checksum, ChecksumAlgorithm};
 
-#[tokio::test]
-async fn the_demo_page_uploads_commits_and_shows_the_image() {
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_DEMO", "true".to_owned()),
-            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
-            ("UPCOMMIT_QUOTA_DAILY_UPLOADS", "3".to_owned()),
-            (
-                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
-                (5 * 1024 * 1024).to_string(),
-            ),
-        ],
-        ..Spawn::default()
-    })
-    .await;
-    // The page's own origin uploads straight to the bucket.
-    let rule = CorsRule::builder()
-        .allowed_origins(&app.address)
+/// The bucket's CORS rule for pages on `origins`: PUT and POST with the headers the presigned
+/// requests carry (checksums included), ETag exposed (multipart needs it).
+async fn allow_uploads_from(app: &helpers::TestApp, origins: &[&str]) {
+    let mut rule = CorsRule::builder();
+    for origin in origins {
+        rule = rule.allowed_origins(*origin);
+    }
+    let rule = rule
         .allowed_methods("PUT")
         .allowed_methods("POST")
         .allowed_headers("content-type")
@@ -57,6 +47,41 @@ async fn the_demo_page_uploads_commits_and_shows_the_image() {
         .send()
         .await
         .expect("put CORS");
+}
+
+/// Runs `node tests/browser/<script> args…`; its stdout is JSON.
+async fn node(script: &str, args: Vec<String>) -> serde_json::Value {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let mut cmd = Command::new("node");
+    cmd.arg(format!("{dir}/tests/browser/{script}"))
+        .args(args)
+        .current_dir(format!("{dir}/tests/browser"));
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("run node (scripts/test.sh installs it)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed:\n{stderr}");
+    serde_json::from_slice(&out.stdout).expect("the script prints its result as JSON")
+}
+
+#[tokio::test]
+async fn the_demo_page_uploads_commits_and_shows_the_image() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_DEMO", "true".to_owned()),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
+            ("UPCOMMIT_QUOTA_DAILY_UPLOADS", "3".to_owned()),
+            (
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+                (5 * 1024 * 1024).to_string(),
+            ),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    // The page's own origin uploads straight to the bucket.
+    allow_uploads_from(&app, &[&app.address]).await;
 
     let dir = env!("CARGO_MANIFEST_DIR");
     let shots = format!("{dir}/test-artifacts/browser");
@@ -223,5 +248,82 @@ async fn a_page_on_another_origin_uploads_through_the_api_with_cors() {
         app.db.count("SELECT COUNT(*) FROM uploads").await,
         1,
         "the stranger's presign never reached the handler"
+    );
+}
+
+/// The browser client's promises against the network (issue 15): a multipart upload cut by a
+/// page reload resumes from the parts S3 holds (parts 1 and 2 are not sent again, 3 and 4 once),
+/// a part whose connection drops is sent again alone, and Cancel aborts the multipart upload
+/// on the server. `resume.mjs` counts the part PUTs and downloads the committed bytes; here the
+/// catalog and the bucket are checked.
+#[tokio::test]
+async fn the_browser_client_resumes_after_a_reload_and_retries_only_a_dropped_part() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_DEMO", "true".to_owned()),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
+            (
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+                (5 * 1024 * 1024).to_string(),
+            ),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    allow_uploads_from(&app, &[&app.address]).await;
+    let work = format!("{}/test-artifacts/browser-resume", env!("CARGO_MANIFEST_DIR"));
+    let result = node("resume.mjs", vec![app.address.clone(), work]).await;
+
+    // One presign for the resumed upload: the reload did not start another.
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'resume-user'")
+            .await,
+        1
+    );
+    for (case, user) in [("reload", "resume-user"), ("drop", "drop-user")] {
+        let id = result[case]["file_id"].as_str().expect("file id");
+        let h = app
+            .catalog
+            .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
+            .await
+            .expect("catalog")
+            .expect("the handle exists");
+        assert_eq!(h.created_by, user);
+        let file = std::fs::read(result[case]["path"].as_str().expect("path")).expect("the file");
+        let stored = app.get_object(&h.key).await;
+        assert!(stored == file, "{case}: the stored object is the file, byte for byte");
+        let recorded = h.checksum.as_ref().expect("a checksum");
+        assert_eq!(
+            recorded.value,
+            Checksum::of(ChecksumAlgorithm::Crc64Nvme, &file).value,
+            "{case}: the declared whole-file CRC64NVME, verified by S3"
+        );
+    }
+    assert_eq!(
+        result["reload"]["upload_id"].as_str(),
+        Some(
+            app.db
+                .strings("SELECT upload_id FROM file_handles WHERE created_by = 'resume-user'")
+                .await[0]
+                .as_str()
+        ),
+        "the handle is the resumed upload's"
+    );
+    // Cancel aborted the multipart upload on the server: no handle, the session aborted.
+    let aborted = result["abort"]["upload_id"].as_str().expect("upload id");
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT state FROM multipart_sessions WHERE upload_id = '{aborted}'"
+            ))
+            .await,
+        vec!["aborted".to_owned()]
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM file_handles WHERE created_by = 'abort-user'")
+            .await,
+        0
     );
 }
