@@ -174,6 +174,30 @@ async fn page_origin() -> String {
     origin
 }
 
+/// Serves each (path, file, content type) on its own loopback port, reading the file at each
+/// request (so a file written after the start is served); returns the origin.
+async fn serve_files(files: Vec<(&'static str, String, &'static str)>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the page's port");
+    let origin = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let mut router = axum::Router::new();
+    for (path, file, content_type) in files {
+        router = router.route(
+            path,
+            axum::routing::get(move || async move {
+                let body = tokio::fs::read(&file).await.expect("a served file");
+                ([(axum::http::header::CONTENT_TYPE, content_type)], body)
+            }),
+        );
+    }
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    origin
+}
+
 /// Issue 12 item 14: a page on another origin (not the API's, as `docs/api.md` shows) presigns
 /// with an `Authorization` header, PUTs to S3 and commits, in Chromium; a page on an origin not
 /// in `UPCOMMIT_CORS_ORIGINS` is blocked by the browser before its presign is sent.
@@ -325,5 +349,69 @@ async fn the_browser_client_resumes_after_a_reload_and_retries_only_a_dropped_pa
             .count("SELECT COUNT(*) FROM file_handles WHERE created_by = 'abort-user'")
             .await,
         0
+    );
+}
+
+/// The Uppy 6 example (`clients/js/examples/uppy.*`, docs/clients.md): Uppy's S3 plugin sends
+/// the bytes, upcommit presigns them (`signRequest`, with the file's SHA-256) and commits them
+/// (`upload-success`), from a page on another origin. Here: each file's handle is the caller's
+/// and its object has the checksum the page declared.
+#[tokio::test]
+async fn the_uppy_example_uploads_through_upcommit() {
+    // The example page and the bundle uppy.mjs builds, served from their own origin (a real
+    // server on the loopback: Chromium lets only such a page call the loopback API).
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let out = format!("{dir}/test-artifacts/browser-uppy");
+    std::fs::create_dir_all(&out).expect("artifacts dir");
+    let bundle = format!("{out}/uppy.bundle.js");
+    let origin = serve_files(vec![
+        (
+            "/uppy.html",
+            format!("{dir}/clients/js/examples/uppy.html"),
+            "text/html; charset=utf-8",
+        ),
+        ("/uppy.bundle.js", bundle.clone(), "text/javascript"),
+    ])
+    .await;
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_CORS_ORIGINS", origin.clone())],
+        ..Spawn::default()
+    })
+    .await;
+    allow_uploads_from(&app, &[&origin]).await;
+    let result = node(
+        "uppy.mjs",
+        vec![
+            app.address.clone(),
+            origin.clone(),
+            app.token("uppy-user"),
+            bundle,
+        ],
+    )
+    .await;
+    let files = result["files"].as_array().expect("files");
+    assert_eq!(files.len(), 3, "two by PUT, one by POST form");
+    for f in files {
+        let id = f["file_id"].as_str().expect("file id");
+        let h = app
+            .catalog
+            .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
+            .await
+            .expect("catalog")
+            .expect("the handle exists");
+        assert_eq!(h.created_by, "uppy-user");
+        assert_eq!(
+            Checksum::of(ChecksumAlgorithm::Sha256, &app.get_object(&h.key).await).value,
+            f["sha256"].as_str().expect("sha256"),
+            "{}: the stored bytes are the page's file",
+            h.key
+        );
+    }
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'uppy-user'")
+            .await,
+        3,
+        "one presign per file"
     );
 }
