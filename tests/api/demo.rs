@@ -32,7 +32,12 @@ async fn the_demo_is_off_by_default_and_minting_needs_its_own_switch() {
     );
     assert!(page.text().await.expect("html").contains("/demo/app.js"));
     // The page's script imports the browser client, served from the binary.
-    let script = app.get("/demo/app.js", None).await.text().await.expect("js");
+    let script = app
+        .get("/demo/app.js", None)
+        .await
+        .text()
+        .await
+        .expect("js");
     assert!(script.contains("from \"/demo/upcommit.js\""), "{script}");
     let client = app.get("/demo/upcommit.js", None).await;
     assert_eq!(client.status(), 200);

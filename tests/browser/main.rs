@@ -1,4 +1,5 @@
-//! The demo page in a real browser: Playwright (`playwright-core`) drives Debian's chromium,
+//! The demo page, the browser client (`clients/js/upcommit.js`) and the Uppy example in a real
+//! browser: Playwright (`playwright-core`) drives Debian's chromium,
 //! headless and off the network, through `/demo` on the real server, uploading real PNGs to
 //! LocalStack's S3 through CORS (preflight included). `demo.mjs` asserts what the page shows
 //! (and the checksums it computed against Node's); this side checks the catalog and the bucket
@@ -295,7 +296,10 @@ async fn the_browser_client_resumes_after_a_reload_and_retries_only_a_dropped_pa
     })
     .await;
     allow_uploads_from(&app, &[&app.address]).await;
-    let work = format!("{}/test-artifacts/browser-resume", env!("CARGO_MANIFEST_DIR"));
+    let work = format!(
+        "{}/test-artifacts/browser-resume",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let result = node("resume.mjs", vec![app.address.clone(), work]).await;
 
     // One presign for the resumed upload: the reload did not start another.
@@ -316,7 +320,10 @@ async fn the_browser_client_resumes_after_a_reload_and_retries_only_a_dropped_pa
         assert_eq!(h.created_by, user);
         let file = std::fs::read(result[case]["path"].as_str().expect("path")).expect("the file");
         let stored = app.get_object(&h.key).await;
-        assert!(stored == file, "{case}: the stored object is the file, byte for byte");
+        assert!(
+            stored == file,
+            "{case}: the stored object is the file, byte for byte"
+        );
         let recorded = h.checksum.as_ref().expect("a checksum");
         assert_eq!(
             recorded.value,
@@ -414,4 +421,24 @@ async fn the_uppy_example_uploads_through_upcommit() {
         3,
         "one presign per file"
     );
+}
+
+/// The browser client's API-side rules (`tests/browser/client.test.mjs`, `node --test` against
+/// a scripted fetch): what is retried and how long it waits, which resume records are followed
+/// or dropped. The storage side is proven in Chromium above.
+#[test]
+fn the_browser_clients_retry_and_resume_rules_hold_in_node() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("node")
+        .args(["--test", "client.test.mjs"])
+        .current_dir(format!("{dir}/tests/browser"))
+        .output()
+        .expect("run node (scripts/test.sh installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client.test.mjs failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("# fail 0"), "{stdout}");
 }
