@@ -448,8 +448,8 @@ export class UpcommitClient {
       try {
         return await this.finish(file, options, record.key);
       } catch (e) {
+        // Unknown, expired or missing: upload afresh (`finish` dropped the record).
         if (e instanceof UpcommitError && ["upload_not_found", "upload_expired", "object_not_uploaded"].includes(e.code)) {
-          this.forget(file, profile);
           return null;
         }
         throw e;
@@ -518,7 +518,16 @@ export class UpcommitClient {
   async finish(file, options, key) {
     const stage = options.onStage ?? (() => {});
     stage("committing");
-    const handle = await this.commit(key, { signal: options.signal });
+    let handle;
+    try {
+      handle = await this.commit(key, { signal: options.signal });
+    } catch (e) {
+      // A final refusal (a 4xx) would answer the same next time: do not resume into it.
+      if (e instanceof UpcommitError && e.status >= 400 && e.status < 500 && options.resume !== false) {
+        this.forget(file, options.profile);
+      }
+      throw e;
+    }
     if (options.resume !== false) this.forget(file, options.profile);
     stage("committed", { handle });
     return handle;
@@ -625,6 +634,7 @@ export class UpcommitClient {
 
     const internal = new AbortController();
     const onAbort = () => internal.abort();
+    if (signal?.aborted) internal.abort();
     signal?.addEventListener("abort", onAbort);
     /** @type {unknown} */
     let failure = null;
@@ -701,10 +711,12 @@ export class UpcommitClient {
     try {
       await this.callWithRetry("POST", `/v1/uploads/${record.upload_id}/complete`, { parts }, signal, deadline());
     } catch (e) {
-      if (signal?.aborted) {
+      // Aborted, or refused for good (422: a part's ETag or size, or the whole-file checksum,
+      // is not what S3 holds — resuming would meet the same answer): abort it on the server.
+      if (signal?.aborted || (e instanceof UpcommitError && e.status === 422)) {
         await this.abortMultipart(record.upload_id).catch(() => {});
         if (options.resume !== false) this.forget(file, options.profile);
-        throw aborted();
+        if (signal?.aborted) throw aborted();
       }
       throw e;
     }

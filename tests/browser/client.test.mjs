@@ -16,7 +16,7 @@ function scripted(answers) {
     if (!a) throw new Error(`unexpected call ${init.method} ${url}`);
     if (a === "drop") throw new TypeError("Failed to fetch");
     const [status, body, headers = {}] = a;
-    return new Response(body === undefined ? "" : JSON.stringify(body), { status, headers });
+    return new Response(body === undefined ? null : JSON.stringify(body), { status, headers });
   };
   return calls;
 }
@@ -160,4 +160,34 @@ test("an abort before the start rejects with code aborted and calls nothing", as
   const client = new UpcommitClient({ token: "t", storage: null });
   await assert.rejects(client.upload(file(), { profile: "image", signal: controller.signal }), (e) => e.code === "aborted");
   assert.equal(calls.length, 0);
+});
+
+test("a recorded upload whose commit is refused for good is not resumed into again", async () => {
+  const storage = memoryStorage();
+  const client = new UpcommitClient({ token: "t", storage });
+  const f = file();
+  client.remember(f, "image", { v: 1, upload_id: "u", key: "tmp/k", method: "PUT", size: 12, checksum: null, stored: true, saved_at: 0 });
+  const calls = scripted([[422, err("checksum_mismatch")]]);
+  await assert.rejects(client.upload(f, { profile: "image" }), (e) => e.code === "checksum_mismatch");
+  assert.equal(calls.length, 1);
+  assert.equal(storage.size, 0, "the record was dropped");
+});
+
+test("a completion refused for good (422) aborts the upload on the server and drops the record", async () => {
+  const storage = memoryStorage();
+  const client = new UpcommitClient({ token: "t", storage });
+  const f = file();
+  client.remember(f, "image", { v: 1, upload_id: "u", key: "tmp/k", method: "MULTIPART", size: 12, checksum: null, part_size: 5, part_count: 3, saved_at: 0 });
+  const parts = [1, 2, 3].map((n) => ({ part_number: n, etag: `"e${n}"`, size: n === 3 ? 2 : 5 }));
+  const calls = scripted([
+    [200, { upload_id: "u", state: "open", part_size: 5, part_count: 3, parts, expires_at: "x" }],
+    [422, err("part_etag_mismatch")],
+    [204],
+  ]);
+  await assert.rejects(client.upload(f, { profile: "image" }), (e) => e.code === "part_etag_mismatch");
+  assert.deepEqual(calls.map((c) => `${c.method} ${c.url}`),
+    ["GET /v1/uploads/u/parts?after=0", "POST /v1/uploads/u/complete", "DELETE /v1/uploads/u"]);
+  assert.deepEqual(JSON.parse(calls[1].body).parts.map((p) => p.etag), ['"e1"', '"e2"', '"e3"'],
+    "every part S3 holds, none sent again");
+  assert.equal(storage.size, 0);
 });

@@ -442,3 +442,36 @@ fn the_browser_clients_retry_and_resume_rules_hold_in_node() {
     );
     assert!(stdout.contains("# fail 0"), "{stdout}");
 }
+
+/// The client's JSDoc types hold: `tsc --checkJs --strict` (TypeScript from
+/// `tests/browser/package.json`) over `clients/js/upcommit.js`, as an app's editor or build
+/// would read them.
+#[test]
+fn the_browser_client_type_checks_strictly() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(format!("{dir}/tests/browser/node_modules/.bin/tsc"))
+        .args([
+            "--noEmit",
+            "--allowJs",
+            "--checkJs",
+            "--strict",
+            "--target",
+            "es2022",
+            "--lib",
+            "es2022,dom",
+            "--module",
+            "esnext",
+            "--moduleResolution",
+            "bundler",
+            "clients/js/upcommit.js",
+        ])
+        .current_dir(dir)
+        .output()
+        .expect("run tsc (scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "tsc:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
