@@ -92,8 +92,12 @@ ensure_browser_installed() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
-  if [ ! -d tests/browser/node_modules/playwright-core ]; then
-    log "installing playwright-core into tests/browser/node_modules"
+  local pkg npm_missing=()
+  for pkg in playwright-core @uppy/core @uppy/aws-s3 esbuild typescript; do
+    [ -d "tests/browser/node_modules/$pkg" ] || npm_missing+=("$pkg")
+  done
+  if [ ${#npm_missing[@]} -gt 0 ]; then
+    log "installing tests/browser/package.json's packages (playwright-core, Uppy 6, esbuild, TypeScript) into tests/browser/node_modules"
     (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }

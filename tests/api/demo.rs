@@ -8,7 +8,7 @@ use crate::helpers::{error_code, spawn_app, spawn_app_with, Spawn};
 #[tokio::test]
 async fn the_demo_is_off_by_default_and_minting_needs_its_own_switch() {
     let app = spawn_app().await;
-    for path in ["/demo", "/demo/app.js", "/demo/config"] {
+    for path in ["/demo", "/demo/app.js", "/demo/upcommit.js", "/demo/config"] {
         assert_eq!(
             error_code(app.get(path, None).await).await,
             (404, "not_found".to_owned())
@@ -31,6 +31,25 @@ async fn the_demo_is_off_by_default_and_minting_needs_its_own_switch() {
         "{csp}"
     );
     assert!(page.text().await.expect("html").contains("/demo/app.js"));
+    // The page's script imports the browser client, served from the binary.
+    let script = app
+        .get("/demo/app.js", None)
+        .await
+        .text()
+        .await
+        .expect("js");
+    assert!(script.contains("from \"/demo/upcommit.js\""), "{script}");
+    let client = app.get("/demo/upcommit.js", None).await;
+    assert_eq!(client.status(), 200);
+    assert!(client.headers()["content-type"]
+        .to_str()
+        .expect("ascii")
+        .starts_with("text/javascript"));
+    assert_eq!(
+        client.text().await.expect("js"),
+        include_str!("../../clients/js/upcommit.js"),
+        "the file in clients/js, byte for byte"
+    );
     let config: Value = app
         .get("/demo/config", None)
         .await

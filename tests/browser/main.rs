@@ -1,4 +1,5 @@
-//! The demo page in a real browser: Playwright (`playwright-core`) drives Debian's chromium,
+//! The demo page, the browser client (`clients/js/upcommit.js`) and the Uppy example in a real
+//! browser: Playwright (`playwright-core`) drives Debian's chromium,
 //! headless and off the network, through `/demo` on the real server, uploading real PNGs to
 //! LocalStack's S3 through CORS (preflight included). `demo.mjs` asserts what the page shows
 //! (and the checksums it computed against Node's); this side checks the catalog and the bucket
@@ -16,24 +17,14 @@ use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
 use helpers::{spawn_app_with, Spawn};
 use upcommit::domain::checksum::{Checksum, ChecksumAlgorithm};
 
-#[tokio::test]
-async fn the_demo_page_uploads_commits_and_shows_the_image() {
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_DEMO", "true".to_owned()),
-            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
-            ("UPCOMMIT_QUOTA_DAILY_UPLOADS", "3".to_owned()),
-            (
-                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
-                (5 * 1024 * 1024).to_string(),
-            ),
-        ],
-        ..Spawn::default()
-    })
-    .await;
-    // The page's own origin uploads straight to the bucket.
-    let rule = CorsRule::builder()
-        .allowed_origins(&app.address)
+/// The bucket's CORS rule for pages on `origins`: PUT and POST with the headers the presigned
+/// requests carry (checksums included), ETag exposed (multipart needs it).
+async fn allow_uploads_from(app: &helpers::TestApp, origins: &[&str]) {
+    let mut rule = CorsRule::builder();
+    for origin in origins {
+        rule = rule.allowed_origins(*origin);
+    }
+    let rule = rule
         .allowed_methods("PUT")
         .allowed_methods("POST")
         .allowed_headers("content-type")
@@ -57,6 +48,41 @@ async fn the_demo_page_uploads_commits_and_shows_the_image() {
         .send()
         .await
         .expect("put CORS");
+}
+
+/// Runs `node tests/browser/<script> args…`; its stdout is JSON.
+async fn node(script: &str, args: Vec<String>) -> serde_json::Value {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let mut cmd = Command::new("node");
+    cmd.arg(format!("{dir}/tests/browser/{script}"))
+        .args(args)
+        .current_dir(format!("{dir}/tests/browser"));
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("run node (scripts/test.sh installs it)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed:\n{stderr}");
+    serde_json::from_slice(&out.stdout).expect("the script prints its result as JSON")
+}
+
+#[tokio::test]
+async fn the_demo_page_uploads_commits_and_shows_the_image() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_DEMO", "true".to_owned()),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
+            ("UPCOMMIT_QUOTA_DAILY_UPLOADS", "3".to_owned()),
+            (
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+                (5 * 1024 * 1024).to_string(),
+            ),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    // The page's own origin uploads straight to the bucket.
+    allow_uploads_from(&app, &[&app.address]).await;
 
     let dir = env!("CARGO_MANIFEST_DIR");
     let shots = format!("{dir}/test-artifacts/browser");
@@ -149,6 +175,30 @@ async fn page_origin() -> String {
     origin
 }
 
+/// Serves each (path, file, content type) on its own loopback port, reading the file at each
+/// request (so a file written after the start is served); returns the origin.
+async fn serve_files(files: Vec<(&'static str, String, &'static str)>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the page's port");
+    let origin = format!(
+        "http://127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    let mut router = axum::Router::new();
+    for (path, file, content_type) in files {
+        router = router.route(
+            path,
+            axum::routing::get(move || async move {
+                let body = tokio::fs::read(&file).await.expect("a served file");
+                ([(axum::http::header::CONTENT_TYPE, content_type)], body)
+            }),
+        );
+    }
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    origin
+}
+
 /// Issue 12 item 14: a page on another origin (not the API's, as `docs/api.md` shows) presigns
 /// with an `Authorization` header, PUTs to S3 and commits, in Chromium; a page on an origin not
 /// in `UPCOMMIT_CORS_ORIGINS` is blocked by the browser before its presign is sent.
@@ -223,5 +273,205 @@ async fn a_page_on_another_origin_uploads_through_the_api_with_cors() {
         app.db.count("SELECT COUNT(*) FROM uploads").await,
         1,
         "the stranger's presign never reached the handler"
+    );
+}
+
+/// The browser client's promises against the network (issue 15): a multipart upload cut by a
+/// page reload resumes from the parts S3 holds (parts 1 and 2 are not sent again, 3 and 4 once),
+/// a part whose connection drops is sent again alone, and Cancel aborts the multipart upload
+/// on the server. `resume.mjs` counts the part PUTs and downloads the committed bytes; here the
+/// catalog and the bucket are checked.
+#[tokio::test]
+async fn the_browser_client_resumes_after_a_reload_and_retries_only_a_dropped_part() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_DEMO", "true".to_owned()),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
+            (
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+                (5 * 1024 * 1024).to_string(),
+            ),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    allow_uploads_from(&app, &[&app.address]).await;
+    let work = format!(
+        "{}/test-artifacts/browser-resume",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let result = node("resume.mjs", vec![app.address.clone(), work]).await;
+
+    // One presign for the resumed upload: the reload did not start another.
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'resume-user'")
+            .await,
+        1
+    );
+    for (case, user) in [("reload", "resume-user"), ("drop", "drop-user")] {
+        let id = result[case]["file_id"].as_str().expect("file id");
+        let h = app
+            .catalog
+            .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
+            .await
+            .expect("catalog")
+            .expect("the handle exists");
+        assert_eq!(h.created_by, user);
+        let file = std::fs::read(result[case]["path"].as_str().expect("path")).expect("the file");
+        let stored = app.get_object(&h.key).await;
+        assert!(
+            stored == file,
+            "{case}: the stored object is the file, byte for byte"
+        );
+        let recorded = h.checksum.as_ref().expect("a checksum");
+        assert_eq!(
+            recorded.value,
+            Checksum::of(ChecksumAlgorithm::Crc64Nvme, &file).value,
+            "{case}: the declared whole-file CRC64NVME, verified by S3"
+        );
+    }
+    assert_eq!(
+        result["reload"]["upload_id"].as_str(),
+        Some(
+            app.db
+                .strings("SELECT upload_id FROM file_handles WHERE created_by = 'resume-user'")
+                .await[0]
+                .as_str()
+        ),
+        "the handle is the resumed upload's"
+    );
+    // Cancel aborted the multipart upload on the server: no handle, the session aborted.
+    let aborted = result["abort"]["upload_id"].as_str().expect("upload id");
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT state FROM multipart_sessions WHERE upload_id = '{aborted}'"
+            ))
+            .await,
+        vec!["aborted".to_owned()]
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM file_handles WHERE created_by = 'abort-user'")
+            .await,
+        0
+    );
+}
+
+/// The Uppy 6 example (`clients/js/examples/uppy.*`, docs/clients.md): Uppy's S3 plugin sends
+/// the bytes, upcommit presigns them (`signRequest`, with the file's SHA-256) and commits them
+/// (`upload-success`), from a page on another origin. Here: each file's handle is the caller's
+/// and its object has the checksum the page declared.
+#[tokio::test]
+async fn the_uppy_example_uploads_through_upcommit() {
+    // The example page and the bundle uppy.mjs builds, served from their own origin (a real
+    // server on the loopback: Chromium lets only such a page call the loopback API).
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let out = format!("{dir}/test-artifacts/browser-uppy");
+    std::fs::create_dir_all(&out).expect("artifacts dir");
+    let bundle = format!("{out}/uppy.bundle.js");
+    let origin = serve_files(vec![
+        (
+            "/uppy.html",
+            format!("{dir}/clients/js/examples/uppy.html"),
+            "text/html; charset=utf-8",
+        ),
+        ("/uppy.bundle.js", bundle.clone(), "text/javascript"),
+    ])
+    .await;
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_CORS_ORIGINS", origin.clone())],
+        ..Spawn::default()
+    })
+    .await;
+    allow_uploads_from(&app, &[&origin]).await;
+    let result = node(
+        "uppy.mjs",
+        vec![
+            app.address.clone(),
+            origin.clone(),
+            app.token("uppy-user"),
+            bundle,
+        ],
+    )
+    .await;
+    let files = result["files"].as_array().expect("files");
+    assert_eq!(files.len(), 3, "two by PUT, one by POST form");
+    for f in files {
+        let id = f["file_id"].as_str().expect("file id");
+        let h = app
+            .catalog
+            .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
+            .await
+            .expect("catalog")
+            .expect("the handle exists");
+        assert_eq!(h.created_by, "uppy-user");
+        assert_eq!(
+            Checksum::of(ChecksumAlgorithm::Sha256, &app.get_object(&h.key).await).value,
+            f["sha256"].as_str().expect("sha256"),
+            "{}: the stored bytes are the page's file",
+            h.key
+        );
+    }
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'uppy-user'")
+            .await,
+        3,
+        "one presign per file"
+    );
+}
+
+/// The browser client's API-side rules (`tests/browser/client.test.mjs`, `node --test` against
+/// a scripted fetch): what is retried and how long it waits, which resume records are followed
+/// or dropped. The storage side is proven in Chromium above.
+#[test]
+fn the_browser_clients_retry_and_resume_rules_hold_in_node() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("node")
+        .args(["--test", "client.test.mjs"])
+        .current_dir(format!("{dir}/tests/browser"))
+        .output()
+        .expect("run node (scripts/test.sh installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client.test.mjs failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("# fail 0"), "{stdout}");
+}
+
+/// The client's JSDoc types hold: `tsc --checkJs --strict` (TypeScript from
+/// `tests/browser/package.json`) over `clients/js/upcommit.js`, as an app's editor or build
+/// would read them.
+#[test]
+fn the_browser_client_type_checks_strictly() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(format!("{dir}/tests/browser/node_modules/.bin/tsc"))
+        .args([
+            "--noEmit",
+            "--allowJs",
+            "--checkJs",
+            "--strict",
+            "--target",
+            "es2022",
+            "--lib",
+            "es2022,dom",
+            "--module",
+            "esnext",
+            "--moduleResolution",
+            "bundler",
+            "clients/js/upcommit.js",
+        ])
+        .current_dir(dir)
+        .output()
+        .expect("run tsc (scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "tsc:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -1,4 +1,5 @@
-//! The browser upload page (`UPCOMMIT_DEMO=true`): `/demo` (HTML), `/demo/app.js`,
+//! The browser upload page (`UPCOMMIT_DEMO=true`): `/demo` (HTML), `/demo/app.js`, the
+//! browser client it uploads with (`/demo/upcommit.js`, the file `clients/js/upcommit.js`),
 //! `/demo/config` (profiles, whether minting is on) and, in dev mode only
 //! (`UPCOMMIT_DEMO_MINT_TOKENS=true`), `POST /demo/token`. None of these routes exist when the
 //! demo is off.
@@ -21,6 +22,8 @@ use crate::state::AppState;
 
 const PAGE: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");
+/// The browser client (`clients/js/`), compiled into the binary so the page works from it alone.
+const CLIENT: &str = include_str!("../../../clients/js/upcommit.js");
 /// Lifetime of a minted token.
 const MINTED_TTL_SECS: i64 = 3600;
 
@@ -31,6 +34,7 @@ pub fn router(settings: &Settings) -> Router<AppState> {
     let mut router = Router::new()
         .route("/demo", get(page))
         .route("/demo/app.js", get(script))
+        .route("/demo/upcommit.js", get(client))
         .route("/demo/config", get(config));
     if settings.demo.mint_tokens {
         router = router.route("/demo/token", post(mint));
@@ -72,6 +76,16 @@ async fn script() -> impl IntoResponse {
             (CACHE_CONTROL, "no-store"),
         ],
         SCRIPT,
+    )
+}
+
+async fn client() -> impl IntoResponse {
+    (
+        [
+            (CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (CACHE_CONTROL, "no-store"),
+        ],
+        CLIENT,
     )
 }
 
