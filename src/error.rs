@@ -28,6 +28,8 @@ pub enum AppError {
     FileDeleted,
     #[error("this temporary file has expired")]
     FileExpired,
+    #[error("events after this cursor were pruned (retention); the oldest cursor that reads on without a gap is {0}: rebuild from your own state, then read from there")]
+    CursorExpired(i64),
     #[error("a temporary profile's files are committed only under their paired key (temp/<ttl>/…); final_key is not accepted")]
     FinalKeyTemporary,
     #[error("this file is being archived or deleted by hygiene; retry shortly")]
@@ -178,9 +180,12 @@ impl AppError {
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
             | LinkScanNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            UploadExpired | MultipartSessionExpired | UploadAborted | FileDeleted | FileExpired => {
-                StatusCode::GONE
-            }
+            UploadExpired
+            | MultipartSessionExpired
+            | UploadAborted
+            | FileDeleted
+            | FileExpired
+            | CursorExpired(_) => StatusCode::GONE,
             Presign(_)
             | FinalKey(_)
             | FinalKeyTemporary
@@ -233,6 +238,7 @@ impl AppError {
             TooManyCopies => "too_many_copies",
             FileDeleted => "file_deleted",
             FileExpired => "file_expired",
+            CursorExpired(_) => "cursor_expired",
             FinalKeyTemporary => "final_key_temporary",
             FileBusy => "file_busy",
             LinkScanNotFound => "link_scan_not_found",

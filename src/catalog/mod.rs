@@ -421,6 +421,15 @@ pub trait RetentionCatalog: Send + Sync + 'static {
     /// Deletes up to `limit` quota rows of days before `before`.
     async fn prune_quota_days(&self, before: NaiveDate, limit: i64) -> Result<u64, CatalogError>;
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError>;
+    /// What [`RetentionCatalog::prune_events`] would remove, all batches together.
+    async fn prunable_events(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError>;
+    /// Deletes up to `limit` events older than `cutoff` that the feed has positioned and every
+    /// endpoint has received (none pending or failed), never the last one, with their
+    /// deliveries, in one transaction.
+    async fn prune_events(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError>;
+    /// The oldest position the feed still holds (`None`: no event yet): a cursor before it
+    /// lost events to pruning.
+    async fn first_event_position(&self) -> Result<Option<i64>, CatalogError>;
 }
 
 /// The transactional outbox: events are written by the transactions that make their changes

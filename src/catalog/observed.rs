@@ -319,6 +319,15 @@ impl RetentionCatalog for ObservedCatalog {
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
         timed!(self, table_sizes())
     }
+    async fn prunable_events(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError> {
+        timed!(self, prunable_events(cutoff))
+    }
+    async fn prune_events(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError> {
+        timed!(self, prune_events(cutoff, limit))
+    }
+    async fn first_event_position(&self) -> Result<Option<i64>, CatalogError> {
+        timed!(self, first_event_position())
+    }
 }
 
 #[async_trait]

@@ -22,7 +22,7 @@ pub(super) const PRUNABLE: &str = "substr(u.key, 1, 4) = 'tmp/' \
      AND NOT EXISTS (SELECT 1 FROM multipart_sessions s WHERE s.upload_id = u.id AND s.state = 'open')";
 
 /// The tables the report sizes: every table of the schema.
-pub(super) const TABLES: [&str; 12] = [
+pub(super) const TABLES: [&str; 15] = [
     "uploads",
     "multipart_sessions",
     "upload_parts",
@@ -35,7 +35,19 @@ pub(super) const TABLES: [&str; 12] = [
     "link_scans",
     "link_scan_batches",
     "link_scan_seen",
+    "events",
+    "event_endpoints",
+    "event_deliveries",
 ];
+
+/// The events nothing needs any more, as of the cutoff `$1`: positioned (the feed has carried
+/// them), older than the cutoff, with no delivery still pending or failed (failed ones are kept
+/// for a retry), and never the last one (its position is where the next one continues: the
+/// feed's positions stay contiguous, so a gap before a cursor means pruned events).
+pub(super) const PRUNABLE_EVENTS: &str = "e.position IS NOT NULL AND e.occurred_at < $1 \
+     AND e.position < (SELECT MAX(position) FROM events) \
+     AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.position = e.position \
+     AND d.state <> 'delivered')";
 
 /// Implements [`super::RetentionCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 /// `$lock` locks the rows a batch selects (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so a batch
@@ -159,6 +171,60 @@ macro_rules! impl_retention_catalog {
                     .await?
                     .rows_affected();
                 Ok(n)
+            }
+
+            async fn prunable_events(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+            ) -> Result<u64, CatalogError> {
+                let sql = format!(
+                    "SELECT COUNT(*) FROM events e WHERE {}",
+                    super::retention_queries::PRUNABLE_EVENTS
+                );
+                let n: i64 = sqlx::query_scalar(&sql).bind(cutoff).fetch_one(&self.pool).await?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            }
+
+            async fn prune_events(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<u64, CatalogError> {
+                use sqlx::Row;
+                let mut tx = self.pool.begin_with($begin).await?;
+                let sql = format!(
+                    "SELECT e.position FROM events e WHERE {} ORDER BY e.position LIMIT $2{}",
+                    super::retention_queries::PRUNABLE_EVENTS,
+                    $lock
+                );
+                let rows = sqlx::query(&sql).bind(cutoff).bind(limit).fetch_all(&mut *tx).await?;
+                let positions = rows
+                    .iter()
+                    .map(|r| r.try_get::<i64, _>("position"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if positions.is_empty() {
+                    tx.rollback().await?;
+                    return Ok(0);
+                }
+                for table in ["event_deliveries", "events"] {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(format!(
+                        "DELETE FROM {table} WHERE position IN ("
+                    ));
+                    let mut list = qb.separated(", ");
+                    for p in &positions {
+                        list.push_bind(*p);
+                    }
+                    qb.push(")");
+                    qb.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(positions.len() as u64)
+            }
+
+            async fn first_event_position(&self) -> Result<Option<i64>, CatalogError> {
+                Ok(sqlx::query_scalar("SELECT MIN(position) FROM events")
+                    .fetch_one(&self.pool)
+                    .await?)
             }
 
             async fn table_sizes(&self) -> Result<Vec<super::TableSize>, CatalogError> {

@@ -282,7 +282,7 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
     let u = &summary.uploads;
     let headline = || {
         format!(
-            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}) older than {}s, in {} batches",
+            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}), {} delivered events, older than {}s, in {} batches",
             run.id,
             run.state.as_str(),
             if dry_run { " (dry run)" } else { "" },
@@ -294,6 +294,7 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
             u.upload_parts,
             summary.quota_rows,
             summary.quota_before.map(|d| d.to_string()).unwrap_or_default(),
+            summary.events,
             summary.retention_secs,
             summary.batches,
         )

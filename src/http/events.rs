@@ -39,5 +39,12 @@ async fn list(
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(bad());
     }
+    // Positions are contiguous: a cursor more than one before the oldest position held means
+    // events after it were pruned, and reading on would skip them without a word.
+    if let Some(first) = state.catalog.first_event_position().await? {
+        if after + 1 < first {
+            return Err(AppError::CursorExpired(first - 1));
+        }
+    }
     Ok(Json(feed::page(&state.catalog, after, limit).await?))
 }

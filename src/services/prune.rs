@@ -36,6 +36,9 @@ pub struct PruneSummary {
     /// Quota rows of days before `quota_before` pruned, or that would be.
     pub quota_rows: u64,
     pub quota_before: Option<NaiveDate>,
+    /// Events the feed carried and every endpoint received, older than the retention,
+    /// pruned (or that would be).
+    pub events: u64,
     /// Transactions it took.
     pub batches: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,6 +91,7 @@ pub async fn prune_at(
     let state = if dry_run {
         summary.uploads = catalog.prunable_uploads(cutoff).await?;
         summary.quota_rows = catalog.prunable_quota_days(quota_before).await?;
+        summary.events = catalog.prunable_events(cutoff).await?;
         RunState::Finished
     } else {
         match prune_batches(catalog, &mut job, &mut summary, cutoff, quota_before).await {
@@ -104,6 +108,7 @@ pub async fn prune_at(
         uploads = summary.uploads.uploads(),
         parts = summary.uploads.upload_parts,
         quota_rows = summary.quota_rows,
+        events = summary.events,
         batches = summary.batches,
         dry_run,
         "prune finished"
@@ -154,6 +159,23 @@ async fn prune_batches(
         summary.batches += 1;
         summary.quota_rows += n;
         job.checkpoint(catalog, &[], "quota", &*summary)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    loop {
+        if job.lost() {
+            return Err("lost the job's lease to another replica".into());
+        }
+        let n = catalog
+            .prune_events(cutoff, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        summary.batches += 1;
+        summary.events += n;
+        job.checkpoint(catalog, &[], "events", &*summary)
             .await
             .map_err(|e| e.to_string())?;
     }

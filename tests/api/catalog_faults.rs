@@ -405,6 +405,15 @@ impl RetentionCatalog for FaultyCatalog {
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
         self.inner.table_sizes().await
     }
+    async fn prunable_events(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError> {
+        faulty!(self, prunable_events(cutoff))
+    }
+    async fn prune_events(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError> {
+        faulty!(self, prune_events(cutoff, limit))
+    }
+    async fn first_event_position(&self) -> Result<Option<i64>, CatalogError> {
+        faulty!(self, first_event_position())
+    }
 }
 
 #[async_trait]

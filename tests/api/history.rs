@@ -418,8 +418,32 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
 
 /// Every event the feed carries, in feed order, once the sequencer has positioned them all.
 pub async fn all_events(app: &TestApp) -> Vec<Value> {
-    // Sequence here too; another replica's sequencer (the server's own) may hold the turn, so
-    // wait until nothing written is left unpositioned.
+    sequence_all(app).await;
+    let admin = app.admin_token("history-admin");
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let resp = app
+            .get(
+                &format!("/v1/events?after={cursor}&limit=1000"),
+                Some(&admin),
+            )
+            .await;
+        assert_eq!(resp.status(), 200);
+        let page: Value = resp.json().await.expect("feed page");
+        let events = page["events"].as_array().expect("events").clone();
+        cursor = page["next_cursor"].as_str().expect("cursor").to_owned();
+        if events.is_empty() {
+            return out;
+        }
+        out.extend(events);
+    }
+}
+
+/// Returns once every event written so far has its feed position. Sequences here too; another
+/// replica's sequencer (the server's own) may hold the turn, so it waits until nothing written
+/// is left unpositioned.
+pub async fn sequence_all(app: &TestApp) {
     let sequenced = upcommit::services::events::sequencer::Sequenced::new();
     for attempt in 0.. {
         upcommit::services::events::sequencer::run_once(
@@ -440,25 +464,6 @@ pub async fn all_events(app: &TestApp) -> Vec<Value> {
         }
         assert!(attempt < 100, "events stay unsequenced");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let admin = app.admin_token("history-admin");
-    let mut out = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let resp = app
-            .get(
-                &format!("/v1/events?after={cursor}&limit=1000"),
-                Some(&admin),
-            )
-            .await;
-        assert_eq!(resp.status(), 200);
-        let page: Value = resp.json().await.expect("feed page");
-        let events = page["events"].as_array().expect("events").clone();
-        cursor = page["next_cursor"].as_str().expect("cursor").to_owned();
-        if events.is_empty() {
-            return out;
-        }
-        out.extend(events);
     }
 }
 

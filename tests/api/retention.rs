@@ -263,5 +263,62 @@ async fn the_storage_report_shows_every_tables_rows_and_bytes() {
         row("uploads")["bytes"].as_i64().is_some_and(|b| b > 0),
         "both databases tell bytes: {tables:?}"
     );
-    assert_eq!(tables.len(), 12);
+    assert_eq!(tables.len(), 15);
+}
+
+#[tokio::test]
+async fn delivered_events_are_pruned_after_the_retention_and_an_older_cursor_is_told_so() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (_, h) = app
+            .upload_and_commit(&token, "image", "image/png", 200)
+            .await;
+        ids.push(h["id"].as_str().expect("id").to_owned());
+    }
+    let events = crate::history::all_events(&app).await;
+    assert_eq!(events.len(), 3);
+
+    // Within the retention nothing goes; a dry run past it counts and changes nothing.
+    assert_eq!(prune_in(&app, 1, false).await.events, 0);
+    assert_eq!(prune_in(&app, 400, true).await.events, 2);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM events").await, 3);
+    // Past it: all but the last (where the next position continues).
+    assert_eq!(prune_in(&app, 400, false).await.events, 2);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM events").await, 1);
+    assert_eq!(prune_in(&app, 400, false).await.events, 0, "the last stays");
+
+    let admin = app.admin_token("ops");
+    for stale in ["", "0", "1"] {
+        let resp = app
+            .get(&format!("/v1/events?after={stale}"), Some(&admin))
+            .await;
+        assert_eq!(
+            error_code(resp).await,
+            (410, "cursor_expired".to_owned()),
+            "after={stale}"
+        );
+    }
+    let page: serde_json::Value = app
+        .get("/v1/events?after=2", Some(&admin))
+        .await
+        .json()
+        .await
+        .expect("page");
+    assert_eq!(page["events"][0]["data"]["id"], ids[2].as_str());
+
+    // The next event continues the positions: no cursor is reused.
+    let (_, h) = app
+        .upload_and_commit(&token, "image", "image/png", 200)
+        .await;
+    crate::history::sequence_all(&app).await;
+    let page: serde_json::Value = app
+        .get("/v1/events?after=3", Some(&admin))
+        .await
+        .json()
+        .await
+        .expect("page");
+    assert_eq!(page["events"][0]["cursor"], "4");
+    assert_eq!(page["events"][0]["data"]["id"], h["id"]);
 }
