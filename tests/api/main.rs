@@ -42,3 +42,4 @@ mod statuses;
 mod sweep;
 mod temporary;
 mod upload_step;
+mod validation_hook;
