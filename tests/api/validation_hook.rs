@@ -128,7 +128,16 @@ async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Res
 
 /// A server whose `scan` profile asks `hook`; `extra` adds to the hook's table.
 async fn spawn_with_hook(url: &str, extra: &str) -> TestApp {
+    spawn_with_hook_env(url, extra, Vec::new()).await
+}
+
+async fn spawn_with_hook_env(
+    url: &str,
+    extra: &str,
+    env: Vec<(&'static str, String)>,
+) -> TestApp {
     spawn_app_with(Spawn {
+        env,
         config: Some(format!(
             r#"
             [[profiles]]
@@ -406,5 +415,42 @@ async fn a_copy_the_hook_allowed_is_recorded_after_a_crash_without_asking_again(
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201, "the retry rolls forward");
     assert_eq!(hook.count(), 1, "without asking again");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
+#[tokio::test]
+async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
+    let hook = Hook::start().await;
+    // Every object over 1,000 bytes goes down the UploadPartCopy path.
+    let app = spawn_with_hook_env(
+        &hook.url,
+        "",
+        vec![
+            ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "1000".into()),
+            ("UPCOMMIT_COPY_PART_SIZE_BYTES", (5 * 1024 * 1024).to_string()),
+        ],
+    )
+    .await;
+    let token = app.token("alice");
+
+    let refused = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Refuse("no".into()));
+    let (status, code) = error_code(app.commit(&token, &refused.key, None).await).await;
+    assert_eq!((status, code.as_str()), (422, "rejected_by_hook"));
+    assert_eq!(app.db.upload_state(&refused.upload_id).await, "rejected");
+    assert!(!app.object_exists(&final_key(&refused.upload_id)).await);
+
+    let swapped = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Swap(app.s3.clone(), app.bucket.clone()));
+    let (status, code) = error_code(app.commit(&token, &swapped.key, None).await).await;
+    assert_eq!((status, code.as_str()), (409, "object_changed"));
+    assert!(!app.object_exists(&final_key(&swapped.upload_id)).await);
+
+    let allowed = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Allow);
+    let resp = app.commit(&token, &allowed.key, None).await;
+    assert_eq!(resp.status(), 201);
+    assert_eq!(hook.count(), 3);
+    assert_eq!(app.get_object(&final_key(&allowed.upload_id)).await, media(PNG, 2000));
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
