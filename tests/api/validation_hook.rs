@@ -367,6 +367,16 @@ async fn bytes_swapped_after_the_hook_allowed_them_are_never_committed() {
     assert!(!app.object_exists(&final_key(&p.upload_id)).await);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
     let seen = hook.body(0)["etag"].clone();
+    // The hook's URL still serves the version it was asked about, not the bytes now current.
+    let pinned = app
+        .http
+        .get(hook.body(0)["download_url"].as_str().expect("download_url"))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(pinned.headers().get("etag").and_then(|v| v.to_str().ok()), seen.as_str());
+    assert_eq!(pinned.bytes().await.expect("bytes").to_vec(), media(PNG, 2000));
+    assert_eq!(app.get_object(&p.key).await.last(), Some(&b'!'), "swapped");
 
     // A retry puts the bytes now there to the hook, with their own ETag.
     hook.set(Mode::Allow);

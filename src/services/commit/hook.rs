@@ -91,15 +91,12 @@ pub(super) async fn ask(
     else {
         return Ok(());
     };
-    // The hook reads the bytes through this URL (a bearer credential: never logged).
+    // The hook reads the bytes through this URL (a bearer credential: never logged), pinned
+    // to the version the validation read: bytes written to the key later — even bytes with
+    // the same ETag put back before the copy — are not what it scans.
     let download_url = state
         .store
-        .presign_get(
-            &upload.key,
-            "application/octet-stream",
-            "attachment",
-            DOWNLOAD_URL_SECS,
-        )
+        .presign_get_version(&upload.key, head.version_id.as_deref(), DOWNLOAD_URL_SECS)
         .await
         .map_err(|e| Failure::Release(e.into()))?;
     let body = json!({
