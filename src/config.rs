@@ -1149,17 +1149,25 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
 fn validation_hook(h: FileValidationHook) -> Result<ValidationHook, String> {
     let url = h.url.trim().to_owned();
     let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
-    if !scheme_ok || url.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+    if !scheme_ok
+        || url
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
         return Err(format!("url: expected an http(s) URL, got {:?}", h.url));
     }
     let timeout_ms = h.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
     if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
-        return Err(format!("timeout_ms: must be 1..={MAX_TIMEOUT_MS}, got {timeout_ms}"));
+        return Err(format!(
+            "timeout_ms: must be 1..={MAX_TIMEOUT_MS}, got {timeout_ms}"
+        ));
     }
     let on_error = match h.on_error.as_deref() {
         None => OnError::Reject,
         Some(raw) => OnError::parse(raw).ok_or_else(|| {
-            format!("on_error: expected \"reject\" (fail closed) or \"allow\" (fail open), got {raw:?}")
+            format!(
+                "on_error: expected \"reject\" (fail closed) or \"allow\" (fail open), got {raw:?}"
+            )
         })?,
     };
     let secret = h
@@ -1167,7 +1175,8 @@ fn validation_hook(h: FileValidationHook) -> Result<ValidationHook, String> {
         .as_deref()
         .map(|raw| {
             HookSecret::parse(raw).map_err(|_| {
-                "secret: expected whsec_ followed by the base64 of at least 24 random bytes".to_owned()
+                "secret: expected whsec_ followed by the base64 of at least 24 random bytes"
+                    .to_owned()
             })
         })
         .transpose()?;
@@ -1382,9 +1391,15 @@ mod tests {
                 "#
             )
         };
-        let s = Settings::from_sources(Some(&file(r#"{ url = "http://scanner:9000/check" }"#)), &|_| None)
-            .expect("defaults load");
-        let h = s.profile("scan").and_then(|p| p.validation_hook.clone()).expect("hook");
+        let s = Settings::from_sources(
+            Some(&file(r#"{ url = "http://scanner:9000/check" }"#)),
+            &|_| None,
+        )
+        .expect("defaults load");
+        let h = s
+            .profile("scan")
+            .and_then(|p| p.validation_hook.clone())
+            .expect("hook");
         assert_eq!(h.url, "http://scanner:9000/check");
         assert_eq!(h.timeout, std::time::Duration::from_millis(2000));
         assert_eq!(h.on_error, OnError::Reject);
@@ -1396,21 +1411,35 @@ mod tests {
             &|_| None,
         )
         .expect("full table loads");
-        let h = s.profile("scan").and_then(|p| p.validation_hook.clone()).expect("hook");
+        let h = s
+            .profile("scan")
+            .and_then(|p| p.validation_hook.clone())
+            .expect("hook");
         assert_eq!((h.timeout.as_millis(), h.on_error), (500, OnError::Allow));
         assert!(h.secret.is_some());
-        assert!(!format!("{s:?}").contains("MfKQ9r8G"), "the secret never shows");
-        assert!(s.profile("image").is_none_or(|p| p.validation_hook.is_none()));
+        assert!(
+            !format!("{s:?}").contains("MfKQ9r8G"),
+            "the secret never shows"
+        );
+        assert!(s
+            .profile("image")
+            .is_none_or(|p| p.validation_hook.is_none()));
 
         for (hook, says) in [
             (r#"{ url = "ftp://x/" }"#, "url"),
             (r#"{ url = "scanner:9000" }"#, "url"),
             (r#"{ url = "http://x/", timeout_ms = 0 }"#, "timeout_ms"),
             (r#"{ url = "http://x/", timeout_ms = 60001 }"#, "timeout_ms"),
-            (r#"{ url = "http://x/", timeout_ms = 30000 }"#, "UPCOMMIT_REQUEST_TIMEOUT_SECS"),
+            (
+                r#"{ url = "http://x/", timeout_ms = 30000 }"#,
+                "UPCOMMIT_REQUEST_TIMEOUT_SECS",
+            ),
             (r#"{ url = "http://x/", on_error = "ignore" }"#, "on_error"),
             (r#"{ url = "http://x/", secret = "hunter2" }"#, "secret"),
-            (r#"{ url = "http://x/", secret = "whsec_c2hvcnQ=" }"#, "secret"),
+            (
+                r#"{ url = "http://x/", secret = "whsec_c2hvcnQ=" }"#,
+                "secret",
+            ),
         ] {
             let err = Settings::from_sources(Some(&file(hook)), &|_| None)
                 .expect_err(hook)
@@ -1420,9 +1449,12 @@ mod tests {
                 "{hook}: {err}"
             );
         }
-        let err = Settings::from_sources(Some(&file(r#"{ url = "http://x/", retries = 3 }"#)), &|_| None)
-            .expect_err("unknown key")
-            .0;
+        let err = Settings::from_sources(
+            Some(&file(r#"{ url = "http://x/", retries = 3 }"#)),
+            &|_| None,
+        )
+        .expect_err("unknown key")
+        .0;
         assert!(err.contains("retries"), "{err}");
     }
 

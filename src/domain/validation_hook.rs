@@ -192,7 +192,13 @@ mod tests {
             HookSecret::parse("whsec_c2hvcnQ="),
             Err(SecretError::TooShort)
         );
-        assert_eq!(format!("{:?}", HookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")), "Ok([redacted])");
+        assert_eq!(
+            format!(
+                "{:?}",
+                HookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+            ),
+            "Ok([redacted])"
+        );
     }
 
     #[test]
@@ -220,7 +226,10 @@ mod tests {
         for bad in [&b""[..], b"ok", b"{\"allow\": true", b"\xff\xfe"] {
             assert_eq!(parse_answer(bad), Err(AnswerError::NotJson), "{bad:?}");
         }
-        let huge = format!(r#"{{"allow": true, "pad": "{}"}}"#, "x".repeat(MAX_ANSWER_BYTES));
+        let huge = format!(
+            r#"{{"allow": true, "pad": "{}"}}"#,
+            "x".repeat(MAX_ANSWER_BYTES)
+        );
         assert_eq!(parse_answer(huge.as_bytes()), Err(AnswerError::TooLarge));
     }
 
@@ -236,7 +245,10 @@ mod tests {
         let cut = clean_reason(Some(&long));
         assert_eq!(cut.chars().count(), MAX_REASON_CHARS);
         assert!(cut.ends_with('…'));
-        assert_eq!(clean_reason(Some(&"a".repeat(MAX_REASON_CHARS))).len(), MAX_REASON_CHARS);
+        assert_eq!(
+            clean_reason(Some(&"a".repeat(MAX_REASON_CHARS))).len(),
+            MAX_REASON_CHARS
+        );
     }
 
     #[test]

@@ -131,11 +131,7 @@ async fn spawn_with_hook(url: &str, extra: &str) -> TestApp {
     spawn_with_hook_env(url, extra, Vec::new()).await
 }
 
-async fn spawn_with_hook_env(
-    url: &str,
-    extra: &str,
-    env: Vec<(&'static str, String)>,
-) -> TestApp {
+async fn spawn_with_hook_env(url: &str, extra: &str, env: Vec<(&'static str, String)>) -> TestApp {
     spawn_app_with(Spawn {
         env,
         config: Some(format!(
@@ -199,7 +195,10 @@ async fn an_allowing_hook_is_told_the_facts_of_the_bytes_and_the_commit_answers_
     assert_eq!(facts["sniffed_content_type"], PNG);
     assert_eq!(facts["size"], 3000);
     assert_eq!(facts["etag"], tmp.e_tag().expect("etag"));
-    assert_eq!(facts["etag"], handle["etag"], "what was copied is what the hook saw");
+    assert_eq!(
+        facts["etag"], handle["etag"],
+        "what was copied is what the hook saw"
+    );
     assert_eq!(facts["original_filename"], "clip.bin");
     assert_eq!(facts["key"], p.key.as_str());
     assert_eq!(facts["final_key"], handle["key"]);
@@ -258,7 +257,10 @@ async fn a_refusal_rejects_the_upload_for_good_and_nothing_reaches_the_final_key
         "the reason, cleaned: {message}"
     );
     assert!(!message.chars().any(char::is_control), "{message:?}");
-    assert!(message.chars().count() < 300, "the reason is cut: {message}");
+    assert!(
+        message.chars().count() < 300,
+        "the reason is cut: {message}"
+    );
 
     assert_eq!(app.db.upload_state(&p.upload_id).await, "rejected");
     assert_eq!(
@@ -325,7 +327,10 @@ async fn no_answer_fails_closed_and_the_upload_commits_once_the_hook_recovers() 
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);
     assert_eq!(hook.count(), 5);
-    assert_eq!(app.get_object(&final_key(&p.upload_id)).await, media(PNG, 2000));
+    assert_eq!(
+        app.get_object(&final_key(&p.upload_id)).await,
+        media(PNG, 2000)
+    );
 }
 
 #[tokio::test]
@@ -344,7 +349,12 @@ async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);
     assert!(app.object_exists(&final_key(&p.upload_id)).await);
-    let metrics = app.get("/metrics", None).await.text().await.expect("metrics");
+    let metrics = app
+        .get("/metrics", None)
+        .await
+        .text()
+        .await
+        .expect("metrics");
     assert!(
         metrics.contains("upcommit_validation_hook_failed_open_total{profile=\"scan\"} 1"),
         "{metrics}"
@@ -374,8 +384,14 @@ async fn bytes_swapped_after_the_hook_allowed_them_are_never_committed() {
         .send()
         .await
         .expect("GET");
-    assert_eq!(pinned.headers().get("etag").and_then(|v| v.to_str().ok()), seen.as_str());
-    assert_eq!(pinned.bytes().await.expect("bytes").to_vec(), media(PNG, 2000));
+    assert_eq!(
+        pinned.headers().get("etag").and_then(|v| v.to_str().ok()),
+        seen.as_str()
+    );
+    assert_eq!(
+        pinned.bytes().await.expect("bytes").to_vec(),
+        media(PNG, 2000)
+    );
     assert_eq!(app.get_object(&p.key).await.last(), Some(&b'!'), "swapped");
 
     // A retry puts the bytes now there to the hook, with their own ETag.
@@ -387,7 +403,11 @@ async fn bytes_swapped_after_the_hook_allowed_them_are_never_committed() {
     assert_ne!(hook.body(1)["etag"], seen);
     assert_eq!(hook.body(1)["etag"], handle["etag"]);
     let committed = app.get_object(&final_key(&p.upload_id)).await;
-    assert_eq!(committed.last(), Some(&b'!'), "the bytes the hook was asked about");
+    assert_eq!(
+        committed.last(),
+        Some(&b'!'),
+        "the bytes the hook was asked about"
+    );
 }
 
 #[tokio::test]
@@ -437,7 +457,10 @@ async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
         "",
         vec![
             ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "1000".into()),
-            ("UPCOMMIT_COPY_PART_SIZE_BYTES", (5 * 1024 * 1024).to_string()),
+            (
+                "UPCOMMIT_COPY_PART_SIZE_BYTES",
+                (5 * 1024 * 1024).to_string(),
+            ),
         ],
     )
     .await;
@@ -461,6 +484,9 @@ async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
     let resp = app.commit(&token, &allowed.key, None).await;
     assert_eq!(resp.status(), 201);
     assert_eq!(hook.count(), 3);
-    assert_eq!(app.get_object(&final_key(&allowed.upload_id)).await, media(PNG, 2000));
+    assert_eq!(
+        app.get_object(&final_key(&allowed.upload_id)).await,
+        media(PNG, 2000)
+    );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
