@@ -14,6 +14,9 @@ use crate::domain::lifecycle::{missing_required, required_rules, Rule};
 use crate::domain::profile::{builtin_profiles, Profile};
 use crate::domain::quota::QuotaLimits;
 use crate::domain::temporary::{is_temporary_key, TtlDays, TEMP_PREFIX};
+use crate::domain::validation_hook::{
+    HookSecret, OnError, ValidationHook, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+};
 
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
@@ -336,6 +339,22 @@ struct FileProfile {
     /// `"7d"`: the profile is temporary (see `domain::temporary`).
     #[serde(default)]
     temporary_ttl: Option<String>,
+    /// `{ url, timeout_ms, on_error, secret }` (see `domain::validation_hook`).
+    #[serde(default)]
+    validation_hook: Option<FileValidationHook>,
+}
+
+/// A profile's `validation_hook` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileValidationHook {
+    url: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    on_error: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
 }
 
 /// A comma-separated list of profile names from the environment (`None` when unset); every
@@ -757,7 +776,7 @@ impl Settings {
             )));
         }
 
-        Ok(Self {
+        let settings = Self {
             listen: src.string("UPCOMMIT_LISTEN", f.listen, "127.0.0.1:8080"),
             database: DatabaseSettings {
                 url: SecretString::new(database_url),
@@ -892,7 +911,21 @@ impl Settings {
                     .max(1),
             },
             log_format,
-        })
+        };
+        // A hook that may take longer than the request would make the client's retry race
+        // the commit still waiting for its answer.
+        let request_ms = settings.http.request_timeout_secs.saturating_mul(1000);
+        if let Some(p) = settings.uploads.profiles.iter().find(|p| {
+            p.validation_hook
+                .as_ref()
+                .is_some_and(|h| h.timeout.as_millis() >= u128::from(request_ms))
+        }) {
+            return Err(ConfigError(format!(
+                "profiles.{}: validation_hook: timeout_ms must be below UPCOMMIT_REQUEST_TIMEOUT_SECS ({request_ms} ms)",
+                p.name
+            )));
+        }
+        Ok(settings)
     }
 
     /// What the bucket checks expect of the live bucket: the embedded lifecycle rules, no
@@ -1095,6 +1128,10 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         .as_deref()
         .map(|raw| temporary_ttl(raw, required_rules()).map_err(|e| ConfigError(at(&e))))
         .transpose()?;
+    let validation_hook = p
+        .validation_hook
+        .map(|h| validation_hook(h).map_err(|e| ConfigError(at(&format!("validation_hook: {e}")))))
+        .transpose()?;
     Ok(Profile {
         name: p.name,
         content_types,
@@ -1103,6 +1140,51 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         tracks_links: p.tracks_links,
         require_checksum: p.require_checksum,
         temporary_ttl,
+        validation_hook,
+    })
+}
+
+/// A profile's `validation_hook`: an http(s) URL, a timeout of 1..=60000 ms (default 2000),
+/// `on_error` `reject` (default) or `allow`, and an optional `whsec_` secret.
+fn validation_hook(h: FileValidationHook) -> Result<ValidationHook, String> {
+    let url = h.url.trim().to_owned();
+    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+    if !scheme_ok
+        || url
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        return Err(format!("url: expected an http(s) URL, got {:?}", h.url));
+    }
+    let timeout_ms = h.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
+        return Err(format!(
+            "timeout_ms: must be 1..={MAX_TIMEOUT_MS}, got {timeout_ms}"
+        ));
+    }
+    let on_error = match h.on_error.as_deref() {
+        None => OnError::Reject,
+        Some(raw) => OnError::parse(raw).ok_or_else(|| {
+            format!(
+                "on_error: expected \"reject\" (fail closed) or \"allow\" (fail open), got {raw:?}"
+            )
+        })?,
+    };
+    let secret = h
+        .secret
+        .as_deref()
+        .map(|raw| {
+            HookSecret::parse(raw).map_err(|_| {
+                "secret: expected whsec_ followed by the base64 of at least 24 random bytes"
+                    .to_owned()
+            })
+        })
+        .transpose()?;
+    Ok(ValidationHook {
+        url,
+        timeout: std::time::Duration::from_millis(timeout_ms),
+        on_error,
+        secret,
     })
 }
 
@@ -1292,6 +1374,88 @@ mod tests {
             .expect_err("14d")
             .0;
         assert!(err.contains("1d, 7d, 30d"), "names the tiers: {err}");
+    }
+
+    #[test]
+    fn a_validation_hook_is_an_http_url_with_a_bounded_timeout_and_a_known_policy() {
+        let file = |hook: &str| {
+            format!(
+                r#"
+                jwt_secret = "file-secret-0123456789"
+                [[profiles]]
+                name = "scan"
+                content_types = ["image/png"]
+                max_size = 1000
+                final_prefix = "scanned/"
+                validation_hook = {hook}
+                "#
+            )
+        };
+        let s = Settings::from_sources(
+            Some(&file(r#"{ url = "http://scanner:9000/check" }"#)),
+            &|_| None,
+        )
+        .expect("defaults load");
+        let h = s
+            .profile("scan")
+            .and_then(|p| p.validation_hook.clone())
+            .expect("hook");
+        assert_eq!(h.url, "http://scanner:9000/check");
+        assert_eq!(h.timeout, std::time::Duration::from_millis(2000));
+        assert_eq!(h.on_error, OnError::Reject);
+        assert!(h.secret.is_none());
+        let s = Settings::from_sources(
+            Some(&file(
+                r#"{ url = "https://mod.example/v", timeout_ms = 500, on_error = "allow", secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }"#,
+            )),
+            &|_| None,
+        )
+        .expect("full table loads");
+        let h = s
+            .profile("scan")
+            .and_then(|p| p.validation_hook.clone())
+            .expect("hook");
+        assert_eq!((h.timeout.as_millis(), h.on_error), (500, OnError::Allow));
+        assert!(h.secret.is_some());
+        assert!(
+            !format!("{s:?}").contains("MfKQ9r8G"),
+            "the secret never shows"
+        );
+        assert!(s
+            .profile("image")
+            .is_none_or(|p| p.validation_hook.is_none()));
+
+        for (hook, says) in [
+            (r#"{ url = "ftp://x/" }"#, "url"),
+            (r#"{ url = "scanner:9000" }"#, "url"),
+            (r#"{ url = "http://x/", timeout_ms = 0 }"#, "timeout_ms"),
+            (r#"{ url = "http://x/", timeout_ms = 60001 }"#, "timeout_ms"),
+            (
+                r#"{ url = "http://x/", timeout_ms = 30000 }"#,
+                "UPCOMMIT_REQUEST_TIMEOUT_SECS",
+            ),
+            (r#"{ url = "http://x/", on_error = "ignore" }"#, "on_error"),
+            (r#"{ url = "http://x/", secret = "hunter2" }"#, "secret"),
+            (
+                r#"{ url = "http://x/", secret = "whsec_c2hvcnQ=" }"#,
+                "secret",
+            ),
+        ] {
+            let err = Settings::from_sources(Some(&file(hook)), &|_| None)
+                .expect_err(hook)
+                .0;
+            assert!(
+                err.starts_with("profiles.scan: validation_hook") && err.contains(says),
+                "{hook}: {err}"
+            );
+        }
+        let err = Settings::from_sources(
+            Some(&file(r#"{ url = "http://x/", retries = 3 }"#)),
+            &|_| None,
+        )
+        .expect_err("unknown key")
+        .0;
+        assert!(err.contains("retries"), "{err}");
     }
 
     #[test]

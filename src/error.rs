@@ -114,6 +114,12 @@ pub enum AppError {
     ObjectTooLarge { total: u64, max: u64 },
     #[error("this upload was rejected earlier ({0})")]
     UploadRejected(String),
+    /// The profile's validation hook refused the upload; the reason is the hook's, cleaned
+    /// (`domain::validation_hook::clean_reason`).
+    #[error("the upload was refused by the validation hook: {0}")]
+    RejectedByHook(String),
+    #[error("the validation hook could not be asked; the upload is unchanged: retry shortly")]
+    ValidationHookUnavailable,
     #[error("daily upload quota reached")]
     QuotaExceeded { retry_after_secs: u64 },
     #[error("too many presigns in a short time; retry after the delay")]
@@ -213,13 +219,15 @@ impl AppError {
             | PartChanged
             | PartSizeMismatch { .. }
             | ObjectTooLarge { .. }
-            | UploadRejected(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            | UploadRejected(_)
+            | RejectedByHook(_) => StatusCode::UNPROCESSABLE_ENTITY,
             QuotaExceeded { .. } | RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             CommitInProgress
             | CompletionInProgress
             | FileBusy
             | Unavailable(_)
             | Timeout
+            | ValidationHookUnavailable
             | IdentityProviderUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -288,6 +296,8 @@ impl AppError {
             PartSizeMismatch { .. } => "part_size_mismatch",
             ObjectTooLarge { .. } => "object_too_large",
             UploadRejected(code) => code,
+            RejectedByHook(_) => "rejected_by_hook",
+            ValidationHookUnavailable => "validation_hook_unavailable",
             QuotaExceeded { .. } => "quota_exceeded",
             RateLimited { .. } => "rate_limited",
             CommitInProgress => "commit_in_progress",
@@ -310,6 +320,7 @@ impl AppError {
             | AppError::FileBusy
             | AppError::Unavailable(_)
             | AppError::Timeout => Some(1),
+            AppError::ValidationHookUnavailable => Some(5),
             _ => None,
         }
     }
@@ -320,6 +331,9 @@ impl AppError {
             AppError::Unauthorized(AuthError::Refused(r)) => r.message().into(),
             AppError::Unauthorized(_) => {
                 "missing, malformed, expired or wrongly signed bearer token".into()
+            }
+            AppError::UploadRejected(code) if code == "rejected_by_hook" => {
+                "this upload was refused by the validation hook earlier".into()
             }
             AppError::UploadRejected(code) => format!("this upload was rejected earlier: {code}"),
             other => other.to_string(),

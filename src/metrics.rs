@@ -85,6 +85,11 @@ pub struct Metrics {
     s3: Mutex<BTreeMap<(String, &'static str), Histogram>>,
     /// (catalog operation, `ok`/`error`) → latency.
     db: Mutex<BTreeMap<(&'static str, &'static str), Histogram>>,
+    /// (profile, result: `allow`, `refuse`, `timeout`, `unreachable`, `status`, `malformed`)
+    /// → latency of the validation hook's calls.
+    hooks: Mutex<BTreeMap<(String, &'static str), Histogram>>,
+    /// profile → commits that went on without the hook's answer (`on_error = "allow"`).
+    hooks_failed_open: Mutex<BTreeMap<String, u64>>,
     quota_rejections: AtomicU64,
     bytes_committed: AtomicU64,
     files_committed: AtomicU64,
@@ -153,6 +158,22 @@ impl Metrics {
     pub fn committed(&self, bytes: u64) {
         self.files_committed.fetch_add(1, Ordering::Relaxed);
         self.bytes_committed.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// One call of a profile's validation hook and how it ended.
+    pub fn validation_hook(&self, profile: &str, result: &'static str, elapsed: Duration) {
+        if let Ok(mut map) = self.hooks.lock() {
+            map.entry((profile.to_owned(), result))
+                .or_default()
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// A commit that went on although the hook gave no answer (fail open).
+    pub fn validation_hook_failed_open(&self, profile: &str) {
+        if let Ok(mut map) = self.hooks_failed_open.lock() {
+            *map.entry(profile.to_owned()).or_default() += 1;
+        }
     }
 
     pub fn s3_call(&self, operation: &str, ok: bool, elapsed: Duration) {
@@ -255,6 +276,33 @@ impl Metrics {
             for ((operation, result), h) in map.iter() {
                 let labels = format!("operation=\"{}\",result=\"{result}\"", escape(operation));
                 h.render(out, "upcommit_s3_request_duration_seconds", &labels);
+            }
+        }
+        header(
+            out,
+            "upcommit_validation_hook_duration_seconds",
+            "histogram",
+            "Validation hook calls by profile and result (allow, refuse, timeout, unreachable, status, malformed).",
+        );
+        if let Ok(map) = self.hooks.lock() {
+            for ((profile, result), h) in map.iter() {
+                let labels = format!("profile=\"{}\",result=\"{result}\"", escape(profile));
+                h.render(out, "upcommit_validation_hook_duration_seconds", &labels);
+            }
+        }
+        header(
+            out,
+            "upcommit_validation_hook_failed_open_total",
+            "counter",
+            "Commits that went on without the validation hook's answer (on_error = allow).",
+        );
+        if let Ok(map) = self.hooks_failed_open.lock() {
+            for (profile, n) in map.iter() {
+                let _ = writeln!(
+                    out,
+                    "upcommit_validation_hook_failed_open_total{{profile=\"{}\"}} {n}",
+                    escape(profile)
+                );
             }
         }
         header(

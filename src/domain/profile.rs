@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::content::{ContentType, ContentTypeError};
 use super::keys::{FilenameError, FinalKey, FinalPrefix, TmpKey};
 use super::temporary::TtlDays;
+use super::validation_hook::ValidationHook;
 
 pub const MIB: u64 = 1024 * 1024;
 
@@ -26,6 +27,9 @@ pub struct Profile {
     /// `temp/<N>d/`, which a lifecycle rule expires; hygiene leaves them to that rule. `None`
     /// (the default) for ordinary files, kept until hygiene has evidence they are unused.
     pub temporary_ttl: Option<TtlDays>,
+    /// Asked before each commit of this profile copies the object to its final key
+    /// ([`super::validation_hook`]); `None` (the default): no hook.
+    pub validation_hook: Option<ValidationHook>,
 }
 
 /// Why a presign request is refused before anything is recorded or signed.
@@ -143,6 +147,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             tracks_links: false,
             require_checksum: false,
             temporary_ttl: None,
+            validation_hook: None,
         },
         Profile {
             name: "recording".into(),
@@ -159,6 +164,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             tracks_links: false,
             require_checksum: false,
             temporary_ttl: None,
+            validation_hook: None,
         },
     ]
 }

@@ -143,6 +143,17 @@ pub trait ObjectStore: Send + Sync + 'static {
         expires_secs: u64,
     ) -> Result<String, StoreError>;
 
+    /// A short-lived GET URL of exactly one version of an object (`versionId` signed; `None`
+    /// for an unversioned object), served as `application/octet-stream` attachment: what a
+    /// validation hook reads, so it sees the bytes it is asked about even if the key is
+    /// written again.
+    async fn presign_get_version(
+        &self,
+        key: &str,
+        version_id: Option<&str>,
+        expires_secs: u64,
+    ) -> Result<String, StoreError>;
+
     /// `Ok(None)` when there is no such object.
     async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError>;
 

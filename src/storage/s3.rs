@@ -269,6 +269,40 @@ impl ObjectStore for S3Store {
         ))
     }
 
+    async fn presign_get_version(
+        &self,
+        key: &str,
+        version_id: Option<&str>,
+        expires_secs: u64,
+    ) -> Result<String, StoreError> {
+        let creds = self.signing_credentials().await?;
+        let mut q = BTreeMap::new();
+        q.insert(
+            "response-content-disposition".to_owned(),
+            "attachment".to_owned(),
+        );
+        q.insert(
+            "response-content-type".to_owned(),
+            "application/octet-stream".to_owned(),
+        );
+        if let Some(v) = version_id {
+            q.insert("versionId".to_owned(), v.to_owned());
+        }
+        Ok(query::presign(
+            &PresignRequest {
+                method: "GET",
+                location: &self.location,
+                key,
+                headers: BTreeMap::new(),
+                query: q,
+                region: &self.region,
+                now: chrono::Utc::now(),
+                expires_secs,
+            },
+            &creds,
+        ))
+    }
+
     #[tracing::instrument(skip_all, fields(s3.op = "HeadObject"))]
     async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError> {
         match self

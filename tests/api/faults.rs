@@ -72,6 +72,16 @@ impl ObjectStore for FaultyStore {
             .presign_get(key, content_type, disposition, expires_secs)
             .await
     }
+    async fn presign_get_version(
+        &self,
+        key: &str,
+        version_id: Option<&str>,
+        expires_secs: u64,
+    ) -> Result<String, StoreError> {
+        self.inner
+            .presign_get_version(key, version_id, expires_secs)
+            .await
+    }
     async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError> {
         self.inner.head(key).await
     }

@@ -43,3 +43,4 @@ mod statuses;
 mod sweep;
 mod temporary;
 mod upload_step;
+mod validation_hook;

@@ -5,6 +5,8 @@
 //!    unique index) — concurrent commits of one upload wait for the holder and return its handle;
 //! 2. one ranged GET of the tmp object: its type, total size (Content-Range), ETag and version
 //!    come with its first bytes in one response; check type, size and magic bytes;
+//!    then, when the profile has a validation hook, ask it (`hook`): it is told the ETag just
+//!    read and refuses (the upload is rejected) or allows;
 //! 3. CopyObject to the final key guarded on both sides — `x-amz-copy-source-if-match` (the
 //!    bytes are the ones just checked) and `If-None-Match: *` (nothing at the final key is
 //!    overwritten) — with the upload id in the copy's metadata (a retry recognizes its own
@@ -32,6 +34,7 @@ use crate::domain::sniff::SNIFF_BYTES;
 use crate::error::AppError;
 use crate::state::AppState;
 
+mod hook;
 mod multipart_copy;
 mod promote;
 

@@ -97,11 +97,26 @@ pub(super) async fn promote(
     if let Err(e) = validate(upload, &head, &first) {
         return Err(Failure::Reject(e, Some(head)));
     }
+    // Validated, so the magic bytes either showed the declared type or it has no signature.
+    let sniffed_type = (sniff(&upload.content_type, &first) == Sniff::Matches)
+        .then_some(upload.content_type.as_str());
 
     let size = u64::try_from(head.size).unwrap_or(u64::MAX);
     if size > state.settings.uploads.max_single_copy_bytes {
-        return promote_in_parts(state, upload, lease, head).await;
+        return promote_in_parts(state, upload, lease, head, sniffed_type).await;
     }
+    if has_hook(state, upload) {
+        // A takeover: an earlier attempt may have asked the hook and copied. Its copy is
+        // recorded as it is, never put to the hook again (another answer must not undo it).
+        if upload.state == UploadState::Promoting {
+            if let Some(fin) = final_if_ours(state, upload, lease).await? {
+                tracing::info!("final object already copied by an earlier attempt");
+                return roll_forward(state, upload, lease, fin, Some(head)).await;
+            }
+        }
+        super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
+    }
+    // Guarded on the ETag the validation (and the hook) saw.
     let copied = store
         .promote(&PromoteRequest {
             src: &upload.key,
@@ -132,6 +147,13 @@ pub(super) async fn promote(
         Err(StoreError::PreconditionFailed) => refused(state, upload, lease, head).await,
         Err(e) => Err(Failure::Abandon(e.into())),
     }
+}
+
+fn has_hook(state: &AppState, upload: &Upload) -> bool {
+    state
+        .settings
+        .profile(&upload.profile)
+        .is_some_and(|p| p.validation_hook.is_some())
 }
 
 /// A guard refused the copy (S3 answers 412 for either). Which one the final key tells: an
@@ -208,6 +230,7 @@ async fn promote_in_parts(
     upload: &Upload,
     lease: &Lease,
     sniffed: ObjectHead,
+    sniffed_type: Option<&str>,
 ) -> Result<CommitOutcome, Failure> {
     let store = &state.store;
     let head = match store.head(&upload.key).await {
@@ -228,6 +251,8 @@ async fn promote_in_parts(
         }
         Some(_) => return Err(Failure::Release(AppError::FinalKeyConflict)),
         None => {
+            // Only before a copy; every part copy is guarded on the ETag the hook was told.
+            super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
             let uploads = &state.settings.uploads;
             let job = CopyJob {
                 src: &upload.key,

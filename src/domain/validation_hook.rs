@@ -1,0 +1,261 @@
+//! A profile's pre-commit validation hook: an outside service (virus scanner, moderation) asked
+//! before a commit copies an object to its final key, and what its answer means. Pure: the
+//! settings, the answer's parsing and the request's signature; the call itself lives in
+//! `services::commit::hook`.
+
+use std::fmt;
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// Default time the hook has to answer.
+pub const DEFAULT_TIMEOUT_MS: u64 = 2_000;
+/// Longest `timeout_ms` accepted (it must also stay below the request timeout).
+pub const MAX_TIMEOUT_MS: u64 = 60_000;
+/// A refusal's reason is cut to this many characters before it reaches a client.
+pub const MAX_REASON_CHARS: usize = 200;
+/// An answer body longer than this is malformed (the hook answers a verdict, not a report).
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
+/// Lifetime of the GET URL of the tmp object the hook receives.
+pub const DOWNLOAD_URL_SECS: u64 = 300;
+
+/// What a commit does when the hook cannot give an answer (timeout, connection error, non-2xx,
+/// malformed body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Fail closed (the default): 503 `validation_hook_unavailable`, the upload stays
+    /// committable and a retry asks the hook again.
+    Reject,
+    /// Fail open: the commit goes on; a warning is logged and a metric counted.
+    Allow,
+}
+
+impl OnError {
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "reject" => Some(Self::Reject),
+            "allow" => Some(Self::Allow),
+            _ => None,
+        }
+    }
+}
+
+/// The HMAC key of a hook's request signature (Standard Webhooks: `whsec_<base64>`), never
+/// shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HookSecret(Vec<u8>);
+
+impl fmt::Debug for HookSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Why a hook secret is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretError {
+    MissingPrefix,
+    NotBase64,
+    TooShort,
+}
+
+impl HookSecret {
+    /// `whsec_` followed by the standard base64 of at least 24 random bytes.
+    pub fn parse(raw: &str) -> Result<Self, SecretError> {
+        let b64 = raw
+            .strip_prefix("whsec_")
+            .ok_or(SecretError::MissingPrefix)?;
+        let key = B64.decode(b64).map_err(|_| SecretError::NotBase64)?;
+        if key.len() < 24 {
+            return Err(SecretError::TooShort);
+        }
+        Ok(Self(key))
+    }
+
+    /// The `webhook-signature` header value of a message (Standard Webhooks v1): the base64
+    /// HMAC-SHA256 of `{id}.{timestamp}.{body}`.
+    pub fn signature(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        // HMAC takes a key of any length.
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.0) else {
+            unreachable!("HMAC accepts any key length")
+        };
+        mac.update(id.as_bytes());
+        mac.update(b".");
+        mac.update(timestamp.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        format!("v1,{}", B64.encode(mac.finalize().into_bytes()))
+    }
+}
+
+/// A profile's hook, as configured (`validation_hook = { url, timeout_ms, on_error, secret }`).
+#[derive(Debug, Clone)]
+pub struct ValidationHook {
+    /// `http://` or `https://`; redirects are not followed.
+    pub url: String,
+    pub timeout: Duration,
+    pub on_error: OnError,
+    /// When set, each request carries `webhook-id`, `webhook-timestamp` and
+    /// `webhook-signature` so the hook can tell it came from this service.
+    pub secret: Option<HookSecret>,
+}
+
+/// The hook's answer to one commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    /// Refused, with the reason cleaned for a client to read.
+    Refuse(String),
+}
+
+/// Why an answer is not a verdict (the hook then counts as unavailable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerError {
+    TooLarge,
+    NotJson,
+    /// No boolean `allow`.
+    NoVerdict,
+}
+
+/// Reads a 2xx answer's body: `{"allow": true}` or `{"allow": false, "reason": "…"}`. Anything
+/// else — `allow` missing or not a boolean, a body that is not a JSON object — is malformed,
+/// never read as a yes.
+pub fn parse_answer(body: &[u8]) -> Result<Verdict, AnswerError> {
+    if body.len() > MAX_ANSWER_BYTES {
+        return Err(AnswerError::TooLarge);
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|_| AnswerError::NotJson)?;
+    match value.get("allow").and_then(serde_json::Value::as_bool) {
+        Some(true) => Ok(Verdict::Allow),
+        Some(false) => Ok(Verdict::Refuse(clean_reason(
+            value.get("reason").and_then(serde_json::Value::as_str),
+        ))),
+        None => Err(AnswerError::NoVerdict),
+    }
+}
+
+/// The reason as a client sees it: control characters become spaces, runs of whitespace one
+/// space, at most [`MAX_REASON_CHARS`] characters (cut at a character, with `…`); none given
+/// (or only blanks) reads "no reason given".
+pub fn clean_reason(raw: Option<&str>) -> String {
+    let spaced: String = raw
+        .unwrap_or("")
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    let joined = words.join(" ");
+    if joined.is_empty() {
+        return "no reason given".into();
+    }
+    if joined.chars().count() <= MAX_REASON_CHARS {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(MAX_REASON_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_the_standard_webhooks_one() {
+        // The example published with the Standard Webhooks specification.
+        let secret = HookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("secret");
+        assert_eq!(
+            secret.signature(
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1_614_265_330,
+                br#"{"test": 2432232314}"#
+            ),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+    }
+
+    #[test]
+    fn secrets_need_the_prefix_and_24_bytes_of_base64() {
+        assert_eq!(
+            HookSecret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            Err(SecretError::MissingPrefix)
+        );
+        assert_eq!(
+            HookSecret::parse("whsec_not base64!"),
+            Err(SecretError::NotBase64)
+        );
+        assert_eq!(
+            HookSecret::parse("whsec_c2hvcnQ="),
+            Err(SecretError::TooShort)
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                HookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+            ),
+            "Ok([redacted])"
+        );
+    }
+
+    #[test]
+    fn only_a_boolean_allow_is_a_verdict() {
+        assert_eq!(parse_answer(br#"{"allow": true}"#), Ok(Verdict::Allow));
+        assert_eq!(
+            parse_answer(br#"{"allow": false, "reason": "EICAR test file"}"#),
+            Ok(Verdict::Refuse("EICAR test file".into()))
+        );
+        assert_eq!(
+            parse_answer(br#"{"allow": false}"#),
+            Ok(Verdict::Refuse("no reason given".into()))
+        );
+        for bad in [
+            &br#"{"allow": "true"}"#[..],
+            br#"{"allow": 1}"#,
+            br#"{"allowed": true}"#,
+            br#"{}"#,
+            br#"[true]"#,
+            br#"true"#,
+            br#"null"#,
+        ] {
+            assert_eq!(parse_answer(bad), Err(AnswerError::NoVerdict), "{bad:?}");
+        }
+        for bad in [&b""[..], b"ok", b"{\"allow\": true", b"\xff\xfe"] {
+            assert_eq!(parse_answer(bad), Err(AnswerError::NotJson), "{bad:?}");
+        }
+        let huge = format!(
+            r#"{{"allow": true, "pad": "{}"}}"#,
+            "x".repeat(MAX_ANSWER_BYTES)
+        );
+        assert_eq!(parse_answer(huge.as_bytes()), Err(AnswerError::TooLarge));
+    }
+
+    #[test]
+    fn reasons_are_cleaned_and_cut_at_a_character() {
+        assert_eq!(
+            clean_reason(Some("bad\r\nX-Injected: 1\u{0}\u{1b}[31m")),
+            "bad X-Injected: 1 [31m"
+        );
+        assert_eq!(clean_reason(Some("   \t ")), "no reason given");
+        assert_eq!(clean_reason(None), "no reason given");
+        let long = "é".repeat(500);
+        let cut = clean_reason(Some(&long));
+        assert_eq!(cut.chars().count(), MAX_REASON_CHARS);
+        assert!(cut.ends_with('…'));
+        assert_eq!(
+            clean_reason(Some(&"a".repeat(MAX_REASON_CHARS))).len(),
+            MAX_REASON_CHARS
+        );
+    }
+
+    #[test]
+    fn on_error_takes_the_two_documented_words() {
+        assert_eq!(OnError::parse("reject"), Some(OnError::Reject));
+        assert_eq!(OnError::parse("allow"), Some(OnError::Allow));
+        assert_eq!(OnError::parse("Allow"), None);
+        assert_eq!(OnError::parse(""), None);
+    }
+}

@@ -1,0 +1,492 @@
+//! The pre-commit validation hook: a real HTTP hook server in the test, the real server,
+//! LocalStack and the test's database. The hook is told the facts of exactly the bytes that
+//! get copied; a refusal rejects the upload for good; no answer fails closed (503, the upload
+//! stays committable) or open (201, counted); bytes swapped after its answer are never
+//! committed; a copy it allowed is never put to it again.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine;
+use hmac::Mac;
+use serde_json::{json, Value};
+
+use crate::helpers::{error_code, media, server_process, spawn_app_with, Spawn, TestApp};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const PNG: &str = "image/png";
+
+/// How the hook answers its next calls.
+#[derive(Clone)]
+enum Mode {
+    Allow,
+    Refuse(String),
+    Status(u16),
+    /// 200 with a body that is not a verdict.
+    Garbage,
+    /// Answers "allow", too late.
+    Slow(Duration),
+    /// Overwrites the tmp object (same size, still a PNG) with the S3 client, then allows:
+    /// a client racing the hook's answer.
+    Swap(aws_sdk_s3::Client, String),
+}
+
+struct Call {
+    headers: HeaderMap,
+    raw: Vec<u8>,
+    body: Value,
+}
+
+#[derive(Clone)]
+struct Hook {
+    mode: Arc<Mutex<Mode>>,
+    calls: Arc<Mutex<Vec<Call>>>,
+    url: String,
+}
+
+impl Hook {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind hook");
+        let url = format!(
+            "http://{}/check",
+            listener.local_addr().expect("hook address")
+        );
+        let hook = Hook {
+            mode: Arc::new(Mutex::new(Mode::Allow)),
+            calls: Arc::default(),
+            url,
+        };
+        let router = axum::Router::new()
+            .route("/check", axum::routing::post(answer))
+            .with_state(hook.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        hook
+    }
+
+    fn set(&self, mode: Mode) {
+        *self.mode.lock().expect("mode") = mode;
+    }
+
+    fn count(&self) -> usize {
+        self.calls.lock().expect("calls").len()
+    }
+
+    fn body(&self, i: usize) -> Value {
+        self.calls.lock().expect("calls")[i].body.clone()
+    }
+}
+
+async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Response {
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let key = body["key"].as_str().unwrap_or_default().to_owned();
+    let size = body["size"].as_u64().unwrap_or(0);
+    hook.calls.lock().expect("calls").push(Call {
+        headers,
+        raw: raw.to_vec(),
+        body,
+    });
+    let mode = hook.mode.lock().expect("mode").clone();
+    match mode {
+        Mode::Allow => Json(json!({"allow": true})).into_response(),
+        Mode::Refuse(reason) => Json(json!({"allow": false, "reason": reason})).into_response(),
+        Mode::Status(code) => (
+            StatusCode::from_u16(code).expect("status"),
+            Json(json!({"allow": true})),
+        )
+            .into_response(),
+        Mode::Garbage => (StatusCode::OK, "yes, fine").into_response(),
+        Mode::Slow(delay) => {
+            tokio::time::sleep(delay).await;
+            Json(json!({"allow": true})).into_response()
+        }
+        Mode::Swap(s3, bucket) => {
+            let mut other = media(PNG, usize::try_from(size).expect("size"));
+            let last = other.len() - 1;
+            other[last] = b'!';
+            s3.put_object()
+                .bucket(bucket)
+                .key(key)
+                .content_type(PNG)
+                .body(other.into())
+                .send()
+                .await
+                .expect("swap the tmp object");
+            Json(json!({"allow": true})).into_response()
+        }
+    }
+}
+
+/// A server whose `scan` profile asks `hook`; `extra` adds to the hook's table.
+async fn spawn_with_hook(url: &str, extra: &str) -> TestApp {
+    spawn_with_hook_env(url, extra, Vec::new()).await
+}
+
+async fn spawn_with_hook_env(url: &str, extra: &str, env: Vec<(&'static str, String)>) -> TestApp {
+    spawn_app_with(Spawn {
+        env,
+        config: Some(format!(
+            r#"
+            [[profiles]]
+            name = "scan"
+            content_types = ["image/png"]
+            max_size = 1048576
+            final_prefix = "scanned/"
+            validation_hook = {{ url = "{url}", secret = "{SECRET}"{extra} }}
+            "#
+        )),
+        ..Spawn::default()
+    })
+    .await
+}
+
+fn final_key(upload_id: &str) -> String {
+    format!("scanned/{upload_id}/clip.bin")
+}
+
+/// The Standard Webhooks signature, computed here with the hmac crate (not the server's code).
+fn expected_signature(id: &str, timestamp: &str, body: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = b64
+        .decode(SECRET.trim_start_matches("whsec_"))
+        .expect("secret");
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).expect("key");
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!("v1,{}", b64.encode(mac.finalize().into_bytes()))
+}
+
+#[tokio::test]
+async fn an_allowing_hook_is_told_the_facts_of_the_bytes_and_the_commit_answers_201() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook(&hook.url, "").await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 3000, "PUT").await;
+    let tmp = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key(&p.key)
+        .send()
+        .await
+        .expect("head tmp");
+
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
+    let handle: Value = resp.json().await.expect("handle");
+
+    assert_eq!(hook.count(), 1);
+    let facts = hook.body(0);
+    assert_eq!(facts["type"], "upload.validate");
+    assert_eq!(facts["upload_id"], p.upload_id.as_str());
+    assert_eq!(facts["owner"], "alice");
+    assert_eq!(facts["profile"], "scan");
+    assert_eq!(facts["content_type"], PNG);
+    assert_eq!(facts["stored_content_type"], PNG);
+    assert_eq!(facts["sniffed_content_type"], PNG);
+    assert_eq!(facts["size"], 3000);
+    assert_eq!(facts["etag"], tmp.e_tag().expect("etag"));
+    assert_eq!(
+        facts["etag"], handle["etag"],
+        "what was copied is what the hook saw"
+    );
+    assert_eq!(facts["original_filename"], "clip.bin");
+    assert_eq!(facts["key"], p.key.as_str());
+    assert_eq!(facts["final_key"], handle["key"]);
+    assert_eq!(facts["final_key"], final_key(&p.upload_id).as_str());
+    assert_eq!(facts["checksum"], Value::Null, "none declared");
+    // The GET URL serves exactly the uploaded bytes, with the ETag the hook was told.
+    let got = app
+        .http
+        .get(facts["download_url"].as_str().expect("download_url"))
+        .send()
+        .await
+        .expect("GET the tmp object");
+    assert_eq!(got.status(), 200);
+    assert_eq!(
+        got.headers().get("etag").and_then(|v| v.to_str().ok()),
+        facts["etag"].as_str()
+    );
+    assert_eq!(got.bytes().await.expect("bytes").to_vec(), media(PNG, 3000));
+    // Signed like a Standard Webhooks message with the hook's secret.
+    {
+        let calls = hook.calls.lock().expect("calls");
+        let h = &calls[0].headers;
+        let header = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).expect(n).to_owned();
+        let (id, ts) = (header("webhook-id"), header("webhook-timestamp"));
+        let age = chrono::Utc::now().timestamp() - ts.parse::<i64>().expect("timestamp");
+        assert!((0..60).contains(&age), "timestamp is now: {age}");
+        assert_eq!(
+            header("webhook-signature"),
+            expected_signature(&id, &ts, &calls[0].raw)
+        );
+    }
+
+    let again = app.commit(&token, &p.key, None).await;
+    assert_eq!(again.status(), 200, "a retry answers the same handle");
+    assert_eq!(hook.count(), 1, "and does not ask the hook again");
+}
+
+#[tokio::test]
+async fn a_refusal_rejects_the_upload_for_good_and_nothing_reaches_the_final_key() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook(&hook.url, "").await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Refuse(format!(
+        "EICAR\r\nSet-Cookie: x=1\u{1b}[0m {}",
+        "z".repeat(500)
+    )));
+
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 422);
+    let body: Value = resp.json().await.expect("error body");
+    assert_eq!(body["error"]["code"], "rejected_by_hook");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("EICAR Set-Cookie: x=1 [0m zzz"),
+        "the reason, cleaned: {message}"
+    );
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+    assert!(
+        message.chars().count() < 300,
+        "the reason is cut: {message}"
+    );
+
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "rejected");
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT reject_code FROM uploads WHERE id = '{}'",
+                p.upload_id
+            ))
+            .await,
+        vec!["rejected_by_hook".to_owned()]
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM events WHERE type = 'upload.rejected' AND payload LIKE '%rejected_by_hook%'")
+            .await,
+        1,
+        "the rejection's event, written with it"
+    );
+
+    // A retry answers the same refusal, without asking the hook (now allowing) again.
+    hook.set(Mode::Allow);
+    let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+    assert_eq!((status, code.as_str()), (422, "rejected_by_hook"));
+    assert_eq!(hook.count(), 1);
+
+    assert!(!app.object_exists(&final_key(&p.upload_id)).await);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    // The URL is single-use while it lives; then the sweep deletes the refused bytes.
+    let second = app.upload(&p, media(PNG, 2000), PNG).await;
+    assert_eq!(second.as_u16(), 412, "the URL cannot store other bytes");
+    app.sweep_after_urls_expire().await;
+    assert!(app.keys().await.is_empty(), "{:?}", app.keys().await);
+}
+
+#[tokio::test]
+async fn no_answer_fails_closed_and_the_upload_commits_once_the_hook_recovers() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook(&hook.url, ", timeout_ms = 400").await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+
+    for mode in [
+        Mode::Slow(Duration::from_millis(1500)),
+        Mode::Status(500),
+        Mode::Status(302),
+        Mode::Garbage,
+    ] {
+        hook.set(mode);
+        let resp = app.commit(&token, &p.key, None).await;
+        assert_eq!(resp.status(), 503);
+        assert!(resp.headers().contains_key("retry-after"));
+        let (_, code) = error_code(resp).await;
+        assert_eq!(code, "validation_hook_unavailable");
+        assert_eq!(
+            app.db.upload_state(&p.upload_id).await,
+            "issued",
+            "still committable"
+        );
+        assert!(!app.object_exists(&final_key(&p.upload_id)).await);
+    }
+    assert_eq!(hook.count(), 4, "every retry asked again");
+
+    hook.set(Mode::Allow);
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
+    assert_eq!(hook.count(), 5);
+    assert_eq!(
+        app.get_object(&final_key(&p.upload_id)).await,
+        media(PNG, 2000)
+    );
+}
+
+#[tokio::test]
+async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
+    // Nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/check");
+    let app = spawn_with_hook(&url, r#", on_error = "allow""#).await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
+    assert!(app.object_exists(&final_key(&p.upload_id)).await);
+    let metrics = app
+        .get("/metrics", None)
+        .await
+        .text()
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.contains("upcommit_validation_hook_failed_open_total{profile=\"scan\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains(
+        "upcommit_validation_hook_duration_seconds_count{profile=\"scan\",result=\"unreachable\"} 1"
+    ));
+}
+
+#[tokio::test]
+async fn bytes_swapped_after_the_hook_allowed_them_are_never_committed() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook(&hook.url, "").await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Swap(app.s3.clone(), app.bucket.clone()));
+
+    let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+    assert_eq!((status, code.as_str()), (409, "object_changed"));
+    assert!(!app.object_exists(&final_key(&p.upload_id)).await);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    let seen = hook.body(0)["etag"].clone();
+    // The hook's URL still serves the version it was asked about, not the bytes now current.
+    let pinned = app
+        .http
+        .get(hook.body(0)["download_url"].as_str().expect("download_url"))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(
+        pinned.headers().get("etag").and_then(|v| v.to_str().ok()),
+        seen.as_str()
+    );
+    assert_eq!(
+        pinned.bytes().await.expect("bytes").to_vec(),
+        media(PNG, 2000)
+    );
+    assert_eq!(app.get_object(&p.key).await.last(), Some(&b'!'), "swapped");
+
+    // A retry puts the bytes now there to the hook, with their own ETag.
+    hook.set(Mode::Allow);
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
+    let handle: Value = resp.json().await.expect("handle");
+    assert_eq!(hook.count(), 2);
+    assert_ne!(hook.body(1)["etag"], seen);
+    assert_eq!(hook.body(1)["etag"], handle["etag"]);
+    let committed = app.get_object(&final_key(&p.upload_id)).await;
+    assert_eq!(
+        committed.last(),
+        Some(&b'!'),
+        "the bytes the hook was asked about"
+    );
+}
+
+#[tokio::test]
+async fn a_copy_the_hook_allowed_is_recorded_after_a_crash_without_asking_again() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook(&hook.url, "").await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_CRASH_AT", "after_copy"),
+            ("UPCOMMIT_COMMIT_LEASE_SECS", "1"),
+            ("RUST_LOG", "warn"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let died = app
+        .http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth(&token)
+        .json(&json!({ "key": p.key }))
+        .send()
+        .await;
+    assert!(died.is_err(), "the server died mid-commit");
+    let _ = child.wait();
+    assert_eq!(hook.count(), 1, "asked before the copy");
+    assert!(app.object_exists(&final_key(&p.upload_id)).await);
+    assert_eq!(app.db.upload_state(&p.upload_id).await, "promoting");
+
+    // The hook would refuse now; the copy it allowed is recorded as it is.
+    hook.set(Mode::Refuse("changed my mind".into()));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201, "the retry rolls forward");
+    assert_eq!(hook.count(), 1, "without asking again");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
+#[tokio::test]
+async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
+    let hook = Hook::start().await;
+    // Every object over 1,000 bytes goes down the UploadPartCopy path.
+    let app = spawn_with_hook_env(
+        &hook.url,
+        "",
+        vec![
+            ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "1000".into()),
+            (
+                "UPCOMMIT_COPY_PART_SIZE_BYTES",
+                (5 * 1024 * 1024).to_string(),
+            ),
+        ],
+    )
+    .await;
+    let token = app.token("alice");
+
+    let refused = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Refuse("no".into()));
+    let (status, code) = error_code(app.commit(&token, &refused.key, None).await).await;
+    assert_eq!((status, code.as_str()), (422, "rejected_by_hook"));
+    assert_eq!(app.db.upload_state(&refused.upload_id).await, "rejected");
+    assert!(!app.object_exists(&final_key(&refused.upload_id)).await);
+
+    let swapped = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Swap(app.s3.clone(), app.bucket.clone()));
+    let (status, code) = error_code(app.commit(&token, &swapped.key, None).await).await;
+    assert_eq!((status, code.as_str()), (409, "object_changed"));
+    assert!(!app.object_exists(&final_key(&swapped.upload_id)).await);
+
+    let allowed = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    hook.set(Mode::Allow);
+    let resp = app.commit(&token, &allowed.key, None).await;
+    assert_eq!(resp.status(), 201);
+    assert_eq!(hook.count(), 3);
+    assert_eq!(
+        app.get_object(&final_key(&allowed.upload_id)).await,
+        media(PNG, 2000)
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
