@@ -512,7 +512,9 @@ fn file_issuer(t: FileIssuer, timings: &ProviderTimings) -> Result<ProviderSetti
     let name = t.issuer.clone();
     let bad = |what: &str| ConfigError(format!("issuers: issuer {name:?}: {what}"));
     if t.issuer.is_empty() {
-        return Err(bad("issuer: required (the exact iss of the provider's tokens)"));
+        return Err(bad(
+            "issuer: required (the exact iss of the provider's tokens)",
+        ));
     }
     if !(t.jwks_url.starts_with("https://") || t.jwks_url.starts_with("http://")) {
         return Err(bad(&format!(
@@ -521,7 +523,9 @@ fn file_issuer(t: FileIssuer, timings: &ProviderTimings) -> Result<ProviderSetti
         )));
     }
     if t.audience.is_empty() {
-        return Err(bad("audience: required (the aud this service's tokens carry)"));
+        return Err(bad(
+            "audience: required (the aud this service's tokens carry)",
+        ));
     }
     let admin = match (
         t.admin_claim.filter(|c| !c.is_empty()),
@@ -541,7 +545,10 @@ fn file_issuer(t: FileIssuer, timings: &ProviderTimings) -> Result<ProviderSetti
         jwks_url: t.jwks_url,
         issuer: t.issuer,
         audience: t.audience,
-        user_claim: t.user_claim.filter(|c| !c.is_empty()).unwrap_or_else(|| "sub".into()),
+        user_claim: t
+            .user_claim
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| "sub".into()),
         user_prefix,
         admin,
         leeway_secs: timings.leeway_secs,
@@ -1676,7 +1683,10 @@ mod tests {
         assert_eq!(s.auth.issuers.len(), 1);
         let p = s.auth.issuers[0].clone();
         assert_eq!(p.user_claim, "sub");
-        assert_eq!(p.user_prefix, "", "the single provider's user ids are the claim's value");
+        assert_eq!(
+            p.user_prefix, "",
+            "the single provider's user ids are the claim's value"
+        );
         assert_eq!(p.admin, None);
         assert_eq!(
             (
@@ -1807,13 +1817,12 @@ mod tests {
             err(&two(Some("a"), Some("ab:"))).contains("could give the same user id"),
             "\"a\" + \"b:u\" = \"ab:\" + \"u\""
         );
-        assert!(load(&two(None, Some("b:"))).is_ok(), "one issuer may keep bare ids");
-        assert!(load(&two(Some("a:"), Some("b:"))).is_ok());
-        let three = format!(
-            "{}{}",
-            two(None, Some("b:")),
-            table("https://c/", None)
+        assert!(
+            load(&two(None, Some("b:"))).is_ok(),
+            "one issuer may keep bare ids"
         );
+        assert!(load(&two(Some("a:"), Some("b:"))).is_ok());
+        let three = format!("{}{}", two(None, Some("b:")), table("https://c/", None));
         assert!(err(&three).contains("could give the same user id"));
         let dup = format!(
             "{}{}",
@@ -1828,10 +1837,15 @@ mod tests {
             err(&table("", None)).contains("issuer: required"),
             "an issuer with no iss"
         );
-        assert!(err(&table("https://a/", None).replace("https://x.example/jwks", "file:///j"))
-            .contains("jwks_url"));
-        assert!(err(&format!("{}admin_claim = \"roles\"\n", table("https://a/", None)))
-            .contains("set both or neither"));
+        assert!(
+            err(&table("https://a/", None).replace("https://x.example/jwks", "file:///j"))
+                .contains("jwks_url")
+        );
+        assert!(err(&format!(
+            "{}admin_claim = \"roles\"\n",
+            table("https://a/", None)
+        ))
+        .contains("set both or neither"));
         assert!(
             load(&format!("{}surprise = 1\n", table("https://a/", None))).is_err(),
             "unknown keys in a table are refused"

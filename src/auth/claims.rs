@@ -382,7 +382,10 @@ mod tests {
         let theirs = r#"{"iss":"https://idp.example/"}"#;
         let ours = r#"{"sub":"alice"}"#;
         let not_allowed = Err(AuthError::Refused(Refusal::AlgorithmNotAllowed));
-        assert_eq!(route(&peeked("HS256", ours), true, false), Ok(Route::Secret));
+        assert_eq!(
+            route(&peeked("HS256", ours), true, false),
+            Ok(Route::Secret)
+        );
         assert_eq!(route(&peeked("HS256", ours), false, false), not_allowed);
         // Beside a provider, no HS256 token at all, whatever issuer it names or omits.
         assert_eq!(route(&peeked("HS256", ours), true, iss), not_allowed);

@@ -189,7 +189,9 @@ mod tests {
     #[test]
     fn a_changed_file_is_told_apart() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let big = (0..3 * EDGE_BYTES).map(|i| (i % 251) as u8).collect::<Vec<_>>();
+        let big = (0..3 * EDGE_BYTES)
+            .map(|i| (i % 251) as u8)
+            .collect::<Vec<_>>();
         let file = write(dir.path(), "big.bin", &big);
         let then = fingerprint(&file).expect("fingerprint");
         assert_eq!(changed(&then, &fingerprint(&file).expect("again")), None);

@@ -280,12 +280,7 @@ async fn commit(
 
 /// Keeps the multipart upload's id and the file's fingerprint beside the file. A state that
 /// cannot be written costs only the resume: the upload goes on.
-fn save_state(
-    args: &UploadArgs,
-    p: &Presigned,
-    declared: Option<&Checksum>,
-    state_path: &Path,
-) {
+fn save_state(args: &UploadArgs, p: &Presigned, declared: Option<&Checksum>, state_path: &Path) {
     let Some(plan) = &p.multipart else { return };
     let saved = resume::fingerprint(&args.file).and_then(|fingerprint| {
         UploadState {
@@ -356,7 +351,9 @@ async fn resume_upload(
         Err(ApiError::Refused { status, code, .. })
             if status == StatusCode::NOT_FOUND || status == StatusCode::GONE =>
         {
-            eprintln!("upcommit upload: upload {id} cannot be resumed ({code}); starting a new upload");
+            eprintln!(
+                "upcommit upload: upload {id} cannot be resumed ({code}); starting a new upload"
+            );
             return Ok(None);
         }
         Err(e) => return Err(explain(e, args)),
@@ -393,7 +390,13 @@ async fn resume_upload(
             checksum: None,
         };
         let bar = progress_bar(now.size);
-        bar.set_position(stored.iter().map(|_| state.part_size).sum::<u64>().min(now.size));
+        bar.set_position(
+            stored
+                .iter()
+                .map(|_| state.part_size)
+                .sum::<u64>()
+                .min(now.size),
+        );
         let job = Multipart {
             api,
             http,

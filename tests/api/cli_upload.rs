@@ -543,7 +543,10 @@ async fn a_changed_source_file_is_not_resumed_and_nothing_is_committed() {
         vec![1],
         "no part was sent"
     );
-    assert!(state.exists(), "the state is kept for the operator to decide");
+    assert!(
+        state.exists(),
+        "the state is kept for the operator to decide"
+    );
 
     // Following the message: delete the state, and the file as it is now is uploaded anew.
     rewrite(&middle);

@@ -680,19 +680,41 @@ async fn tokens_are_routed_by_iss_and_one_issuers_kid_never_verifies_anothers_to
         sign(key_a, claims_of("a", "alice", json!({}))),
         sign(key_b, claims_of("b", "alice", json!({}))),
         // B's iss and audience, signed with A's key under the shared kid.
-        sign(key_a, claims_of("b", "alice", json!({"roles": ["upcommit-admin"]}))),
+        sign(
+            key_a,
+            claims_of("b", "alice", json!({"roles": ["upcommit-admin"]})),
+        ),
         // A's iss, signed with B's key under the shared kid: B's `alice` posing as A's.
-        sign(key_b, claims_of("a", "alice", json!({"roles": ["upcommit-admin"]}))),
+        sign(
+            key_b,
+            claims_of("a", "alice", json!({"roles": ["upcommit-admin"]})),
+        ),
         // B's token for A's audience.
         sign(key_b, claims_of("b", "alice", json!({"aud": "api-a"}))),
         // Issuers nobody configured, or A's written slightly differently.
-        sign(key_a, claims_of("a", "alice", json!({"iss": "https://idp-c.test/"}))),
-        sign(key_a, claims_of("a", "alice", json!({"iss": "https://idp-a.test"}))),
+        sign(
+            key_a,
+            claims_of("a", "alice", json!({"iss": "https://idp-c.test/"})),
+        ),
+        sign(
+            key_a,
+            claims_of("a", "alice", json!({"iss": "https://idp-a.test"})),
+        ),
         sign(key_a, claims_of("a", "alice", json!({"iss": [ISSUER_A]}))),
         sign(key_a, claims_of("a", "alice", json!({"iss": null}))),
         // Admin: A's rule makes an admin; B has no admin rule, whatever B's token says.
-        sign(key_a, claims_of("a", "root", json!({"roles": ["upcommit-admin"]}))),
-        sign(key_b, claims_of("b", "root", json!({"roles": ["upcommit-admin"], "admin": true}))),
+        sign(
+            key_a,
+            claims_of("a", "root", json!({"roles": ["upcommit-admin"]})),
+        ),
+        sign(
+            key_b,
+            claims_of(
+                "b",
+                "root",
+                json!({"roles": ["upcommit-admin"], "admin": true}),
+            ),
+        ),
         // A's user ids may not start with B's prefix (they would be B's users).
         sign(key_a, claims_of("a", "b:alice", json!({}))),
         // B's user ids may start with anything: they are prefixed.
@@ -795,7 +817,11 @@ async fn tokens_are_routed_by_iss_and_one_issuers_kid_never_verifies_anothers_to
     let (a_before, b_before) = (jwks_a.hits(), jwks_b.hits());
     let answers = futures::future::join_all(flood.iter().map(|t| presign(&app, t))).await;
     assert!(answers.iter().all(|a| *a == refused("token_key_unknown")));
-    assert!(jwks_a.hits() - a_before <= 1, "{}", jwks_a.hits() - a_before);
+    assert!(
+        jwks_a.hits() - a_before <= 1,
+        "{}",
+        jwks_a.hits() - a_before
+    );
     assert_eq!(jwks_b.hits(), b_before, "B is never asked for A's kids");
     assert_eq!(
         presign(&app, &minted[1]).await,
@@ -852,7 +878,9 @@ async fn one_issuers_unreachable_provider_does_not_refuse_the_others_tokens() {
         (503, "identity_provider_unavailable".to_owned())
     );
     assert_eq!(
-        app.db.count("SELECT COUNT(*) FROM uploads WHERE owner = 'b:bob'").await,
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'b:bob'")
+            .await,
         4
     );
 }
