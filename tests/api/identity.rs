@@ -674,7 +674,8 @@ async fn tokens_are_routed_by_iss_and_one_issuers_kid_never_verifies_anothers_to
     let (key_a, key_b) = (&ks[0], &ks[1]);
     jwks_a.set(&[key_a]);
     jwks_b.set(&[key_b]);
-    let app = two_issuer_app(&url_a, &url_b, &[("UPCOMMIT_JWT_SECRET", "")]).await;
+    // The development secret stays set: beside [[issuers]], its tokens are refused too.
+    let app = two_issuer_app(&url_a, &url_b, &[]).await;
 
     let minted = tokens(&[
         sign(key_a, claims_of("a", "alice", json!({}))),
@@ -779,6 +780,16 @@ async fn tokens_are_routed_by_iss_and_one_issuers_kid_never_verifies_anothers_to
     );
     assert_eq!(presign(&app, &minted[12]).await, ok());
     assert_eq!(owners("b:b:alice").await, 1);
+    for hs256 in [
+        app.token("alice"),
+        app.token("b:alice"),
+        app.admin_token("root"),
+    ] {
+        assert_eq!(
+            presign(&app, &hs256).await,
+            refused("token_algorithm_not_allowed")
+        );
+    }
     assert_eq!(
         app.db.count("SELECT COUNT(*) FROM uploads").await,
         3,
