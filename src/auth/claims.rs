@@ -73,19 +73,17 @@ pub enum Route {
 /// The algorithm policy. HS256 goes to the development secret, and only when one is configured
 /// and no identity provider is: beside a provider, whoever held the secret could mint a token
 /// for any provider user (user ids share one namespace) and for an admin, whatever `iss` it
-/// names — and the provider's public key must never serve as an HMAC secret.
-/// RS256/ES256/EdDSA go to the provider, when there is one. Anything else (`none`, HS384,
-/// PS256, …) is refused.
-pub fn route(
-    token: &Unverified,
-    has_secret: bool,
-    provider_issuer: Option<&str>,
-) -> Result<Route, AuthError> {
+/// names — and a provider's public key must never serve as an HMAC secret.
+/// RS256/ES256/EdDSA go to a provider (the one the token's `iss` names: [`Verifier`]), when
+/// there is one. Anything else (`none`, HS384, PS256, …) is refused.
+///
+/// [`Verifier`]: super::Verifier
+pub fn route(token: &Unverified, has_secret: bool, has_provider: bool) -> Result<Route, AuthError> {
     use jsonwebtoken::Algorithm;
     let refused = Err(AuthError::Refused(Refusal::AlgorithmNotAllowed));
     match token.alg.as_str() {
-        "HS256" if has_secret && provider_issuer.is_none() => Ok(Route::Secret),
-        "RS256" | "ES256" | "EdDSA" if provider_issuer.is_some() => {
+        "HS256" if has_secret && !has_provider => Ok(Route::Secret),
+        "RS256" | "ES256" | "EdDSA" if has_provider => {
             Ok(Route::Provider(match token.alg.as_str() {
                 "RS256" => Algorithm::RS256,
                 "ES256" => Algorithm::ES256,
@@ -102,6 +100,11 @@ pub struct ClaimRules {
     pub issuer: String,
     pub audience: String,
     pub user_claim: String,
+    /// Put before the user claim's value to make the user id (empty: the value as is).
+    pub user_prefix: String,
+    /// The other issuers' user prefixes, when this one has none: a user id starting with one
+    /// of them could be that issuer's user, and is refused.
+    pub reserved_prefixes: Vec<String>,
     /// `(claim, value)`: admin when the claim equals the value, is an array holding it, or is a
     /// space-separated list (an OAuth `scope`) holding it. `None`: never admin.
     pub admin: Option<(String, String)>,
@@ -109,7 +112,8 @@ pub struct ClaimRules {
 }
 
 /// The identity a verified provider token proves, or why it proves none. Checked in this
-/// order: issuer, audience, expiry (required), not-before, user id.
+/// order: issuer, audience, expiry (required), not-before, user id (the claim's value, with
+/// this issuer's prefix before it).
 pub fn identity(claims: &Value, rules: &ClaimRules, now_unix: i64) -> Result<Identity, AuthError> {
     let refused = |r| Err(AuthError::Refused(r));
     if claims.get("iss").and_then(Value::as_str) != Some(rules.issuer.as_str()) {
@@ -142,9 +146,21 @@ pub fn identity(claims: &Value, rules: &ClaimRules, now_unix: i64) -> Result<Ide
         },
     }
     let user_id = match claims.get(&rules.user_claim).and_then(Value::as_str) {
-        Some(u) if valid_user_id(u) => u.to_owned(),
+        Some(u) if valid_user_id(u) => u,
         _ => return Err(AuthError::Malformed),
     };
+    if rules.user_prefix.is_empty()
+        && rules
+            .reserved_prefixes
+            .iter()
+            .any(|p| user_id.starts_with(p.as_str()))
+    {
+        return refused(Refusal::UserIdReserved);
+    }
+    let user_id = format!("{}{user_id}", rules.user_prefix);
+    if !valid_user_id(&user_id) {
+        return Err(AuthError::Malformed);
+    }
     let admin = rules
         .admin
         .as_ref()
@@ -182,6 +198,8 @@ mod tests {
             issuer: "https://idp.example/".into(),
             audience: "upcommit".into(),
             user_claim: "sub".into(),
+            user_prefix: String::new(),
+            reserved_prefixes: Vec::new(),
             admin: Some(("roles".into(), "upcommit-admin".into())),
             leeway_secs: 30,
         }
@@ -312,6 +330,41 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_user_prefix_keeps_issuers_apart() {
+        let mut prefixed = rules();
+        prefixed.user_prefix = "b:".into();
+        let id = identity(&good(), &prefixed, NOW).expect("ok");
+        assert_eq!(id.user_id, "b:alice");
+        // The unprefixed issuer never yields an id another issuer's prefix could make.
+        let mut bare = rules();
+        bare.reserved_prefixes = vec!["b:".into(), "c/".into()];
+        assert_eq!(
+            identity(&with("sub", json!("b:alice")), &bare, NOW),
+            refused(Refusal::UserIdReserved)
+        );
+        assert_eq!(
+            identity(&with("sub", json!("c/x")), &bare, NOW),
+            refused(Refusal::UserIdReserved)
+        );
+        assert_eq!(
+            identity(&with("sub", json!("b-alice")), &bare, NOW).map(|i| i.user_id),
+            Ok("b-alice".to_owned())
+        );
+        // A prefixed issuer's ids may start with anything: the prefix is theirs alone.
+        prefixed.reserved_prefixes = vec!["a:".into()];
+        assert_eq!(
+            identity(&with("sub", json!("a:alice")), &prefixed, NOW).map(|i| i.user_id),
+            Ok("b:a:alice".to_owned())
+        );
+        // The prefix counts toward the 128-byte limit.
+        assert!(identity(&with("sub", json!("x".repeat(126))), &prefixed, NOW).is_ok());
+        assert_eq!(
+            identity(&with("sub", json!("x".repeat(127))), &prefixed, NOW),
+            Err(AuthError::Malformed)
+        );
+    }
+
     fn token(header: &str, payload: &str) -> String {
         format!(
             "{}.{}.sig",
@@ -322,15 +375,18 @@ mod tests {
 
     #[test]
     fn the_algorithm_never_chooses_the_key_type() {
-        let iss = Some("https://idp.example/");
+        let iss = true;
         let peeked = |alg: &str, payload: &str| {
             peek(&token(&format!(r#"{{"alg":"{alg}","kid":"k1"}}"#), payload)).expect("peek")
         };
         let theirs = r#"{"iss":"https://idp.example/"}"#;
         let ours = r#"{"sub":"alice"}"#;
         let not_allowed = Err(AuthError::Refused(Refusal::AlgorithmNotAllowed));
-        assert_eq!(route(&peeked("HS256", ours), true, None), Ok(Route::Secret));
-        assert_eq!(route(&peeked("HS256", ours), false, None), not_allowed);
+        assert_eq!(
+            route(&peeked("HS256", ours), true, false),
+            Ok(Route::Secret)
+        );
+        assert_eq!(route(&peeked("HS256", ours), false, false), not_allowed);
         // Beside a provider, no HS256 token at all, whatever issuer it names or omits.
         assert_eq!(route(&peeked("HS256", ours), true, iss), not_allowed);
         assert_eq!(route(&peeked("HS256", ours), false, iss), not_allowed);
@@ -343,7 +399,7 @@ mod tests {
             route(&peeked("EdDSA", theirs), false, iss),
             Ok(Route::Provider(jsonwebtoken::Algorithm::EdDSA))
         );
-        assert_eq!(route(&peeked("RS256", theirs), true, None), not_allowed);
+        assert_eq!(route(&peeked("RS256", theirs), true, false), not_allowed);
         for alg in [
             "none", "None", "HS384", "HS512", "PS256", "RS512", "ES384", "",
         ] {

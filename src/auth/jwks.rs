@@ -1,7 +1,8 @@
-//! The identity provider's keys (its JWKS), cached and shared by every request of a replica.
+//! One identity provider's keys (its JWKS), cached and shared by every request of a replica.
+//! Each provider has its own cache: its fetches, rate limit and unavailability touch no other.
 //!
 //! - Served from the cache while it is younger than the max age.
-//! - Fetched at start, refreshed on a schedule ([`JwksCache::spawn_refresh`]) and when a token names a `kid` the
+//! - Fetched at start, refreshed on a schedule ([`JwksCache::refresh_loop`]) and when a token names a `kid` the
 //!   cache does not hold (a provider that rotated its keys).
 //! - At most one fetch in flight (concurrent askers wait for it and share its result) and at
 //!   most one fetch per `min_refetch`, whatever asks: a flood of made-up `kid`s costs the
@@ -15,7 +16,6 @@ use std::time::Duration;
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{AuthError, Refusal};
@@ -41,6 +41,7 @@ struct Cached {
 }
 
 pub struct JwksCache {
+    issuer: String,
     url: String,
     http: reqwest::Client,
     refresh: Duration,
@@ -60,6 +61,7 @@ impl JwksCache {
             .build()
             .unwrap_or_default();
         Self {
+            issuer: settings.issuer.clone(),
             url: settings.jwks_url.clone(),
             http,
             refresh: Duration::from_secs(settings.refresh_secs),
@@ -121,13 +123,13 @@ impl JwksCache {
         self.lock().last_attempt = Some(Instant::now());
         match self.fetch().await {
             Ok(keys) => {
-                tracing::info!(url = %self.url, keys = keys.len(), "jwks: fetched the identity provider's keys");
+                tracing::info!(issuer = %self.issuer, url = %self.url, keys = keys.len(), "jwks: fetched the identity provider's keys");
                 let mut cached = self.lock();
                 cached.keys = keys;
                 cached.fetched_at = Some(Instant::now());
             }
             Err(e) => {
-                tracing::warn!(url = %self.url, error = %e, "jwks: cannot fetch the identity provider's keys");
+                tracing::warn!(issuer = %self.issuer, url = %self.url, error = %e, "jwks: cannot fetch the identity provider's keys");
             }
         }
     }
@@ -154,19 +156,17 @@ impl JwksCache {
     }
 
     /// Fetches at start (a warm cache; a provider that cannot be reached shows in the log at
-    /// once), then every `refresh`, until aborted.
-    pub fn spawn_refresh(self: Arc<Self>) -> JoinHandle<()> {
-        tokio::spawn(async move {
-            loop {
-                self.refresh().await;
-                // The next scheduled fetch is `refresh` after the last attempt, whoever made it:
-                // a fetch an unknown `kid` triggered just before must not push the schedule a
-                // whole interval further (a removed key would outlive `refresh`).
-                let last = self.lock().last_attempt.unwrap_or_else(Instant::now);
-                let next = (last + self.refresh).max(Instant::now() + Duration::from_secs(1));
-                tokio::time::sleep_until(next).await;
-            }
-        })
+    /// once), then every `refresh`; never returns (the task running it is aborted).
+    pub async fn refresh_loop(self: Arc<Self>) {
+        loop {
+            self.refresh().await;
+            // The next scheduled fetch is `refresh` after the last attempt, whoever made it:
+            // a fetch an unknown `kid` triggered just before must not push the schedule a
+            // whole interval further (a removed key would outlive `refresh`).
+            let last = self.lock().last_attempt.unwrap_or_else(Instant::now);
+            let next = (last + self.refresh).max(Instant::now() + Duration::from_secs(1));
+            tokio::time::sleep_until(next).await;
+        }
     }
 }
 

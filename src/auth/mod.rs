@@ -1,7 +1,8 @@
 //! Bearer tokens. Two kinds, never confused (the token's `alg` never chooses the key type):
 //! - HS256 tokens signed with `UPCOMMIT_JWT_SECRET` (development, tests, `upcommit token`):
 //!   `sub` is the user id, `exp` is required, `"admin": true` marks an admin;
-//! - RS256/ES256/EdDSA tokens of an identity provider, checked against its JWKS
+//! - RS256/ES256/EdDSA tokens of an identity provider (one of several, picked by the token's
+//!   exact `iss` before any key is looked up), checked against that provider's own JWKS
 //!   ([`jwks`], [`verifier`]), with the claim rules of [`claims`].
 //!
 //! Signatures are checked by the `jsonwebtoken` crate; identity comes from the token only.
@@ -54,6 +55,7 @@ pub enum Refusal {
     NotYetValid,
     KeyUnknown,
     AlgorithmNotAllowed,
+    UserIdReserved,
 }
 
 impl Refusal {
@@ -65,18 +67,22 @@ impl Refusal {
             Refusal::NotYetValid => "token_not_yet_valid",
             Refusal::KeyUnknown => "token_key_unknown",
             Refusal::AlgorithmNotAllowed => "token_algorithm_not_allowed",
+            Refusal::UserIdReserved => "token_user_id_reserved",
         }
     }
 
     pub fn message(self) -> &'static str {
         match self {
-            Refusal::IssuerInvalid => "the token's iss is not the configured issuer",
+            Refusal::IssuerInvalid => "the token's iss is not a configured issuer",
             Refusal::AudienceInvalid => "the token's aud does not name this service",
             Refusal::Expired => "the token has expired",
             Refusal::NotYetValid => "the token is not valid yet (nbf)",
             Refusal::KeyUnknown => "the token's kid is not in the identity provider's key set",
             Refusal::AlgorithmNotAllowed => {
                 "the token's alg is not accepted for its issuer (RS256, ES256, EdDSA from the JWKS; HS256 only with the development secret)"
+            }
+            Refusal::UserIdReserved => {
+                "the token's user id starts with another issuer's user prefix"
             }
         }
     }

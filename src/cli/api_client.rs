@@ -46,6 +46,24 @@ struct PartUrls {
     parts: Vec<PartUrl>,
 }
 
+/// The parts S3 holds for an upload (every page of `GET /v1/uploads/{id}/parts`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PartListing {
+    pub state: String,
+    pub part_size: u64,
+    pub part_count: u32,
+    pub parts: Vec<ListedPart>,
+    #[serde(default)]
+    pub next_after: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ListedPart {
+    pub part_number: u32,
+    pub etag: String,
+    pub size: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CompletedPart {
     pub part_number: u32,
@@ -180,6 +198,34 @@ impl ApiClient {
             )
             .await?;
         Ok(Self::parse::<PartUrls>(v)?.parts)
+    }
+
+    /// Every part S3 holds for the upload, following the pages.
+    pub async fn list_parts(&self, upload_id: &str) -> Result<PartListing, ApiError> {
+        let mut after = 0u32;
+        let mut all: Option<PartListing> = None;
+        loop {
+            let v = self
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/v1/uploads/{upload_id}/parts?after={after}&limit=1000"),
+                    None,
+                )
+                .await?;
+            let page: PartListing = Self::parse(v)?;
+            let next = page.next_after.filter(|n| *n > after);
+            match &mut all {
+                None => all = Some(page),
+                Some(listing) => listing.parts.extend(page.parts),
+            }
+            match next {
+                Some(n) => after = n,
+                None => break,
+            }
+        }
+        let mut listing = all.ok_or_else(|| ApiError::Unreachable("no listing".into()))?;
+        listing.next_after = None;
+        Ok(listing)
     }
 
     pub async fn complete(&self, upload_id: &str, parts: &[CompletedPart]) -> Result<(), ApiError> {

@@ -6,6 +6,7 @@ mod api_client;
 mod bucket;
 mod jobs;
 mod legacy;
+mod resume;
 mod upload;
 
 use clap::{ArgGroup, Parser, Subcommand};

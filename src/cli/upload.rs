@@ -9,6 +9,14 @@
 //! the CRC64NVME. Each part URL is then asked for with its part's CRC64NVME. S3 refuses bytes
 //! that do not match; the service records the checksum in the handle.
 //!
+//! Resuming: while a multipart upload is open, its id and a fingerprint of the file are kept
+//! beside it ([`super::resume`], `<file>.upcommit-state.json`). If the run dies (killed, crashed,
+//! the machine restarted), running the same command again lists the parts the service holds,
+//! checks that the file is the one they came from (size, modification time, first and last MiB,
+//! and the whole-file checksum declared at presign), sends only the missing parts, then
+//! completes and commits. A changed file is refused with nothing committed. An upload that
+//! cannot be resumed any more (aborted, expired) is started afresh.
+//!
 //! Exit codes: 0 committed; 2 usage or local problem (no token, unreadable file, unknown
 //! content type); 3 refused by the service (type, size, quota, …); 4 token refused or not
 //! allowed; 5 the upload to S3 failed; 6 the service is unreachable or failing.
@@ -22,7 +30,10 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use super::api_client::{ApiClient, ApiError, CompletedPart, PartUrl, Presigned};
+use super::api_client::{
+    ApiClient, ApiError, CompletedPart, MultipartPlan, PartListing, PartUrl, Presigned,
+};
+use super::resume::{self, UploadState};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm, Hasher};
 use crate::domain::multipart::MAX_PART_SIZE;
 
@@ -152,6 +163,24 @@ async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
         .map_err(|e| Failure::usage(format!("HTTP client: {e}")))?;
     let api = ApiClient::new(http.clone(), &args.server, token);
 
+    let state_path = resume::state_path(&args.file);
+    let saved = UploadState::load(&state_path)
+        .map_err(|e| Failure::usage(format!("{e}: delete it to start a new upload")))?;
+    if let Some(state) = saved {
+        if !state.is_for(&args.server, &args.profile) {
+            return Err(Failure::usage(format!(
+                "{} holds an unfinished upload of this file to {} (profile {}): run that upload again to finish it, or delete the state file to start a new one",
+                state_path.display(),
+                state.server,
+                state.profile
+            )));
+        }
+        if let Some(handle) = resume_upload(args, &api, &http, &state, &state_path).await? {
+            return Ok(handle);
+        }
+        let _ = std::fs::remove_file(&state_path);
+    }
+
     let retries = args.retries;
     let checksums = if args.no_checksum {
         Vec::new()
@@ -195,6 +224,9 @@ async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
         .map(|c| c.algorithm)
         .filter(|a| a.full_object_multipart());
 
+    if presigned.method == "MULTIPART" {
+        save_state(args, &presigned, declared, &state_path);
+    }
     let bar = progress_bar(size);
     let sent = match presigned.method.as_str() {
         "PUT" => put_whole(&http, &presigned, &args.file, size, &content_type, &bar).await,
@@ -209,6 +241,7 @@ async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
                 part_algorithm,
                 bar: &bar,
                 retries,
+                stored: Vec::new(),
             };
             job.run().await
         }
@@ -222,16 +255,186 @@ async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
         if presigned.method == "MULTIPART" {
             // Free the parts now rather than at the bucket's abort rule.
             let _ = api.abort(&presigned.upload_id).await;
+            let _ = std::fs::remove_file(&state_path);
         }
         return Err(f);
     }
     bar.finish_and_clear();
+    commit(args, &api, &presigned.key, &state_path).await
+}
 
-    retry(retries, || {
-        api.commit(&presigned.key, args.final_key.as_deref())
-    })
-    .await
-    .map_err(|e| explain(e, args))
+/// Commits, then forgets the upload's state unless the service could not be reached (the next
+/// run then resumes at the commit).
+async fn commit(
+    args: &UploadArgs,
+    api: &ApiClient,
+    key: &str,
+    state_path: &Path,
+) -> Result<serde_json::Value, Failure> {
+    let committed = retry(args.retries, || api.commit(key, args.final_key.as_deref())).await;
+    if !matches!(&committed, Err(e) if e.transient()) {
+        let _ = std::fs::remove_file(state_path);
+    }
+    committed.map_err(|e| explain(e, args))
+}
+
+/// Keeps the multipart upload's id and the file's fingerprint beside the file. A state that
+/// cannot be written costs only the resume: the upload goes on.
+fn save_state(args: &UploadArgs, p: &Presigned, declared: Option<&Checksum>, state_path: &Path) {
+    let Some(plan) = &p.multipart else { return };
+    let saved = resume::fingerprint(&args.file).and_then(|fingerprint| {
+        UploadState {
+            version: resume::VERSION,
+            server: resume::normalize_server(&args.server),
+            profile: args.profile.clone(),
+            upload_id: p.upload_id.clone(),
+            key: p.key.clone(),
+            part_size: plan.part_size,
+            part_count: plan.part_count,
+            fingerprint,
+            checksum: declared.map(|c| (c.algorithm.as_str().to_owned(), c.value.clone())),
+        }
+        .save(state_path)
+    });
+    if let Err(e) = saved {
+        eprintln!(
+            "upcommit upload: warning: cannot write {} ({e}): this upload cannot be resumed if the run dies",
+            state_path.display()
+        );
+    }
+}
+
+/// Finishes the upload `state` names: `Ok(None)` when the service no longer has it open (the
+/// caller starts a new one), `Err` when the file changed since it started (nothing committed).
+async fn resume_upload(
+    args: &UploadArgs,
+    api: &ApiClient,
+    http: &reqwest::Client,
+    state: &UploadState,
+    state_path: &Path,
+) -> Result<Option<serde_json::Value>, Failure> {
+    let id = &state.upload_id;
+    let changed = |why: &str| {
+        Failure::usage(format!(
+            "{} changed since upload {id} was started ({why}): the parts already stored are of the old contents, so nothing was committed. Delete {} to upload the file as it is now",
+            args.file.display(),
+            state_path.display()
+        ))
+    };
+    let now = resume::fingerprint(&args.file)
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", args.file.display())))?;
+    if let Some(why) = resume::changed(&state.fingerprint, &now) {
+        return Err(changed(why));
+    }
+    let declared = match &state.checksum {
+        Some((algorithm, value)) => {
+            let algorithm = ChecksumAlgorithm::parse(algorithm).ok_or_else(|| {
+                Failure::usage(format!(
+                    "{}: unknown checksum algorithm {algorithm:?}",
+                    state_path.display()
+                ))
+            })?;
+            let bar = ProgressBar::hidden();
+            let now = hash_ranges(&args.file, &[(0, now.size)], &[algorithm], &bar)
+                .await?
+                .pop()
+                .and_then(|mut c| c.pop());
+            if now.as_ref().map(|c| &c.value) != Some(value) {
+                return Err(changed(&format!("its whole-file {algorithm} differs")));
+            }
+            Some(algorithm)
+        }
+        None => None,
+    };
+    let listing = match retry(args.retries, || api.list_parts(id)).await {
+        Ok(l) => l,
+        Err(ApiError::Refused { status, code, .. })
+            if status == StatusCode::NOT_FOUND || status == StatusCode::GONE =>
+        {
+            eprintln!(
+                "upcommit upload: upload {id} cannot be resumed ({code}); starting a new upload"
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(explain(e, args)),
+    };
+    if listing.state != "completed" {
+        if (listing.part_size, listing.part_count) != (state.part_size, state.part_count) {
+            return Err(Failure::usage(format!(
+                "upload {id} has {} parts of {} bytes on the service, not the {} of {} that {} records: delete it to start a new upload",
+                listing.part_count,
+                listing.part_size,
+                state.part_count,
+                state.part_size,
+                state_path.display()
+            )));
+        }
+        let stored = stored_parts(&listing, now.size);
+        eprintln!(
+            "upcommit upload: resuming upload {id}: {} of {} parts already stored, sending {}",
+            stored.len(),
+            state.part_count,
+            state.part_count as usize - stored.len()
+        );
+        let p = Presigned {
+            upload_id: id.clone(),
+            key: state.key.clone(),
+            method: "MULTIPART".into(),
+            url: None,
+            headers: None,
+            fields: None,
+            multipart: Some(MultipartPlan {
+                part_size: state.part_size,
+                part_count: state.part_count,
+            }),
+            checksum: None,
+        };
+        let bar = progress_bar(now.size);
+        bar.set_position(
+            stored
+                .iter()
+                .map(|_| state.part_size)
+                .sum::<u64>()
+                .min(now.size),
+        );
+        let job = Multipart {
+            api,
+            http,
+            p: &p,
+            file: &args.file,
+            size: now.size,
+            part_algorithm: declared.filter(|a| a.full_object_multipart()),
+            bar: &bar,
+            retries: args.retries,
+            stored,
+        };
+        if let Err(f) = job.run().await {
+            // Kept open with its state: the next run resumes again.
+            bar.abandon();
+            return Err(f);
+        }
+        bar.finish_and_clear();
+    }
+    commit(args, api, &state.key, state_path).await.map(Some)
+}
+
+/// The parts the service holds whole (the size their place in the file gives them): the ones
+/// a resumed upload keeps. Any other part is sent again.
+fn stored_parts(listing: &PartListing, size: u64) -> Vec<CompletedPart> {
+    listing
+        .parts
+        .iter()
+        .filter(|p| {
+            (1..=listing.part_count).contains(&p.part_number) && {
+                let offset = u64::from(p.part_number - 1) * listing.part_size;
+                p.size == listing.part_size.min(size.saturating_sub(offset))
+            }
+        })
+        .map(|p| CompletedPart {
+            part_number: p.part_number,
+            etag: p.etag.clone(),
+        })
+        .collect()
 }
 
 /// Repeats a call that is safe to repeat while the failure is transient (the service did not
@@ -573,6 +776,21 @@ struct Multipart<'a> {
     part_algorithm: Option<ChecksumAlgorithm>,
     bar: &'a ProgressBar,
     retries: u32,
+    /// Parts the service already holds (a resumed upload): not sent again.
+    stored: Vec<CompletedPart>,
+}
+
+/// Debug builds only, for the resume test (`tests/api/cli_upload.rs`): with
+/// `UPCOMMIT_CLI_PAUSE_AFTER_PARTS=N`, parts are sent one at a time and the run stops for good
+/// once N of them are stored, until it is killed. Release builds ignore it.
+fn pause_after_parts() -> Option<usize> {
+    if cfg!(debug_assertions) {
+        std::env::var("UPCOMMIT_CLI_PAUSE_AFTER_PARTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    } else {
+        None
+    }
 }
 
 impl Multipart<'_> {
@@ -582,9 +800,17 @@ impl Multipart<'_> {
             .multipart
             .as_ref()
             .ok_or_else(|| upload_failed("multipart", "the service sent no part plan"))?;
-        let numbers: Vec<u32> = (1..=plan.part_count).collect();
-        let mut done: Vec<CompletedPart> = Vec::with_capacity(numbers.len());
-        let limit = Arc::new(tokio::sync::Semaphore::new(PART_CONCURRENCY));
+        let numbers: Vec<u32> = (1..=plan.part_count)
+            .filter(|n| !self.stored.iter().any(|s| s.part_number == *n))
+            .collect();
+        let mut done: Vec<CompletedPart> = self.stored.clone();
+        let pause = pause_after_parts();
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let limit = Arc::new(tokio::sync::Semaphore::new(if pause.is_some() {
+            1
+        } else {
+            PART_CONCURRENCY
+        }));
         for batch in numbers.chunks(PART_URL_BATCH) {
             let checksums = match self.part_algorithm {
                 Some(a) => Some(self.part_checksums(plan.part_size, batch, a).await?),
@@ -605,6 +831,7 @@ impl Multipart<'_> {
                     .map_err(|e| upload_failed("multipart", e))?;
                 let (http, file, bar) = (self.http.clone(), self.file.to_owned(), self.bar.clone());
                 let offset = u64::from(part.part_number - 1) * plan.part_size;
+                let sent = sent.clone();
                 tasks.spawn(async move {
                     let _permit = permit;
                     let etag = put_range(
@@ -617,6 +844,12 @@ impl Multipart<'_> {
                         &bar,
                     )
                     .await?;
+                    let count = sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    if pause == Some(count) {
+                        eprintln!("upcommit upload: paused after {count} parts (UPCOMMIT_CLI_PAUSE_AFTER_PARTS)");
+                        // Holds the only permit: no other part starts.
+                        std::future::pending::<()>().await;
+                    }
                     Ok::<_, Failure>(CompletedPart {
                         part_number: part.part_number,
                         etag,

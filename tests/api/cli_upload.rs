@@ -285,3 +285,278 @@ async fn refusals_have_exit_codes_and_readable_messages() {
         "only the accepted upload became a file"
     );
 }
+
+/// A multipart test file: `parts` parts of 5 MiB (the last one short), distinct bytes per MiB.
+fn parted_file(dir: &tempfile::TempDir, parts: usize) -> (String, Vec<u8>) {
+    let mut bytes = media("audio/mpeg", (parts - 1) * 5 * MIB + MIB + 123);
+    for (i, b) in bytes.iter_mut().enumerate().skip(16) {
+        *b = (i / MIB) as u8 ^ (i % 7) as u8;
+    }
+    (write(dir, "talk.mp3", &bytes), bytes)
+}
+
+async fn multipart_app() -> TestApp {
+    spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_MULTIPART_THRESHOLD_BYTES", (6 * MIB).to_string()),
+            ("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", (5 * MIB).to_string()),
+        ],
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// `upcommit upload` as a child process that stops (for good) after `pause_after` parts are
+/// stored (the debug-only `UPCOMMIT_CLI_PAUSE_AFTER_PARTS`); its stderr goes to `log`.
+fn spawn_paused_upload(
+    server: &str,
+    token: &str,
+    file: &str,
+    pause_after: usize,
+    log: &std::path::Path,
+) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["upload", file, "--profile", "recording", "--json"])
+        .env("UPCOMMIT_SERVER", server)
+        .env("UPCOMMIT_TOKEN", token)
+        .env("UPCOMMIT_CLI_PAUSE_AFTER_PARTS", pause_after.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("start upcommit upload")
+}
+
+/// The part numbers the service lists for `upload_id`.
+async fn listed_parts(app: &TestApp, token: &str, upload_id: &str) -> Vec<u64> {
+    let resp = app
+        .get(&format!("/v1/uploads/{upload_id}/parts"), Some(token))
+        .await;
+    assert_eq!(resp.status(), 200);
+    let listing: Value = resp.json().await.expect("listing");
+    listing["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|p| p["part_number"].as_u64().expect("number"))
+        .collect()
+}
+
+/// Waits until the run has written its state and the service holds `parts` parts, then kills
+/// it with SIGKILL (no cleanup runs). Returns the upload id from the state file.
+async fn kill_after_parts(
+    app: &TestApp,
+    token: &str,
+    child: &mut std::process::Child,
+    state: &std::path::Path,
+    parts: usize,
+) -> String {
+    for _ in 0..600 {
+        if let Ok(text) = std::fs::read(state) {
+            let st: Value = serde_json::from_slice(&text).expect("state JSON");
+            let id = st["upload_id"].as_str().expect("upload id").to_owned();
+            if listed_parts(app, token, &id).await.len() >= parts {
+                // Paused: no further part starts; a moment for a stray one to show.
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                child.kill().expect("SIGKILL");
+                child.wait().expect("reaped");
+                assert_eq!(
+                    listed_parts(app, token, &id).await.len(),
+                    parts,
+                    "the run stopped after {parts} parts"
+                );
+                return id;
+            }
+        }
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "the upload ended before it was killed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the upload never stored {parts} parts");
+}
+
+/// When each part of the one multipart upload in the bucket was last written to S3.
+async fn part_times(app: &TestApp) -> Vec<(i32, std::time::SystemTime)> {
+    let uploads = app
+        .s3
+        .list_multipart_uploads()
+        .bucket(&app.bucket)
+        .send()
+        .await
+        .expect("ListMultipartUploads");
+    let u = &uploads.uploads()[0];
+    let parts = app
+        .s3
+        .list_parts()
+        .bucket(&app.bucket)
+        .key(u.key().expect("key"))
+        .upload_id(u.upload_id().expect("id"))
+        .send()
+        .await
+        .expect("ListParts");
+    parts
+        .parts()
+        .iter()
+        .map(|p| {
+            let at = p.last_modified().expect("LastModified");
+            (
+                p.part_number().expect("number"),
+                std::time::UNIX_EPOCH
+                    + std::time::Duration::from_millis(
+                        u64::try_from(at.to_millis().expect("millis")).expect("after 1970"),
+                    ),
+            )
+        })
+        .collect()
+}
+
+/// The CLI killed with SIGKILL mid-upload (twice) resumes from the state file beside the
+/// source: each rerun lists the parts the service holds, sends only the missing ones (parts
+/// already stored keep their S3 write time), completes and commits the file's exact bytes,
+/// and removes the state file.
+#[tokio::test]
+async fn a_killed_multipart_upload_resumes_and_sends_only_the_missing_parts() {
+    let app = multipart_app().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, bytes) = parted_file(&dir, 4);
+    let state = std::path::PathBuf::from(format!("{file}.upcommit-state.json"));
+    let alice = app.token("alice");
+    let log = dir.path().join("run.log");
+
+    let mut child = spawn_paused_upload(&app.address, &alice, &file, 2, &log);
+    let id = kill_after_parts(&app, &alice, &mut child, &state, 2).await;
+    assert!(state.exists(), "the state survives the kill");
+    let killed_at = std::time::SystemTime::now();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+
+    // Second run: sends one more part, then is killed too.
+    let mut child = spawn_paused_upload(&app.address, &alice, &file, 1, &log);
+    kill_after_parts(&app, &alice, &mut child, &state, 3).await;
+    let log_text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        log_text.contains(&format!(
+            "resuming upload {id}: 2 of 4 parts already stored, sending 2"
+        )),
+        "{log_text}"
+    );
+    let times = part_times(&app).await;
+    assert_eq!(times.len(), 3, "{times:?}");
+    for (n, at) in &times {
+        let slack = std::time::Duration::from_millis(500);
+        if *n <= 2 {
+            assert!(*at <= killed_at + slack, "part {n} was not sent again");
+        } else {
+            assert!(*at > killed_at + slack, "part {n} was sent by the rerun");
+        }
+    }
+
+    // Third run, not stopped: sends the last part, completes and commits.
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "recording", "--json"],
+    )
+    .await;
+    assert!(
+        stderr(&out).contains(&format!(
+            "resuming upload {id}: 3 of 4 parts already stored, sending 1"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let handle = assert_committed(&app, &out, &bytes, "media/recordings/").await;
+    assert_eq!(handle["upload_id"], id.as_str(), "the same upload, resumed");
+    assert_checksum(
+        &app,
+        &handle,
+        &Checksum::of(ChecksumAlgorithm::Crc64Nvme, &bytes),
+    )
+    .await;
+    assert_eq!(listed_parts(&app, &alice, &id).await, vec![1, 2, 3, 4]);
+    assert!(!state.exists(), "the state is removed once committed");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
+}
+
+/// A source file that changed after the run died is refused with a clear message and nothing
+/// committed or sent, whether the change shows in its size, its modification time, or only in
+/// its whole-file checksum (a byte in the middle, the modification time put back).
+#[tokio::test]
+async fn a_changed_source_file_is_not_resumed_and_nothing_is_committed() {
+    let app = multipart_app().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, bytes) = parted_file(&dir, 3);
+    let state = std::path::PathBuf::from(format!("{file}.upcommit-state.json"));
+    let alice = app.token("alice");
+    let log = dir.path().join("run.log");
+    let mut child = spawn_paused_upload(&app.address, &alice, &file, 1, &log);
+    let id = kill_after_parts(&app, &alice, &mut child, &state, 1).await;
+
+    let mtime = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let rewrite = |new: &[u8]| {
+        std::fs::write(&file, new).expect("rewrite");
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_modified(mtime))
+            .expect("mtime put back");
+    };
+    let mut middle = bytes.clone();
+    middle[7 * MIB] ^= 0xff;
+    let mut longer = bytes.clone();
+    longer.push(0);
+    for (new, why) in [
+        (&middle, "its whole-file CRC64NVME differs"),
+        (&longer, "its size changed"),
+    ] {
+        rewrite(new);
+        let out = run_upload(
+            &app.address,
+            Some(&alice),
+            &[&file, "--profile", "recording", "--json"],
+        )
+        .await;
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            text.contains(&format!("changed since upload {id} was started ({why})"))
+                && text.contains("nothing was committed"),
+            "{text}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // Same bytes, touched: refused on the modification time alone.
+    std::fs::write(&file, &bytes).expect("rewrite");
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "recording"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("its modification time changed"));
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert_eq!(
+        listed_parts(&app, &alice, &id).await,
+        vec![1],
+        "no part was sent"
+    );
+    assert!(
+        state.exists(),
+        "the state is kept for the operator to decide"
+    );
+
+    // Following the message: delete the state, and the file as it is now is uploaded anew.
+    rewrite(&middle);
+    std::fs::remove_file(&state).expect("delete state");
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "recording", "--json"],
+    )
+    .await;
+    let handle = assert_committed(&app, &out, &middle, "media/recordings/").await;
+    assert_ne!(handle["upload_id"], id.as_str(), "a new upload");
+}

@@ -615,3 +615,299 @@ async fn an_unreachable_provider_with_expired_keys_answers_503_with_retry_after(
         "back once the provider answers"
     );
 }
+
+const ISSUER_A: &str = "https://idp-a.test/";
+const ISSUER_B: &str = "https://idp-b.test/realms/partners";
+
+/// Two issuers in the settings file: A keeps bare user ids and has an admin rule; B's user
+/// ids start with `b:` and none of its tokens is admin.
+async fn two_issuer_app(url_a: &str, url_b: &str, extra: &[(&'static str, &str)]) -> TestApp {
+    let config = format!(
+        r#"
+[[issuers]]
+issuer = "{ISSUER_A}"
+jwks_url = "{url_a}"
+audience = "api-a"
+admin_claim = "roles"
+admin_value = "upcommit-admin"
+
+[[issuers]]
+issuer = "{ISSUER_B}"
+jwks_url = "{url_b}"
+audience = "api-b"
+user_prefix = "b:"
+"#
+    );
+    spawn_app_with(Spawn {
+        env: extra.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
+        config: Some(config),
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// Good claims of issuer A (`"a"`) or B (`"b"`) for `sub`, with `over` as in [`claims`].
+fn claims_of(issuer: &str, sub: &str, over: Value) -> Value {
+    let (iss, aud) = if issuer == "a" {
+        (ISSUER_A, "api-a")
+    } else {
+        (ISSUER_B, "api-b")
+    };
+    let mut base = json!({"iss": iss, "aud": aud});
+    for (k, v) in over.as_object().expect("object") {
+        base[k] = v.clone();
+    }
+    claims(sub, base)
+}
+
+/// A token signed by `key` under a kid nobody published, claiming `iss` (`null`: none).
+fn unpublished_kid(key: &Key, iss: Value) -> Value {
+    sign_as(
+        key,
+        key.alg,
+        json!({"kid": "unpublished"}),
+        claims_of("a", "alice", json!({"iss": iss})),
+    )
+}
+
+/// Tokens go to the issuer their `iss` names, before any key is looked up: both providers
+/// publish a key with the same `kid`, and A's key never verifies a token claiming B (nor the
+/// reverse). An unknown `iss` is refused without asking either provider. Audience, admin rule
+/// and user ids are each issuer's own: B's `alice` is `b:alice` and cannot read A's `alice`'s
+/// file; A's tokens cannot name a user id under B's prefix.
+#[tokio::test]
+async fn tokens_are_routed_by_iss_and_one_issuers_kid_never_verifies_anothers_token() {
+    let (jwks_a, url_a) = Jwks::serve().await;
+    let (jwks_b, url_b) = Jwks::serve().await;
+    // Same kid, different keys (RSA in both, so only the routing tells them apart).
+    let ks = keys(&[("shared", "RS256"), ("shared", "RS256")]);
+    let (key_a, key_b) = (&ks[0], &ks[1]);
+    jwks_a.set(&[key_a]);
+    jwks_b.set(&[key_b]);
+    // The development secret stays set: beside [[issuers]], its tokens are refused too.
+    // Refetches allowed every second, so a token that reached a provider with an unknown
+    // kid would show as a fetch.
+    let app = two_issuer_app(&url_a, &url_b, &[("UPCOMMIT_JWKS_MIN_REFETCH_SECS", "1")]).await;
+
+    let minted = tokens(&[
+        sign(key_a, claims_of("a", "alice", json!({}))),
+        sign(key_b, claims_of("b", "alice", json!({}))),
+        // B's iss and audience, signed with A's key under the shared kid.
+        sign(
+            key_a,
+            claims_of("b", "alice", json!({"roles": ["upcommit-admin"]})),
+        ),
+        // A's iss, signed with B's key under the shared kid: B's `alice` posing as A's.
+        sign(
+            key_b,
+            claims_of("a", "alice", json!({"roles": ["upcommit-admin"]})),
+        ),
+        // B's token for A's audience.
+        sign(key_b, claims_of("b", "alice", json!({"aud": "api-a"}))),
+        // Issuers nobody configured, or A's written slightly differently, with a kid no
+        // provider published (asking one would fetch its JWKS).
+        unpublished_kid(key_a, json!("https://idp-c.test/")),
+        unpublished_kid(key_a, json!("https://idp-a.test")),
+        unpublished_kid(key_a, json!([ISSUER_A])),
+        unpublished_kid(key_a, json!(null)),
+        // Admin: A's rule makes an admin; B has no admin rule, whatever B's token says.
+        sign(
+            key_a,
+            claims_of("a", "root", json!({"roles": ["upcommit-admin"]})),
+        ),
+        sign(
+            key_b,
+            claims_of(
+                "b",
+                "root",
+                json!({"roles": ["upcommit-admin"], "admin": true}),
+            ),
+        ),
+        // A's user ids may not start with B's prefix (they would be B's users).
+        sign(key_a, claims_of("a", "b:alice", json!({}))),
+        // B's user ids may start with anything: they are prefixed.
+        sign(key_b, claims_of("b", "b:alice", json!({}))),
+    ]);
+    let owners = |user: &'static str| {
+        let db = &app.db;
+        async move {
+            db.count(&format!(
+                "SELECT COUNT(*) FROM uploads WHERE owner = '{user}'"
+            ))
+            .await
+        }
+    };
+    assert_eq!(presign(&app, &minted[0]).await, ok());
+    assert_eq!(owners("alice").await, 1, "A's alice keeps her bare id");
+    assert_eq!(presign(&app, &minted[1]).await, ok());
+    assert_eq!(owners("b:alice").await, 1, "B's alice is b:alice");
+    assert_eq!(owners("alice").await, 1);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let hits = (jwks_a.hits(), jwks_b.hits());
+
+    assert_eq!(
+        presign(&app, &minted[2]).await,
+        refused("unauthorized"),
+        "A's key under the shared kid does not verify a token claiming B"
+    );
+    assert_eq!(
+        presign(&app, &minted[3]).await,
+        refused("unauthorized"),
+        "B's key under the shared kid does not verify a token claiming A"
+    );
+    assert_eq!(
+        storage_report(&app, &minted[3]).await,
+        refused("unauthorized")
+    );
+    assert_eq!(
+        presign(&app, &minted[4]).await,
+        refused("token_audience_invalid"),
+        "each issuer has its own audience"
+    );
+    for (i, token) in minted[5..9].iter().enumerate() {
+        assert_eq!(
+            presign(&app, token).await,
+            refused("token_issuer_invalid"),
+            "unknown iss #{i}"
+        );
+    }
+    assert_eq!(
+        (jwks_a.hits(), jwks_b.hits()),
+        hits,
+        "refused tokens fetched nothing: known kids, or no issuer to ask"
+    );
+    // The same unpublished kid with A's issuer does ask A (and only A): the check above
+    // would have seen it.
+    let unpublished = tokens(&[unpublished_kid(key_a, json!(ISSUER_A))]);
+    assert_eq!(
+        presign(&app, &unpublished[0]).await,
+        refused("token_key_unknown")
+    );
+    assert_eq!((jwks_a.hits(), jwks_b.hits()), (hits.0 + 1, hits.1));
+    assert_eq!(storage_report(&app, &minted[9]).await.0, 200);
+    assert_eq!(
+        storage_report(&app, &minted[10]).await,
+        (403, "admin_required".to_owned()),
+        "A's admin rule is A's only"
+    );
+    assert_eq!(
+        presign(&app, &minted[11]).await,
+        refused("token_user_id_reserved")
+    );
+    assert_eq!(presign(&app, &minted[12]).await, ok());
+    assert_eq!(owners("b:b:alice").await, 1);
+    for hs256 in [
+        app.token("alice"),
+        app.token("b:alice"),
+        app.admin_token("root"),
+    ] {
+        assert_eq!(
+            presign(&app, &hs256).await,
+            refused("token_algorithm_not_allowed")
+        );
+    }
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM uploads").await,
+        3,
+        "no refused token created anything"
+    );
+
+    // B's alice cannot act as A's alice: A's alice's file is not hers.
+    let (_, handle) = app
+        .upload_and_commit(&minted[0], "image", "image/png", 100)
+        .await;
+    let id = handle["id"].as_str().expect("id");
+    let path = format!("/v1/files/{id}");
+    assert_eq!(app.get(&path, Some(&minted[0])).await.status(), 200);
+    assert_eq!(
+        error_code(app.get(&path, Some(&minted[1])).await).await,
+        (404, "file_not_found".to_owned())
+    );
+    assert_eq!(
+        error_code(app.get(&path, Some(&minted[12])).await).await,
+        (404, "file_not_found".to_owned())
+    );
+
+    // A flood of made-up kids claiming A costs A a fetch or two (one a second) and B none.
+    let flood = tokens(
+        &(0..20)
+            .map(|i| {
+                sign_as(
+                    key_a,
+                    "RS256",
+                    json!({"kid": format!("made-up-{i}")}),
+                    claims_of("a", "alice", json!({})),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    let (a_before, b_before) = (jwks_a.hits(), jwks_b.hits());
+    let answers = futures::future::join_all(flood.iter().map(|t| presign(&app, t))).await;
+    assert!(answers.iter().all(|a| *a == refused("token_key_unknown")));
+    assert!(
+        jwks_a.hits() - a_before <= 2,
+        "{}",
+        jwks_a.hits() - a_before
+    );
+    assert_eq!(jwks_b.hits(), b_before, "B is never asked for A's kids");
+    assert_eq!(
+        presign(&app, &minted[1]).await,
+        ok(),
+        "B's tokens unaffected"
+    );
+}
+
+/// Each issuer's keys expire and come back on their own: while A's provider is down past the
+/// max age, A's tokens get 503 `identity_provider_unavailable` and B's tokens keep passing.
+#[tokio::test]
+async fn one_issuers_unreachable_provider_does_not_refuse_the_others_tokens() {
+    let (jwks_a, url_a) = Jwks::serve().await;
+    let (jwks_b, url_b) = Jwks::serve().await;
+    let ks = keys(&[("a-1", "ES256"), ("b-1", "EdDSA")]);
+    jwks_a.set(&[&ks[0]]);
+    jwks_b.set(&[&ks[1]]);
+    let app = two_issuer_app(
+        &url_a,
+        &url_b,
+        &[
+            ("UPCOMMIT_JWKS_REFRESH_SECS", "1"),
+            ("UPCOMMIT_JWKS_MAX_AGE_SECS", "2"),
+            ("UPCOMMIT_JWKS_MIN_REFETCH_SECS", "1"),
+        ],
+    )
+    .await;
+    let minted = tokens(&[
+        sign(&ks[0], claims_of("a", "alice", json!({}))),
+        sign(&ks[1], claims_of("b", "bob", json!({}))),
+    ]);
+    let (a, b) = (&minted[0], &minted[1]);
+    assert_eq!(presign(&app, a).await, ok());
+    assert_eq!(presign(&app, b).await, ok());
+
+    jwks_a.down.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for _ in 0..3 {
+        let resp = app.presign(a, presign_body()).await;
+        assert!(resp.headers().contains_key("retry-after"));
+        assert_eq!(
+            error_code(resp).await,
+            (503, "identity_provider_unavailable".to_owned())
+        );
+        assert_eq!(presign(&app, b).await, ok(), "B's provider is up");
+    }
+    // B down too, A back: the roles swap.
+    jwks_b.down.store(true, Ordering::SeqCst);
+    jwks_a.down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(presign(&app, a).await, ok(), "A is back");
+    assert_eq!(
+        error_code(app.presign(b, presign_body()).await).await,
+        (503, "identity_provider_unavailable".to_owned())
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM uploads WHERE owner = 'b:bob'")
+            .await,
+        4
+    );
+}
