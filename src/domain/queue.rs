@@ -2,6 +2,7 @@
 //! request for it goes to, FIFO queues, the ids a FIFO queue orders and deduplicates by, and
 //! which SQS errors are worth retrying. Pure: the signed requests live in `storage::sqs`.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use sha2::{Digest, Sha256};
@@ -205,6 +206,44 @@ pub fn fifo_token(s: &str) -> String {
     }
 }
 
+/// The characters SQS takes in a message body (XML 1.0's `Char`): tab, LF, CR, U+0020–U+D7FF,
+/// U+E000–U+FFFD and above U+FFFF. Anything else is refused with `InvalidMessageContents`.
+pub fn sqs_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
+/// A body SQS refuses and that cannot be rewritten without changing what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the message has characters SQS refuses (U+{0:04X}) and is not JSON they could be escaped in"
+)]
+pub struct UnsendableBody(pub u32);
+
+/// The body SQS is sent: the body itself, byte for byte, when SQS takes every character of it
+/// (always, for JSON that escapes control characters, unless a string holds U+FFFE or U+FFFF —
+/// a filename may). Otherwise, when the body is JSON, each refused character is written as its
+/// `\uXXXX` escape: in valid JSON such a character can only stand inside a string, where the
+/// escape means the same character, so a receiver parsing the JSON reads the same value.
+/// A body that is not JSON is refused.
+pub fn sqs_body(body: &str) -> Result<Cow<'_, str>, UnsendableBody> {
+    let Some(bad) = body.chars().find(|c| !sqs_char(*c)) else {
+        return Ok(Cow::Borrowed(body));
+    };
+    if serde_json::from_str::<serde::de::IgnoredAny>(body).is_err() {
+        return Err(UnsendableBody(u32::from(bad)));
+    }
+    let mut out = String::with_capacity(body.len() + 16);
+    for c in body.chars() {
+        if sqs_char(c) {
+            out.push(c);
+        } else {
+            // Every refused character is below U+10000: one escape, no surrogate pair.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        }
+    }
+    Ok(Cow::Owned(out))
+}
+
 /// What a failed SQS request means for whoever sends it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retry {
@@ -360,19 +399,46 @@ mod tests {
     fn malformed_queue_urls_are_refused() {
         for (u, want) in [
             ("sqs.us-east-1.amazonaws.com/1/q", QueueUrlError::Malformed),
-            ("ftp://sqs.us-east-1.amazonaws.com/1/q", QueueUrlError::Malformed),
-            ("https://sqs.us-east-1.amazonaws.com", QueueUrlError::Malformed),
-            ("https://sqs.us-east-1.amazonaws.com/q", QueueUrlError::Malformed),
-            ("https://sqs.us-east-1.amazonaws.com/abc/q", QueueUrlError::Malformed),
-            ("https://sqs.us-east-1.amazonaws.com/1/q?x=1", QueueUrlError::Malformed),
-            ("https://sqs.us-east-1.amazonaws.com/1/q#f", QueueUrlError::Malformed),
+            (
+                "ftp://sqs.us-east-1.amazonaws.com/1/q",
+                QueueUrlError::Malformed,
+            ),
+            (
+                "https://sqs.us-east-1.amazonaws.com",
+                QueueUrlError::Malformed,
+            ),
+            (
+                "https://sqs.us-east-1.amazonaws.com/q",
+                QueueUrlError::Malformed,
+            ),
+            (
+                "https://sqs.us-east-1.amazonaws.com/abc/q",
+                QueueUrlError::Malformed,
+            ),
+            (
+                "https://sqs.us-east-1.amazonaws.com/1/q?x=1",
+                QueueUrlError::Malformed,
+            ),
+            (
+                "https://sqs.us-east-1.amazonaws.com/1/q#f",
+                QueueUrlError::Malformed,
+            ),
             ("https://user@evil.test/1/q", QueueUrlError::Malformed),
             ("https://evil.test:x/1/q", QueueUrlError::Malformed),
             ("https://ev il.test/1/q", QueueUrlError::Malformed),
             ("https://evil.test/1/q\n", QueueUrlError::Malformed),
-            ("https://sqs.us-east-1.amazonaws.com/1/", QueueUrlError::BadName),
-            ("https://sqs.us-east-1.amazonaws.com/1/.fifo", QueueUrlError::BadName),
-            ("https://sqs.us-east-1.amazonaws.com/1/a.b", QueueUrlError::BadName),
+            (
+                "https://sqs.us-east-1.amazonaws.com/1/",
+                QueueUrlError::BadName,
+            ),
+            (
+                "https://sqs.us-east-1.amazonaws.com/1/.fifo",
+                QueueUrlError::BadName,
+            ),
+            (
+                "https://sqs.us-east-1.amazonaws.com/1/a.b",
+                QueueUrlError::BadName,
+            ),
             (
                 "http://sqs.us-east-1.amazonaws.com/123456789012/q",
                 QueueUrlError::NotHttps,
@@ -382,7 +448,10 @@ mod tests {
         }
         let long = format!("https://sqs.us-east-1.amazonaws.com/1/{}", "a".repeat(81));
         assert_eq!(QueueUrl::parse(&long), Err(QueueUrlError::BadName));
-        let max = format!("https://sqs.us-east-1.amazonaws.com/1/{}.fifo", "a".repeat(75));
+        let max = format!(
+            "https://sqs.us-east-1.amazonaws.com/1/{}.fifo",
+            "a".repeat(75)
+        );
         assert!(QueueUrl::parse(&max).is_ok());
     }
 
@@ -391,7 +460,10 @@ mod tests {
         assert!(url("http://localhost:4566/000000000000/e.fifo").is_fifo());
         assert!(!url("http://localhost:4566/000000000000/e-fifo").is_fifo());
         assert!(!url("http://localhost:4566/000000000000/e").is_fifo());
-        assert_eq!(url("http://localhost:4566/000000000000/e.fifo").name(), "e.fifo");
+        assert_eq!(
+            url("http://localhost:4566/000000000000/e.fifo").name(),
+            "e.fifo"
+        );
     }
 
     #[test]
@@ -414,7 +486,10 @@ mod tests {
     fn fifo_tokens_keep_valid_ids_and_hash_the_rest_deterministically() {
         let id = "evt_0192d5e2c8a07b3c9f1e2d3c4b5a6978";
         assert_eq!(fifo_token(id), id);
-        assert_eq!(fifo_token("file_abc!#$%&'()*+,-./:;<=>?@[]^_`{|}~"), "file_abc!#$%&'()*+,-./:;<=>?@[]^_`{|}~");
+        assert_eq!(
+            fifo_token("file_abc!#$%&'()*+,-./:;<=>?@[]^_`{|}~"),
+            "file_abc!#$%&'()*+,-./:;<=>?@[]^_`{|}~"
+        );
         assert_eq!(fifo_token(&"a".repeat(128)), "a".repeat(128));
         for odd in ["", "bucket check", "ünï", &"a".repeat(129), "a\tb"] {
             let t = fifo_token(odd);
@@ -426,7 +501,10 @@ mod tests {
 
     #[test]
     fn error_codes_lose_their_namespace() {
-        assert_eq!(short_code("com.amazonaws.sqs#QueueDoesNotExist"), "QueueDoesNotExist");
+        assert_eq!(
+            short_code("com.amazonaws.sqs#QueueDoesNotExist"),
+            "QueueDoesNotExist"
+        );
         assert_eq!(short_code("AccessDeniedException"), "AccessDeniedException");
         assert_eq!(
             short_code("com.amazon.coral.service#AccessDeniedException:http://internal"),
@@ -447,7 +525,11 @@ mod tests {
             (503, Some("ServiceUnavailable")),
             (599, Some("SomethingNew")),
         ] {
-            assert_eq!(classify(status, code), Retry::Retryable, "{status} {code:?}");
+            assert_eq!(
+                classify(status, code),
+                Retry::Retryable,
+                "{status} {code:?}"
+            );
         }
         for (status, code) in [
             (400, Some("QueueDoesNotExist")),
@@ -464,7 +546,55 @@ mod tests {
             // A known permanent code decides even when a proxy answers 5xx with it.
             (500, Some("QueueDoesNotExist")),
         ] {
-            assert_eq!(classify(status, code), Retry::Permanent, "{status} {code:?}");
+            assert_eq!(
+                classify(status, code),
+                Retry::Permanent,
+                "{status} {code:?}"
+            );
         }
+    }
+
+    #[test]
+    fn bodies_sqs_takes_are_sent_byte_for_byte() {
+        for body in [
+            "",
+            "plain",
+            "{\"a\":\"\\u0001 tab\\t\"}",
+            "crlf\r\nand\ttab",
+            "写真 🎉 \u{D7FF} \u{E000} \u{FFFD} \u{10FFFF}",
+        ] {
+            assert!(
+                matches!(sqs_body(body), Ok(Cow::Borrowed(b)) if b == body),
+                "{body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn refused_characters_in_json_become_escapes_with_the_same_meaning() {
+        let value = serde_json::json!({"filename": "a\u{FFFF}b\u{FFFE}.jpg", "n": [1, "\u{1}"]});
+        // serde_json escapes U+0001 itself but writes U+FFFE and U+FFFF raw.
+        let body = serde_json::to_string(&value).expect("json");
+        assert!(body.contains('\u{FFFF}'));
+        let sent = sqs_body(&body).expect("escapable");
+        assert!(sent.chars().all(sqs_char), "{sent}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&sent).expect("still JSON"),
+            value
+        );
+        // Raw control characters in a hand-written JSON string: the same.
+        let raw = "{\"k\":\"x\u{1}\u{B}y\"}";
+        let sent = sqs_body(raw).expect("escapable");
+        assert_eq!(sent, "{\"k\":\"x\\u0001\\u000by\"}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&sent).expect("JSON")["k"],
+            "x\u{1}\u{B}y"
+        );
+    }
+
+    #[test]
+    fn refused_characters_outside_json_are_refused() {
+        assert_eq!(sqs_body("not json \u{FFFF}"), Err(UnsendableBody(0xFFFF)));
+        assert_eq!(sqs_body("\u{0}"), Err(UnsendableBody(0)));
     }
 }

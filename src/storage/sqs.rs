@@ -20,8 +20,8 @@ use tokio::sync::Mutex;
 
 use crate::config::S3Settings;
 use crate::domain::queue::{
-    classify, default_service, fifo_token, service_for, short_code, QueueService, QueueUrl,
-    QueueUrlError, Retry,
+    classify, default_service, fifo_token, service_for, short_code, sqs_body, QueueService,
+    QueueUrl, QueueUrlError, Retry, UnsendableBody,
 };
 
 /// Credentials this close to their expiry are fetched again before signing.
@@ -52,6 +52,16 @@ impl SqsError {
             status: None,
             message,
         }
+    }
+}
+
+impl From<UnsendableBody> for SqsError {
+    fn from(e: UnsendableBody) -> Self {
+        Self::local(
+            Retry::Permanent,
+            Some("InvalidMessageContents"),
+            e.to_string(),
+        )
     }
 }
 
@@ -111,7 +121,9 @@ impl SqsSender {
         })
     }
 
-    /// Sends one event. `body` is delivered byte for byte; message attributes `event_id` and
+    /// Sends one event. `body` is delivered byte for byte (a JSON body holding characters SQS
+    /// refuses, U+FFFE or U+FFFF in a filename, has them escaped: see
+    /// [`crate::domain::queue::sqs_body`]); message attributes `event_id` and
     /// `type` (the body's own top-level `"type"`, when it has one) let consumers route without
     /// parsing it. On a FIFO queue (`.fifo`) the message group is `group` (the event's subject:
     /// a file's events stay in order) and the deduplication id is `event_id` (SQS drops a resend
@@ -125,12 +137,15 @@ impl SqsSender {
         group: &str,
     ) -> Result<(), SqsError> {
         let queue = QueueUrl::parse(queue_url)?;
-        let payload = send_message_payload(&queue, body, event_id, group);
+        let payload = send_message_payload(&queue, body, event_id, group)?;
         let answer = self
             .call(&self.service(Some(&queue))?, "SendMessage", &payload)
             .await?;
         tracing::debug!(
-            sqs.message_id = answer.get("MessageId").and_then(serde_json::Value::as_str).unwrap_or(""),
+            sqs.message_id = answer
+                .get("MessageId")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or(""),
             "sent to SQS"
         );
         Ok(())
@@ -163,9 +178,8 @@ impl SqsSender {
         action: &str,
         payload: &Value,
     ) -> Result<Value, SqsError> {
-        let body = serde_json::to_vec(payload).map_err(|e| {
-            SqsError::local(Retry::Permanent, None, format!("request body: {e}"))
-        })?;
+        let body = serde_json::to_vec(payload)
+            .map_err(|e| SqsError::local(Retry::Permanent, None, format!("request body: {e}")))?;
         let url = format!("{}/", service.endpoint);
         let host = authority(&service.endpoint);
         let target = format!("AmazonSQS.{action}");
@@ -185,7 +199,11 @@ impl SqsSender {
             req = req.header(*k, v.as_str());
         }
         let resp = req.send().await.map_err(|e| {
-            SqsError::local(Retry::Retryable, None, format!("SQS unreachable: {}", chain(&e)))
+            SqsError::local(
+                Retry::Retryable,
+                None,
+                format!("SQS unreachable: {}", chain(&e)),
+            )
         })?;
         let status = resp.status().as_u16();
         let query_code = resp
@@ -195,7 +213,11 @@ impl SqsSender {
             .and_then(|v| v.split(';').next())
             .map(str::to_owned);
         let bytes = resp.bytes().await.map_err(|e| {
-            SqsError::local(Retry::Retryable, None, format!("SQS answer cut: {}", chain(&e)))
+            SqsError::local(
+                Retry::Retryable,
+                None,
+                format!("SQS answer cut: {}", chain(&e)),
+            )
         })?;
         if (200..300).contains(&status) {
             return Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null));
@@ -221,16 +243,23 @@ impl SqsSender {
                 return Ok(c.clone());
             }
         }
-        let c = self.provider.provide_credentials().await.map_err(|e| {
-            SqsError::local(Retry::Retryable, None, format!("credentials: {e}"))
-        })?;
+        let c =
+            self.provider.provide_credentials().await.map_err(|e| {
+                SqsError::local(Retry::Retryable, None, format!("credentials: {e}"))
+            })?;
         *cached = Some(c.clone());
         Ok(c)
     }
 }
 
 /// SendMessage's JSON: the body, attributes, and on a FIFO queue the group and deduplication ids.
-fn send_message_payload(queue: &QueueUrl, body: &str, event_id: &str, group: &str) -> Value {
+fn send_message_payload(
+    queue: &QueueUrl,
+    body: &str,
+    event_id: &str,
+    group: &str,
+) -> Result<Value, SqsError> {
+    let sent = sqs_body(body)?;
     let mut attributes = serde_json::Map::new();
     let mut attribute = |name: &str, value: &str| {
         // SQS refuses an empty string attribute.
@@ -247,14 +276,14 @@ fn send_message_payload(queue: &QueueUrl, body: &str, event_id: &str, group: &st
     }
     let mut payload = json!({
         "QueueUrl": queue.as_str(),
-        "MessageBody": body,
+        "MessageBody": sent,
         "MessageAttributes": attributes,
     });
     if queue.is_fifo() {
         payload["MessageGroupId"] = Value::String(fifo_token(group));
         payload["MessageDeduplicationId"] = Value::String(fifo_token(event_id));
     }
-    payload
+    Ok(payload)
 }
 
 /// The body's top-level `"type"` string, if it is a JSON object with one (an event payload).
@@ -293,9 +322,9 @@ fn answer_error(status: u16, body: &[u8], query_code: Option<String>) -> SqsErro
         retry,
         code,
         status: Some(status),
-        message: parsed.message.unwrap_or_else(|| {
-            String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
-        }),
+        message: parsed
+            .message
+            .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()),
     }
 }
 
@@ -378,7 +407,8 @@ mod tests {
             body,
             "evt_1",
             "file_1",
-        );
+        )
+        .expect("sendable");
         assert_eq!(fifo["MessageGroupId"], "file_1");
         assert_eq!(fifo["MessageDeduplicationId"], "evt_1");
         assert_eq!(fifo["MessageBody"], body);
@@ -386,14 +416,18 @@ mod tests {
             fifo["MessageAttributes"]["type"]["StringValue"],
             "file.committed"
         );
-        assert_eq!(fifo["MessageAttributes"]["event_id"]["StringValue"], "evt_1");
+        assert_eq!(
+            fifo["MessageAttributes"]["event_id"]["StringValue"],
+            "evt_1"
+        );
 
         let standard = send_message_payload(
             &queue("http://localhost:4566/000000000000/e"),
             "not json",
             "evt_1",
             "file_1",
-        );
+        )
+        .expect("sendable");
         assert!(standard.get("MessageGroupId").is_none());
         assert!(standard.get("MessageDeduplicationId").is_none());
         assert!(standard["MessageAttributes"].get("type").is_none());
@@ -410,8 +444,15 @@ mod tests {
         assert!(!e.is_retryable());
         assert_eq!(e.message, "gone");
 
-        let e = answer_error(400, b"<html>", Some("AWS.SimpleQueueService.NonExistentQueue".into()));
-        assert_eq!(e.code.as_deref(), Some("AWS.SimpleQueueService.NonExistentQueue"));
+        let e = answer_error(
+            400,
+            b"<html>",
+            Some("AWS.SimpleQueueService.NonExistentQueue".into()),
+        );
+        assert_eq!(
+            e.code.as_deref(),
+            Some("AWS.SimpleQueueService.NonExistentQueue")
+        );
         assert!(!e.is_retryable());
 
         let e = answer_error(503, b"", None);
@@ -422,7 +463,10 @@ mod tests {
     #[test]
     fn the_signed_host_is_the_one_sent() {
         assert_eq!(authority("http://127.0.0.1:4567"), "127.0.0.1:4567");
-        assert_eq!(authority("https://sqs.eu-west-1.amazonaws.com"), "sqs.eu-west-1.amazonaws.com");
+        assert_eq!(
+            authority("https://sqs.eu-west-1.amazonaws.com"),
+            "sqs.eu-west-1.amazonaws.com"
+        );
         assert_eq!(authority("https://h.test:443"), "h.test");
         assert_eq!(authority("http://h.test:80/"), "h.test");
     }
