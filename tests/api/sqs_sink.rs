@@ -265,12 +265,88 @@ async fn a_missing_or_deleted_queue_is_a_permanent_error_with_the_sqs_code() {
     assert_permanent(&err, "QueueDoesNotExist");
 }
 
+/// Checks a request's SigV4 signature from what arrived on the wire (host, headers, body), as
+/// SQS would — LocalStack's SQS checks none. The canonical request is rebuilt here, not by the
+/// signer; only the key derivation and HMAC come from `aws-sigv4`.
+fn signature_verifies(headers: &axum::http::HeaderMap, body: &[u8], secret: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let header = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let auth = header("authorization");
+    let Some(rest) = auth.strip_prefix("AWS4-HMAC-SHA256 ") else {
+        return false;
+    };
+    let field = |name: &str| {
+        rest.split(", ")
+            .find_map(|p| p.strip_prefix(name))
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (credential, signed, signature) = (
+        field("Credential="),
+        field("SignedHeaders="),
+        field("Signature="),
+    );
+    let scope: Vec<&str> = credential.splitn(5, '/').collect();
+    let [_, date, region, service, "aws4_request"] = scope[..] else {
+        return false;
+    };
+    let amz_date = header("x-amz-date");
+    let canonical_headers: String = signed
+        .split(';')
+        .map(|h| format!("{h}:{}\n", header(h).trim()))
+        .collect();
+    let canonical = format!(
+        "POST\n/\n\n{canonical_headers}\n{signed}\n{}",
+        hex::encode(Sha256::digest(body))
+    );
+    let string_to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{date}/{region}/{service}/aws4_request\n{}",
+        hex::encode(Sha256::digest(canonical.as_bytes()))
+    );
+    let Ok(t) = chrono::NaiveDateTime::parse_from_str(amz_date, "%Y%m%dT%H%M%SZ") else {
+        return false;
+    };
+    let key = aws_sigv4::sign::v4::generate_signing_key(
+        secret,
+        std::time::SystemTime::from(t.and_utc()),
+        region,
+        service,
+    );
+    service == "sqs"
+        && ["content-type", "host", "x-amz-date", "x-amz-target"]
+            .iter()
+            .all(|h| signed.split(';').any(|s| s == *h))
+        && aws_sigv4::sign::v4::calculate_signature(key, string_to_sign.as_bytes()) == signature
+}
+
+/// What the proxy saw: requests, and how many of them carried a signature that verifies.
+#[derive(Default)]
+struct Seen {
+    requests: AtomicUsize,
+    verified: AtomicUsize,
+    /// The same checks with a byte of the body changed (must stay 0: the check can fail).
+    tampered_verified: AtomicUsize,
+}
+
 /// A proxy in front of LocalStack answering the first requests with the given faults and
-/// forwarding the rest unchanged; counts the requests it saw.
-async fn fault_proxy(faults: Vec<(u16, &'static str)>) -> (String, Arc<AtomicUsize>) {
-    type Plan = (Arc<Mutex<VecDeque<(u16, &'static str)>>>, Arc<AtomicUsize>);
+/// forwarding the rest unchanged; it checks every request's signature on the way.
+async fn fault_proxy(faults: Vec<(u16, &'static str)>) -> (String, Arc<Seen>) {
+    type Plan = (Arc<Mutex<VecDeque<(u16, &'static str)>>>, Arc<Seen>);
     async fn answer(State((faults, seen)): State<Plan>, req: Request) -> Response {
-        seen.fetch_add(1, Ordering::SeqCst);
+        let headers = req.headers().clone();
+        let body = to_bytes(req.into_body(), 4 << 20).await.expect("body");
+        seen.requests.fetch_add(1, Ordering::SeqCst);
+        let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_default();
+        if signature_verifies(&headers, &body, &secret) {
+            seen.verified.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut tampered = body.to_vec();
+        if let Some(b) = tampered.last_mut() {
+            *b ^= 1;
+        }
+        if signature_verifies(&headers, &tampered, &secret) {
+            seen.tampered_verified.fetch_add(1, Ordering::SeqCst);
+        }
         let fault = faults.lock().expect("plan").pop_front();
         if let Some((status, body)) = fault {
             return Response::builder()
@@ -279,8 +355,6 @@ async fn fault_proxy(faults: Vec<(u16, &'static str)>) -> (String, Arc<AtomicUsi
                 .body(Body::from(body))
                 .expect("response");
         }
-        let headers = req.headers().clone();
-        let body = to_bytes(req.into_body(), 4 << 20).await.expect("body");
         let mut out = reqwest::Client::new()
             .post(format!("{}/", s3_endpoint()))
             .body(body);
@@ -296,7 +370,7 @@ async fn fault_proxy(faults: Vec<(u16, &'static str)>) -> (String, Arc<AtomicUsi
             .body(Body::from(bytes))
             .expect("response")
     }
-    let seen = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Seen::default());
     let plan: Plan = (Arc::new(Mutex::new(faults.into())), seen.clone());
     let router = axum::Router::new().fallback(answer).with_state(plan);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -349,10 +423,16 @@ async fn throttling_server_errors_and_unreachable_endpoints_are_retryable_and_en
         .await
         .expect("the fourth attempt goes through");
     assert_eq!(
-        seen.load(Ordering::SeqCst),
+        seen.requests.load(Ordering::SeqCst),
         4,
         "one request per send: no retries inside"
     );
+    assert_eq!(
+        seen.verified.load(Ordering::SeqCst),
+        4,
+        "each request is signed for SQS over exactly what was sent"
+    );
+    assert_eq!(seen.tampered_verified.load(Ordering::SeqCst), 0);
 
     // Nothing listens on a port just released.
     let closed = {
