@@ -235,11 +235,7 @@ impl SqsSender {
     async fn credentials(&self) -> Result<Credentials, SqsError> {
         let mut cached = self.cached.lock().await;
         if let Some(c) = cached.as_ref() {
-            let fresh = match c.expiry() {
-                Some(at) => at > SystemTime::now() + REFRESH_BEFORE_EXPIRY,
-                None => true,
-            };
-            if fresh {
+            if still_fresh(c.expiry(), SystemTime::now()) {
                 return Ok(c.clone());
             }
         }
@@ -249,6 +245,14 @@ impl SqsSender {
             })?;
         *cached = Some(c.clone());
         Ok(c)
+    }
+}
+
+/// Credentials without an expiry (static keys) never need fetching again.
+fn still_fresh(expiry: Option<SystemTime>, now: SystemTime) -> bool {
+    match expiry {
+        Some(at) => at > now + REFRESH_BEFORE_EXPIRY,
+        None => true,
     }
 }
 
@@ -458,6 +462,54 @@ mod tests {
         let e = answer_error(503, b"", None);
         assert_eq!(e.code, None);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn credentials_are_fetched_again_five_minutes_before_they_expire() {
+        let now = SystemTime::now();
+        assert!(still_fresh(None, now));
+        assert!(still_fresh(Some(now + Duration::from_secs(301)), now));
+        assert!(!still_fresh(Some(now + Duration::from_secs(300)), now));
+        assert!(!still_fresh(Some(now - Duration::from_secs(1)), now));
+    }
+
+    #[test]
+    fn requests_are_signed_for_sqs_with_the_session_token_and_every_header_sent() {
+        let creds = Credentials::new("AKIDEXAMPLE", "secret", Some("token".into()), None, "test");
+        let headers = [
+            ("host", "sqs.eu-west-1.amazonaws.com"),
+            ("content-type", "application/x-amz-json-1.0"),
+            ("x-amz-target", "AmazonSQS.SendMessage"),
+        ];
+        let signed = sign_headers(
+            &creds,
+            "eu-west-1",
+            "https://sqs.eu-west-1.amazonaws.com/",
+            &headers,
+            b"{}",
+        )
+        .expect("signed");
+        let get = |k: &str| {
+            signed
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or_else(|| panic!("{k} in {signed:?}"))
+        };
+        assert_eq!(get("x-amz-security-token"), "token");
+        let auth = get("authorization");
+        assert!(
+            auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/"),
+            "{auth}"
+        );
+        assert!(auth.contains("/eu-west-1/sqs/aws4_request"), "{auth}");
+        assert!(
+            auth.contains(
+                "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-amz-target,"
+            ),
+            "{auth}"
+        );
+        assert!(!auth.contains("secret"));
     }
 
     #[test]
