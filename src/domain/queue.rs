@@ -591,4 +591,62 @@ mod tests {
         assert_eq!(sqs_body("not json \u{FFFF}"), Err(UnsendableBody(0xFFFF)));
         assert_eq!(sqs_body("\u{0}"), Err(UnsendableBody(0)));
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Strings weighted towards the characters SQS refuses and JSON's specials.
+        fn text() -> impl Strategy<Value = String> {
+            prop::collection::vec(
+                prop_oneof![
+                    Just('\u{FFFE}'),
+                    Just('\u{FFFF}'),
+                    Just('\u{1}'),
+                    Just('"'),
+                    Just('\\'),
+                    Just('\r'),
+                    any::<char>(),
+                ],
+                0..24,
+            )
+            .prop_map(|cs| cs.into_iter().collect())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn any_json_is_sent_as_characters_sqs_takes_and_reads_back_the_same(
+                a in text(), b in text(), n in any::<i64>()
+            ) {
+                let value = serde_json::json!({"type": "file.committed", "data": {a.clone(): [b.clone(), n]}, "b": b});
+                let body = serde_json::to_string(&value).expect("json");
+                let sent = sqs_body(&body).expect("JSON is always sendable");
+                prop_assert!(sent.chars().all(sqs_char));
+                let back: serde_json::Value = serde_json::from_str(&sent).expect("still JSON");
+                prop_assert_eq!(back, value);
+                if body.chars().all(sqs_char) {
+                    prop_assert_eq!(sent.as_ref(), body.as_str());
+                }
+            }
+
+            #[test]
+            fn fifo_tokens_are_always_ids_sqs_takes(s in text()) {
+                let t = fifo_token(&s);
+                prop_assert!((1..=128).contains(&t.len()));
+                prop_assert!(t.bytes().all(|b| b.is_ascii_graphic()));
+            }
+
+            #[test]
+            fn parsing_any_url_never_panics_and_keeps_what_it_accepts(s in text(), t in "[a-z0-9.:/-]{0,60}") {
+                for raw in [s.clone(), format!("https://{t}"), format!("http://{s}/1/q")] {
+                    if let Ok(q) = QueueUrl::parse(&raw) {
+                        prop_assert_eq!(q.as_str(), raw.as_str());
+                        prop_assert!(valid_queue_name(q.name()));
+                    }
+                }
+            }
+        }
+    }
 }

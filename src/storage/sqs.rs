@@ -82,6 +82,15 @@ pub struct SqsSender {
     endpoint: Option<String>,
 }
 
+impl std::fmt::Debug for SqsSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsSender")
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
 impl SqsSender {
     /// From the standard AWS credential and region chain, like the S3 client, with the same
     /// region and endpoint override.
