@@ -137,7 +137,7 @@ impl SqsSender {
     /// parsing it. On a FIFO queue (`.fifo`) the message group is `group` (the event's subject:
     /// a file's events stay in order) and the deduplication id is `event_id` (SQS drops a resend
     /// within its five-minute window).
-    #[tracing::instrument(skip_all, fields(queue = %queue_url, event.id = %event_id))]
+    #[tracing::instrument(skip_all, fields(sqs.queue_url = %queue_url, event.id = %event_id))]
     pub async fn send(
         &self,
         queue_url: &str,
