@@ -15,6 +15,7 @@ pub mod legacy;
 pub mod lifecycle;
 pub mod multipart;
 pub mod profile;
+pub mod queue;
 pub mod quota;
 pub mod rate;
 pub mod reconcile;

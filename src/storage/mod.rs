@@ -8,6 +8,7 @@ mod listing;
 mod multipart;
 mod observe;
 mod s3;
+pub mod sqs;
 
 use std::collections::HashMap;
 

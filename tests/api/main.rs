@@ -39,6 +39,7 @@ mod retention;
 mod s3_proxy;
 mod security_cases;
 mod single_use;
+mod sqs_sink;
 mod statuses;
 mod sweep;
 mod temporary;
