@@ -28,7 +28,7 @@ fn upcommit_with_class(app: &TestApp, class: &str, args: &[&str]) -> Output {
     child.wait_with_output().expect("output")
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_refuses_to_start_with_an_archive_class_that_needs_a_restore() {
     let app = spawn_app().await;
     for class in ["GLACIER", "DEEP_ARCHIVE", "deep_archive"] {
@@ -52,7 +52,7 @@ async fn the_server_refuses_to_start_with_an_archive_class_that_needs_a_restore(
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instantly_readable_archive_classes_are_accepted() {
     let app = spawn_app().await;
     // `migrate` loads the same settings as `serve` and then exits.

@@ -161,7 +161,7 @@ impl Fault {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_passes_on_a_correct_bucket_and_names_each_fault() {
     let app = spawn_app().await;
     assert_eq!(doctor_failures(&app), (0, BTreeSet::new()));
@@ -177,7 +177,7 @@ async fn doctor_passes_on_a_correct_bucket_and_names_each_fault() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_text_output_names_the_failed_check_and_its_fix() {
     let app = spawn_app().await;
     let ok = upcommit(&app, &["doctor"]);
@@ -200,7 +200,7 @@ async fn doctor_text_output_names_the_failed_check_and_its_fix() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_owner_overwriting_the_lifecycle_document_is_caught() {
     let app = spawn_app().await;
     let (s3, bucket) = (&app.s3, app.bucket.as_str());
@@ -310,7 +310,7 @@ async fn wait_for_failing(app: &TestApp, want: &BTreeSet<String>) -> Value {
     panic!("the watch never reported {want:?} failing; last /readyz: {last}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_watch_reports_each_fault_in_readiness_detail_and_metrics() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1".into())],
@@ -356,7 +356,7 @@ async fn the_server_watch_reports_each_fault_in_readiness_detail_and_metrics() {
         .all(|e| e["data"]["bucket"] == app.bucket.as_str()));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_bucket_check_fails_readiness_when_configured_to() {
     let app = spawn_app_with(Spawn {
         env: vec![
@@ -422,7 +422,7 @@ async fn live_rules(app: &TestApp) -> Vec<LifecycleRule> {
         .to_vec()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_lifecycle_plans_then_writes_our_rules_and_keeps_a_foreign_rule_intact() {
     let app = spawn_app().await;
     let mut outdated = required_rules()[0].clone();

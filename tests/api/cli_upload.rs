@@ -94,7 +94,7 @@ async fn assert_checksum(app: &TestApp, handle: &Value, expected: &Checksum) {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_a_small_image_with_one_put() {
     let app = spawn_app().await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -117,7 +117,7 @@ async fn uploads_a_small_image_with_one_put() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_checksum_declares_none_and_the_summary_shows_the_checksum() {
     let app = spawn_app().await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -152,7 +152,7 @@ async fn no_checksum_declares_none_and_the_summary_shows_the_checksum() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profile_that_requires_a_checksum_takes_the_default_upload_and_refuses_no_checksum() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_REQUIRE_CHECKSUM", "image".to_owned())],
@@ -191,7 +191,7 @@ async fn a_profile_that_requires_a_checksum_takes_the_default_upload_and_refuses
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_a_large_recording_in_parts() {
     let app = spawn_app_with(Spawn {
         env: vec![
@@ -233,7 +233,7 @@ async fn uploads_a_large_recording_in_parts() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_have_exit_codes_and_readable_messages() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_QUOTA_DAILY_UPLOADS", "1".to_owned())],
@@ -415,7 +415,7 @@ async fn part_times(app: &TestApp) -> Vec<(i32, std::time::SystemTime)> {
 /// source: each rerun lists the parts the service holds, sends only the missing ones (parts
 /// already stored keep their S3 write time), completes and commits the file's exact bytes,
 /// and removes the state file.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_multipart_upload_resumes_and_sends_only_the_missing_parts() {
     let app = multipart_app().await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -481,7 +481,7 @@ async fn a_killed_multipart_upload_resumes_and_sends_only_the_missing_parts() {
 /// A source file that changed after the run died is refused with a clear message and nothing
 /// committed or sent, whether the change shows in its size, its modification time, or only in
 /// its whole-file checksum (a byte in the middle, the modification time put back).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_source_file_is_not_resumed_and_nothing_is_committed() {
     let app = multipart_app().await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -167,7 +167,7 @@ async fn head_class(app: &TestApp, key: &str) -> Option<String> {
         .map(|c| c.as_str().to_owned())
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_copies_a_file_into_a_new_handle_of_the_same_object_without_new_bytes_or_quota() {
     let app = spawn_app().await;
     let alice = app.token("alice");
@@ -230,7 +230,7 @@ async fn an_owner_copies_a_file_into_a_new_handle_of_the_same_object_without_new
     assert_eq!(second["key"], source["key"]);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_copies_a_file_to_another_owner_who_alone_with_admins_can_read_it() {
     let app = spawn_app().await;
     let source = file(&app, 500).await;
@@ -276,7 +276,7 @@ async fn an_admin_copies_a_file_to_another_owner_who_alone_with_admins_can_read_
     assert_eq!(error_code(bad).await, (400, "invalid_request".to_owned()));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_admin_naming_an_owner_is_refused_and_nothing_is_copied() {
     let app = spawn_app().await;
     let source = file(&app, 500).await;
@@ -309,7 +309,7 @@ async fn a_non_admin_naming_an_owner_is_refused_and_nothing_is_copied() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copying_another_users_file_is_not_found_exactly_like_an_unknown_id() {
     let app = spawn_app().await;
     let source = file(&app, 500).await;
@@ -334,7 +334,7 @@ async fn copying_another_users_file_is_not_found_exactly_like_an_unknown_id() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_retry_still_answers_its_own_handle_and_never_a_copy() {
     let app = spawn_app().await;
     let alice = app.token("alice");
@@ -349,7 +349,7 @@ async fn a_commit_retry_still_answers_its_own_handle_and_never_a_copy() {
     assert_ne!(retry["id"], c["id"]);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
     let app = spawn_app().await;
     let alice = app.token("alice");
@@ -420,7 +420,7 @@ async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_that_is_not_available_cannot_be_copied() {
     let app = spawn().await;
     let source = file(&app, 2000).await;
@@ -445,7 +445,7 @@ async fn a_file_that_is_not_available_cannot_be_copied() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlinking_one_copy_leaves_the_object_to_the_copy_still_in_use() {
     let app = spawn().await;
     let source = file(&app, 2000).await;
@@ -475,7 +475,7 @@ async fn unlinking_one_copy_leaves_the_object_to_the_copy_still_in_use() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_whose_copies_are_all_unlinked_is_archived_once_and_restored_for_all() {
     let app = spawn().await;
     let source = file(&app, 2000).await;
@@ -527,7 +527,7 @@ async fn a_key_whose_copies_are_all_unlinked_is_archived_once_and_restored_for_a
     assert_eq!(status(&app, &id(&source)).await, "archived");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_counts_a_key_shared_by_three_handles_once_across_catalog_pages() {
     let app = spawn().await;
     // Keys on both sides of the shared one, with a catalog page of two keys.
@@ -572,7 +572,7 @@ async fn reconcile_counts_a_key_shared_by_three_handles_once_across_catalog_page
     assert!(reason.contains("3 handles"), "{reason}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_the_database_cannot_record_answers_503_and_records_nothing() {
     use std::sync::{Arc, Mutex};
 
@@ -600,7 +600,7 @@ async fn a_copy_the_database_cannot_record_answers_503_and_records_nothing() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 2);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_request_with_a_body_that_is_not_json_is_refused() {
     let app = spawn_app().await;
     let source = file(&app, 500).await;
@@ -644,7 +644,7 @@ async fn two_unlinked_copies(app: &TestApp) -> (String, String, String) {
     (first, other, key(&source))
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restoring_a_copy_while_another_copy_of_its_key_is_being_archived_answers_file_busy() {
     let app = spawn().await;
     let (first, other, k) = two_unlinked_copies(&app).await;
@@ -671,7 +671,7 @@ async fn restoring_a_copy_while_another_copy_of_its_key_is_being_archived_answer
     assert_eq!(status(&app, &first).await, "archived");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_restored_while_an_archival_of_its_key_changes_s3_gets_the_object_back() {
     let app = spawn_app_with(Spawn {
         env: vec![
@@ -720,7 +720,7 @@ async fn a_copy_restored_while_an_archival_of_its_key_changes_s3_gets_the_object
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_is_deleted_once_when_every_copy_is_archived_past_retention() {
     let app = spawn().await;
     let (first, other, k) = two_unlinked_copies(&app).await;
@@ -749,7 +749,7 @@ async fn a_key_is_deleted_once_when_every_copy_is_archived_past_retention() {
     assert_eq!(body["summary"]["missing"], 0, "{body}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_object_has_at_most_the_configured_handles_even_when_copies_race() {
     // Hygiene's work on a key grows with the square of its handles: one user making thousands
     // of copies of one file must not be able to stall it.
@@ -786,7 +786,7 @@ async fn one_object_has_at_most_the_configured_handles_even_when_copies_race() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 4);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_storage_report_counts_a_shared_object_s_bytes_once() {
     let app = spawn().await;
     let source = file(&app, 700).await;

@@ -44,7 +44,7 @@ fn wait_killed(mut child: std::process::Child) {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -85,7 +85,7 @@ async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_recording_the_retry_returns_the_same_handle_and_cleans_up() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -120,7 +120,7 @@ async fn killed_after_recording_the_retry_returns_the_same_handle_and_cleans_up(
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -166,7 +166,7 @@ async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
     assert_eq!(app.commit(&token, &p.key, None).await.status(), 200);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_taking_the_lease_the_retry_takes_over_and_copies() {
     let app = spawn_app().await;
     let token = app.token("alice");

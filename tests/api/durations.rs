@@ -32,7 +32,7 @@ fn unindexed(out: &Output) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_grace_takes_the_usual_duration_spellings() {
     let app = spawn_app().await;
     let stray = "media/images/stray.png";
@@ -71,7 +71,7 @@ async fn reconcile_grace_takes_the_usual_duration_spellings() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_ttl_takes_the_usual_duration_spellings() {
     let app = spawn_app().await;
     for (ttl, secs) in [("90s", 90), ("1h30m", 5400), ("2d", 172_800), ("45", 45)] {

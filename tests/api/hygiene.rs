@@ -111,7 +111,7 @@ async fn put_link(app: &TestApp, token: &str, id: &str, path: &str) -> reqwest::
         .expect("PUT link")
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlinked_files_are_archived_restored_and_deleted_only_after_retention() {
     let app = spawn(DAY).await;
     let (big, big_key) = file(&app, 2000).await;
@@ -235,7 +235,7 @@ async fn unlinked_files_are_archived_restored_and_deleted_only_after_retention()
     assert!(app.object_exists(&big_key).await);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restored_file_is_not_flagged_again_within_the_grace_period() {
     let app = spawn(2).await;
     let (id, _) = file(&app, 300).await;
@@ -313,7 +313,7 @@ async fn sibling(app: &TestApp, key: &str, status: &str) -> String {
     id
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_shared_with_an_available_handle_are_never_archived_and_do_not_stall_the_run() {
     let app = spawn(DAY).await;
     let mut blocked = Vec::new();
@@ -347,7 +347,7 @@ async fn keys_shared_with_an_available_handle_are_never_archived_and_do_not_stal
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn link_scans_resume_idempotently_and_never_flag_files_created_after_they_began() {
     let app = spawn(DAY).await;
     let (seen, _) = file(&app, 300).await;
@@ -419,7 +419,7 @@ async fn link_scans_resume_idempotently_and_never_flag_files_created_after_they_
     assert_eq!(status(&app, &late).await, "available");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_are_for_the_owner_or_an_admin_and_validated() {
     let app = spawn(DAY).await;
     let (id, _) = file(&app, 300).await;
@@ -448,7 +448,7 @@ async fn links_are_for_the_owner_or_an_admin_and_validated() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hygiene_touches_no_file_of_a_profile_that_does_not_track_links() {
     // The README walkthrough: the links API is never called, nothing is configured.
     let mut env = hygiene_env(DAY);
@@ -494,7 +494,7 @@ fn reconcile(app: &TestApp) -> (i32, Value) {
     )
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_does_not_report_a_file_hygiene_deleted_on_purpose_as_missing() {
     let app = spawn(DAY).await;
     let (gone, gone_key) = file(&app, 300).await;
@@ -599,7 +599,7 @@ async fn restore(app: &TestApp, id: &str) -> reqwest::Response {
     .await
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_added_between_detection_read_and_update_keeps_the_file_available() {
     let app = spawn(DAY).await;
     let (id, _) = file(&app, 300).await;
@@ -617,7 +617,7 @@ async fn a_link_added_between_detection_read_and_update_keeps_the_file_available
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_while_archival_holds_the_file_answers_file_busy_and_never_loses_the_class() {
     let app = spawn(DAY).await;
     let (id, key) = file(&app, 2000).await;
@@ -661,7 +661,7 @@ async fn a_restore_while_archival_holds_the_file_answers_file_busy_and_never_los
     assert!(tags.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_while_deletion_holds_the_file_answers_file_busy_and_the_deletion_completes() {
     let app = spawn(DAY).await;
     let (id, key) = file(&app, 300).await;
@@ -687,7 +687,7 @@ async fn a_restore_while_deletion_holds_the_file_answers_file_busy_and_the_delet
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_links() {
     let faults = std::sync::Arc::new(crate::faults::Faults::default());
     let app = spawn_app_with(Spawn {
@@ -774,7 +774,7 @@ fn standard(class: Option<&str>) -> bool {
     class.is_none() || class == Some("STANDARD")
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unlinked_file_the_latest_scan_saw_comes_back_and_is_never_archived() {
     let app = spawn(DAY).await;
     let (f, f_key) = file(&app, 2000).await;
@@ -802,7 +802,7 @@ async fn an_unlinked_file_the_latest_scan_saw_comes_back_and_is_never_archived()
     assert_eq!(app.versions(&f_key).await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archived_file_the_latest_scan_saw_is_never_deleted() {
     let app = spawn(DAY).await;
     let (f, f_key) = file(&app, 2000).await;
@@ -829,7 +829,7 @@ async fn an_archived_file_the_latest_scan_saw_is_never_deleted() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scan_completed_while_detection_holds_its_read_keeps_the_file_available() {
     let app = spawn(DAY).await;
     let (f, _) = file(&app, 300).await;
@@ -842,7 +842,7 @@ async fn a_scan_completed_while_detection_holds_its_read_keeps_the_file_availabl
     assert_eq!(status(&app, &f).await, "available");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scan_that_sees_a_file_while_archival_holds_it_stops_the_archival() {
     let app = spawn(DAY).await;
     let (f, f_key) = file(&app, 2000).await;
@@ -897,7 +897,7 @@ async fn restore_after_the_archive_lease(point: &str) -> (TestApp, String, Strin
     (app, f, key, run)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archival_whose_claim_a_restore_took_over_never_changes_s3() {
     let (app, f, key, run) = restore_after_the_archive_lease("hygiene_archive_claimed").await;
     assert_eq!(status(&app, &f).await, "available");
@@ -910,7 +910,7 @@ async fn an_archival_whose_claim_a_restore_took_over_never_changes_s3() {
     assert_eq!(run["summary"]["undone"], 0, "{run}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archival_taken_over_after_it_changed_s3_puts_the_object_back() {
     let (app, f, key, run) = restore_after_the_archive_lease("hygiene_archive_s3").await;
     assert_eq!(run["summary"]["archived"], 0, "{run}");
@@ -926,7 +926,7 @@ async fn an_archival_taken_over_after_it_changed_s3_puts_the_object_back() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_taking_over_from_an_archival_that_died_after_changing_s3_puts_the_object_back() {
     let app = spawn_short_lease().await;
     let (f, key) = file(&app, 2000).await;
@@ -956,7 +956,7 @@ async fn a_restore_taking_over_from_an_archival_that_died_after_changing_s3_puts
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restoring_a_copy_while_another_handle_of_its_key_is_deleted_answers_file_busy() {
     let app = spawn(DAY).await;
     let (a, key) = file(&app, 300).await;
@@ -1059,7 +1059,7 @@ async fn unused_handles(app: &TestApp, n: usize) {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_writes_its_report_a_page_at_a_time_not_all_at_the_end() {
     let app = spawn(DAY).await;
     unused_handles(&app, 450).await;

@@ -37,7 +37,7 @@ async fn legacy_upload(app: &TestApp, owner: &str) -> (UploadId, String) {
     (id, key)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_key_commits_in_place_when_enabled() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_LEGACY_PREFIXES", "uploads/".into())],
@@ -65,7 +65,7 @@ async fn a_legacy_key_commits_in_place_when_enabled() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_key_is_refused_when_legacy_commits_are_off() {
     let app = spawn_app_with(Spawn::default()).await;
     let (id, key) = legacy_upload(&app, "alice").await;
@@ -77,7 +77,7 @@ async fn a_legacy_key_is_refused_when_legacy_commits_are_off() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_quarantine_never_moves_a_legacy_upload_waiting_for_its_commit() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_LEGACY_PREFIXES", "uploads/".into())],

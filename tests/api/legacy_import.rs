@@ -83,7 +83,7 @@ async fn handles(app: &TestApp) -> Vec<String> {
         .await
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_lists_what_it_would_import_skip_and_refuse_and_changes_nothing() {
     let app = legacy_app(&[]).await;
     app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
@@ -148,7 +148,7 @@ async fn a_dry_run_lists_what_it_would_import_skip_and_refuse_and_changes_nothin
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_commits_each_key_in_place_for_its_owner_uncharged_and_a_rerun_imports_nothing() {
     let app = legacy_app(&[]).await;
     let png = media("image/png", 40);
@@ -225,7 +225,7 @@ async fn an_import_commits_each_key_in_place_for_its_owner_uncharged_and_a_rerun
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 2);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_the_checks_refuse_is_reported_with_the_code_and_left_untouched() {
     let app = legacy_app(&[]).await;
     // Declared a PNG, but the bytes are not one: the commit's sniff refuses it.
@@ -293,7 +293,7 @@ async fn an_object_the_checks_refuse_is_reported_with_the_code_and_left_untouche
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_outside_the_legacy_prefixes_or_under_tmp_are_never_imported() {
     let app = legacy_app(&[]).await;
     for k in [
@@ -340,7 +340,7 @@ async fn keys_outside_the_legacy_prefixes_or_under_tmp_are_never_imported() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
     let app = legacy_app(&[]).await;
     for k in [
@@ -411,7 +411,7 @@ async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
     assert!(run.stderr.contains("header"), "{}", run.stderr);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_commit_records_uploads_that_a_later_run_commits() {
     let app = legacy_app(&[]).await;
     app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
@@ -445,7 +445,7 @@ async fn many_keys(app: &TestApp, n: usize) -> Vec<String> {
     keys
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once() {
     let app = legacy_app(&[("UPCOMMIT_JOB_LEASE_SECS", "2")]).await;
     let all = many_keys(&app, 130).await;
@@ -492,7 +492,7 @@ async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once()
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 130);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
     let app = legacy_app(&[]).await;
     many_keys(&app, 120).await;
@@ -544,7 +544,7 @@ async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 120);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
     let app = legacy_app(&[]).await;
     for k in ["uploads/alice/a.png", "uploads/bob/b.png"] {
@@ -625,7 +625,7 @@ async fn stopped_run_with(
     run.id
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_run_over_the_same_keys_is_resumed_and_one_over_others_is_not() {
     let app = legacy_app(&[]).await;
     for k in ["uploads/alice/a.png", "uploads/zed/z.png"] {
@@ -661,7 +661,7 @@ async fn a_stopped_run_over_the_same_keys_is_resumed_and_one_over_others_is_not(
     assert_eq!(keys(&run.body, "committed"), set(&["uploads/zed/z.png"]));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_temporary_profile_is_never_imported_in_place() {
     // A temporary profile's files live only under `temp/<N>d/`, where its lifecycle rule ends
     // them: a legacy key committed in place would be neither expired nor looked after.
@@ -722,7 +722,7 @@ async fn update_at(app: &TestApp, sql: &str, at: chrono::DateTime<chrono::Utc>, 
     .expect("update")
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_out_of_byte_order_or_with_a_key_twice_is_refused_before_it_imports() {
     let app = legacy_app(&[]).await;
     for k in ["uploads/a/1.png", "uploads/b/1.png", "uploads/c/1.png"] {
@@ -778,7 +778,7 @@ async fn an_inventory_out_of_byte_order_or_with_a_key_twice_is_refused_before_it
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged_again() {
     let app = legacy_app(&[("UPCOMMIT_JOB_LEASE_SECS", "2")]).await;
     let all = many_keys(&app, 130).await;
@@ -833,7 +833,7 @@ async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owners_csv_row_whose_quote_is_left_open_is_refused_never_read_across_lines() {
     let app = legacy_app(&[]).await;
     for k in ["uploads/x/k5.png", "uploads/x/k6.png", "uploads/x/k7.png"] {
@@ -873,7 +873,7 @@ async fn an_owners_csv_row_whose_quote_is_left_open_is_refused_never_read_across
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_checkpoints_and_gives_the_lease_back_so_a_rerun_resumes_at_once() {
     // The default lease (300 s): a rerun that had to wait for it would exit 4.
     let app = legacy_app(&[]).await;
@@ -925,7 +925,7 @@ async fn ctrl_c_checkpoints_and_gives_the_lease_back_so_a_rerun_resumes_at_once(
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 120);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_left_to_retry() {
     let app = legacy_app(&[]).await;
     for k in ["uploads/alice/cut.png", "uploads/bob/live.png"] {
@@ -985,7 +985,7 @@ async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_lef
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_no_commit_import_past_its_commit_deadline_is_still_committed_by_a_rerun() {
     let app = legacy_app(&[]).await;
     app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
@@ -1004,7 +1004,7 @@ async fn a_no_commit_import_past_its_commit_deadline_is_still_committed_by_a_rer
     assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_text_report_escapes_control_characters_in_keys() {
     let app = legacy_app(&[]).await;
     // In an inventory a key is URL-encoded: ESC [2J (clear the screen), a line break that would

@@ -2,6 +2,11 @@
 //! signature validation on, and real SQLite or PostgreSQL underneath
 //! (`UPCOMMIT_TEST_DATABASE=sqlite|postgres`). Run them with `scripts/test.sh`, which starts
 //! everything they need.
+//!
+//! A test that blocks its thread (runs the binary with `std::process::Command`, waits on a
+//! child) runs on a multi-thread runtime: the server it spawned shares the test's runtime, and
+//! on a current-thread runtime a blocked test would freeze the server mid-transaction — on
+//! SQLite with the database's write lock held, so the child process waits for it in vain.
 
 mod archive_class;
 mod bucket;

@@ -65,7 +65,7 @@ async fn two_files(app: &TestApp) -> (String, String) {
     )
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planted_unindexed_objects_and_a_missing_one_are_found_exactly_on_a_listing() {
     let app = spawn_app().await;
     let (kept, lost) = two_files(&app).await;
@@ -163,7 +163,7 @@ pub(crate) async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
     format!("s3://{}/inventory/manifest.json", app.bucket)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synthetic_inventory_is_matched_like_a_listing() {
     let app = spawn_app().await;
     let (kept, lost) = two_files(&app).await;
@@ -206,7 +206,7 @@ async fn a_synthetic_inventory_is_matched_like_a_listing() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_out_of_byte_order_is_refused() {
     let app = spawn_app().await;
     let old = "2026-01-01T00:00:00.000Z";
@@ -220,7 +220,7 @@ async fn an_inventory_out_of_byte_order_is_refused() {
     assert_eq!(run.body["run"]["state"], "refused");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quarantine_moves_unindexed_objects_and_loses_nothing() {
     let app = spawn_app().await;
     let (kept, _) = two_files(&app).await;
@@ -243,7 +243,7 @@ async fn quarantine_moves_unindexed_objects_and_loses_nothing() {
     assert!(keys(&again.body, "unindexed").is_empty(), "{}", again.body);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_reconcile_resumes_after_its_checkpoint() {
     let app = spawn_app().await;
     for k in ["media/images/a/before.png", "media/images/z/after.png"] {
@@ -264,7 +264,7 @@ async fn a_crashed_reconcile_resumes_after_its_checkpoint() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
     let app = spawn_app().await;
     let (_, lost) = two_files(&app).await; // 300 + 400 bytes
@@ -355,7 +355,7 @@ async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_outside_every_known_prefix_are_reported_stray_and_moved_only_when_asked() {
     let app = spawn_app().await;
     let (kept, _) = two_files(&app).await;
@@ -394,7 +394,7 @@ async fn objects_outside_every_known_prefix_are_reported_stray_and_moved_only_wh
     assert_eq!(again.body["summary"]["stray"], 0, "{}", again.body);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_that_xml_cannot_carry_are_listed_exactly_and_quarantined_intact() {
     // S3 keys may hold any Unicode character; control characters cannot be written in XML 1.0,
     // and a space and a `+` are one character apart only when the listing encodes them. A

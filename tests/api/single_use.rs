@@ -11,7 +11,7 @@ const MIB: usize = 1024 * 1024;
 /// Defect 1: the form's policy binds the declared size, not the profile's maximum. Mutation:
 /// sign `content-length-range [1, max_size]` again in `signing::post_policy` and the 20 MiB
 /// post is stored.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_form_stores_exactly_the_declared_size_and_nothing_else() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -40,7 +40,7 @@ async fn a_post_form_stores_exactly_the_declared_size_and_nothing_else() {
 /// URL has expired, so the URL's signed `If-None-Match: *` keeps refusing; the sweep then
 /// deletes it. Mutation: delete the tmp version in `commit::promote::record` again and the
 /// second PUT is stored (200).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_url_stores_nothing_more_after_its_upload_is_committed() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -80,7 +80,7 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_committed() {
 /// Defect 2, the rejected side: a refused upload's URL cannot store a second object either.
 /// Mutation: delete the tmp version in `commit::promote::settle` (reject) again and the second
 /// PUT is stored.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_url_stores_nothing_more_after_its_upload_is_rejected() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -112,7 +112,7 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_rejected() {
 /// form expires), the newest is what commits, and once the form has expired every version of
 /// the tmp key is deleted — none becomes current and lingers. Mutation: make the cleanup delete
 /// only the recorded version (skip the listing for POST uploads) and a version is left.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_posted_three_times_leaves_no_version_under_tmp_once_settled() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -157,7 +157,7 @@ async fn a_form_posted_three_times_leaves_no_version_under_tmp_once_settled() {
 }
 
 /// A dry run reports what would go and deletes nothing.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_dry_run_reports_settled_tmp_objects_and_keeps_them() {
     let app = spawn_app().await;
     let token = app.token("alice");

@@ -90,7 +90,7 @@ async fn swept_at_set(app: &TestApp, key: &str) -> bool {
         == 1
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
     let app = spawn_app().await;
     let token = app.token("alice");
@@ -177,7 +177,7 @@ async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_lists_what_would_go_and_changes_nothing() {
     let app = spawn_app().await;
     let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
@@ -191,7 +191,7 @@ async fn a_dry_run_lists_what_would_go_and_changes_nothing() {
     assert!(!swept_at_set(&app, &abandoned).await);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_dated_in_the_future_makes_the_sweeper_refuse_to_delete_anything() {
     let app = spawn_app().await;
     let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
@@ -207,7 +207,7 @@ async fn a_partition_dated_in_the_future_makes_the_sweeper_refuse_to_delete_anyt
     assert_eq!(app.versions(&future).await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_one_replica_sweeps_at_a_time() {
     let app = spawn_app().await;
     let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
@@ -233,7 +233,7 @@ async fn only_one_replica_sweeps_at_a_time() {
     assert_eq!(app.versions(&abandoned).await, 0);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_lease_is_judged_by_the_database_clock_not_the_replicas() {
     let app = spawn_app().await;
     // Another replica's lease with 20 s left by the database's clock: a replica whose own clock
@@ -278,7 +278,7 @@ async fn a_job_lease_is_judged_by_the_database_clock_not_the_replicas() {
         .expect("lock"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_sweep_resumes_from_its_checkpoint() {
     let app = spawn_app().await;
     let done = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
@@ -304,7 +304,7 @@ async fn a_crashed_sweep_resumes_from_its_checkpoint() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_sweeps_on_its_own_schedule() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_SWEEP_INTERVAL_SECS", "1".into())],
@@ -325,7 +325,7 @@ async fn the_server_sweeps_on_its_own_schedule() {
 /// F12: the sweep judges ages by the database's clock, not this machine's. A database whose
 /// clock says five days earlier makes a three-day-old partition a partition from the future:
 /// the sweep refuses and deletes nothing. With the clocks agreeing, the same partition goes.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ages_are_judged_by_the_database_clock() {
     use std::sync::{Arc, Mutex};
     use upcommit::catalog::Catalog;
@@ -388,7 +388,7 @@ fn catalog_calls(metrics: &upcommit::metrics::Metrics, operation: &str) -> f64 {
         .sum()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_lookups() {
     use futures::StreamExt;
     let app = spawn_app().await;

@@ -148,7 +148,7 @@ async fn get_code(app: &TestApp, path: &str, token: &str) -> (u16, String) {
     error_code(app.get(path, Some(token)).await).await
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_temporary_file_lives_under_its_ttl_prefix_until_expires_at_then_answers_410() {
     let app = spawn().await;
     let token = app.token("alice");
@@ -247,7 +247,7 @@ async fn a_temporary_file_lives_under_its_ttl_prefix_until_expires_at_then_answe
     assert_eq!(fine.status(), 200);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_marks_temporary_handles_once_their_ttl_has_passed() {
     let app = spawn().await;
     let a = file(&app, "export").await;
@@ -284,7 +284,7 @@ async fn the_sweep_marks_temporary_handles_once_their_ttl_has_passed() {
     assert_eq!(handles["available"]["count"], 1, "{report}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hygiene_never_counts_archives_or_deletes_a_temporary_file() {
     let app = spawn().await;
     let temp = file(&app, "export").await;
@@ -319,7 +319,7 @@ async fn hygiene_never_counts_archives_or_deletes_a_temporary_file() {
     assert_eq!(run["summary"]["profiles"], serde_json::json!(["image"]));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profile_made_ordinary_later_does_not_hand_its_temporary_files_to_hygiene() {
     let app = spawn().await;
     let temp = file(&app, "export").await;
@@ -346,7 +346,7 @@ async fn a_profile_made_ordinary_later_does_not_hand_its_temporary_files_to_hygi
     assert_eq!(app.versions(temp["key"].as_str().expect("key")).await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_is_not_alarmed_by_the_lifecycle_removing_an_expired_file_but_is_by_a_live_one() {
     let app = spawn().await;
     let expired = file(&app, "export").await;
@@ -374,7 +374,7 @@ async fn reconcile_is_not_alarmed_by_the_lifecycle_removing_an_expired_file_but_
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_cannot_move_a_temporary_file_out_of_its_prefix_nor_an_ordinary_one_into_temp() {
     let app = spawn().await;
     let admin = app.admin_token("root");
@@ -448,7 +448,7 @@ async fn an_admin_cannot_move_a_temporary_file_out_of_its_prefix_nor_an_ordinary
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_requires_the_temp_rule_of_each_configured_ttl_and_only_then() {
     let app = spawn().await;
     let (code, failed, out) = doctor(&app);
@@ -512,7 +512,7 @@ async fn doctor_requires_the_temp_rule_of_each_configured_ttl_and_only_then() {
     assert_eq!(doctor(&app).0, 1, "the temporary deployment still needs it");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_ttl_is_refused_at_start_naming_the_profile() {
     let app = spawn().await;
     for (ttl, says) in [
@@ -548,7 +548,7 @@ async fn a_bad_ttl_is_refused_at_start_naming_the_profile() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_of_a_temporary_file_ends_with_it_and_an_expired_one_cannot_be_copied() {
     let app = spawn().await;
     let h = file(&app, "export").await;
