@@ -106,6 +106,16 @@ macro_rules! impl_event_outbox {
                 retry_window_secs: i64,
                 now: chrono::DateTime<chrono::Utc>,
             ) -> Result<u64, CatalogError> {
+                // Idle most of the time: a read (which takes no lock) decides whether a write
+                // transaction is needed at all.
+                let waiting: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM events WHERE position IS NULL)",
+                )
+                .fetch_one(&self.pool)
+                .await?;
+                if !waiting {
+                    return Ok(0);
+                }
                 let mut tx = self.pool.begin_with($begin).await?;
                 let mine: bool = sqlx::query_scalar($sequencer_lock).fetch_one(&mut *tx).await?;
                 if !mine {
