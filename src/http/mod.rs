@@ -74,7 +74,7 @@ fn with_middleware(
             .layer(
                 TraceLayer::new_for_http()
                     .make_span_with(request_span)
-                    .on_response(DefaultOnResponse::new().level(Level::INFO)),
+                    .on_response(OnResponse(DefaultOnResponse::new().level(Level::INFO))),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
             // Outside everything that answers, so errors, fallbacks and preflights carry it too.
@@ -149,7 +149,8 @@ async fn cors_for_browsers(layer: Arc<CorsLayer>, req: Request, next: Next) -> R
     }
 }
 
-/// One span per request: method, matched route (never the raw URI), request id, user id.
+/// One span per request: method, matched route (never the raw URI), request id, user id; with
+/// traces exported, the OpenTelemetry HTTP server attributes and the caller's trace as parent.
 fn request_span(req: &Request<Body>) -> tracing::Span {
     let route = req
         .extensions()
@@ -162,7 +163,47 @@ fn request_span(req: &Request<Body>) -> tracing::Span {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
         .to_owned();
-    tracing::info_span!("request", method = %req.method(), route = %route, request_id = %request_id, user.id = tracing::field::Empty)
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        route = %route,
+        request_id = %request_id,
+        user.id = tracing::field::Empty,
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
+        http.request.method = tracing::field::Empty,
+        http.route = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    // The OpenTelemetry names only an exporter reads; without one the request costs what it
+    // did before tracing existed.
+    if crate::telemetry::exporting() {
+        span.record("otel.name", format!("{} {route}", req.method()));
+        span.record("otel.kind", "server");
+        span.record("http.request.method", req.method().as_str());
+        span.record("http.route", route.as_str());
+        crate::telemetry::spans::join_callers_trace(&span, req.headers());
+    }
+    span
+}
+
+/// Logs the response as before and, when traces are exported, puts its status on the request
+/// span (a 5xx marks the span failed, as the HTTP server conventions say).
+#[derive(Clone)]
+struct OnResponse(DefaultOnResponse);
+
+impl<B> tower_http::trace::OnResponse<B> for OnResponse {
+    fn on_response(self, response: &Response<B>, latency: Duration, span: &tracing::Span) {
+        if crate::telemetry::exporting() {
+            let status = response.status();
+            span.record("http.response.status_code", status.as_u16());
+            if status.is_server_error() {
+                span.record("otel.status_code", "error");
+            }
+        }
+        self.0.on_response(response, latency, span);
+    }
 }
 
 /// Times every request by method, matched route and status; counts presign and commit

@@ -1,0 +1,64 @@
+//! The spans only an exporter reads, named and attributed as the OpenTelemetry semantic
+//! conventions say. Each is [`Span::none`] (free: no allocation, nothing recorded) unless
+//! traces are exported.
+
+use axum::http::HeaderMap;
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry_http::HeaderExtractor;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+use super::exporting;
+
+/// Makes the request span a child of the caller's span named by the W3C `traceparent` (and
+/// `tracestate`) headers. A missing or invalid header leaves it a new trace's root: a bad
+/// header is the client's tracing problem, never a reason to refuse the request.
+pub fn join_callers_trace(span: &Span, headers: &HeaderMap) {
+    let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+    // Only fails when the span is disabled or already has children: neither is the case for
+    // a span that was just made.
+    let _ = span.set_parent(parent);
+}
+
+/// A catalog call: one span per call of the [`crate::catalog::Catalog`] trait, whichever
+/// backend serves it.
+pub fn catalog(operation: &'static str) -> Span {
+    if !exporting() {
+        return Span::none();
+    }
+    tracing::info_span!(
+        "catalog",
+        otel.name = operation,
+        otel.kind = "client",
+        db.operation.name = operation,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
+
+/// Marks a finished catalog or S3 span as failed.
+pub fn failed(span: &Span, error_type: &str) {
+    span.record("otel.status_code", "error");
+    span.record("error.type", error_type);
+}
+
+/// An S3 call as the AWS SDK semantic conventions name it: `S3.CopyObject`, with
+/// `rpc.system = "aws-api"`, `rpc.service = "S3"` and `rpc.method` the operation.
+pub fn s3(operation: &str) -> Span {
+    if !exporting() {
+        return Span::none();
+    }
+    tracing::info_span!(
+        "s3",
+        otel.name = %format_args!("S3.{operation}"),
+        otel.kind = "client",
+        rpc.system = "aws-api",
+        rpc.service = "S3",
+        rpc.method = operation,
+        http.response.status_code = tracing::field::Empty,
+        aws.request_id = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
