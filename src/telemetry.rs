@@ -6,6 +6,7 @@
 
 mod otlp;
 pub mod spans;
+mod traceparent;
 
 use std::sync::OnceLock;
 
@@ -69,8 +70,14 @@ pub fn init(format: LogFormat) {
     // `RUST_LOG` chooses what is logged, not what is traced: upcommit's own spans are exported
     // at INFO whatever the log level (the SDK's and the exporter's own HTTP calls never are).
     let traced = Targets::new().with_target("upcommit", tracing::Level::INFO);
+    // The spans carry what the conventions name, not the layer's extras (source location,
+    // thread, busy/idle times): they cost an allocation or more per span.
     let otel = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("upcommit"))
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
         .with_filter(traced);
     let installed = tracing_subscriber::registry()
         .with(logs.with_filter(filter))

@@ -197,7 +197,7 @@ impl<B> tower_http::trace::OnResponse<B> for OnResponse {
     fn on_response(self, response: &Response<B>, latency: Duration, span: &tracing::Span) {
         if crate::telemetry::exporting() {
             let status = response.status();
-            span.record("http.response.status_code", status.as_u16());
+            span.record("http.response.status_code", i64::from(status.as_u16()));
             if status.is_server_error() {
                 span.record("otel.status_code", "error");
             }

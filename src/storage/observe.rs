@@ -54,12 +54,23 @@ impl Intercept for TimingInterceptor {
         _context: &BeforeSerializationInterceptorContextRef<'_>,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        cfg.interceptor_state().store_put(Started(Instant::now()));
+        Ok(())
+    }
+
+    /// The first hook that sees the operation's name (a client interceptor's
+    /// `read_before_execution` runs before the operation's configuration is applied).
+    fn read_before_serialization(
+        &self,
+        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
         if crate::telemetry::exporting() {
             let operation = cfg.load::<Metadata>().map_or("unknown", Metadata::name);
             let span = crate::telemetry::spans::s3(operation);
             cfg.interceptor_state().store_put(CallSpan(span));
         }
-        cfg.interceptor_state().store_put(Started(Instant::now()));
         Ok(())
     }
 
@@ -76,7 +87,10 @@ impl Intercept for TimingInterceptor {
         }
         if let Some(CallSpan(span)) = cfg.load::<CallSpan>() {
             if let Some(response) = context.response() {
-                span.record("http.response.status_code", response.status().as_u16());
+                span.record(
+                    "http.response.status_code",
+                    i64::from(response.status().as_u16()),
+                );
                 if let Some(id) = response.headers().get("x-amz-request-id") {
                     span.record("aws.request_id", id);
                 }

@@ -15,6 +15,15 @@ use super::exporting;
 /// `tracestate`) headers. A missing or invalid header leaves it a new trace's root: a bad
 /// header is the client's tracing problem, never a reason to refuse the request.
 pub fn join_callers_trace(span: &Span, headers: &HeaderMap) {
+    let well_formed = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(super::traceparent::well_formed);
+    if !well_formed {
+        return;
+    }
+    // Refuses the ids the recommendation calls invalid (all zeros) and keeps
+    // `tracestate` when it parses.
     let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
     // Only fails when the span is disabled or already has children: neither is the case for
     // a span that was just made.

@@ -41,4 +41,5 @@ mod single_use;
 mod statuses;
 mod sweep;
 mod temporary;
+mod tracing;
 mod upload_step;
