@@ -1,6 +1,8 @@
 //! The spans only an exporter reads, named and attributed as the OpenTelemetry semantic
 //! conventions say. Each is [`Span::none`] (free: no allocation, nothing recorded) unless
-//! traces are exported.
+//! traces are exported. Catalog and S3 calls are spanned only inside an operation (a request
+//! or a job run): the pollers' calls (job gauges every 5 s, the bucket watch) would otherwise
+//! be a trace of one span each, several a minute, saying nothing.
 
 use axum::http::HeaderMap;
 use opentelemetry::propagation::TextMapPropagator as _;
@@ -30,10 +32,22 @@ pub fn join_callers_trace(span: &Span, headers: &HeaderMap) {
     let _ = span.set_parent(parent);
 }
 
+fn within_an_operation() -> bool {
+    exporting() && !Span::current().is_none()
+}
+
+/// A background job's run (the periodic sweep, the unlinked-data run): the root of its trace.
+pub fn job(name: &'static str) -> Span {
+    if !exporting() {
+        return Span::none();
+    }
+    tracing::info_span!("job", otel.name = name, job.name = name)
+}
+
 /// A catalog call: one span per call of the [`crate::catalog::Catalog`] trait, whichever
 /// backend serves it.
 pub fn catalog(operation: &'static str) -> Span {
-    if !exporting() {
+    if !within_an_operation() {
         return Span::none();
     }
     tracing::info_span!(
@@ -55,7 +69,7 @@ pub fn failed(span: &Span, error_type: &str) {
 /// An S3 call as the AWS SDK semantic conventions name it: `S3.CopyObject`, with
 /// `rpc.system = "aws-api"`, `rpc.service = "S3"` and `rpc.method` the operation.
 pub fn s3(operation: &str) -> Span {
-    if !exporting() {
+    if !within_an_operation() {
         return Span::none();
     }
     tracing::info_span!(

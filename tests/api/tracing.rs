@@ -293,6 +293,12 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
         assert!(catalog.contains(op), "{op} not in {catalog:?}");
     }
 
+    // Every trace starts at a request (or a job run): the pollers' catalog and S3 calls (the
+    // job gauges read the catalog at start and every 5 s) are not a trace each.
+    for root in spans.iter().filter(|s| s["parent_span_id"] == "") {
+        assert_eq!(root["kind"], "SPAN_KIND_SERVER", "a root that is no request: {root}");
+    }
+
     // The presign had no traceparent: a trace of its own, rooted in the server.
     let presign = request_span(&spans, "presign-untraced");
     assert_ne!(presign["trace_id"], CLIENT_TRACE);
@@ -431,4 +437,75 @@ async fn the_standard_sampler_variable_is_honoured() {
     .await;
     stop(child);
     assert!(receiver.spans().is_empty(), "{:?}", receiver.spans());
+}
+
+#[tokio::test]
+async fn a_sweep_run_is_one_trace_with_its_catalog_and_s3_calls() {
+    let receiver = Receiver::start();
+    let app = spawn_app().await;
+    let endpoint = receiver.endpoint();
+    let (child, _base) = traced_server(
+        &app,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("UPCOMMIT_SWEEP_INTERVAL_SECS", "1"),
+        ],
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    stop(child);
+
+    let spans = receiver.spans();
+    let sweeps: Vec<&Value> = spans.iter().filter(|s| s["name"] == "sweep").collect();
+    assert!(!sweeps.is_empty(), "no sweep run traced: {spans:#?}");
+    for sweep in sweeps {
+        assert_eq!(sweep["parent_span_id"], "", "a job run is a trace's root");
+        assert_eq!(sweep["attributes"]["job.name"], "sweep");
+        let inside: Vec<&Value> = spans
+            .iter()
+            .filter(|s| s["trace_id"] == sweep["trace_id"] && s["span_id"] != sweep["span_id"])
+            .collect();
+        assert!(
+            inside
+                .iter()
+                .any(|s| s["attributes"]["db.operation.name"] == "acquire_job_lock"),
+            "the sweep's lease is in its trace: {inside:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_collector_costs_no_request_and_no_clean_stop() {
+    let app = spawn_app().await;
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let endpoint = format!("http://127.0.0.1:{closed}");
+    let (child, base) = traced_server(&app, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
+    let p = presign(&app, &base, "collector-down", None).await;
+    assert!(app
+        .upload(&p, media("image/png", 2048), "image/png")
+        .await
+        .is_success());
+    let resp = app
+        .http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth(app.token("alice"))
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
+        .json(&json!({"key": p.key}))
+        .send()
+        .await
+        .expect("commit");
+    assert_eq!(resp.status(), 201);
+    // The flush on shutdown fails fast and the exit is still clean.
+    let started = std::time::Instant::now();
+    stop(child);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "the stop waited {:?} on a collector that is not there",
+        started.elapsed()
+    );
 }
