@@ -39,6 +39,8 @@ use error::ErrorCode;
 pub use serve::{bind, serve};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// The whole application router with its middleware.
 pub fn router(state: AppState) -> Router {
@@ -127,7 +129,15 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
         CorsLayer::new()
             .allow_origin(allow_origin)
             .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
-            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID])
+            // A page's OpenTelemetry fetch instrumentation sends the W3C trace headers: a
+            // preflight that did not allow them would block the call itself.
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                REQUEST_ID,
+                TRACEPARENT,
+                TRACESTATE,
+            ])
             .expose_headers([REQUEST_ID, header::RETRY_AFTER, header::LOCATION])
             .max_age(Duration::from_secs(600)),
     )

@@ -17,7 +17,11 @@ const SERVICE: &str = "upcommit";
 /// What the environment asks for; `Err` says why an asked-for export cannot be had.
 pub(super) fn wanted(get: &dyn Fn(&str) -> Option<String>) -> Result<bool, String> {
     // The specification: an empty value is the same as an unset one.
-    let var = |k: &str| get(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let var = |k: &str| {
+        get(k)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
     if var(ENDPOINT).is_none() && var(TRACES_ENDPOINT).is_none() {
         return Ok(false);
     }
@@ -33,7 +37,8 @@ pub(super) fn wanted(get: &dyn Fn(&str) -> Option<String>) -> Result<bool, Strin
             ))
         }
     }
-    let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
+    let protocol =
+        var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
     match protocol.as_deref() {
         None | Some("http/protobuf") => Ok(true),
         Some(other) => Err(format!(

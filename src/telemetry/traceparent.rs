@@ -42,7 +42,9 @@ mod tests {
         assert!(well_formed(&format!("00-{TRACE}-{SPAN}-00")));
         // A later version may carry more fields after the flags.
         assert!(well_formed(&format!("01-{TRACE}-{SPAN}-01")));
-        assert!(well_formed(&format!("01-{TRACE}-{SPAN}-01-what-comes-next")));
+        assert!(well_formed(&format!(
+            "01-{TRACE}-{SPAN}-01-what-comes-next"
+        )));
     }
 
     #[test]

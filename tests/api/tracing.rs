@@ -153,7 +153,12 @@ fn stop(mut child: Child) {
     assert!(child.wait().expect("wait").success());
 }
 
-async fn presign(app: &TestApp, base: &str, request_id: &str, traceparent: Option<&str>) -> Presigned {
+async fn presign(
+    app: &TestApp,
+    base: &str,
+    request_id: &str,
+    traceparent: Option<&str>,
+) -> Presigned {
     let mut req = app
         .http
         .post(format!("{base}/v1/uploads"))
@@ -174,7 +179,11 @@ fn request_span<'a>(spans: &'a [Value], request_id: &str) -> &'a Value {
         .iter()
         .filter(|s| s["attributes"]["request_id"] == request_id)
         .collect();
-    assert_eq!(found.len(), 1, "one request span for {request_id}: {found:#?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "one request span for {request_id}: {found:#?}"
+    );
     found[0]
 }
 
@@ -257,7 +266,10 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
         while at["span_id"] != request["span_id"] {
             let parent = at["parent_span_id"].as_str().expect("parent id");
             at = by_id.get(parent).unwrap_or_else(|| {
-                panic!("{} does not descend from the request span: {at}", span["name"])
+                panic!(
+                    "{} does not descend from the request span: {at}",
+                    span["name"]
+                )
             });
             hops += 1;
             assert!(hops < 64, "a parent cycle");
@@ -277,12 +289,20 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
     assert!(operations.contains("CopyObject"), "{operations:?}");
     assert!(s3.len() >= 2, "the commit reads and copies: {operations:?}");
     for span in &s3 {
-        let op = span["attributes"]["rpc.method"].as_str().unwrap_or_default();
+        let op = span["attributes"]["rpc.method"]
+            .as_str()
+            .unwrap_or_default();
         assert_eq!(span["name"], format!("S3.{op}"));
         assert_eq!(span["kind"], "SPAN_KIND_CLIENT");
         assert_eq!(span["attributes"]["rpc.service"], "S3");
-        assert!(span["attributes"]["http.response.status_code"].is_i64(), "{span}");
-        assert!(span["start"].as_u64() >= req_start && span["end"].as_u64() <= req_end, "{span}");
+        assert!(
+            span["attributes"]["http.response.status_code"].is_i64(),
+            "{span}"
+        );
+        assert!(
+            span["start"].as_u64() >= req_start && span["end"].as_u64() <= req_end,
+            "{span}"
+        );
     }
     // The catalog calls too: the commit looks the upload up and leases it.
     let catalog: BTreeSet<&str> = trace
@@ -296,7 +316,10 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
     // Every trace starts at a request (or a job run): the pollers' catalog and S3 calls (the
     // job gauges read the catalog at start and every 5 s) are not a trace each.
     for root in spans.iter().filter(|s| s["parent_span_id"] == "") {
-        assert_eq!(root["kind"], "SPAN_KIND_SERVER", "a root that is no request: {root}");
+        assert_eq!(
+            root["kind"], "SPAN_KIND_SERVER",
+            "a root that is no request: {root}"
+        );
     }
 
     // The presign had no traceparent: a trace of its own, rooted in the server.
@@ -312,11 +335,8 @@ async fn an_invalid_traceparent_starts_a_new_trace_and_the_request_still_succeed
     let app = spawn_app().await;
     // The traces endpoint is used as given: no path is appended to it.
     let endpoint = format!("{}/collector/traces", receiver.endpoint());
-    let (child, base) = traced_server(
-        &app,
-        &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &endpoint)],
-    )
-    .await;
+    let (child, base) =
+        traced_server(&app, &[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &endpoint)]).await;
     let invalid = [
         // version ff is forbidden
         format!("ff-{CLIENT_TRACE}-{CLIENT_SPAN}-01"),
@@ -363,10 +383,15 @@ async fn an_invalid_traceparent_starts_a_new_trace_and_the_request_still_succeed
     let fresh = request_span(&spans, "no-traceparent");
     assert_eq!(fresh["parent_span_id"], "");
     traces.insert(fresh["trace_id"].as_str().unwrap_or_default().to_owned());
-    assert_eq!(traces.len(), invalid.len() + 1, "each request its own trace");
+    assert_eq!(
+        traces.len(),
+        invalid.len() + 1,
+        "each request its own trace"
+    );
     assert!(
-        !spans.iter().any(|s| s["attributes"]["request_id"] == "not-sampled"
-            || s["trace_id"] == CLIENT_TRACE),
+        !spans.iter().any(
+            |s| s["attributes"]["request_id"] == "not-sampled" || s["trace_id"] == CLIENT_TRACE
+        ),
         "an unsampled caller's request was exported"
     );
 }
@@ -508,4 +533,39 @@ async fn an_unreachable_collector_costs_no_request_and_no_clean_stop() {
         "the stop waited {:?} on a collector that is not there",
         started.elapsed()
     );
+}
+
+/// A page whose fetch instrumentation sends the trace headers must get past the preflight:
+/// otherwise tracing a browser would block its uploads.
+#[tokio::test]
+async fn a_browser_may_send_the_trace_headers() {
+    let app = spawn_app().await;
+    let pre = app
+        .http
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/v1/files", app.address),
+        )
+        .header("origin", crate::helpers::TEST_ORIGIN)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type,traceparent,tracestate",
+        )
+        .send()
+        .await
+        .expect("preflight");
+    assert!(pre.status().is_success(), "{}", pre.status());
+    let allowed = pre
+        .headers()
+        .get("access-control-allow-headers")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    for h in ["traceparent", "tracestate", "authorization"] {
+        assert!(
+            allowed.split(',').any(|a| a.trim() == h),
+            "{h} not in {allowed}"
+        );
+    }
 }
