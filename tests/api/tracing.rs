@@ -372,10 +372,10 @@ async fn an_invalid_traceparent_starts_a_new_trace_and_the_request_still_succeed
         .iter()
         .all(|r| r["path"] == "/collector/traces"));
     let mut traces = BTreeSet::new();
-    for i in 0..invalid.len() {
+    for (i, tp) in invalid.iter().enumerate() {
         let span = request_span(&spans, &format!("invalid-{i}"));
-        assert_eq!(span["parent_span_id"], "", "{}: {span}", invalid[i]);
-        assert_ne!(span["trace_id"], CLIENT_TRACE, "{}", invalid[i]);
+        assert_eq!(span["parent_span_id"], "", "{tp}: {span}");
+        assert_ne!(span["trace_id"], CLIENT_TRACE, "{tp}");
         assert_ne!(span["trace_id"], "0".repeat(32));
         assert_eq!(span["attributes"]["http.response.status_code"], 201);
         traces.insert(span["trace_id"].as_str().unwrap_or_default().to_owned());
