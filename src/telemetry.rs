@@ -4,6 +4,7 @@
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set; otherwise no exporter, no background thread,
 //! and the request, catalog and S3 spans of [`spans`] are never created.
 
+mod filter;
 mod otlp;
 pub mod spans;
 mod traceparent;
@@ -12,7 +13,7 @@ use std::sync::OnceLock;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{filter_fn, FilterExt as _};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -67,9 +68,6 @@ pub fn init(format: LogFormat) {
             .with_writer(std::io::stderr)
             .boxed(),
     };
-    // `RUST_LOG` chooses what is logged, not what is traced: upcommit's own spans are exported
-    // at INFO whatever the log level (the SDK's and the exporter's own HTTP calls never are).
-    let traced = Targets::new().with_target("upcommit", tracing::Level::INFO);
     // The spans carry what the conventions name, not the layer's extras (source location,
     // thread, busy/idle times): they cost an allocation or more per span.
     let otel = tracing_opentelemetry::layer()
@@ -78,9 +76,11 @@ pub fn init(format: LogFormat) {
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
-        .with_filter(traced);
+        .with_filter(filter::Traced::new());
+    // The spans made only for the exporter are not logged.
+    let logged = filter.and(filter_fn(|meta| meta.target() != spans::EXPORT_ONLY));
     let installed = tracing_subscriber::registry()
-        .with(logs.with_filter(filter))
+        .with(logs.with_filter(logged))
         .with(otel)
         .try_init();
     if installed.is_ok() {

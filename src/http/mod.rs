@@ -159,6 +159,30 @@ async fn cors_for_browsers(layer: Arc<CorsLayer>, req: Request, next: Next) -> R
     }
 }
 
+/// The request span, under a given target: the same fields for every request.
+macro_rules! request_span {
+    ($target:expr, $req:expr, $route:expr, $request_id:expr) => {
+        tracing::info_span!(
+            target: $target,
+            "request",
+            method = %$req.method(),
+            route = %$route,
+            request_id = %$request_id,
+            user.id = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
+            http.request.method = tracing::field::Empty,
+            http.route = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
+    };
+}
+
+/// Routes an orchestrator or a scraper calls every few seconds: logged like any request, never
+/// exported as traces (a trace per probe would drown the ones worth reading).
+const PROBES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
 /// One span per request: method, matched route (never the raw URI), request id, user id; with
 /// traces exported, the OpenTelemetry HTTP server attributes and the caller's trace as parent.
 fn request_span(req: &Request<Body>) -> tracing::Span {
@@ -173,18 +197,14 @@ fn request_span(req: &Request<Body>) -> tracing::Span {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
         .to_owned();
-    let span = tracing::info_span!(
-        "request",
-        method = %req.method(),
-        route = %route,
-        request_id = %request_id,
-        user.id = tracing::field::Empty,
-        otel.name = tracing::field::Empty,
-        otel.kind = tracing::field::Empty,
-        http.request.method = tracing::field::Empty,
-        http.route = tracing::field::Empty,
-        http.response.status_code = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
+    if PROBES.contains(&route.as_str()) {
+        return request_span!(crate::telemetry::spans::UNTRACED, req, route, request_id);
+    }
+    let span = request_span!(
+        crate::telemetry::spans::REQUEST_TARGET,
+        req,
+        route,
+        request_id
     );
     // The OpenTelemetry names only an exporter reads; without one the request costs what it
     // did before tracing existed.

@@ -1,8 +1,7 @@
 //! The spans only an exporter reads, named and attributed as the OpenTelemetry semantic
 //! conventions say. Each is [`Span::none`] (free: no allocation, nothing recorded) unless
-//! traces are exported. Catalog and S3 calls are spanned only inside an operation (a request
-//! or a job run): the pollers' calls (job gauges every 5 s, the bucket watch) would otherwise
-//! be a trace of one span each, several a minute, saying nothing.
+//! traces are exported. Catalog and S3 spans outside a request or a job run (the pollers' calls)
+//! are disabled by the exporter's filter (`filter.rs`): a disabled span costs nothing either.
 
 use axum::http::HeaderMap;
 use opentelemetry::propagation::TextMapPropagator as _;
@@ -32,25 +31,31 @@ pub fn join_callers_trace(span: &Span, headers: &HeaderMap) {
     let _ = span.set_parent(parent);
 }
 
-fn within_an_operation() -> bool {
-    exporting() && !Span::current().is_none()
-}
+/// The target of request spans that are logged but never start a trace (the probes').
+pub const UNTRACED: &str = "upcommit::untraced";
+
+/// The target of the request spans, which start traces.
+pub const REQUEST_TARGET: &str = "upcommit::http";
+
+/// The target of the spans made here: exported, never logged.
+pub(super) const EXPORT_ONLY: &str = "upcommit::export";
 
 /// A background job's run (the periodic sweep, the unlinked-data run): the root of its trace.
 pub fn job(name: &'static str) -> Span {
     if !exporting() {
         return Span::none();
     }
-    tracing::info_span!("job", otel.name = name, job.name = name)
+    tracing::info_span!(target: EXPORT_ONLY, "job", otel.name = name, job.name = name)
 }
 
 /// A catalog call: one span per call of the [`crate::catalog::Catalog`] trait, whichever
 /// backend serves it.
 pub fn catalog(operation: &'static str) -> Span {
-    if !within_an_operation() {
+    if !exporting() {
         return Span::none();
     }
     tracing::info_span!(
+        target: EXPORT_ONLY,
         "catalog",
         otel.name = operation,
         otel.kind = "client",
@@ -69,10 +74,11 @@ pub fn failed(span: &Span, error_type: &str) {
 /// An S3 call as the AWS SDK semantic conventions name it: `S3.CopyObject`, with
 /// `rpc.system = "aws-api"`, `rpc.service = "S3"` and `rpc.method` the operation.
 pub fn s3(operation: &str) -> Span {
-    if !within_an_operation() {
+    if !exporting() {
         return Span::none();
     }
     tracing::info_span!(
+        target: EXPORT_ONLY,
         "s3",
         otel.name = %format_args!("S3.{operation}"),
         otel.kind = "client",

@@ -94,6 +94,15 @@ impl Drop for Receiver {
 /// Starts the real `upcommit serve` on the test's database and bucket with exactly these
 /// OpenTelemetry variables: any `OTEL_*` of the test runner's own environment is removed.
 async fn traced_server(app: &TestApp, otel: &[(&str, &str)]) -> (Child, String) {
+    traced_server_logging(app, otel, Stdio::null()).await
+}
+
+/// [`traced_server`] with its log going to `stderr`.
+async fn traced_server_logging(
+    app: &TestApp,
+    otel: &[(&str, &str)],
+    stderr: Stdio,
+) -> (Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("free port")
         .local_addr()
@@ -112,7 +121,7 @@ async fn traced_server(app: &TestApp, otel: &[(&str, &str)]) -> (Child, String) 
         .env("OTEL_BSP_SCHEDULE_DELAY", "600000")
         .envs(otel.iter().copied())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("start upcommit serve");
     let base = format!("http://127.0.0.1:{port}");
@@ -192,13 +201,17 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
     let receiver = Receiver::start();
     let app = spawn_app().await;
     let endpoint = receiver.endpoint();
-    let (child, base) = traced_server(
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let (child, base) = traced_server_logging(
         &app,
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_SERVICE_NAME", "upcommit-under-test"),
             ("OTEL_EXPORTER_OTLP_HEADERS", "x-test-key=sesame"),
+            ("UPCOMMIT_LOG_FORMAT", "json"),
+            ("RUST_LOG", "info"),
         ],
+        Stdio::from(log.reopen().expect("log")),
     )
     .await;
     assert!(
@@ -224,6 +237,14 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
         .await
         .expect("commit");
     assert_eq!(resp.status(), 201);
+    // A readiness probe pings the catalog and HEADs the bucket: neither may become a trace.
+    let ready = app
+        .http
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status(), 200);
     stop(child);
 
     let spans = receiver.spans();
@@ -321,6 +342,29 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
             "a root that is no request: {root}"
         );
     }
+
+    // The start-up wait polled /healthz, and /readyz was asked: probes are not traced.
+    assert!(
+        !spans.iter().any(|s| s["attributes"]["route"] == "/healthz"
+            || s["attributes"]["route"] == "/readyz"
+            || s["attributes"]["db.operation.name"] == "ping"),
+        "a probe was exported"
+    );
+
+    // The log is what it was without export: the spans made for the exporter are not in it,
+    // and the commit's lines still carry its request id.
+    let text = std::fs::read_to_string(log.path()).expect("log");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for l in &lines {
+        let name = l["span"]["name"].as_str().unwrap_or_default();
+        assert!(!["catalog", "s3", "job"].contains(&name), "{l}");
+    }
+    assert!(lines
+        .iter()
+        .any(|l| l["span"]["request_id"] == "commit-traced"));
 
     // The presign had no traceparent: a trace of its own, rooted in the server.
     let presign = request_span(&spans, "presign-untraced");
