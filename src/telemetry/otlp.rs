@@ -22,9 +22,12 @@ pub(super) fn wanted(get: &dyn Fn(&str) -> Option<String>) -> Result<bool, Strin
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
-    if var(ENDPOINT).is_none() && var(TRACES_ENDPOINT).is_none() {
+    let Some((name, endpoint)) = [TRACES_ENDPOINT, ENDPOINT]
+        .into_iter()
+        .find_map(|k| var(k).map(|v| (k, v)))
+    else {
         return Ok(false);
-    }
+    };
     if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Ok(false);
     }
@@ -39,12 +42,22 @@ pub(super) fn wanted(get: &dyn Fn(&str) -> Option<String>) -> Result<bool, Strin
     }
     let protocol =
         var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
-    match protocol.as_deref() {
-        None | Some("http/protobuf") => Ok(true),
-        Some(other) => Err(format!(
+    if let Some(other) = protocol.filter(|p| p != "http/protobuf") {
+        return Err(format!(
             "OTEL_EXPORTER_OTLP_PROTOCOL={other}: upcommit exports http/protobuf only"
-        )),
+        ));
     }
+    // The exporter would quietly send an unparsable endpoint's spans to localhost:4318.
+    let parsed = endpoint.parse::<axum::http::Uri>().ok();
+    let absolute = parsed.is_some_and(|u| {
+        matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty())
+    });
+    if !absolute {
+        return Err(format!(
+            "{name}={endpoint:?}: not an http:// or https:// URL"
+        ));
+    }
+    Ok(true)
 }
 
 /// The tracer provider with a batch OTLP/HTTP exporter, or `None` when export is not asked for.
@@ -124,6 +137,24 @@ mod tests {
                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                 "http://collector:4318/v1/traces"
             )]),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn an_endpoint_that_is_no_url_is_refused_rather_than_sent_elsewhere() {
+        for bad in ["collector:4318", "not a url", "ftp://collector/", "http://"] {
+            let err = with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", bad)]).expect_err(bad);
+            assert!(err.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{err}");
+        }
+        // The traces endpoint is the one used when both are set.
+        assert!(with(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector")
+        ])
+        .is_err());
+        assert_eq!(
+            with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otlp.example.com")]),
             Ok(true)
         );
     }
