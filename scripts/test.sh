@@ -4,7 +4,7 @@
 # validation on) on SQLite and then on PostgreSQL, the browser test of the demo page
 # (Playwright driving Debian's chromium), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check. Installs and starts what it needs from nothing: LocalStack, checkov and
-# schemathesis and PyJWT venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
+# schemathesis, PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
 # throwaway PostgreSQL cluster; stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +55,8 @@ log "openapi.yaml parses"
 
 ensure_pyjwt_installed
 export UPCOMMIT_TEST_PYJWT="$JWT_VENV/bin/python"
+ensure_otlp_receiver_installed
+export UPCOMMIT_TEST_OTLP_PYTHON="$OTEL_VENV/bin/python"
 export UPCOMMIT_TEST_S3_ENDPOINT="http://$LOCALSTACK_ADDR"
 export UPCOMMIT_TEST_PG_URL="$PG_URL"
 

@@ -3,5 +3,8 @@ use clap::Parser;
 #[tokio::main]
 async fn main() {
     let cli = upcommit::cli::Cli::parse();
-    std::process::exit(upcommit::cli::run(cli).await);
+    let code = upcommit::cli::run(cli).await;
+    // After the graceful stop: the spans of the last requests are still buffered.
+    upcommit::telemetry::shutdown().await;
+    std::process::exit(code);
 }

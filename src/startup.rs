@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 use crate::catalog::{self, Catalog, ObservedCatalog};
 use crate::config::Settings;
@@ -235,6 +236,7 @@ fn spawn_sweeper(
 ) -> JoinHandle<()> {
     spawn_every(every, move || {
         let (catalog, store, settings) = (catalog.clone(), store.clone(), settings.clone());
+        let span = crate::telemetry::spans::job("sweep");
         async move {
             match crate::services::sweep::sweep(&catalog, &store, &settings, false).await {
                 Ok(crate::services::sweep::SweepOutcome::Busy) => {
@@ -253,6 +255,7 @@ fn spawn_sweeper(
                 Err(e) => tracing::error!(error = %e, "prune failed"),
             }
         }
+        .instrument(span)
     })
 }
 
@@ -265,6 +268,7 @@ fn spawn_hygiene(
 ) -> JoinHandle<()> {
     spawn_every(every, move || {
         let (catalog, store, settings) = (catalog.clone(), store.clone(), settings.clone());
+        let span = crate::telemetry::spans::job("hygiene");
         async move {
             // The database's clock: the one every replica shares.
             let now = match catalog.clock().await {
@@ -280,6 +284,7 @@ fn spawn_hygiene(
                 tracing::error!(error = %e, "unlinked-data run failed");
             }
         }
+        .instrument(span)
     })
 }
 

@@ -1,12 +1,14 @@
 //! The catalog wrapped with timing: every call is measured into
 //! `upcommit_db_query_duration_seconds{operation, result}`. The server wraps whichever catalog
-//! it is given, so both backends (and the tests) are observed the same way.
+//! it is given, so both backends (and the tests) are observed the same way. With traces
+//! exported, each call is also a span (`db.operation.name` = the method).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
+use tracing::Instrument as _;
 
 use super::{
     Catalog, CatalogError, ClaimKind, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
@@ -31,16 +33,33 @@ impl ObservedCatalog {
     }
 }
 
-/// Calls the inner catalog's method of the same name and records its latency and result.
+/// Calls the inner catalog's method of the same name and records its latency and result; when
+/// traces are exported, inside a `catalog` span named for the method.
 macro_rules! timed {
     ($self:ident, $op:ident($($arg:expr),*)) => {{
         let started = Instant::now();
-        let result = $self.inner.$op($($arg),*).await;
+        let span = crate::telemetry::spans::catalog(stringify!($op));
+        let result = $self.inner.$op($($arg),*).instrument(span.clone()).await;
         $self
             .metrics
             .db_call(stringify!($op), result.is_ok(), started.elapsed());
+        if let Err(e) = &result {
+            crate::telemetry::spans::failed(&span, error_type(e));
+        }
         result
     }};
+}
+
+/// `error.type` of a failed call: the kind of refusal, never its detail.
+fn error_type(e: &CatalogError) -> &'static str {
+    match e {
+        CatalogError::Unavailable(_) => "unavailable",
+        CatalogError::QuotaExceeded => "quota_exceeded",
+        CatalogError::FinalKeyTaken => "final_key_taken",
+        CatalogError::Duplicate(_) => "duplicate",
+        CatalogError::Corrupt(_) => "corrupt",
+        CatalogError::Other(_) => "database_error",
+    }
 }
 
 #[async_trait]

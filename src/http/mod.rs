@@ -40,6 +40,8 @@ use error::ErrorCode;
 pub use serve::{bind, serve};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// The whole application router with its middleware.
 pub fn router(state: AppState) -> Router {
@@ -76,7 +78,7 @@ fn with_middleware(
             .layer(
                 TraceLayer::new_for_http()
                     .make_span_with(request_span)
-                    .on_response(DefaultOnResponse::new().level(Level::INFO)),
+                    .on_response(OnResponse(DefaultOnResponse::new().level(Level::INFO))),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
             // Outside everything that answers, so errors, fallbacks and preflights carry it too.
@@ -129,7 +131,15 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
         CorsLayer::new()
             .allow_origin(allow_origin)
             .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
-            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, REQUEST_ID])
+            // A page's OpenTelemetry fetch instrumentation sends the W3C trace headers: a
+            // preflight that did not allow them would block the call itself.
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                REQUEST_ID,
+                TRACEPARENT,
+                TRACESTATE,
+            ])
             .expose_headers([REQUEST_ID, header::RETRY_AFTER, header::LOCATION])
             .max_age(Duration::from_secs(600)),
     )
@@ -151,7 +161,32 @@ async fn cors_for_browsers(layer: Arc<CorsLayer>, req: Request, next: Next) -> R
     }
 }
 
-/// One span per request: method, matched route (never the raw URI), request id, user id.
+/// The request span, under a given target: the same fields for every request.
+macro_rules! request_span {
+    ($target:expr, $req:expr, $route:expr, $request_id:expr) => {
+        tracing::info_span!(
+            target: $target,
+            "request",
+            method = %$req.method(),
+            route = %$route,
+            request_id = %$request_id,
+            user.id = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
+            http.request.method = tracing::field::Empty,
+            http.route = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
+    };
+}
+
+/// Routes an orchestrator or a scraper calls every few seconds: logged like any request, never
+/// exported as traces (a trace per probe would drown the ones worth reading).
+const PROBES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
+/// One span per request: method, matched route (never the raw URI), request id, user id; with
+/// traces exported, the OpenTelemetry HTTP server attributes and the caller's trace as parent.
 fn request_span(req: &Request<Body>) -> tracing::Span {
     let route = req
         .extensions()
@@ -164,7 +199,43 @@ fn request_span(req: &Request<Body>) -> tracing::Span {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
         .to_owned();
-    tracing::info_span!("request", method = %req.method(), route = %route, request_id = %request_id, user.id = tracing::field::Empty)
+    if PROBES.contains(&route.as_str()) {
+        return request_span!(crate::telemetry::spans::UNTRACED, req, route, request_id);
+    }
+    let span = request_span!(
+        crate::telemetry::spans::REQUEST_TARGET,
+        req,
+        route,
+        request_id
+    );
+    // The OpenTelemetry names only an exporter reads; without one the request costs what it
+    // did before tracing existed.
+    if crate::telemetry::exporting() {
+        span.record("otel.name", format!("{} {route}", req.method()));
+        span.record("otel.kind", "server");
+        span.record("http.request.method", req.method().as_str());
+        span.record("http.route", route.as_str());
+        crate::telemetry::spans::join_callers_trace(&span, req.headers());
+    }
+    span
+}
+
+/// Logs the response as before and, when traces are exported, puts its status on the request
+/// span (a 5xx marks the span failed, as the HTTP server conventions say).
+#[derive(Clone)]
+struct OnResponse(DefaultOnResponse);
+
+impl<B> tower_http::trace::OnResponse<B> for OnResponse {
+    fn on_response(self, response: &Response<B>, latency: Duration, span: &tracing::Span) {
+        if crate::telemetry::exporting() {
+            let status = response.status();
+            span.record("http.response.status_code", i64::from(status.as_u16()));
+            if status.is_server_error() {
+                span.record("otel.status_code", "error");
+            }
+        }
+        self.0.on_response(response, latency, span);
+    }
 }
 
 /// Times every request by method, matched route and status; counts presign and commit

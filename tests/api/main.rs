@@ -48,5 +48,6 @@ mod sqs_sink;
 mod statuses;
 mod sweep;
 mod temporary;
+mod tracing;
 mod upload_step;
 mod validation_hook;
