@@ -24,3 +24,4 @@ pub mod sniff;
 pub mod storage_class;
 pub mod sweep;
 pub mod temporary;
+pub mod webhooks;
