@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
-    Catalog, CatalogError, ClaimKind, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
+    Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
     LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle,
     SettledTmp, TableSize,
 };
@@ -346,6 +346,57 @@ impl EventOutbox for ObservedCatalog {
     }
     async fn unsequenced_events(&self) -> Result<i64, CatalogError> {
         timed!(self, unsequenced_events())
+    }
+}
+
+#[async_trait]
+impl EventDeliveryCatalog for ObservedCatalog {
+    async fn sync_settings_endpoints(
+        &self,
+        endpoints: &[super::EndpointSpec],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, sync_settings_endpoints(endpoints, now))
+    }
+    async fn enabled_endpoints(&self) -> Result<Vec<super::EndpointSpec>, CatalogError> {
+        timed!(self, enabled_endpoints())
+    }
+    async fn claim_deliveries(
+        &self,
+        endpoint: &str,
+        token: &str,
+        lease_secs: i64,
+        limit: i64,
+    ) -> Result<Vec<super::ClaimedDelivery>, CatalogError> {
+        timed!(self, claim_deliveries(endpoint, token, lease_secs, limit))
+    }
+    async fn mark_delivered(
+        &self,
+        endpoint: &str,
+        position: i64,
+        token: &str,
+        status: i32,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, mark_delivered(endpoint, position, token, status))
+    }
+    async fn mark_attempt_failed(
+        &self,
+        endpoint: &str,
+        position: i64,
+        token: &str,
+        outcome: &super::FailedAttempt<'_>,
+    ) -> Result<Option<bool>, CatalogError> {
+        timed!(self, mark_attempt_failed(endpoint, position, token, outcome))
+    }
+    async fn retry_failed_deliveries(
+        &self,
+        endpoint: &str,
+        retry_window_secs: i64,
+    ) -> Result<u64, CatalogError> {
+        timed!(self, retry_failed_deliveries(endpoint, retry_window_secs))
+    }
+    async fn delivery_gauges(&self) -> Result<super::DeliveryGauges, CatalogError> {
+        timed!(self, delivery_gauges())
     }
 }
 
