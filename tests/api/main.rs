@@ -16,6 +16,7 @@ mod crash;
 mod demo;
 mod durations;
 mod edge;
+mod events;
 mod faults;
 mod filenames;
 mod helpers;

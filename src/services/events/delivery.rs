@@ -29,9 +29,6 @@ const REFRESH_EVERY: Duration = Duration::from_secs(5);
 /// An idle endpoint loop looks for due deliveries at least this often (retries come due, other
 /// replicas sequence events) even when this replica's sequencer says nothing.
 const IDLE_POLL: Duration = Duration::from_secs(1);
-/// A lease outlives the request's timeout by this much, so a worker that is only slow keeps
-/// its deliveries; one that died frees them this long after its requests would have ended.
-const LEASE_MARGIN_SECS: u64 = 20;
 /// The longest `last_error` kept.
 const MAX_ERROR_CHARS: usize = 500;
 
@@ -52,8 +49,12 @@ impl DeliveryConfig {
         }
     }
 
+    /// A claim's lease: twice the request timeout and a second, so a worker that is only slow
+    /// still holds its deliveries when it records their outcomes (the requests end by the
+    /// timeout); one that died frees them that long after it claimed them.
     fn lease_secs(&self) -> i64 {
-        i64::try_from(self.timeout.as_secs() + LEASE_MARGIN_SECS).unwrap_or(i64::MAX / 2)
+        i64::try_from(self.timeout.as_secs().saturating_mul(2).saturating_add(1))
+            .unwrap_or(i64::MAX / 2)
     }
 }
 

@@ -1,0 +1,554 @@
+//! Event delivery to a real webhook receiver (`tests/api/webhook_receiver.py`) that verifies
+//! every request with the `standardwebhooks` library from PyPI, in the venv
+//! `UPCOMMIT_TEST_WEBHOOK_PYTHON` names (scripts/test.sh makes it with
+//! `ensure_webhook_receiver_installed`). The receiver can be told to answer 500, be slow, or
+//! drop connections; the server is killed with SIGKILL and run as two replicas.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::BufRead;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::helpers::{error_code, server_process, spawn_app_with, Spawn, TestApp};
+
+const DAY: i64 = 86_400;
+
+fn secret() -> String {
+    upcommit::domain::webhooks::secret_from_key(b"upcommit-events-test-secret-0123")
+}
+
+/// The receiver process: killed when dropped.
+struct Receiver {
+    child: std::process::Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Receiver {
+    fn start() -> Self {
+        let python = std::env::var("UPCOMMIT_TEST_WEBHOOK_PYTHON").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/upcommit/webhook-venv/bin/python",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        let mut child = std::process::Command::new(&python)
+            .arg("-c")
+            .arg(include_str!("webhook_receiver.py"))
+            .arg(secret())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("{python}: {e} (set UPCOMMIT_TEST_WEBHOOK_PYTHON to a python with standardwebhooks; scripts/test.sh does)")
+            });
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("receiver port");
+        let port: u16 = line.trim().parse().expect("a port");
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn hook(&self) -> String {
+        format!("{}/hook", self.base)
+    }
+
+    async fn mode(&self, mode: &str, delay: f64) {
+        let resp = self
+            .http
+            .post(format!("{}/control/mode", self.base))
+            .json(&json!({ "mode": mode, "delay": delay }))
+            .send()
+            .await
+            .expect("control");
+        assert_eq!(resp.status(), 200);
+    }
+
+    async fn state(&self) -> Value {
+        self.http
+            .get(format!("{}/control/state", self.base))
+            .send()
+            .await
+            .expect("state")
+            .json()
+            .await
+            .expect("state JSON")
+    }
+
+    /// The verified deliveries once there are at least `n` (panics after `within`).
+    async fn wait_for(&self, n: usize, within: Duration) -> Vec<Value> {
+        let started = Instant::now();
+        loop {
+            let verified = self.state().await["verified"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if verified.len() >= n {
+                return verified;
+            }
+            assert!(
+                started.elapsed() < within,
+                "{} of {n} events arrived within {within:?}: {verified:#?}",
+                verified.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The webhook endpoint (environment form, so replicas started from the environment have it
+/// too), with quick retries.
+fn webhook_env(receiver: &Receiver) -> Vec<(&'static str, String)> {
+    vec![
+        ("UPCOMMIT_WEBHOOK_URL", receiver.hook()),
+        ("UPCOMMIT_WEBHOOK_SECRET", secret()),
+        ("UPCOMMIT_WEBHOOK_RETRY_BASE_MS", "100".into()),
+        ("UPCOMMIT_WEBHOOK_RETRY_CAP_SECS", "1".into()),
+        ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "2".into()),
+    ]
+}
+
+async fn spawn_with(receiver: &Receiver, extra: Vec<(&'static str, String)>) -> TestApp {
+    let mut env = webhook_env(receiver);
+    env.extend(extra);
+    spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// The verified events about `subject` (`data.id` of a file, `data.upload_id` of an upload),
+/// in the order they arrived.
+fn about<'a>(events: &'a [Value], subject: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["data"]["id"] == subject || e["data"]["upload_id"] == subject)
+        .collect()
+}
+
+fn types(events: &[&Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Every event id arrived once (the receiver answered 200 once per id) and no change arrived
+/// under two ids.
+fn assert_once_each(events: &[Value]) {
+    let mut ids = HashSet::new();
+    let mut changes = HashSet::new();
+    for e in events {
+        assert!(
+            ids.insert(e["id"].as_str().expect("id").to_owned()),
+            "{} arrived twice",
+            e["id"]
+        );
+        let change = (
+            e["type"].to_string(),
+            e["data"]["id"].to_string(),
+            e["data"]["upload_id"].to_string(),
+            e["data"]["status"].to_string(),
+        );
+        assert!(changes.insert(change), "one change under two ids: {e}");
+    }
+}
+
+async fn get_handle(app: &TestApp, id: &str) -> Value {
+    app.get(&format!("/v1/files/{id}"), Some(&app.admin_token("root")))
+        .await
+        .json()
+        .await
+        .expect("handle")
+}
+
+#[tokio::test]
+async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
+    let receiver = Receiver::start();
+    let app = spawn_with(&receiver, crate::multipart::five_mib_parts()).await;
+    let token = app.token("alice");
+
+    let (_, committed) = app
+        .upload_and_commit(&token, "image", "image/png", 2048)
+        .await;
+    let file = committed["id"].as_str().expect("id").to_owned();
+    let copy = app
+        .http
+        .post(format!("{}/v1/files/{file}/copies", app.address))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("copy");
+    assert_eq!(copy.status(), 201);
+    let copy: Value = copy.json().await.expect("copy JSON");
+
+    let mut html = b"<!DOCTYPE html><html></html>".to_vec();
+    html.resize(200, b' ');
+    let p = app
+        .presign_ok(&token, "image", "image/png", 200, "PUT")
+        .await;
+    assert!(app.upload(&p, html, "image/png").await.is_success());
+    assert_eq!(
+        error_code(app.commit(&token, &p.key, None).await).await,
+        (422, "content_mismatch".to_owned())
+    );
+
+    let started = crate::multipart::start(&app, &token, 12 * 1024 * 1024).await;
+    let aborted = app
+        .http
+        .delete(format!("{}/v1/uploads/{}", app.address, started.id()))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("abort");
+    assert_eq!(aborted.status(), 204);
+
+    receiver.wait_for(4, Duration::from_secs(20)).await;
+    // Nothing more comes (no second delivery of any of them).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let events = receiver.state().await["verified"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(events.len(), 4, "{events:#?}");
+    assert_once_each(&events);
+
+    let by_type: BTreeMap<String, &Value> = events
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap_or("").to_owned(), e))
+        .collect();
+    assert_eq!(
+        by_type["file.committed"]["data"], committed,
+        "the handle exactly as the commit returned it"
+    );
+    assert_eq!(by_type["file.copied"]["data"], copy);
+    assert_eq!(by_type["file.copied"]["data"]["copied_from"], file);
+    let rejected = &by_type["upload.rejected"]["data"];
+    assert_eq!(rejected["upload_id"], p.upload_id);
+    assert_eq!(rejected["code"], "content_mismatch");
+    assert_eq!(rejected["owner"], "alice");
+    assert_eq!(rejected["key"], p.key);
+    let aborted = &by_type["multipart.aborted"]["data"];
+    assert_eq!(aborted["upload_id"], started.id());
+    assert_eq!(aborted["key"], started.key());
+    for e in &events {
+        // The payload's time is the change's; the header's is the sending's, within the
+        // library's five minutes (it checked).
+        let header: i64 = e["webhook_timestamp"]
+            .as_str()
+            .expect("header")
+            .parse()
+            .expect("seconds");
+        assert!((chrono::Utc::now().timestamp() - header).abs() < 60);
+        assert!(e["id"].as_str().expect("id").starts_with("evt_"));
+    }
+    // The feed carries the same ids.
+    let feed: Value = app
+        .get("/v1/events", Some(&app.admin_token("root")))
+        .await
+        .json()
+        .await
+        .expect("feed");
+    let feed_ids: HashSet<&str> = feed["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    let got: HashSet<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(feed_ids, got);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'delivered'")
+            .await,
+        4
+    );
+    let metrics = app.get("/metrics", None).await.text().await.expect("metrics");
+    assert!(
+        metrics.contains("upcommit_event_deliveries_total{endpoint=\"default\",result=\"delivered\"} 4"),
+        "{metrics}"
+    );
+}
+
+fn hygiene(app: &TestApp, days: i64) {
+    let at = chrono::Utc::now() + chrono::Duration::seconds(days * DAY + 5);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit hygiene");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order() {
+    let receiver = Receiver::start();
+    receiver.mode("fail", 0.0).await;
+    let app = spawn_with(
+        &receiver,
+        vec![
+            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
+            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
+            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
+            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
+            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
+        ],
+    )
+    .await;
+    let token = app.token("alice");
+    let (_, kept) = app
+        .upload_and_commit(&token, "image", "image/png", 2000)
+        .await;
+    let (_, gone) = app
+        .upload_and_commit(&token, "image", "image/png", 2000)
+        .await;
+    let kept_id = kept["id"].as_str().expect("id").to_owned();
+    let gone_id = gone["id"].as_str().expect("id").to_owned();
+
+    hygiene(&app, 2); // both unlinked
+    hygiene(&app, 3); // both archived
+    let restored = app
+        .post_json(&format!("/v1/files/{kept_id}/restore"), Some(&token), &Value::Null)
+        .await;
+    assert_eq!(restored.status(), 200);
+    // Linked now, so no later run flags it again.
+    let linked = app
+        .http
+        .put(format!("{}/v1/files/{kept_id}/links/post/1", app.address))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("link");
+    assert_eq!(linked.status(), 204);
+    hygiene(&app, 6); // the archived one deleted
+    assert_eq!(get_handle(&app, &gone_id).await["status"], "deleted");
+    assert_eq!(get_handle(&app, &kept_id).await["status"], "available");
+
+    // The receiver has refused every attempt so far (500), some of them several times.
+    let failing = receiver.state().await;
+    assert!(failing["verified"].as_array().expect("verified").is_empty());
+    let attempts = failing["attempts"].as_array().expect("attempts").len();
+    assert!(attempts >= 2, "attempts while failing: {failing}");
+    let retried = app
+        .db
+        .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND attempts > 0 AND last_status = 500")
+        .await;
+    assert!(retried >= 1, "failed attempts are counted with their status");
+
+    receiver.mode("ok", 0.0).await;
+    receiver.wait_for(8, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let events = receiver.state().await["verified"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(events.len(), 8, "{events:#?}");
+    assert_once_each(&events);
+    let kept_events = about(&events, &kept_id);
+    assert_eq!(
+        types(&kept_events),
+        ["file.committed", "file.unlinked", "file.archived", "file.restored"],
+        "per-file order"
+    );
+    let gone_events = about(&events, &gone_id);
+    assert_eq!(
+        types(&gone_events),
+        ["file.committed", "file.unlinked", "file.archived", "file.deleted"],
+        "per-file order"
+    );
+    assert_eq!(kept_events[0]["data"], kept);
+    for (e, status) in gone_events
+        .iter()
+        .zip(["available", "unlinked", "archived", "deleted"])
+    {
+        assert_eq!(e["data"]["status"], status, "the handle as it was after the change: {e}");
+    }
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state <> 'delivered'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_tampered_signature_is_refused_by_the_library() {
+    let receiver = Receiver::start();
+    let key = upcommit::domain::webhooks::secret_key(&secret()).expect("key");
+    let body = r#"{"type":"file.committed","timestamp":"2026-12-01T10:00:00Z","data":{"id":"f1"}}"#;
+    let now = chrono::Utc::now().timestamp();
+    let send = |id: &'static str, ts: i64, sig: String, body: &'static str| {
+        let http = receiver.http.clone();
+        let url = receiver.hook();
+        async move {
+            http.post(url)
+                .header("webhook-id", id)
+                .header("webhook-timestamp", ts.to_string())
+                .header("webhook-signature", sig)
+                .body(body)
+                .send()
+                .await
+                .expect("send")
+                .status()
+                .as_u16()
+        }
+    };
+    let good = upcommit::domain::webhooks::signature(&key, "evt_good", now, body.as_bytes());
+    assert_eq!(send("evt_good", now, good.clone(), body).await, 200, "our signature verifies");
+    // The same signature over another body, id or time; a signature by another key.
+    let tampered = r#"{"type":"file.committed","timestamp":"2026-12-01T10:00:00Z","data":{"id":"f2"}}"#;
+    assert_eq!(send("evt_body", now, good.clone(), tampered).await, 401);
+    assert_eq!(send("evt_other", now, good.clone(), body).await, 401);
+    assert_eq!(send("evt_good", now + 1, good.clone(), body).await, 401);
+    let other = upcommit::domain::webhooks::signature(&[9u8; 32], "evt_key", now, body.as_bytes());
+    assert_eq!(send("evt_key", now, other, body).await, 401);
+    let mut flipped = good.into_bytes();
+    let last = flipped.len() - 2;
+    flipped[last] = if flipped[last] == b'A' { b'B' } else { b'A' };
+    let flipped = String::from_utf8(flipped).expect("ascii");
+    assert_eq!(send("evt_flip", now, flipped, body).await, 401);
+    // An old timestamp, correctly signed, is refused too (replay window).
+    let old = now - 3600;
+    let sig = upcommit::domain::webhooks::signature(&key, "evt_old", old, body.as_bytes());
+    assert_eq!(send("evt_old", old, sig, body).await, 401);
+    let state = receiver.state().await;
+    assert_eq!(state["verified"].as_array().expect("verified").len(), 1);
+    let refused: Vec<&str> = state["refused"]
+        .as_array()
+        .expect("refused")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(
+        refused,
+        ["evt_body", "evt_other", "evt_good", "evt_key", "evt_flip", "evt_old"]
+    );
+}
+
+#[tokio::test]
+async fn a_server_killed_before_delivery_delivers_after_restart() {
+    let receiver = Receiver::start();
+    // The test's own server delivers nothing: only the binary does.
+    let app = spawn_with(
+        &receiver,
+        vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "0".into())],
+    )
+    .await;
+    let binary_env = [
+        ("UPCOMMIT_WEBHOOK_CONCURRENCY", "4"),
+        // Longer than the test takes to kill it: the first request is still in flight then.
+        ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "5"),
+        ("RUST_LOG", "warn"),
+    ];
+    // The receiver hangs: the binary's request is in flight, its lease held, when it dies.
+    receiver.mode("slow", 120.0).await;
+    let (mut child, base) = server_process(&app, &binary_env, Stdio::null()).await;
+    let token = app.token("alice");
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
+    let committed = app.commit_at(&base, &token, &p.key, None).await;
+    assert_eq!(committed.status(), 201);
+    let committed: Value = committed.json().await.expect("handle");
+    let started = Instant::now();
+    while app
+        .db
+        .count("SELECT COUNT(*) FROM event_deliveries WHERE lease_token IS NOT NULL")
+        .await
+        == 0
+    {
+        assert!(started.elapsed() < Duration::from_secs(15), "never claimed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().expect("SIGKILL");
+    let status = child.wait().expect("wait");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9));
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending'")
+            .await,
+        1,
+        "the outcome was never recorded"
+    );
+
+    receiver.mode("ok", 0.0).await;
+    let (mut child, _) = server_process(&app, &binary_env, Stdio::null()).await;
+    let events = receiver.wait_for(1, Duration::from_secs(20)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["type"], "file.committed");
+    assert_eq!(events[0]["data"], committed);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'delivered' AND attempts = 1")
+            .await,
+        1,
+        "the killed attempt left no outcome; the one after the restart delivered"
+    );
+}
+
+#[tokio::test]
+async fn two_replicas_deliver_each_event_once_without_overlapping_attempts() {
+    let receiver = Receiver::start();
+    // Small claims, so both replicas' workers take part.
+    let app = spawn_with(&receiver, vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "2".into())]).await;
+    let other = app.replica().await;
+    let token = app.token("alice");
+    const FILES: usize = 24;
+    let mut uploaded = Vec::new();
+    for _ in 0..FILES {
+        uploaded.push(
+            app.uploaded(&token, "image", "image/png", 300, "PUT")
+                .await,
+        );
+    }
+    let commits = uploaded.iter().enumerate().map(|(i, p)| {
+        let base = if i % 2 == 0 { app.address.clone() } else { other.clone() };
+        let (app, token) = (&app, &token);
+        async move {
+            let resp = app.commit_at(&base, token, &p.key, None).await;
+            assert_eq!(resp.status(), 201);
+        }
+    });
+    futures::future::join_all(commits).await;
+    let events = receiver.wait_for(FILES, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let state = receiver.state().await;
+    let events_now = state["verified"].as_array().expect("verified");
+    assert_eq!(events_now.len(), FILES, "{events:#?}");
+    assert_once_each(events_now);
+    let mut per_id: HashMap<&str, Vec<(f64, f64)>> = HashMap::new();
+    for a in state["attempts"].as_array().expect("attempts") {
+        per_id
+            .entry(a["id"].as_str().expect("id"))
+            .or_default()
+            .push((a["start"].as_f64().expect("start"), a["end"].as_f64().expect("end")));
+    }
+    for (id, attempts) in &per_id {
+        assert_eq!(attempts.len(), 1, "{id} was sent {} times", attempts.len());
+    }
+    assert_eq!(per_id.len(), FILES);
+}
