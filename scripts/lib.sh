@@ -14,6 +14,10 @@ SCHEMATHESIS_VERSION="4.32.5"
 # not write); the tests find its python through UPCOMMIT_TEST_PYJWT.
 JWT_VENV="$UPCOMMIT_CACHE/jwt-venv"
 PYJWT_VERSION="2.10.1"
+# standardwebhooks verifies every webhook of tests/api/events.rs in its test receiver
+# (tests/api/webhook_receiver.py); the tests find its python through UPCOMMIT_TEST_WEBHOOK_PYTHON.
+WEBHOOK_VENV="$UPCOMMIT_CACHE/webhook-venv"
+STANDARDWEBHOOKS_VERSION="1.1.0"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
@@ -78,6 +82,7 @@ ensure_pinned_tool() {
 
 ensure_checkov_installed() { ensure_pinned_tool "$INFRA_VENV" checkov checkov "$CHECKOV_VERSION"; }
 ensure_pyjwt_installed() { ensure_pinned_tool "$JWT_VENV" python "pyjwt[crypto]" "$PYJWT_VERSION"; }
+ensure_webhook_receiver_installed() { ensure_pinned_tool "$WEBHOOK_VENV" python standardwebhooks "$STANDARDWEBHOOKS_VERSION"; }
 ensure_schemathesis_installed() { ensure_pinned_tool "$SCHEMATHESIS_VENV" schemathesis schemathesis "$SCHEMATHESIS_VERSION"; }
 
 # Debian's chromium and Node.js for the browser test, and playwright-core (pinned by
