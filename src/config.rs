@@ -405,7 +405,11 @@ fn webhooks(src: &Source<'_>, file: Vec<FileWebhook>) -> Result<Vec<WebhookSetti
                 id: src.string("UPCOMMIT_WEBHOOK_ID", None, "default"),
                 url,
                 secret: src.string("UPCOMMIT_WEBHOOK_SECRET", None, ""),
-                types: if types.is_empty() { vec!["*".into()] } else { types },
+                types: if types.is_empty() {
+                    vec!["*".into()]
+                } else {
+                    types
+                },
             }]
         }
         None => file,
@@ -431,7 +435,10 @@ fn webhooks(src: &Source<'_>, file: Vec<FileWebhook>) -> Result<Vec<WebhookSetti
             w.url
                 .strip_prefix(scheme)
                 .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
-        }) && !w.url.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
+        }) && !w
+            .url
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
         if !url_ok {
             return Err(ConfigError(format!(
                 "{name}: url: expected http(s)://host…, got {:?}",
@@ -887,7 +894,8 @@ impl Settings {
             )));
         }
 
-        let retry_window_raw = src.string("UPCOMMIT_EVENT_RETRY_WINDOW", f.event_retry_window, "24h");
+        let retry_window_raw =
+            src.string("UPCOMMIT_EVENT_RETRY_WINDOW", f.event_retry_window, "24h");
         let events = EventSettings {
             webhooks: webhooks(&src, f.events.map(|e| e.webhooks).unwrap_or_default())?,
             retry_window_secs: match crate::domain::duration::parse_secs(&retry_window_raw) {
@@ -906,10 +914,18 @@ impl Settings {
                 .number("UPCOMMIT_WEBHOOK_CONCURRENCY", f.webhook_concurrency, 8)?
                 .min(256),
             retry_base_ms: src
-                .number("UPCOMMIT_WEBHOOK_RETRY_BASE_MS", f.webhook_retry_base_ms, 5000)?
+                .number(
+                    "UPCOMMIT_WEBHOOK_RETRY_BASE_MS",
+                    f.webhook_retry_base_ms,
+                    5000,
+                )?
                 .max(1),
             retry_cap_secs: src
-                .number("UPCOMMIT_WEBHOOK_RETRY_CAP_SECS", f.webhook_retry_cap_secs, 3600)?
+                .number(
+                    "UPCOMMIT_WEBHOOK_RETRY_CAP_SECS",
+                    f.webhook_retry_cap_secs,
+                    3600,
+                )?
                 .max(1),
         };
 
@@ -1642,31 +1658,63 @@ mod tests {
             let vars = env(&[("UPCOMMIT_JWT_SECRET", "0123456789abcdef")]);
             Settings::from_sources(Some(text), &|k| vars.get(k).cloned()).map(|s| s.events)
         };
-        let ok = load(&file("app", "https://app.example/hooks", good, r#"["file.committed", "file.deleted"]"#))
-            .expect("sound");
+        let ok = load(&file(
+            "app",
+            "https://app.example/hooks",
+            good,
+            r#"["file.committed", "file.deleted"]"#,
+        ))
+        .expect("sound");
         assert_eq!(ok.webhooks.len(), 1);
         assert_eq!(ok.webhooks[0].types.len(), 2);
         assert_eq!(ok.retry_window_secs, 86_400);
         assert_eq!(ok.webhook_timeout_secs, 10);
         let all = load(&file("app", "http://127.0.0.1:9/x", good, r#"["*"]"#)).expect("all");
-        assert_eq!(all.webhooks[0].types.len(), crate::domain::events::EventType::ALL.len());
+        assert_eq!(
+            all.webhooks[0].types.len(),
+            crate::domain::events::EventType::ALL.len()
+        );
         for (text, what) in [
             (file("app", "ftp://app.example/", good, r#"["*"]"#), "url"),
             (file("app", "https:///x", good, r#"["*"]"#), "url"),
-            (file("app", "https://a.example/", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", r#"["*"]"#), "secret"),
-            (file("app", "https://a.example/", "whsec_c2hvcnQ=", r#"["*"]"#), "secret"),
-            (file("app", "https://a.example/", "whsec_%%%", r#"["*"]"#), "secret"),
-            (file("app", "https://a.example/", good, r#"["file.nope"]"#), "types"),
+            (
+                file(
+                    "app",
+                    "https://a.example/",
+                    "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                    r#"["*"]"#,
+                ),
+                "secret",
+            ),
+            (
+                file("app", "https://a.example/", "whsec_c2hvcnQ=", r#"["*"]"#),
+                "secret",
+            ),
+            (
+                file("app", "https://a.example/", "whsec_%%%", r#"["*"]"#),
+                "secret",
+            ),
+            (
+                file("app", "https://a.example/", good, r#"["file.nope"]"#),
+                "types",
+            ),
             (file("app", "https://a.example/", good, "[]"), "types"),
             (file("App!", "https://a.example/", good, r#"["*"]"#), "id"),
             (
-                format!("{}{}", file("app", "https://a.example/", good, r#"["*"]"#), file("app", "https://b.example/", good, r#"["*"]"#)),
+                format!(
+                    "{}{}",
+                    file("app", "https://a.example/", good, r#"["*"]"#),
+                    file("app", "https://b.example/", good, r#"["*"]"#)
+                ),
                 "twice",
             ),
         ] {
             let err = load(&text).expect_err(what).0;
             assert!(err.contains(what), "{what}: {err}");
-            assert!(!err.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "no secret in {err}");
+            assert!(
+                !err.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+                "no secret in {err}"
+            );
         }
         // The environment's one endpoint replaces the file's.
         let vars = env(&[

@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{
-    Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
-    LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle,
-    SettledTmp, TableSize,
+    Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog,
+    HygieneGuard, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts,
+    RetentionCatalog, Settle, SettledTmp, TableSize,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -386,7 +386,10 @@ impl EventDeliveryCatalog for ObservedCatalog {
         token: &str,
         outcome: &super::FailedAttempt<'_>,
     ) -> Result<Option<bool>, CatalogError> {
-        timed!(self, mark_attempt_failed(endpoint, position, token, outcome))
+        timed!(
+            self,
+            mark_attempt_failed(endpoint, position, token, outcome)
+        )
     }
     async fn retry_failed_deliveries(
         &self,

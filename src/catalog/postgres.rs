@@ -102,4 +102,9 @@ impl_event_outbox!(
     "SELECT pg_try_advisory_xact_lock(7305712049)"
 );
 // Workers of other replicas skip the rows one claims instead of waiting for them.
-impl_event_delivery_catalog!(PostgresCatalog, Postgres, "BEGIN", " FOR UPDATE SKIP LOCKED");
+impl_event_delivery_catalog!(
+    PostgresCatalog,
+    Postgres,
+    "BEGIN",
+    " FOR UPDATE SKIP LOCKED"
+);

@@ -129,7 +129,12 @@ mod tests {
         );
         // Any change to id, time or body changes it.
         assert_ne!(
-            signature(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_331, br#"{"test": 2432232314}"#),
+            signature(
+                &key,
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1_614_265_331,
+                br#"{"test": 2432232314}"#
+            ),
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
     }
@@ -158,17 +163,26 @@ mod tests {
             base: Duration::from_secs(1),
             cap: Duration::from_secs(60),
         };
-        assert_eq!(b.delay(1, 0.999_999), Duration::from_secs(1).mul_f64(0.1 + 0.9 * 0.999_999));
+        assert_eq!(
+            b.delay(1, 0.999_999),
+            Duration::from_secs(1).mul_f64(0.1 + 0.9 * 0.999_999)
+        );
         assert_eq!(b.delay(1, 0.0), Duration::from_millis(100));
         assert_eq!(b.delay(3, 1.0), Duration::from_secs(4));
         assert_eq!(b.delay(7, 1.0), Duration::from_secs(60));
         assert_eq!(b.delay(1000, 1.0), Duration::from_secs(60));
-        assert_eq!(b.delay(u32::MAX, 0.5), Duration::from_secs(60).mul_f64(0.55));
+        assert_eq!(
+            b.delay(u32::MAX, 0.5),
+            Duration::from_secs(60).mul_f64(0.55)
+        );
         assert_eq!(b.delay(0, 1.0), Duration::from_secs(1));
         for attempts in 1..40 {
             for draw in [0.0, 0.25, 0.5, 0.75, 0.999, f64::NAN, -1.0, 2.0] {
                 let d = b.delay(attempts, draw);
-                assert!(d <= b.cap && d >= Duration::from_millis(100), "{attempts} {draw} {d:?}");
+                assert!(
+                    d <= b.cap && d >= Duration::from_millis(100),
+                    "{attempts} {draw} {d:?}"
+                );
             }
         }
         let tiny = Backoff {

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
-    Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
-    LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle,
-    SettledTmp, TableSize,
+    Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog,
+    HygieneGuard, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts,
+    RetentionCatalog, Settle, SettledTmp, TableSize,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -444,7 +444,9 @@ impl EventDeliveryCatalog for FaultyCatalog {
     ) -> Result<(), CatalogError> {
         self.inner.sync_settings_endpoints(endpoints, now).await
     }
-    async fn enabled_endpoints(&self) -> Result<Vec<upcommit::catalog::EndpointSpec>, CatalogError> {
+    async fn enabled_endpoints(
+        &self,
+    ) -> Result<Vec<upcommit::catalog::EndpointSpec>, CatalogError> {
         self.inner.enabled_endpoints().await
     }
     async fn claim_deliveries(
@@ -454,7 +456,9 @@ impl EventDeliveryCatalog for FaultyCatalog {
         lease_secs: i64,
         limit: i64,
     ) -> Result<Vec<upcommit::catalog::ClaimedDelivery>, CatalogError> {
-        self.inner.claim_deliveries(endpoint, token, lease_secs, limit).await
+        self.inner
+            .claim_deliveries(endpoint, token, lease_secs, limit)
+            .await
     }
     async fn mark_delivered(
         &self,
@@ -463,7 +467,9 @@ impl EventDeliveryCatalog for FaultyCatalog {
         token: &str,
         status: i32,
     ) -> Result<bool, CatalogError> {
-        self.inner.mark_delivered(endpoint, position, token, status).await
+        self.inner
+            .mark_delivered(endpoint, position, token, status)
+            .await
     }
     async fn mark_attempt_failed(
         &self,
@@ -472,14 +478,18 @@ impl EventDeliveryCatalog for FaultyCatalog {
         token: &str,
         outcome: &upcommit::catalog::FailedAttempt<'_>,
     ) -> Result<Option<bool>, CatalogError> {
-        self.inner.mark_attempt_failed(endpoint, position, token, outcome).await
+        self.inner
+            .mark_attempt_failed(endpoint, position, token, outcome)
+            .await
     }
     async fn retry_failed_deliveries(
         &self,
         endpoint: &str,
         retry_window_secs: i64,
     ) -> Result<u64, CatalogError> {
-        self.inner.retry_failed_deliveries(endpoint, retry_window_secs).await
+        self.inner
+            .retry_failed_deliveries(endpoint, retry_window_secs)
+            .await
     }
     async fn delivery_gauges(&self) -> Result<upcommit::catalog::DeliveryGauges, CatalogError> {
         self.inner.delivery_gauges().await

@@ -278,9 +278,16 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
             .await,
         4
     );
-    let metrics = app.get("/metrics", None).await.text().await.expect("metrics");
+    let metrics = app
+        .get("/metrics", None)
+        .await
+        .text()
+        .await
+        .expect("metrics");
     assert!(
-        metrics.contains("upcommit_event_deliveries_total{endpoint=\"default\",result=\"delivered\"} 4"),
+        metrics.contains(
+            "upcommit_event_deliveries_total{endpoint=\"default\",result=\"delivered\"} 4"
+        ),
         "{metrics}"
     );
 }
@@ -329,7 +336,11 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     hygiene(&app, 2); // both unlinked
     hygiene(&app, 3); // both archived
     let restored = app
-        .post_json(&format!("/v1/files/{kept_id}/restore"), Some(&token), &Value::Null)
+        .post_json(
+            &format!("/v1/files/{kept_id}/restore"),
+            Some(&token),
+            &Value::Null,
+        )
         .await;
     assert_eq!(restored.status(), 200);
     // Linked now, so no later run flags it again.
@@ -354,7 +365,10 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
         .db
         .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND attempts > 0 AND last_status = 500")
         .await;
-    assert!(retried >= 1, "failed attempts are counted with their status");
+    assert!(
+        retried >= 1,
+        "failed attempts are counted with their status"
+    );
 
     receiver.mode("ok", 0.0).await;
     receiver.wait_for(8, Duration::from_secs(30)).await;
@@ -368,13 +382,23 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     let kept_events = about(&events, &kept_id);
     assert_eq!(
         types(&kept_events),
-        ["file.committed", "file.unlinked", "file.archived", "file.restored"],
+        [
+            "file.committed",
+            "file.unlinked",
+            "file.archived",
+            "file.restored"
+        ],
         "per-file order"
     );
     let gone_events = about(&events, &gone_id);
     assert_eq!(
         types(&gone_events),
-        ["file.committed", "file.unlinked", "file.archived", "file.deleted"],
+        [
+            "file.committed",
+            "file.unlinked",
+            "file.archived",
+            "file.deleted"
+        ],
         "per-file order"
     );
     assert_eq!(kept_events[0]["data"], kept);
@@ -382,7 +406,10 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
         .iter()
         .zip(["available", "unlinked", "archived", "deleted"])
     {
-        assert_eq!(e["data"]["status"], status, "the handle as it was after the change: {e}");
+        assert_eq!(
+            e["data"]["status"], status,
+            "the handle as it was after the change: {e}"
+        );
     }
     assert_eq!(
         app.db
@@ -415,9 +442,14 @@ async fn a_tampered_signature_is_refused_by_the_library() {
         }
     };
     let good = upcommit::domain::webhooks::signature(&key, "evt_good", now, body.as_bytes());
-    assert_eq!(send("evt_good", now, good.clone(), body).await, 200, "our signature verifies");
+    assert_eq!(
+        send("evt_good", now, good.clone(), body).await,
+        200,
+        "our signature verifies"
+    );
     // The same signature over another body, id or time; a signature by another key.
-    let tampered = r#"{"type":"file.committed","timestamp":"2026-12-01T10:00:00Z","data":{"id":"f2"}}"#;
+    let tampered =
+        r#"{"type":"file.committed","timestamp":"2026-12-01T10:00:00Z","data":{"id":"f2"}}"#;
     assert_eq!(send("evt_body", now, good.clone(), tampered).await, 401);
     assert_eq!(send("evt_other", now, good.clone(), body).await, 401);
     assert_eq!(send("evt_good", now + 1, good.clone(), body).await, 401);
@@ -442,7 +474,14 @@ async fn a_tampered_signature_is_refused_by_the_library() {
         .collect();
     assert_eq!(
         refused,
-        ["evt_body", "evt_other", "evt_good", "evt_key", "evt_flip", "evt_old"]
+        [
+            "evt_body",
+            "evt_other",
+            "evt_good",
+            "evt_key",
+            "evt_flip",
+            "evt_old"
+        ]
     );
 }
 
@@ -503,7 +542,9 @@ async fn a_server_killed_before_delivery_delivers_after_restart() {
     assert_eq!(events[0]["data"], committed);
     assert_eq!(
         app.db
-            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'delivered' AND attempts = 1")
+            .count(
+                "SELECT COUNT(*) FROM event_deliveries WHERE state = 'delivered' AND attempts = 1"
+            )
             .await,
         1,
         "the killed attempt left no outcome; the one after the restart delivered"
@@ -514,19 +555,24 @@ async fn a_server_killed_before_delivery_delivers_after_restart() {
 async fn two_replicas_deliver_each_event_once_without_overlapping_attempts() {
     let receiver = Receiver::start();
     // Small claims, so both replicas' workers take part.
-    let app = spawn_with(&receiver, vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "2".into())]).await;
+    let app = spawn_with(
+        &receiver,
+        vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "2".into())],
+    )
+    .await;
     let other = app.replica().await;
     let token = app.token("alice");
     const FILES: usize = 24;
     let mut uploaded = Vec::new();
     for _ in 0..FILES {
-        uploaded.push(
-            app.uploaded(&token, "image", "image/png", 300, "PUT")
-                .await,
-        );
+        uploaded.push(app.uploaded(&token, "image", "image/png", 300, "PUT").await);
     }
     let commits = uploaded.iter().enumerate().map(|(i, p)| {
-        let base = if i % 2 == 0 { app.address.clone() } else { other.clone() };
+        let base = if i % 2 == 0 {
+            app.address.clone()
+        } else {
+            other.clone()
+        };
         let (app, token) = (&app, &token);
         async move {
             let resp = app.commit_at(&base, token, &p.key, None).await;
@@ -545,7 +591,10 @@ async fn two_replicas_deliver_each_event_once_without_overlapping_attempts() {
         per_id
             .entry(a["id"].as_str().expect("id"))
             .or_default()
-            .push((a["start"].as_f64().expect("start"), a["end"].as_f64().expect("end")));
+            .push((
+                a["start"].as_f64().expect("start"),
+                a["end"].as_f64().expect("end"),
+            ));
     }
     for (id, attempts) in &per_id {
         assert_eq!(attempts.len(), 1, "{id} was sent {} times", attempts.len());

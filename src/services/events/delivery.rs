@@ -135,7 +135,8 @@ impl Sender {
         match self {
             Sender::Webhook { url, key } => {
                 let timestamp = chrono::Utc::now().timestamp();
-                let signature = webhooks::signature(key, &d.event_id, timestamp, d.payload.as_bytes());
+                let signature =
+                    webhooks::signature(key, &d.event_id, timestamp, d.payload.as_bytes());
                 let resp = http
                     .post(url)
                     .header("content-type", "application/json")
