@@ -61,10 +61,14 @@ impl Receiver {
     }
 
     async fn mode(&self, mode: &str, delay: f64) {
+        self.control(json!({ "mode": mode, "delay": delay })).await;
+    }
+
+    async fn control(&self, body: Value) {
         let resp = self
             .http
             .post(format!("{}/control/mode", self.base))
-            .json(&json!({ "mode": mode, "delay": delay }))
+            .json(&body)
             .send()
             .await
             .expect("control");
@@ -334,6 +338,11 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     let gone_id = gone["id"].as_str().expect("id").to_owned();
 
     hygiene(&app, 2); // both unlinked
+                      // From now on only the `file.committed` events are refused: every later event of the same
+                      // files must wait behind them.
+    receiver
+        .control(json!({ "mode": "ok", "fail_types": ["file.committed"] }))
+        .await;
     hygiene(&app, 3); // both archived
     let restored = app
         .post_json(
@@ -356,11 +365,24 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     assert_eq!(get_handle(&app, &gone_id).await["status"], "deleted");
     assert_eq!(get_handle(&app, &kept_id).await["status"], "available");
 
-    // The receiver has refused every attempt so far (500), some of them several times.
+    // The receiver has refused every attempt so far (500), some of them several times, and
+    // nothing after a refused `file.committed` was sent.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let failing = receiver.state().await;
     assert!(failing["verified"].as_array().expect("verified").is_empty());
     let attempts = failing["attempts"].as_array().expect("attempts").len();
     assert!(attempts >= 2, "attempts while failing: {failing}");
+    let attempted: HashSet<&str> = failing["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert_eq!(
+        attempted.len(),
+        2,
+        "only the two heads were ever sent: {failing}"
+    );
     let retried = app
         .db
         .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND attempts > 0 AND last_status = 500")

@@ -2,7 +2,7 @@
 `standardwebhooks` library from PyPI (a library this project did not write); verified events
 are recorded (id, type, data), refused ones too. The test steers it through /control:
 mode `ok` (200), `fail` (500), `slow` (sleeps `delay` seconds, then 200) or `down` (drops the
-connection without an answer).
+connection without an answer); and `fail_types`, event types answered 500 whatever the mode.
 
 Usage: python webhook_receiver.py SECRET  — prints the port it listens on, then serves.
 """
@@ -18,7 +18,7 @@ from standardwebhooks import Webhook
 SECRET = sys.argv[1]
 WEBHOOK = Webhook(SECRET)
 LOCK = threading.Lock()
-STATE = {"mode": "ok", "delay": 0.0}
+STATE = {"mode": "ok", "delay": 0.0, "fail_types": []}
 # Every attempt: {id, verified, status, start, end}; verified deliveries: {id, type, data,
 # timestamp}; refused: {id, error}.
 ATTEMPTS = []
@@ -57,6 +57,7 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 STATE["mode"] = wanted["mode"]
                 STATE["delay"] = float(wanted.get("delay", 0))
+                STATE["fail_types"] = list(wanted.get("fail_types", []))
             self.reply(200)
             return
         if self.path != "/hook":
@@ -64,7 +65,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         start = time.time()
         with LOCK:
-            mode, delay = STATE["mode"], STATE["delay"]
+            mode, delay, fail_types = STATE["mode"], STATE["delay"], STATE["fail_types"]
         if mode == "down":
             # No answer at all: the connection is closed under the sender.
             self.close_connection = True
@@ -82,7 +83,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if mode == "slow":
             time.sleep(delay)
-        status = 500 if mode == "fail" else 200
+        status = 500 if mode == "fail" or payload.get("type") in fail_types else 200
         with LOCK:
             ATTEMPTS.append({"id": headers["webhook-id"], "verified": True, "status": status,
                              "start": start, "end": time.time()})
