@@ -268,6 +268,37 @@ macro_rules! impl_event_delivery_catalog {
                     oldest_undelivered: oldest,
                 })
             }
+
+            async fn endpoint_counts(&self) -> Result<Vec<super::EndpointCounts>, CatalogError> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT ep.id, ep.kind, ep.url, ep.source, \
+                     CASE WHEN ep.disabled_at IS NULL THEN 1 ELSE 0 END AS enabled, \
+                     (SELECT COUNT(*) FROM event_deliveries d WHERE d.endpoint_id = ep.id \
+                      AND d.state = 'pending') AS pending, \
+                     (SELECT COUNT(*) FROM event_deliveries d WHERE d.endpoint_id = ep.id \
+                      AND d.state = 'failed') AS failed, \
+                     (SELECT COUNT(*) FROM event_deliveries d WHERE d.endpoint_id = ep.id \
+                      AND d.state = 'delivered') AS delivered \
+                     FROM event_endpoints ep ORDER BY ep.id",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(super::EndpointCounts {
+                            id: r.try_get("id")?,
+                            kind: r.try_get("kind")?,
+                            url: r.try_get("url")?,
+                            source: r.try_get("source")?,
+                            enabled: r.try_get::<i32, _>("enabled")? == 1,
+                            pending: r.try_get("pending")?,
+                            failed: r.try_get("failed")?,
+                            delivered: r.try_get("delivered")?,
+                        })
+                    })
+                    .collect()
+            }
         }
     };
 }

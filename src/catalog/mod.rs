@@ -504,6 +504,19 @@ pub struct DeliveryGauges {
     pub oldest_undelivered: Option<DateTime<Utc>>,
 }
 
+/// One endpoint and its deliveries by state, for `upcommit events list`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EndpointCounts {
+    pub id: String,
+    pub kind: String,
+    pub url: String,
+    pub source: String,
+    pub enabled: bool,
+    pub pending: i64,
+    pub failed: i64,
+    pub delivered: i64,
+}
+
 /// Event delivery: endpoints, and the workers' claims and outcomes. Every lease and due time
 /// is judged on the database's clock, the one every replica shares.
 #[async_trait]
@@ -554,6 +567,8 @@ pub trait EventDeliveryCatalog: Send + Sync + 'static {
         retry_window_secs: i64,
     ) -> Result<u64, CatalogError>;
     async fn delivery_gauges(&self) -> Result<DeliveryGauges, CatalogError>;
+    /// Every endpoint (enabled or not) with its deliveries counted by state, in id order.
+    async fn endpoint_counts(&self) -> Result<Vec<EndpointCounts>, CatalogError>;
 }
 
 #[async_trait]

@@ -401,6 +401,9 @@ impl EventDeliveryCatalog for ObservedCatalog {
     async fn delivery_gauges(&self) -> Result<super::DeliveryGauges, CatalogError> {
         timed!(self, delivery_gauges())
     }
+    async fn endpoint_counts(&self) -> Result<Vec<super::EndpointCounts>, CatalogError> {
+        timed!(self, endpoint_counts())
+    }
 }
 
 #[async_trait]

@@ -494,6 +494,11 @@ impl EventDeliveryCatalog for FaultyCatalog {
     async fn delivery_gauges(&self) -> Result<upcommit::catalog::DeliveryGauges, CatalogError> {
         self.inner.delivery_gauges().await
     }
+    async fn endpoint_counts(
+        &self,
+    ) -> Result<Vec<upcommit::catalog::EndpointCounts>, CatalogError> {
+        self.inner.endpoint_counts().await
+    }
 }
 
 #[async_trait]

@@ -623,3 +623,107 @@ async fn two_replicas_deliver_each_event_once_without_overlapping_attempts() {
     }
     assert_eq!(per_id.len(), FILES);
 }
+
+/// `upcommit events …` against the test's database; (exit code, stdout).
+fn events_cli(app: &TestApp, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .arg("events")
+        .args(args)
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit events");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_retry_sends_it() {
+    let receiver = Receiver::start();
+    receiver.mode("fail", 0.0).await;
+    let app = spawn_with(
+        &receiver,
+        vec![
+            ("UPCOMMIT_EVENT_RETRY_WINDOW", "1s".into()),
+            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
+            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
+        ],
+    )
+    .await;
+    let token = app.token("alice");
+    let (_, committed) = app
+        .upload_and_commit(&token, "image", "image/png", 300)
+        .await;
+    let id = committed["id"].as_str().expect("id").to_owned();
+    let started = Instant::now();
+    while app
+        .db
+        .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'failed'")
+        .await
+        == 0
+    {
+        assert!(started.elapsed() < Duration::from_secs(15), "never failed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'failed' AND attempts >= 1 AND last_status = 500 AND last_error IS NOT NULL")
+            .await,
+        1,
+        "kept, with why"
+    );
+    // A later change of the same file waits behind the failed one, even with the receiver up.
+    hygiene(&app, 2);
+    receiver.mode("ok", 0.0).await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let state = receiver.state().await;
+    assert!(
+        state["verified"].as_array().expect("verified").is_empty(),
+        "{state}"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND attempts = 0")
+            .await,
+        1,
+        "the file.unlinked delivery was never sent"
+    );
+
+    let (code, out) = events_cli(&app, &["list", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let list: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(list["endpoints"][0]["id"], "default");
+    assert_eq!(list["endpoints"][0]["failed"], 1);
+    assert_eq!(list["endpoints"][0]["pending"], 1);
+    let (code, out) = events_cli(&app, &["retry", "--endpoint", "default", "--dry-run"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 failed deliveries"), "{out}");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'failed'")
+            .await,
+        1,
+        "a dry run changes nothing"
+    );
+    assert_eq!(
+        events_cli(&app, &["retry", "--endpoint", "nope", "--yes"]).0,
+        3
+    );
+    assert_eq!(
+        events_cli(&app, &["retry", "--endpoint", "default"]).0,
+        2,
+        "--yes or --dry-run"
+    );
+
+    let (code, out) = events_cli(&app, &["retry", "--endpoint", "default", "--yes"]);
+    assert_eq!(code, 0, "{out}");
+    let events = receiver.wait_for(2, Duration::from_secs(15)).await;
+    assert_eq!(
+        types(&about(&events, &id)),
+        ["file.committed", "file.unlinked"]
+    );
+    assert_eq!(events[0]["data"], committed);
+    assert_once_each(&events);
+}
