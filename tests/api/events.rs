@@ -315,7 +315,8 @@ fn hygiene(app: &TestApp, days: i64) {
 #[tokio::test]
 async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order() {
     let receiver = Receiver::start();
-    receiver.mode("fail", 0.0).await;
+    // Down first (connections dropped without an answer), then answering 500.
+    receiver.mode("down", 0.0).await;
     let app = spawn_with(
         &receiver,
         vec![
@@ -365,8 +366,8 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     assert_eq!(get_handle(&app, &gone_id).await["status"], "deleted");
     assert_eq!(get_handle(&app, &kept_id).await["status"], "available");
 
-    // The receiver has refused every attempt so far (500), some of them several times, and
-    // nothing after a refused `file.committed` was sent.
+    // Nothing was accepted so far, some deliveries were tried several times, and nothing
+    // after a refused `file.committed` was sent.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let failing = receiver.state().await;
     assert!(failing["verified"].as_array().expect("verified").is_empty());
@@ -726,4 +727,169 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
     );
     assert_eq!(events[0]["data"], committed);
     assert_once_each(&events);
+}
+
+#[tokio::test]
+async fn a_lease_taken_over_cannot_be_overwritten_by_the_worker_that_lost_it() {
+    use upcommit::catalog::FailedAttempt;
+    let receiver = Receiver::start();
+    // No worker of the server claims anything: the test is the only worker.
+    let app = spawn_with(
+        &receiver,
+        vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "0".into())],
+    )
+    .await;
+    let token = app.token("alice");
+    app.upload_and_commit(&token, "image", "image/png", 300)
+        .await;
+    let started = Instant::now();
+    while app.db.count("SELECT COUNT(*) FROM event_deliveries").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never sequenced"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let catalog = &app.catalog;
+    // Worker A claims with a lease that runs out at once; while it holds a live lease nobody
+    // else could claim it.
+    let a = catalog
+        .claim_deliveries("default", "token-a", 0, 10)
+        .await
+        .expect("claim");
+    assert_eq!(a.len(), 1);
+    let position = a[0].position;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let b = catalog
+        .claim_deliveries("default", "token-b", 60, 10)
+        .await
+        .expect("claim");
+    assert_eq!(b.len(), 1, "the expired lease is taken over");
+    assert_eq!(b[0].event_id, a[0].event_id);
+    assert!(
+        catalog
+            .claim_deliveries("default", "token-c", 60, 10)
+            .await
+            .expect("claim")
+            .is_empty(),
+        "a live lease is not"
+    );
+    // A's late outcomes change nothing.
+    assert!(!catalog
+        .mark_delivered("default", position, "token-a", 200)
+        .await
+        .expect("mark"));
+    let failed = FailedAttempt {
+        status: Some(500),
+        error: "late",
+        retry_in_ms: 10,
+    };
+    assert_eq!(
+        catalog
+            .mark_attempt_failed("default", position, "token-a", &failed)
+            .await
+            .expect("mark"),
+        None
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND attempts = 0 AND lease_token = 'token-b'")
+            .await,
+        1
+    );
+    // B's stands.
+    assert_eq!(
+        catalog
+            .mark_attempt_failed("default", position, "token-b", &failed)
+            .await
+            .expect("mark"),
+        Some(false)
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND attempts = 1 AND last_status = 500 AND lease_token IS NULL")
+            .await,
+        1
+    );
+    assert!(
+        !catalog
+            .mark_delivered("default", position, "token-b", 200)
+            .await
+            .expect("mark"),
+        "its lease ended with its outcome"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_endpoint_holds_up_neither_commits_nor_another_endpoint() {
+    let slow = Receiver::start();
+    let fast = Receiver::start();
+    slow.mode("slow", 30.0).await;
+    let config = format!(
+        "[[events.webhooks]]\nid = \"slow\"\nurl = \"{}\"\nsecret = \"{}\"\ntypes = [\"*\"]\n\n\
+         [[events.webhooks]]\nid = \"fast\"\nurl = \"{}\"\nsecret = \"{}\"\ntypes = [\"file.committed\"]\n",
+        slow.hook(),
+        secret(),
+        fast.hook(),
+        secret()
+    );
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "20".into()),
+            ("UPCOMMIT_WEBHOOK_CONCURRENCY", "1".into()),
+        ],
+        config: Some(config),
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    let mut committed = Vec::new();
+    for _ in 0..3 {
+        let p = app.uploaded(&token, "image", "image/png", 300, "PUT").await;
+        let began = Instant::now();
+        let resp = app.commit(&token, &p.key, None).await;
+        assert_eq!(resp.status(), 201);
+        assert!(
+            began.elapsed() < Duration::from_secs(3),
+            "commits never wait"
+        );
+        committed.push(resp.json::<Value>().await.expect("handle"));
+    }
+    let mut html = b"<!DOCTYPE html><html></html>".to_vec();
+    html.resize(200, b' ');
+    let p = app
+        .presign_ok(&token, "image", "image/png", 200, "PUT")
+        .await;
+    assert!(app.upload(&p, html, "image/png").await.is_success());
+    assert_eq!(app.commit(&token, &p.key, None).await.status(), 422);
+
+    // The fast endpoint has its three commits (and not the rejection: not subscribed) while
+    // the slow one still holds its first request.
+    let began = Instant::now();
+    let got = fast.wait_for(3, Duration::from_secs(10)).await;
+    assert!(began.elapsed() < Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got_now = fast.state().await["verified"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(got_now.len(), 3, "{got:#?}");
+    let mut data: Vec<Value> = got_now.iter().map(|e| e["data"].clone()).collect();
+    data.sort_by_key(|d| d["id"].as_str().unwrap_or("").to_owned());
+    committed.sort_by_key(|d| d["id"].as_str().unwrap_or("").to_owned());
+    assert_eq!(data, committed);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE endpoint_id = 'slow' AND lease_token IS NOT NULL")
+            .await,
+        1,
+        "the slow endpoint's first request is still in flight"
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE endpoint_id = 'slow' AND state = 'pending'")
+            .await,
+        4,
+        "the slow endpoint's four wait their turn"
+    );
 }
