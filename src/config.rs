@@ -417,34 +417,13 @@ fn webhooks(src: &Source<'_>, file: Vec<FileWebhook>) -> Result<Vec<WebhookSetti
     let mut out: Vec<WebhookSettings> = Vec::with_capacity(raw.len());
     for w in raw {
         let name = format!("webhook {:?}", w.id);
-        if w.id.is_empty()
-            || w.id.len() > 64
-            || !w
-                .id
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        {
-            return Err(ConfigError(format!(
-                "{name}: an id is 1-64 of a-z, 0-9, - and _"
-            )));
-        }
+        crate::domain::webhooks::check_endpoint_id(&w.id)
+            .map_err(|e| ConfigError(format!("{name}: {e}")))?;
         if out.iter().any(|o| o.id == w.id) {
             return Err(ConfigError(format!("{name}: listed twice")));
         }
-        let url_ok = ["http://", "https://"].iter().any(|scheme| {
-            w.url
-                .strip_prefix(scheme)
-                .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
-        }) && !w
-            .url
-            .bytes()
-            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
-        if !url_ok {
-            return Err(ConfigError(format!(
-                "{name}: url: expected http(s)://host…, got {:?}",
-                w.url
-            )));
-        }
+        crate::domain::webhooks::check_url(&w.url)
+            .map_err(|e| ConfigError(format!("{name}: url: {e}, got {:?}", w.url)))?;
         crate::domain::webhooks::secret_key(&w.secret)
             .map_err(|e| ConfigError(format!("{name}: secret: {e}")))?;
         let types = crate::domain::events::parse_subscription(&w.types)

@@ -272,7 +272,7 @@ macro_rules! impl_event_delivery_catalog {
             async fn endpoint_counts(&self) -> Result<Vec<super::EndpointCounts>, CatalogError> {
                 use sqlx::Row;
                 let rows = sqlx::query(
-                    "SELECT ep.id, ep.kind, ep.url, ep.source, \
+                    "SELECT ep.id, ep.kind, ep.url, ep.source, ep.event_types, \
                      CASE WHEN ep.disabled_at IS NULL THEN 1 ELSE 0 END AS enabled, \
                      (SELECT COUNT(*) FROM event_deliveries d WHERE d.endpoint_id = ep.id \
                       AND d.state = 'pending') AS pending, \
@@ -291,6 +291,7 @@ macro_rules! impl_event_delivery_catalog {
                             kind: r.try_get("kind")?,
                             url: r.try_get("url")?,
                             source: r.try_get("source")?,
+                            event_types: r.try_get("event_types")?,
                             enabled: r.try_get::<i32, _>("enabled")? == 1,
                             pending: r.try_get("pending")?,
                             failed: r.try_get("failed")?,
@@ -298,6 +299,49 @@ macro_rules! impl_event_delivery_catalog {
                         })
                     })
                     .collect()
+            }
+
+            async fn create_api_endpoint(
+                &self,
+                ep: &super::EndpointSpec,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<bool, CatalogError> {
+                let n = sqlx::query(
+                    "INSERT INTO event_endpoints (id, kind, url, secret, event_types, source, \
+                     created_at, disabled_at) VALUES ($1, $2, $3, $4, $5, 'api', $6, NULL) \
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(ep.id.as_str())
+                .bind(ep.kind.as_str())
+                .bind(ep.url.as_str())
+                .bind(ep.secret.as_deref())
+                .bind(ep.event_types.as_str())
+                .bind(now)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+                Ok(n == 1)
+            }
+
+            async fn disable_api_endpoint(
+                &self,
+                id: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<String>, CatalogError> {
+                sqlx::query(
+                    "UPDATE event_endpoints SET disabled_at = $2 \
+                     WHERE id = $1 AND source = 'api' AND disabled_at IS NULL",
+                )
+                .bind(id)
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+                Ok(
+                    sqlx::query_scalar("SELECT source FROM event_endpoints WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?,
+                )
             }
         }
     };

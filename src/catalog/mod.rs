@@ -511,6 +511,8 @@ pub struct EndpointCounts {
     pub kind: String,
     pub url: String,
     pub source: String,
+    /// `*` or `,a,b,`.
+    pub event_types: String,
     pub enabled: bool,
     pub pending: i64,
     pub failed: i64,
@@ -569,6 +571,20 @@ pub trait EventDeliveryCatalog: Send + Sync + 'static {
     async fn delivery_gauges(&self) -> Result<DeliveryGauges, CatalogError>;
     /// Every endpoint (enabled or not) with its deliveries counted by state, in id order.
     async fn endpoint_counts(&self) -> Result<Vec<EndpointCounts>, CatalogError>;
+    /// Inserts an endpoint of the admin API (`source = 'api'`, enabled). `Ok(false)`: an
+    /// endpoint (of either source, enabled or not) already has this id; nothing changed.
+    async fn create_api_endpoint(
+        &self,
+        endpoint: &EndpointSpec,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError>;
+    /// Disables an endpoint of the admin API (idempotent; its deliveries are kept). Returns the
+    /// endpoint's source, `None` when no endpoint has this id; a `settings` one is left as is.
+    async fn disable_api_endpoint(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, CatalogError>;
 }
 
 #[async_trait]

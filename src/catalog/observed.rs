@@ -404,6 +404,20 @@ impl EventDeliveryCatalog for ObservedCatalog {
     async fn endpoint_counts(&self) -> Result<Vec<super::EndpointCounts>, CatalogError> {
         timed!(self, endpoint_counts())
     }
+    async fn create_api_endpoint(
+        &self,
+        endpoint: &super::EndpointSpec,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, create_api_endpoint(endpoint, now))
+    }
+    async fn disable_api_endpoint(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, CatalogError> {
+        timed!(self, disable_api_endpoint(id, now))
+    }
 }
 
 #[async_trait]

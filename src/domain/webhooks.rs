@@ -41,6 +41,37 @@ pub fn secret_key(secret: &str) -> Result<Vec<u8>, String> {
     Ok(key)
 }
 
+/// An endpoint id: 1–64 of `a-z`, `0-9`, `-`, `_`.
+pub fn check_endpoint_id(id: &str) -> Result<(), String> {
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    {
+        return Err("an id is 1-64 of a-z, 0-9, - and _".into());
+    }
+    Ok(())
+}
+
+/// An endpoint URL: `http://` or `https://` and a host, no whitespace or control characters,
+/// at most 2048 bytes.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let ok = url.len() <= 2048
+        && ["http://", "https://"].iter().any(|scheme| {
+            url.strip_prefix(scheme)
+                .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+        })
+        && !url
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
+    if ok {
+        Ok(())
+    } else {
+        Err("expected http(s)://host…".into())
+    }
+}
+
 /// A new secret from `key` (32 random bytes from the caller): `whsec_` and its base64.
 pub fn secret_from_key(key: &[u8]) -> String {
     format!(
@@ -190,6 +221,27 @@ mod tests {
             cap: Duration::from_millis(200),
         };
         assert_eq!(tiny.delay(10, 1.0), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn endpoint_ids_and_urls() {
+        assert!(check_endpoint_id("app-1_x").is_ok());
+        for bad in ["", "App", "a b", "a/b", &"a".repeat(65)] {
+            assert!(check_endpoint_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_url("https://app.example/hooks?x=1").is_ok());
+        assert!(check_url("http://127.0.0.1:9/h").is_ok());
+        for bad in [
+            "ftp://a",
+            "https://",
+            "https:///x",
+            "http://a b",
+            "http://a\n",
+            "a.example",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_url(&format!("https://a.example/{}", "x".repeat(2048))).is_err());
     }
 
     #[test]

@@ -499,6 +499,20 @@ impl EventDeliveryCatalog for FaultyCatalog {
     ) -> Result<Vec<upcommit::catalog::EndpointCounts>, CatalogError> {
         self.inner.endpoint_counts().await
     }
+    async fn create_api_endpoint(
+        &self,
+        endpoint: &upcommit::catalog::EndpointSpec,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.create_api_endpoint(endpoint, now).await
+    }
+    async fn disable_api_endpoint(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, CatalogError> {
+        self.inner.disable_api_endpoint(id, now).await
+    }
 }
 
 #[async_trait]

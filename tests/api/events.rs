@@ -893,3 +893,192 @@ async fn a_slow_endpoint_holds_up_neither_commits_nor_another_endpoint() {
         "the slow endpoint's four wait their turn"
     );
 }
+
+#[tokio::test]
+async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive_events() {
+    let receiver = Receiver::start();
+    // A settings endpoint too (subscribed to something this test never causes).
+    let app = spawn_with(
+        &receiver,
+        vec![("UPCOMMIT_WEBHOOK_TYPES", "multipart.aborted".into())],
+    )
+    .await;
+    let root = app.admin_token("root");
+    let alice = app.token("alice");
+    let post = |token: Option<String>, body: Value| {
+        let (http, url) = (
+            app.http.clone(),
+            format!("{}/v1/admin/webhooks", app.address),
+        );
+        async move {
+            let mut req = http.post(url).json(&body);
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            req.send().await.expect("POST")
+        }
+    };
+    let good = json!({ "id": "app", "url": receiver.hook(), "types": ["file.committed"] });
+    assert_eq!(
+        error_code(post(None, good.clone()).await).await,
+        (401, "unauthorized".to_owned())
+    );
+    assert_eq!(
+        error_code(post(Some(alice.clone()), good.clone()).await).await,
+        (403, "admin_required".to_owned())
+    );
+    for bad in [
+        json!({ "id": "app", "url": "ftp://x.example/", "types": ["*"] }),
+        json!({ "id": "App", "url": receiver.hook(), "types": ["*"] }),
+        json!({ "id": "app", "url": receiver.hook(), "types": ["file.nope"] }),
+        json!({ "id": "app", "url": receiver.hook(), "types": [] }),
+    ] {
+        assert_eq!(
+            error_code(post(Some(root.clone()), bad.clone()).await)
+                .await
+                .0,
+            400,
+            "{bad}"
+        );
+    }
+    let text = app
+        .http
+        .post(format!("{}/v1/admin/webhooks", app.address))
+        .bearer_auth(&root)
+        .header("content-type", "text/plain")
+        .body("id=app")
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(text.status(), 415);
+    let huge = json!({ "id": "app", "url": format!("{}?{}", receiver.hook(), "x".repeat(70_000)), "types": ["*"] });
+    assert_eq!(post(Some(root.clone()), huge).await.status(), 413);
+
+    let created = post(Some(root.clone()), good.clone()).await;
+    assert_eq!(created.status(), 201);
+    let created: Value = created.json().await.expect("JSON");
+    let secret = created["secret"].as_str().expect("secret").to_owned();
+    assert_eq!(
+        upcommit::domain::webhooks::secret_key(&secret)
+            .expect("a whsec_ secret")
+            .len(),
+        32
+    );
+    assert_eq!(created["types"], json!(["file.committed"]));
+    assert_eq!(
+        error_code(post(Some(root.clone()), good.clone()).await).await,
+        (409, "webhook_exists".to_owned())
+    );
+    let settings_id = json!({ "id": "default", "url": receiver.hook(), "types": ["*"] });
+    assert_eq!(
+        error_code(post(Some(root.clone()), settings_id).await).await,
+        (409, "webhook_exists".to_owned())
+    );
+
+    // The receiver knows the new secret; a commit now reaches it, signed with it.
+    receiver
+        .control(json!({ "mode": "ok", "secret": secret }))
+        .await;
+    let (_, committed) = app
+        .upload_and_commit(&alice, "image", "image/png", 300)
+        .await;
+    let events = receiver.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(events[0]["data"], committed);
+    assert!(receiver.state().await["refused"]
+        .as_array()
+        .expect("refused")
+        .is_empty());
+
+    let list = |token: Option<String>| {
+        let (http, url) = (
+            app.http.clone(),
+            format!("{}/v1/admin/webhooks", app.address),
+        );
+        async move {
+            let mut req = http.get(url);
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            req.send().await.expect("GET")
+        }
+    };
+    assert_eq!(list(None).await.status(), 401);
+    assert_eq!(list(Some(alice.clone())).await.status(), 403);
+    let listed = list(Some(root.clone())).await;
+    assert_eq!(listed.status(), 200);
+    let listed_text = listed.text().await.expect("text");
+    assert!(!listed_text.contains("whsec_"), "never a secret again");
+    let listed: Value = serde_json::from_str(&listed_text).expect("JSON");
+    let app_ep = listed["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .iter()
+        .find(|w| w["id"] == "app")
+        .expect("app")
+        .clone();
+    assert_eq!(app_ep["source"], "api");
+    assert_eq!(app_ep["enabled"], true);
+    assert_eq!(app_ep["types"], json!(["file.committed"]));
+    let started = Instant::now();
+    loop {
+        let l: Value = list(Some(root.clone())).await.json().await.expect("JSON");
+        let d = l["webhooks"]
+            .as_array()
+            .expect("webhooks")
+            .iter()
+            .find(|w| w["id"] == "app")
+            .map(|w| w["delivered"].clone());
+        if d == Some(json!(1)) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{l}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let delete = |token: Option<String>, id: &str| {
+        let (http, url) = (
+            app.http.clone(),
+            format!("{}/v1/admin/webhooks/{id}", app.address),
+        );
+        async move {
+            let mut req = http.delete(url);
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            req.send().await.expect("DELETE")
+        }
+    };
+    assert_eq!(delete(None, "app").await.status(), 401);
+    assert_eq!(delete(Some(alice.clone()), "app").await.status(), 403);
+    assert_eq!(
+        error_code(delete(Some(root.clone()), "nope").await).await,
+        (404, "webhook_not_found".to_owned())
+    );
+    assert_eq!(
+        error_code(delete(Some(root.clone()), "default").await).await,
+        (409, "webhook_from_settings".to_owned())
+    );
+    assert_eq!(delete(Some(root.clone()), "app").await.status(), 204);
+    assert_eq!(
+        delete(Some(root.clone()), "app").await.status(),
+        204,
+        "idempotent"
+    );
+    // Disabled: later events are not fanned out to it.
+    app.upload_and_commit(&alice, "image", "image/png", 300)
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        receiver.state().await["verified"]
+            .as_array()
+            .expect("verified")
+            .len(),
+        1
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE endpoint_id = 'app'")
+            .await,
+        1
+    );
+}

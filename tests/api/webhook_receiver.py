@@ -2,7 +2,8 @@
 `standardwebhooks` library from PyPI (a library this project did not write); verified events
 are recorded (id, type, data), refused ones too. The test steers it through /control:
 mode `ok` (200), `fail` (500), `slow` (sleeps `delay` seconds, then 200) or `down` (drops the
-connection without an answer); and `fail_types`, event types answered 500 whatever the mode.
+connection without an answer); `fail_types`, event types answered 500 whatever the mode; and
+`secret`, which replaces the one given at start.
 
 Usage: python webhook_receiver.py SECRET  — prints the port it listens on, then serves.
 """
@@ -53,8 +54,11 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length)
         if self.path == "/control/mode":
+            global WEBHOOK
             wanted = json.loads(body)
             with LOCK:
+                if "secret" in wanted:
+                    WEBHOOK = Webhook(wanted["secret"])
                 STATE["mode"] = wanted["mode"]
                 STATE["delay"] = float(wanted.get("delay", 0))
                 STATE["fail_types"] = list(wanted.get("fail_types", []))
@@ -73,7 +77,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         headers = {k: v for k, v in self.headers.items()}
         try:
-            payload = WEBHOOK.verify(body, headers)
+            with LOCK:
+                webhook = WEBHOOK
+            payload = webhook.verify(body, headers)
         except Exception as e:  # the library's refusal, whatever its class
             with LOCK:
                 REFUSED.append({"id": headers.get("webhook-id"), "error": f"{type(e).__name__}: {e}"})
