@@ -1082,3 +1082,44 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
         1
     );
 }
+
+#[tokio::test]
+async fn redirects_are_not_followed_and_slow_answers_time_out_as_failed_attempts() {
+    let receiver = Receiver::start();
+    receiver.mode("redirect", 0.0).await;
+    let app = spawn_with(
+        &receiver,
+        vec![("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "1".into())],
+    )
+    .await;
+    let token = app.token("alice");
+    app.upload_and_commit(&token, "image", "image/png", 300)
+        .await;
+    let wait_for_row = |sql: &'static str| {
+        let app = &app;
+        async move {
+            let started = Instant::now();
+            while app.db.count(sql).await == 0 {
+                assert!(started.elapsed() < Duration::from_secs(15), "never: {sql}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    // A 307 is a failed attempt (a followed one would have re-sent the body to /hook and
+    // been verified there).
+    wait_for_row(
+        "SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND last_status = 307",
+    )
+    .await;
+    let state = receiver.state().await;
+    assert!(
+        state["verified"].as_array().expect("verified").is_empty(),
+        "{state}"
+    );
+    // An answer slower than the timeout is a failed attempt too, and the next one delivers.
+    receiver.mode("slow", 3.0).await;
+    wait_for_row("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND last_status IS NULL AND last_error LIKE 'timed out%'").await;
+    receiver.mode("ok", 0.0).await;
+    let events = receiver.wait_for(1, Duration::from_secs(15)).await;
+    assert_eq!(events[0]["type"], "file.committed");
+}

@@ -1,7 +1,7 @@
 """A webhook receiver for tests/api/events.rs: every POST to /hook is verified with the
 `standardwebhooks` library from PyPI (a library this project did not write); verified events
 are recorded (id, type, data), refused ones too. The test steers it through /control:
-mode `ok` (200), `fail` (500), `slow` (sleeps `delay` seconds, then 200) or `down` (drops the
+mode `ok` (200), `fail` (500), `redirect` (307 to itself), `slow` (sleeps `delay` seconds, then 200) or `down` (drops the
 connection without an answer); `fail_types`, event types answered 500 whatever the mode; and
 `secret`, which replaces the one given at start.
 
@@ -70,6 +70,15 @@ class Handler(BaseHTTPRequestHandler):
         start = time.time()
         with LOCK:
             mode, delay, fail_types = STATE["mode"], STATE["delay"], STATE["fail_types"]
+        if mode == "redirect":
+            with LOCK:
+                ATTEMPTS.append({"id": self.headers.get("webhook-id"), "verified": False,
+                                 "status": 307, "start": start, "end": time.time()})
+            self.send_response(307)
+            self.send_header("location", "/hook")
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         if mode == "down":
             # No answer at all: the connection is closed under the sender.
             self.close_connection = True

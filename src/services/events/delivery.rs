@@ -190,6 +190,9 @@ async fn endpoint_loop(
     metrics: Arc<Metrics>,
 ) {
     let Some(sender) = Sender::for_endpoint(&spec) else {
+        // Parked rather than ended, so the supervisor does not start (and log) it again every
+        // few seconds; a changed endpoint replaces it.
+        std::future::pending::<()>().await;
         return;
     };
     let limit = i64::try_from(config.concurrency.max(1)).unwrap_or(1);
