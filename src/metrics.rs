@@ -276,7 +276,7 @@ impl Metrics {
             out,
             "upcommit_event_oldest_undelivered_age_seconds",
             "gauge",
-            "Age of the oldest event not positioned yet or with a pending delivery (0 when none).",
+            "Age of the oldest event not positioned yet or with a delivery not delivered (pending or failed; 0 when none).",
         );
         if let Some(g) = gauges {
             let _ = writeln!(

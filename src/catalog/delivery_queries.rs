@@ -257,7 +257,7 @@ macro_rules! impl_event_delivery_catalog {
                     "SELECT MIN(e.occurred_at) FROM events e WHERE e.position IS NULL \
                      OR e.position IN (SELECT d.position FROM event_deliveries d \
                      JOIN event_endpoints ep ON ep.id = d.endpoint_id AND ep.disabled_at IS NULL \
-                     WHERE d.state = 'pending')",
+                     WHERE d.state <> 'delivered')",
                 )
                 .fetch_one(&self.pool)
                 .await?;

@@ -500,7 +500,8 @@ pub struct DeliveryGauges {
     pub failed: i64,
     /// Events written but not positioned yet.
     pub unsequenced: i64,
-    /// When the oldest of those events (unsequenced, or with a pending delivery) happened.
+    /// When the oldest of those events (unsequenced, or with a pending or failed delivery)
+    /// happened.
     pub oldest_undelivered: Option<DateTime<Utc>>,
 }
 

@@ -692,6 +692,36 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
         "the file.unlinked delivery was never sent"
     );
 
+    // The gauges (read every few seconds) show the blocked file's two deliveries.
+    let started = Instant::now();
+    loop {
+        let metrics = app
+            .get("/metrics", None)
+            .await
+            .text()
+            .await
+            .expect("metrics");
+        let value = |series: &str| -> Option<f64> {
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        };
+        if value("upcommit_event_outbox_depth{stage=\"failed\"}") == Some(1.0)
+            && value("upcommit_event_outbox_depth{stage=\"pending\"}") == Some(1.0)
+        {
+            assert!(
+                value("upcommit_event_oldest_undelivered_age_seconds").is_some_and(|a| a >= 1.0),
+                "{metrics}"
+            );
+            assert!(metrics.contains(
+                "upcommit_event_deliveries_total{endpoint=\"default\",result=\"failed\"} 1"
+            ));
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(8), "{metrics}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
     let (code, out) = events_cli(&app, &["list", "--json"]);
     assert_eq!(code, 0, "{out}");
     let list: Value = serde_json::from_str(&out).expect("JSON");
