@@ -301,6 +301,44 @@ macro_rules! impl_event_delivery_catalog {
                     .collect()
             }
 
+            async fn replay_deliveries(
+                &self,
+                endpoint: &str,
+                after: i64,
+                retry_window_secs: i64,
+                dry_run: bool,
+            ) -> Result<u64, CatalogError> {
+                const MATCHING: &str = "FROM events e JOIN event_endpoints ep ON ep.id = $1 \
+                     WHERE e.position > $2 \
+                     AND (ep.event_types = '*' OR ep.event_types LIKE '%,' || e.type || ',%')";
+                if dry_run {
+                    let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) {MATCHING}"))
+                        .bind(endpoint)
+                        .bind(after)
+                        .fetch_one(&self.pool)
+                        .await?;
+                    return Ok(u64::try_from(n).unwrap_or(0));
+                }
+                let sql = format!(
+                    "INSERT INTO event_deliveries (endpoint_id, position, event_id, subject, state, \
+                     attempts, next_attempt_at, deadline_at, created_at) \
+                     SELECT ep.id, e.position, e.id, e.subject, 'pending', 0, {now}, {deadline}, {now} \
+                     {MATCHING} \
+                     ON CONFLICT (endpoint_id, position) DO UPDATE SET state = 'pending', \
+                     next_attempt_at = excluded.next_attempt_at, deadline_at = excluded.deadline_at, \
+                     delivered_at = NULL",
+                    now = Self::DB_NOW,
+                    deadline = Self::db_now_plus("$3"),
+                );
+                Ok(sqlx::query(&sql)
+                    .bind(endpoint)
+                    .bind(after)
+                    .bind(retry_window_secs)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected())
+            }
+
             async fn create_api_endpoint(
                 &self,
                 ep: &super::EndpointSpec,

@@ -572,6 +572,17 @@ pub trait EventDeliveryCatalog: Send + Sync + 'static {
     async fn delivery_gauges(&self) -> Result<DeliveryGauges, CatalogError>;
     /// Every endpoint (enabled or not) with its deliveries counted by state, in id order.
     async fn endpoint_counts(&self) -> Result<Vec<EndpointCounts>, CatalogError>;
+    /// Sends `endpoint` again every event after feed position `after` it subscribes to: a
+    /// delivery is created where none exists, and an existing one (delivered or failed) is
+    /// pending again, due now, retried for `retry_window_secs`. With `dry_run`, only counts.
+    /// Returns how many events that is.
+    async fn replay_deliveries(
+        &self,
+        endpoint: &str,
+        after: i64,
+        retry_window_secs: i64,
+        dry_run: bool,
+    ) -> Result<u64, CatalogError>;
     /// Inserts an endpoint of the admin API (`source = 'api'`, enabled). `Ok(false)`: an
     /// endpoint (of either source, enabled or not) already has this id; nothing changed.
     async fn create_api_endpoint(

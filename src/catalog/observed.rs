@@ -418,6 +418,18 @@ impl EventDeliveryCatalog for ObservedCatalog {
     ) -> Result<Option<String>, CatalogError> {
         timed!(self, disable_api_endpoint(id, now))
     }
+    async fn replay_deliveries(
+        &self,
+        endpoint: &str,
+        after: i64,
+        retry_window_secs: i64,
+        dry_run: bool,
+    ) -> Result<u64, CatalogError> {
+        timed!(
+            self,
+            replay_deliveries(endpoint, after, retry_window_secs, dry_run)
+        )
+    }
 }
 
 #[async_trait]

@@ -28,6 +28,25 @@ pub enum EventsCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Send an endpoint every event after a feed cursor again (same ids: receivers that
+    /// deduplicate see nothing new; one that lost its state rebuilds it), in feed order per
+    /// file. Dry run by default: `--yes` sends them.
+    #[command(group(ArgGroup::new("mode").required(true).args(["dry_run", "yes"])))]
+    Replay {
+        /// The endpoint's id.
+        #[arg(long)]
+        endpoint: String,
+        /// A cursor of `GET /v1/events` (the last position already handled); default: the
+        /// start.
+        #[arg(long, default_value = "")]
+        after: String,
+        /// Count them; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Send them.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// Exit codes: 0 done, 1 failed, 2 cannot start, 3 no such endpoint.
@@ -79,6 +98,42 @@ pub async fn run(settings: &Settings, command: EventsCommand) -> i32 {
                 }
             }
             0
+        }
+        EventsCommand::Replay {
+            endpoint,
+            after,
+            yes,
+            ..
+        } => {
+            let Some(after) = crate::services::events::feed::parse_cursor(Some(&after)) else {
+                eprintln!("upcommit events replay: --after: a cursor of GET /v1/events");
+                return 2;
+            };
+            let Some(c) = counts.iter().find(|c| c.id == endpoint) else {
+                eprintln!(
+                    "upcommit events replay: no endpoint {:?}",
+                    super::jobs::printable(&endpoint)
+                );
+                return 3;
+            };
+            let window = i64::try_from(settings.events.retry_window_secs).unwrap_or(i64::MAX / 4);
+            match catalog.replay_deliveries(&c.id, after, window, !yes).await {
+                Ok(n) if yes => {
+                    println!("{n} events after cursor {after} are due again to {}", c.id);
+                    0
+                }
+                Ok(n) => {
+                    println!(
+                        "{n} events after cursor {after} would be sent to {} again (dry run; --yes sends them)",
+                        c.id
+                    );
+                    0
+                }
+                Err(e) => {
+                    eprintln!("upcommit events replay: {e}");
+                    1
+                }
+            }
         }
         EventsCommand::Retry { endpoint, yes, .. } => {
             let Some(c) = counts.iter().find(|c| c.id == endpoint) else {

@@ -513,6 +513,17 @@ impl EventDeliveryCatalog for FaultyCatalog {
     ) -> Result<Option<String>, CatalogError> {
         self.inner.disable_api_endpoint(id, now).await
     }
+    async fn replay_deliveries(
+        &self,
+        endpoint: &str,
+        after: i64,
+        retry_window_secs: i64,
+        dry_run: bool,
+    ) -> Result<u64, CatalogError> {
+        self.inner
+            .replay_deliveries(endpoint, after, retry_window_secs, dry_run)
+            .await
+    }
 }
 
 #[async_trait]

@@ -294,6 +294,52 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
         ),
         "{metrics}"
     );
+
+    // Replaying from the first event's cursor sends the three after it again, same ids.
+    let first = feed["events"][0]["cursor"]
+        .as_str()
+        .expect("cursor")
+        .to_owned();
+    let (code, out) = events_cli(
+        &app,
+        &[
+            "replay",
+            "--endpoint",
+            "default",
+            "--after",
+            &first,
+            "--dry-run",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("3 events"), "{out}");
+    assert_eq!(
+        events_cli(
+            &app,
+            &["replay", "--endpoint", "default", "--after", "x1", "--yes"]
+        )
+        .0,
+        2
+    );
+    let (code, out) = events_cli(
+        &app,
+        &[
+            "replay",
+            "--endpoint",
+            "default",
+            "--after",
+            &first,
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let again = receiver.wait_for(7, Duration::from_secs(15)).await;
+    let replayed: HashSet<&str> = again[4..].iter().filter_map(|e| e["id"].as_str()).collect();
+    let expected: HashSet<&str> = feed["events"].as_array().expect("events")[1..]
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    assert_eq!(replayed, expected);
 }
 
 fn hygiene(app: &TestApp, days: i64) {
