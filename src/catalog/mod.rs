@@ -457,13 +457,26 @@ pub trait EventOutbox: Send + Sync + 'static {
 /// One event endpoint as stored: a webhook (`kind` = `webhook`, `secret` = `whsec_…`) or a
 /// queue (`kind` = `sqs`, `url` = the queue URL). `event_types`: `*` or `,a,b,`
 /// ([`crate::domain::events::subscription_text`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct EndpointSpec {
     pub id: String,
     pub kind: String,
     pub url: String,
     pub secret: Option<String>,
     pub event_types: String,
+}
+
+/// Never prints the secret.
+impl std::fmt::Debug for EndpointSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointSpec")
+            .field("id", &self.id)
+            .field("kind", &self.kind)
+            .field("url", &self.url)
+            .field("secret", &self.secret.as_ref().map(|_| "[redacted]"))
+            .field("event_types", &self.event_types)
+            .finish()
+    }
 }
 
 /// A delivery a worker claimed: what one attempt sends.
