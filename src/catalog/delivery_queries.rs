@@ -6,8 +6,10 @@
 /// leased (or the lease ran out), and no earlier delivery of the same subject to the same
 /// endpoint undelivered — a pending one is sent first, a failed one blocks its subject until
 /// it is retried (so a `file.archived` never overtakes its `file.committed`). `{now}` is
-/// replaced by the database's clock.
-pub(super) const DUE: &str = "d.endpoint_id = $1 AND d.state = 'pending' \
+/// replaced by the database's clock. (`d.state <> 'delivered'` repeats what `pending` implies so
+/// that SQLite, which matches partial-index predicates by their terms, reads the open index.)
+pub(super) const DUE: &str =
+    "d.endpoint_id = $1 AND d.state <> 'delivered' AND d.state = 'pending' \
      AND d.next_attempt_at <= {now} \
      AND (d.lease_until IS NULL OR d.lease_until <= {now}) \
      AND NOT EXISTS (SELECT 1 FROM event_deliveries e WHERE e.endpoint_id = d.endpoint_id \
@@ -101,6 +103,17 @@ macro_rules! impl_event_delivery_catalog {
             ) -> Result<Vec<super::ClaimedDelivery>, CatalogError> {
                 use sqlx::Row;
                 let due = super::delivery_queries::DUE.replace("{now}", Self::DB_NOW);
+                // A plain read first: an idle endpoint's poll takes no write lock (SQLite has one
+                // for the whole database).
+                let any_due: Option<i64> = sqlx::query_scalar(&format!(
+                    "SELECT d.position FROM event_deliveries d WHERE {due} LIMIT 1"
+                ))
+                .bind(endpoint)
+                .fetch_optional(&self.pool)
+                .await?;
+                if any_due.is_none() {
+                    return Ok(Vec::new());
+                }
                 let mut tx = self.pool.begin_with($begin).await?;
                 let sql = format!(
                     "SELECT d.position FROM event_deliveries d WHERE {due} \
