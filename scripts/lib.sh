@@ -19,6 +19,10 @@ PYJWT_VERSION="2.10.1"
 # UPCOMMIT_TEST_OTLP_PYTHON.
 OTEL_VENV="$UPCOMMIT_CACHE/otlp-venv"
 OTEL_PROTO_VERSION="1.38.0"
+# standardwebhooks verifies every webhook of tests/api/events.rs in its test receiver
+# (tests/api/webhook_receiver.py); the tests find its python through UPCOMMIT_TEST_WEBHOOK_PYTHON.
+WEBHOOK_VENV="$UPCOMMIT_CACHE/webhook-venv"
+STANDARDWEBHOOKS_VERSION="1.1.0"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 export AWS_REGION="${AWS_REGION:-us-east-1}"
@@ -84,6 +88,7 @@ ensure_pinned_tool() {
 ensure_checkov_installed() { ensure_pinned_tool "$INFRA_VENV" checkov checkov "$CHECKOV_VERSION"; }
 ensure_pyjwt_installed() { ensure_pinned_tool "$JWT_VENV" python "pyjwt[crypto]" "$PYJWT_VERSION"; }
 ensure_otlp_receiver_installed() { ensure_pinned_tool "$OTEL_VENV" python opentelemetry-proto "$OTEL_PROTO_VERSION"; }
+ensure_webhook_receiver_installed() { ensure_pinned_tool "$WEBHOOK_VENV" python standardwebhooks "$STANDARDWEBHOOKS_VERSION"; }
 ensure_schemathesis_installed() { ensure_pinned_tool "$SCHEMATHESIS_VENV" schemathesis schemathesis "$SCHEMATHESIS_VERSION"; }
 
 # Debian's chromium and Node.js for the browser test, and playwright-core (pinned by

@@ -57,6 +57,8 @@ ensure_pyjwt_installed
 export UPCOMMIT_TEST_PYJWT="$JWT_VENV/bin/python"
 ensure_otlp_receiver_installed
 export UPCOMMIT_TEST_OTLP_PYTHON="$OTEL_VENV/bin/python"
+ensure_webhook_receiver_installed
+export UPCOMMIT_TEST_WEBHOOK_PYTHON="$WEBHOOK_VENV/bin/python"
 export UPCOMMIT_TEST_S3_ENDPOINT="http://$LOCALSTACK_ADDR"
 export UPCOMMIT_TEST_PG_URL="$PG_URL"
 

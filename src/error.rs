@@ -36,6 +36,12 @@ pub enum AppError {
     FileBusy,
     #[error("no such link scan")]
     LinkScanNotFound,
+    #[error("no webhook endpoint with this id")]
+    WebhookNotFound,
+    #[error("an event endpoint already has this id (enabled or not); choose another")]
+    WebhookExists,
+    #[error("this endpoint comes from the settings file; remove it there")]
+    WebhookFromSettings,
     #[error("this link scan is completed; start a new one")]
     LinkScanCompleted,
     #[error("no such route")]
@@ -184,7 +190,7 @@ impl AppError {
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
             FinalKeyForbidden | AdminRequired | OwnerForbidden => StatusCode::FORBIDDEN,
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
-            | LinkScanNotFound => StatusCode::NOT_FOUND,
+            | LinkScanNotFound | WebhookNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             UploadExpired
             | MultipartSessionExpired
@@ -206,6 +212,7 @@ impl AppError {
             | ChecksumAlgorithmUnsupported(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            WebhookExists | WebhookFromSettings => StatusCode::CONFLICT,
             FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
             | MultipartIncomplete | LinkScanCompleted | FileNotAvailable | TooManyCopies => {
                 StatusCode::CONFLICT
@@ -250,6 +257,9 @@ impl AppError {
             FinalKeyTemporary => "final_key_temporary",
             FileBusy => "file_busy",
             LinkScanNotFound => "link_scan_not_found",
+            WebhookNotFound => "webhook_not_found",
+            WebhookExists => "webhook_exists",
+            WebhookFromSettings => "webhook_from_settings",
             LinkScanCompleted => "link_scan_completed",
             RouteNotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",

@@ -90,9 +90,25 @@ pub struct Metrics {
     hooks: Mutex<BTreeMap<(String, &'static str), Histogram>>,
     /// profile → commits that went on without the hook's answer (`on_error = "allow"`).
     hooks_failed_open: Mutex<BTreeMap<String, u64>>,
+    /// (endpoint, result) → deliveries attempted.
+    deliveries: Mutex<BTreeMap<(String, &'static str), u64>>,
+    /// endpoint → one attempt's latency (request sent to answer or error).
+    delivery_latency: Mutex<BTreeMap<String, Histogram>>,
+    /// The outbox's depth and age, as the delivery task last read them from the catalog.
+    outbox: Mutex<Option<OutboxGauges>>,
     quota_rejections: AtomicU64,
     bytes_committed: AtomicU64,
     files_committed: AtomicU64,
+}
+
+/// The outbox as last read: events not positioned yet, deliveries pending and failed, and the
+/// age of the oldest event not delivered everywhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OutboxGauges {
+    pub unsequenced: i64,
+    pub pending: i64,
+    pub failed: i64,
+    pub oldest_undelivered_age_secs: f64,
 }
 
 /// The method as a label value without allocating; anything unusual is `other` (bounded labels).
@@ -208,6 +224,90 @@ impl Metrics {
             .unwrap_or_default()
     }
 
+    /// One delivery attempt to `endpoint`: `result` is `delivered`, `retry` (it failed and is
+    /// due again later), `failed` (its retry window passed) or `lease_lost` (another worker
+    /// took it over; its outcome is that worker's).
+    pub fn delivery(&self, endpoint: &str, result: &'static str, elapsed: Duration) {
+        if let Ok(mut map) = self.deliveries.lock() {
+            *map.entry((endpoint.to_owned(), result)).or_default() += 1;
+        }
+        if let Ok(mut map) = self.delivery_latency.lock() {
+            match map.get_mut(endpoint) {
+                Some(h) => h.observe(elapsed.as_secs_f64()),
+                None => {
+                    let mut h = Histogram::default();
+                    h.observe(elapsed.as_secs_f64());
+                    map.insert(endpoint.to_owned(), h);
+                }
+            }
+        }
+    }
+
+    pub fn set_outbox(&self, gauges: OutboxGauges) {
+        if let Ok(mut g) = self.outbox.lock() {
+            *g = Some(gauges);
+        }
+    }
+
+    fn render_events(&self, out: &mut String) {
+        header(
+            out,
+            "upcommit_event_deliveries_total",
+            "counter",
+            "Event delivery attempts by endpoint and result (delivered, retry, failed, lease_lost).",
+        );
+        if let Ok(map) = self.deliveries.lock() {
+            for ((endpoint, result), n) in map.iter() {
+                let _ = writeln!(
+                    out,
+                    "upcommit_event_deliveries_total{{endpoint=\"{}\",result=\"{result}\"}} {n}",
+                    escape(endpoint)
+                );
+            }
+        }
+        header(
+            out,
+            "upcommit_event_delivery_duration_seconds",
+            "histogram",
+            "One delivery attempt, request to answer, by endpoint.",
+        );
+        if let Ok(map) = self.delivery_latency.lock() {
+            for (endpoint, h) in map.iter() {
+                let labels = format!("endpoint=\"{}\"", escape(endpoint));
+                h.render(out, "upcommit_event_delivery_duration_seconds", &labels);
+            }
+        }
+        let gauges = self.outbox.lock().ok().and_then(|g| *g);
+        header(
+            out,
+            "upcommit_event_outbox_depth",
+            "gauge",
+            "Events not positioned yet (unsequenced) and deliveries to enabled endpoints pending or failed, all replicas.",
+        );
+        if let Some(g) = gauges {
+            for (stage, n) in [
+                ("unsequenced", g.unsequenced),
+                ("pending", g.pending),
+                ("failed", g.failed),
+            ] {
+                let _ = writeln!(out, "upcommit_event_outbox_depth{{stage=\"{stage}\"}} {n}");
+            }
+        }
+        header(
+            out,
+            "upcommit_event_oldest_undelivered_age_seconds",
+            "gauge",
+            "Age of the oldest event not positioned yet or with a delivery not delivered (pending or failed; 0 when none).",
+        );
+        if let Some(g) = gauges {
+            let _ = writeln!(
+                out,
+                "upcommit_event_oldest_undelivered_age_seconds {}",
+                g.oldest_undelivered_age_secs
+            );
+        }
+    }
+
     /// Appends every metric in the Prometheus text format (version 0.0.4).
     pub fn render(&self, out: &mut String) {
         header(
@@ -317,6 +417,7 @@ impl Metrics {
                 h.render(out, "upcommit_db_query_duration_seconds", &labels);
             }
         }
+        self.render_events(out);
     }
 }
 

@@ -17,8 +17,6 @@ use crate::services::readiness::Readiness;
 use crate::state::AppState;
 use crate::storage::{ObjectStore, S3Store};
 
-/// How long a delivery is retried before it is marked failed (and kept).
-const EVENT_RETRY_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// How often the sequencer looks for committed events.
 const SEQUENCER_EVERY: Duration = Duration::from_millis(200);
 
@@ -52,6 +50,8 @@ pub struct Application {
     jwks_task: Option<JoinHandle<()>>,
     /// Positions committed events and fans them out to deliveries.
     sequencer_task: JoinHandle<()>,
+    /// Delivers them: one loop per enabled endpoint, and the outbox gauges.
+    delivery_task: JoinHandle<()>,
 }
 
 impl Application {
@@ -140,12 +140,20 @@ impl Application {
         let gauges_task = job_gauges.clone().spawn(catalog.clone(), job_gauges::EVERY);
         let verifier = Arc::new(crate::auth::Verifier::new(&settings.auth));
         let jwks_task = verifier.spawn_refresh();
+        // The settings' endpoints are written before any event is sequenced by this replica.
+        crate::services::events::delivery::sync_endpoints(&catalog, &settings.events).await?;
         let sequenced = Arc::new(crate::services::events::sequencer::Sequenced::new());
         let sequencer_task = crate::services::events::sequencer::spawn(
             catalog.clone(),
-            EVENT_RETRY_WINDOW,
+            Duration::from_secs(settings.events.retry_window_secs),
             SEQUENCER_EVERY,
             sequenced.clone(),
+        );
+        let delivery_task = crate::services::events::delivery::spawn(
+            catalog.clone(),
+            crate::services::events::delivery::DeliveryConfig::from_settings(&settings.events),
+            sequenced.clone(),
+            metrics.clone(),
         );
         let state = AppState {
             verifier,
@@ -170,6 +178,7 @@ impl Application {
             gauges_task,
             jwks_task,
             sequencer_task,
+            delivery_task,
         })
     }
 
@@ -208,6 +217,7 @@ impl Application {
         }
         self.gauges_task.abort();
         self.sequencer_task.abort();
+        self.delivery_task.abort();
         served
     }
 }

@@ -11,9 +11,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use tracing::Instrument as _;
 
 use super::{
-    Catalog, CatalogError, ClaimKind, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
-    LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle,
-    SettledTmp, TableSize,
+    Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog,
+    HygieneGuard, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts,
+    RetentionCatalog, Settle, SettledTmp, TableSize,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -374,6 +374,89 @@ impl EventOutbox for ObservedCatalog {
     }
     async fn unsequenced_events(&self) -> Result<i64, CatalogError> {
         timed!(self, unsequenced_events())
+    }
+}
+
+#[async_trait]
+impl EventDeliveryCatalog for ObservedCatalog {
+    async fn sync_settings_endpoints(
+        &self,
+        endpoints: &[super::EndpointSpec],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        timed!(self, sync_settings_endpoints(endpoints, now))
+    }
+    async fn enabled_endpoints(&self) -> Result<Vec<super::EndpointSpec>, CatalogError> {
+        timed!(self, enabled_endpoints())
+    }
+    async fn claim_deliveries(
+        &self,
+        endpoint: &str,
+        token: &str,
+        lease_secs: i64,
+        limit: i64,
+    ) -> Result<Vec<super::ClaimedDelivery>, CatalogError> {
+        timed!(self, claim_deliveries(endpoint, token, lease_secs, limit))
+    }
+    async fn mark_delivered(
+        &self,
+        endpoint: &str,
+        position: i64,
+        token: &str,
+        status: i32,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, mark_delivered(endpoint, position, token, status))
+    }
+    async fn mark_attempt_failed(
+        &self,
+        endpoint: &str,
+        position: i64,
+        token: &str,
+        outcome: &super::FailedAttempt<'_>,
+    ) -> Result<Option<bool>, CatalogError> {
+        timed!(
+            self,
+            mark_attempt_failed(endpoint, position, token, outcome)
+        )
+    }
+    async fn retry_failed_deliveries(
+        &self,
+        endpoint: &str,
+        retry_window_secs: i64,
+    ) -> Result<u64, CatalogError> {
+        timed!(self, retry_failed_deliveries(endpoint, retry_window_secs))
+    }
+    async fn delivery_gauges(&self) -> Result<super::DeliveryGauges, CatalogError> {
+        timed!(self, delivery_gauges())
+    }
+    async fn endpoint_counts(&self) -> Result<Vec<super::EndpointCounts>, CatalogError> {
+        timed!(self, endpoint_counts())
+    }
+    async fn create_api_endpoint(
+        &self,
+        endpoint: &super::EndpointSpec,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        timed!(self, create_api_endpoint(endpoint, now))
+    }
+    async fn disable_api_endpoint(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, CatalogError> {
+        timed!(self, disable_api_endpoint(id, now))
+    }
+    async fn replay_deliveries(
+        &self,
+        endpoint: &str,
+        after: i64,
+        retry_window_secs: i64,
+        dry_run: bool,
+    ) -> Result<u64, CatalogError> {
+        timed!(
+            self,
+            replay_deliveries(endpoint, after, retry_window_secs, dry_run)
+        )
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Pool, Postgres};
 
+use super::delivery_queries::impl_event_delivery_catalog;
 use super::event_queries::impl_event_outbox;
 use super::group_commit::GroupCommit;
 use super::hygiene_queries::impl_hygiene_catalog;
@@ -99,4 +100,11 @@ impl_event_outbox!(
     Postgres,
     "BEGIN",
     "SELECT pg_try_advisory_xact_lock(7305712049)"
+);
+// Workers of other replicas skip the rows one claims instead of waiting for them.
+impl_event_delivery_catalog!(
+    PostgresCatalog,
+    Postgres,
+    "BEGIN",
+    " FOR UPDATE SKIP LOCKED"
 );

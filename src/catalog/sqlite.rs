@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::delivery_queries::impl_event_delivery_catalog;
 use super::event_queries::impl_event_outbox;
 use super::group_commit::GroupCommit;
 use super::hygiene_queries::impl_hygiene_catalog;
@@ -127,3 +128,5 @@ impl_retention_catalog!(
 );
 // BEGIN IMMEDIATE already makes this transaction the only writer.
 impl_event_outbox!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "SELECT TRUE");
+// BEGIN IMMEDIATE already excludes every other writer: no row locks needed.
+impl_event_delivery_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "");

@@ -1,9 +1,10 @@
 //! The command line: `serve`, `migrate`, `token`, `doctor`, `bucket apply-lifecycle`, the
-//! maintenance jobs, `legacy import` and the `upload` client. Each dispatches into library
+//! maintenance jobs, `legacy import`, `events` and the `upload` client. Each dispatches into library
 //! functions.
 
 mod api_client;
 mod bucket;
+mod events;
 mod jobs;
 mod legacy;
 mod resume;
@@ -124,6 +125,11 @@ pub enum Command {
         #[command(subcommand)]
         command: legacy::LegacyCommand,
     },
+    /// Event endpoints and deliveries: list them, send failed ones again.
+    Events {
+        #[command(subcommand)]
+        command: events::EventsCommand,
+    },
     /// Operate on the bucket's configuration.
     Bucket {
         #[command(subcommand)]
@@ -161,7 +167,8 @@ pub async fn run(cli: Cli) -> i32 {
         | Command::Report { .. }
         | Command::Prune { .. }
         | Command::Hygiene { .. }
-        | Command::Legacy { .. } => Settings::load_for_tools(),
+        | Command::Legacy { .. }
+        | Command::Events { .. } => Settings::load_for_tools(),
         _ => Settings::load(),
     };
     let settings = match loaded {
@@ -232,6 +239,7 @@ pub async fn run(cli: Cli) -> i32 {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,
         Command::Legacy { command } => legacy::run(settings, command).await,
+        Command::Events { command } => events::run(&settings, command).await,
         Command::Upload(_) => unreachable!("handled before the settings load"),
         Command::Token { sub, admin, ttl } => {
             let Some(ttl) = crate::auth::parse_ttl(&ttl) else {

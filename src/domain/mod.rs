@@ -26,3 +26,4 @@ pub mod storage_class;
 pub mod sweep;
 pub mod temporary;
 pub mod validation_hook;
+pub mod webhooks;

@@ -14,6 +14,7 @@ mod multipart;
 mod serve;
 mod spec;
 mod uploads;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(admin::router())
         .merge(events::router())
+        .merge(webhooks::router())
         .merge(link_scans::router())
         .merge(metrics::router())
         .merge(spec::router())

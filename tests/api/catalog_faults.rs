@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
-    Catalog, CatalogError, ClaimKind, EventOutbox, HygieneCatalog, HygieneGuard, JobCatalog,
-    LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts, RetentionCatalog, Settle,
-    SettledTmp, TableSize,
+    Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog,
+    HygieneGuard, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts,
+    RetentionCatalog, Settle, SettledTmp, TableSize,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -441,6 +441,97 @@ impl EventOutbox for FaultyCatalog {
     }
     async fn unsequenced_events(&self) -> Result<i64, CatalogError> {
         faulty!(self, unsequenced_events())
+    }
+}
+
+#[async_trait]
+impl EventDeliveryCatalog for FaultyCatalog {
+    async fn sync_settings_endpoints(
+        &self,
+        endpoints: &[upcommit::catalog::EndpointSpec],
+        now: DateTime<Utc>,
+    ) -> Result<(), CatalogError> {
+        self.inner.sync_settings_endpoints(endpoints, now).await
+    }
+    async fn enabled_endpoints(
+        &self,
+    ) -> Result<Vec<upcommit::catalog::EndpointSpec>, CatalogError> {
+        self.inner.enabled_endpoints().await
+    }
+    async fn claim_deliveries(
+        &self,
+        endpoint: &str,
+        token: &str,
+        lease_secs: i64,
+        limit: i64,
+    ) -> Result<Vec<upcommit::catalog::ClaimedDelivery>, CatalogError> {
+        self.inner
+            .claim_deliveries(endpoint, token, lease_secs, limit)
+            .await
+    }
+    async fn mark_delivered(
+        &self,
+        endpoint: &str,
+        position: i64,
+        token: &str,
+        status: i32,
+    ) -> Result<bool, CatalogError> {
+        self.inner
+            .mark_delivered(endpoint, position, token, status)
+            .await
+    }
+    async fn mark_attempt_failed(
+        &self,
+        endpoint: &str,
+        position: i64,
+        token: &str,
+        outcome: &upcommit::catalog::FailedAttempt<'_>,
+    ) -> Result<Option<bool>, CatalogError> {
+        self.inner
+            .mark_attempt_failed(endpoint, position, token, outcome)
+            .await
+    }
+    async fn retry_failed_deliveries(
+        &self,
+        endpoint: &str,
+        retry_window_secs: i64,
+    ) -> Result<u64, CatalogError> {
+        self.inner
+            .retry_failed_deliveries(endpoint, retry_window_secs)
+            .await
+    }
+    async fn delivery_gauges(&self) -> Result<upcommit::catalog::DeliveryGauges, CatalogError> {
+        self.inner.delivery_gauges().await
+    }
+    async fn endpoint_counts(
+        &self,
+    ) -> Result<Vec<upcommit::catalog::EndpointCounts>, CatalogError> {
+        self.inner.endpoint_counts().await
+    }
+    async fn create_api_endpoint(
+        &self,
+        endpoint: &upcommit::catalog::EndpointSpec,
+        now: DateTime<Utc>,
+    ) -> Result<bool, CatalogError> {
+        self.inner.create_api_endpoint(endpoint, now).await
+    }
+    async fn disable_api_endpoint(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, CatalogError> {
+        self.inner.disable_api_endpoint(id, now).await
+    }
+    async fn replay_deliveries(
+        &self,
+        endpoint: &str,
+        after: i64,
+        retry_window_secs: i64,
+        dry_run: bool,
+    ) -> Result<u64, CatalogError> {
+        self.inner
+            .replay_deliveries(endpoint, after, retry_window_secs, dry_run)
+            .await
     }
 }
 

@@ -22,6 +22,7 @@ mod demo;
 mod durations;
 mod edge;
 mod events_feed;
+mod events;
 mod faults;
 mod filenames;
 mod helpers;
