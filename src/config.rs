@@ -153,6 +153,11 @@ pub struct EventSettings {
     /// Written into the catalog at start; endpoints of the settings no longer listed are
     /// disabled.
     pub webhooks: Vec<WebhookSettings>,
+    /// SQS queue endpoints (TOML `[[events.queues]]`: `id`, `queue_url`, `types`; or one from
+    /// the environment, `UPCOMMIT_EVENT_QUEUE_URL` with `UPCOMMIT_EVENT_QUEUE_TYPES` and
+    /// `UPCOMMIT_EVENT_QUEUE_ID`, which replaces the file's list). Sent with the S3 client's
+    /// credentials, region and endpoint override.
+    pub queues: Vec<QueueSettings>,
     /// How long a delivery is retried before it is marked failed and kept
     /// (`UPCOMMIT_EVENT_RETRY_WINDOW`, a duration, default `24h`, at least `1s`).
     pub retry_window_secs: u64,
@@ -189,6 +194,17 @@ pub struct WebhookSettings {
     /// `whsec_` and the base64 of 24–64 bytes.
     pub secret: SecretString,
     /// The event types it receives (`["*"]`: all).
+    pub types: Vec<crate::domain::events::EventType>,
+}
+
+/// One SQS queue receiving events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// Its name, as a webhook's (unique among every endpoint).
+    pub id: String,
+    /// `https://sqs.<region>.amazonaws.com/<account>/<name>` (a `.fifo` name keeps each file's
+    /// order), or a queue under the endpoint override.
+    pub queue_url: String,
     pub types: Vec<crate::domain::events::EventType>,
 }
 
@@ -395,6 +411,70 @@ struct FileSettings {
 struct FileEvents {
     #[serde(default)]
     webhooks: Vec<FileWebhook>,
+    #[serde(default)]
+    queues: Vec<FileQueue>,
+}
+
+/// `[[events.queues]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileQueue {
+    id: String,
+    queue_url: String,
+    types: Vec<String>,
+}
+
+/// The queue endpoints: the environment's one (`UPCOMMIT_EVENT_QUEUE_URL` set) or the file's
+/// list, each checked: a name not taken by a webhook, a queue URL, known types.
+fn queues(
+    src: &Source<'_>,
+    file: Vec<FileQueue>,
+    webhooks: &[WebhookSettings],
+) -> Result<Vec<QueueSettings>, ConfigError> {
+    let raw: Vec<FileQueue> = match (src.env)("UPCOMMIT_EVENT_QUEUE_URL").filter(|v| !v.is_empty())
+    {
+        Some(queue_url) => {
+            let types = src.list("UPCOMMIT_EVENT_QUEUE_TYPES", None);
+            vec![FileQueue {
+                id: src.string("UPCOMMIT_EVENT_QUEUE_ID", None, "queue"),
+                queue_url,
+                types: if types.is_empty() {
+                    vec!["*".into()]
+                } else {
+                    types
+                },
+            }]
+        }
+        None => file,
+    };
+    let mut out: Vec<QueueSettings> = Vec::with_capacity(raw.len());
+    for q in raw {
+        let name = format!("queue {:?}", q.id);
+        crate::domain::webhooks::check_endpoint_id(&q.id)
+            .map_err(|e| ConfigError(format!("{name}: {e}")))?;
+        if out.iter().any(|o| o.id == q.id) || webhooks.iter().any(|w| w.id == q.id) {
+            return Err(ConfigError(format!(
+                "{name}: an endpoint id is listed twice"
+            )));
+        }
+        crate::domain::webhooks::check_url(&q.queue_url)
+            .ok()
+            .and_then(|()| crate::domain::queue::QueueUrl::parse(&q.queue_url).ok())
+            .ok_or_else(|| {
+                ConfigError(format!(
+                    "{name}: queue_url: expected https://sqs.<region>.amazonaws.com/<account>/<name> or a queue under UPCOMMIT_S3_ENDPOINT, got {:?}",
+                    q.queue_url
+                ))
+            })?;
+        let types = crate::domain::events::parse_subscription(&q.types)
+            .map_err(|e| ConfigError(format!("{name}: types: {e}")))?;
+        out.push(QueueSettings {
+            id: q.id,
+            queue_url: q.queue_url,
+            types,
+        });
+    }
+    Ok(out)
 }
 
 /// `[[events.webhooks]]`.
@@ -1067,8 +1147,12 @@ impl Settings {
 
         let retry_window_raw =
             src.string("UPCOMMIT_EVENT_RETRY_WINDOW", f.event_retry_window, "24h");
+        let (file_webhooks, file_queues) =
+            f.events.map(|e| (e.webhooks, e.queues)).unwrap_or_default();
+        let webhooks = webhooks(&src, file_webhooks)?;
         let events = EventSettings {
-            webhooks: webhooks(&src, f.events.map(|e| e.webhooks).unwrap_or_default())?,
+            queues: queues(&src, file_queues, &webhooks)?,
+            webhooks,
             retry_window_secs: match crate::domain::duration::parse_secs(&retry_window_raw) {
                 Some(s) if s >= 1 => s,
                 _ => {

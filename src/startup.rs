@@ -26,6 +26,8 @@ pub enum StartupError {
     Catalog(#[from] crate::catalog::CatalogError),
     #[error(transparent)]
     Store(#[from] crate::storage::StoreError),
+    #[error("event queue: {0}")]
+    Queue(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -142,6 +144,15 @@ impl Application {
         let jwks_task = verifier.spawn_refresh();
         // The settings' endpoints are written before any event is sequenced by this replica.
         crate::services::events::delivery::sync_endpoints(&catalog, &settings.events).await?;
+        let sqs = if settings.events.queues.is_empty() {
+            None
+        } else {
+            Some(Arc::new(
+                crate::storage::sqs::SqsSender::connect(&settings.s3)
+                    .await
+                    .map_err(|e| StartupError::Queue(e.to_string()))?,
+            ))
+        };
         let sequenced = Arc::new(crate::services::events::sequencer::Sequenced::new());
         let sequencer_task = crate::services::events::sequencer::spawn(
             catalog.clone(),
@@ -151,7 +162,7 @@ impl Application {
         );
         let delivery_task = crate::services::events::delivery::spawn(
             catalog.clone(),
-            crate::services::events::delivery::DeliveryConfig::from_settings(&settings.events),
+            crate::services::events::delivery::DeliveryConfig::from_settings(&settings.events, sqs),
             sequenced.clone(),
             metrics.clone(),
         );

@@ -546,3 +546,88 @@ async fn a_committed_filename_sqs_cannot_carry_reaches_the_queue_as_the_same_jso
     assert_eq!(err.status, None, "refused here, not by SQS");
     delete_queue(&sqs, &url).await;
 }
+
+/// The server as a queue endpoint's sender: every event reaches a FIFO queue once, as the same
+/// JSON the feed carries, with its id and its subject as the message group.
+#[tokio::test]
+async fn the_server_sends_every_event_to_a_queue_endpoint_once_as_the_feed_carries_it() {
+    use crate::helpers::{spawn_app_with, Spawn};
+
+    let sqs = sender().await;
+    let url = create_queue(&sqs, true).await;
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_EVENT_QUEUE_URL", url.clone()),
+            ("UPCOMMIT_EVENT_QUEUE_ID", "pipeline".into()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    let token = app.token("alice");
+    let mut handles = Vec::new();
+    for _ in 0..3 {
+        let (_, h) = app
+            .upload_and_commit(&token, "image", "image/png", 300)
+            .await;
+        handles.push(h);
+    }
+    let feed = crate::history::all_events(&app).await;
+    assert_eq!(feed.len(), 3);
+    let got = drain(&sqs, &url, 3).await;
+    assert_eq!(got.len(), 3, "each event once: {got:?}");
+    for event in &feed {
+        let id = event["id"].as_str().expect("id");
+        let m = got
+            .iter()
+            .find(|m| m.attributes.get("event_id").map(String::as_str) == Some(id))
+            .unwrap_or_else(|| panic!("{id} not in the queue: {got:?}"));
+        let body: Value = serde_json::from_str(&m.body).expect("JSON body");
+        let mut want = event.clone();
+        let obj = want.as_object_mut().expect("object");
+        obj.remove("cursor");
+        obj.remove("id");
+        assert_eq!(body, want, "the message is the event's payload");
+        assert_eq!(
+            m.group.as_deref(),
+            event["data"]["id"].as_str(),
+            "grouped by file"
+        );
+        assert_eq!(
+            m.attributes.get("type").map(String::as_str),
+            Some("file.committed")
+        );
+    }
+    let delivered = app
+        .db
+        .count("SELECT COUNT(*) FROM event_deliveries WHERE endpoint_id = 'pipeline' AND state = 'delivered'")
+        .await;
+    assert_eq!(delivered, 3);
+    delete_queue(&sqs, &url).await;
+}
+
+#[tokio::test]
+async fn a_queue_endpoint_that_is_not_a_queue_url_is_refused_at_start() {
+    let mut vars: std::collections::HashMap<String, String> = [
+        ("UPCOMMIT_JWT_SECRET", "0123456789abcdef0123456789abcdef"),
+        ("UPCOMMIT_EVENT_QUEUE_URL", "ftp://sqs.example/queue"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let err = Settings::from_map(&vars).expect_err("refused");
+    assert!(err.to_string().contains("queue_url"), "{err}");
+    vars.insert(
+        "UPCOMMIT_EVENT_QUEUE_URL".into(),
+        "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo".into(),
+    );
+    vars.insert(
+        "UPCOMMIT_EVENT_QUEUE_TYPES".into(),
+        "file.committed,file.nope".into(),
+    );
+    let err = Settings::from_map(&vars).expect_err("unknown type refused");
+    assert!(err.to_string().contains("file.nope"), "{err}");
+    vars.insert("UPCOMMIT_EVENT_QUEUE_TYPES".into(), "file.committed".into());
+    let s = Settings::from_map(&vars).expect("sound");
+    assert_eq!(s.events.queues.len(), 1);
+    assert_eq!(s.events.queues[0].id, "queue");
+}

@@ -20,6 +20,7 @@ use crate::config::EventSettings;
 use crate::domain::events::subscription_text;
 use crate::domain::webhooks::{self, Backoff};
 use crate::metrics::{Metrics, OutboxGauges};
+use crate::storage::sqs::SqsSender;
 
 use super::sequencer::Sequenced;
 
@@ -38,14 +39,17 @@ pub struct DeliveryConfig {
     pub concurrency: usize,
     pub timeout: Duration,
     pub backoff: Backoff,
+    /// The SQS client, when queue endpoints are configured.
+    pub sqs: Option<Arc<SqsSender>>,
 }
 
 impl DeliveryConfig {
-    pub fn from_settings(events: &EventSettings) -> Self {
+    pub fn from_settings(events: &EventSettings, sqs: Option<Arc<SqsSender>>) -> Self {
         Self {
             concurrency: events.webhook_concurrency,
             timeout: Duration::from_secs(events.webhook_timeout_secs),
             backoff: events.backoff(),
+            sqs,
         }
     }
 
@@ -70,6 +74,13 @@ pub fn settings_endpoints(events: &EventSettings) -> Vec<EndpointSpec> {
             secret: Some(w.secret.expose().to_owned()),
             event_types: subscription_text(&w.types),
         })
+        .chain(events.queues.iter().map(|q| EndpointSpec {
+            id: q.id.clone(),
+            kind: "sqs".into(),
+            url: q.queue_url.clone(),
+            secret: None,
+            event_types: subscription_text(&q.types),
+        }))
         .collect()
 }
 
@@ -94,14 +105,33 @@ pub async fn sync_endpoints(
 
 /// How one endpoint kind sends.
 enum Sender {
-    Webhook { url: String, key: Vec<u8> },
+    Webhook {
+        url: String,
+        key: Vec<u8>,
+    },
+    /// One message per event; on a FIFO queue grouped by the event's subject (each file's
+    /// events in order) and deduplicated by its id.
+    Sqs {
+        queue_url: String,
+        sqs: Arc<SqsSender>,
+    },
 }
 
 impl Sender {
     /// `None` (with a warning) for a kind this build does not send, or a stored secret that
     /// does not parse: its deliveries wait.
-    fn for_endpoint(spec: &EndpointSpec) -> Option<Self> {
+    fn for_endpoint(spec: &EndpointSpec, sqs: Option<&Arc<SqsSender>>) -> Option<Self> {
         match spec.kind.as_str() {
+            "sqs" => match sqs {
+                Some(sqs) => Some(Sender::Sqs {
+                    queue_url: spec.url.clone(),
+                    sqs: sqs.clone(),
+                }),
+                None => {
+                    tracing::error!(endpoint = %spec.id, "no SQS client on this replica (no queue in its settings); this queue's deliveries wait for a replica that has one");
+                    None
+                }
+            },
             "webhook" => {
                 let key = spec
                     .secret
@@ -155,6 +185,19 @@ impl Sender {
                     Err((Some(code), format!("answered {status}")))
                 }
             }
+            Sender::Sqs { queue_url, sqs } => {
+                // Every failure is retried with backoff until the retry window closes, the
+                // permanent ones too (a queue created or a permission granted late still gets
+                // the events); SQS's code is kept in `last_error`.
+                sqs.send(queue_url, &d.payload, &d.event_id, &d.subject)
+                    .await
+                    .map(|()| 200)
+                    .map_err(|e| {
+                        let mut s = e.to_string();
+                        s.truncate(MAX_ERROR_CHARS);
+                        (e.status.map(i32::from), s)
+                    })
+            }
         }
     }
 }
@@ -189,7 +232,7 @@ async fn endpoint_loop(
     sequenced: Arc<Sequenced>,
     metrics: Arc<Metrics>,
 ) {
-    let Some(sender) = Sender::for_endpoint(&spec) else {
+    let Some(sender) = Sender::for_endpoint(&spec, config.sqs.as_ref()) else {
         // Parked rather than ended, so the supervisor does not start (and log) it again every
         // few seconds; a changed endpoint replaces it.
         std::future::pending::<()>().await;
