@@ -1584,8 +1584,7 @@ fn validation_hook(h: FileValidationHook) -> Result<ValidationHook, String> {
         .as_deref()
         .map(|raw| {
             HookSecret::parse(raw).map_err(|_| {
-                "secret: expected whsec_ followed by the base64 of at least 24 random bytes"
-                    .to_owned()
+                "secret: expected whsec_ followed by the base64 of 24 to 64 random bytes".to_owned()
             })
         })
         .transpose()?;
