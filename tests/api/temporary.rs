@@ -245,6 +245,16 @@ async fn a_temporary_file_lives_under_its_ttl_prefix_until_expires_at_then_answe
         .get(&format!("/v1/files/{}", id(&ordinary)), Some(&token))
         .await;
     assert_eq!(fine.status(), 200);
+    // One file.expired event, for that file, carrying it as it now is; the second sweep
+    // announced nothing.
+    let expired: Vec<Value> = crate::history::all_events(&app)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "file.expired")
+        .collect();
+    assert_eq!(expired.len(), 1, "{expired:#?}");
+    assert_eq!(expired[0]["data"]["id"], f.as_str());
+    assert_eq!(expired[0]["data"]["status"], "expired");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
