@@ -428,9 +428,9 @@ pub trait RetentionCatalog: Send + Sync + 'static {
     /// endpoint has received (none pending or failed), never the last one, with their
     /// deliveries, in one transaction.
     async fn prune_events(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError>;
-    /// The oldest position the feed still holds (`None`: no event yet): a cursor before it
-    /// lost events to pruning.
-    async fn first_event_position(&self) -> Result<Option<i64>, CatalogError>;
+    /// The oldest and newest positions the feed holds (`None`: no event positioned yet): a
+    /// cursor before the oldest lost events to pruning; one past the newest was never given.
+    async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError>;
 }
 
 /// The transactional outbox: events are written by the transactions that make their changes

@@ -344,8 +344,8 @@ impl RetentionCatalog for ObservedCatalog {
     async fn prune_events(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError> {
         timed!(self, prune_events(cutoff, limit))
     }
-    async fn first_event_position(&self) -> Result<Option<i64>, CatalogError> {
-        timed!(self, first_event_position())
+    async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError> {
+        timed!(self, event_positions())
     }
 }
 

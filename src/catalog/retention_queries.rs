@@ -40,14 +40,17 @@ pub(super) const TABLES: [&str; 15] = [
     "event_deliveries",
 ];
 
-/// The events nothing needs any more, as of the cutoff `$1`: positioned (the feed has carried
-/// them), older than the cutoff, with no delivery still pending or failed (failed ones are kept
-/// for a retry), and never the last one (its position is where the next one continues: the
-/// feed's positions stay contiguous, so a gap before a cursor means pruned events).
-pub(super) const PRUNABLE_EVENTS: &str = "e.position IS NOT NULL AND e.occurred_at < $1 \
-     AND e.position < (SELECT MAX(position) FROM events) \
-     AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.position = e.position \
-     AND d.state <> 'delivered')";
+/// The events nothing needs any more, as of the cutoff `$1`: the leading run of positions before
+/// the first event that must stay — one younger than the cutoff, or still owed to an endpoint (a
+/// pending or failed delivery: failed ones are kept for a retry) — and never the last one (its
+/// position is where the next one continues). Only a leading run goes, so the positions kept stay
+/// contiguous and a cursor before the oldest one is the only way to have missed an event (the
+/// feed answers it 410).
+pub(super) const PRUNABLE_EVENTS: &str = "e.position IS NOT NULL AND e.position < COALESCE(\
+     (SELECT MIN(k.position) FROM events k WHERE k.position IS NOT NULL AND (k.occurred_at >= $1 \
+     OR EXISTS (SELECT 1 FROM event_deliveries d WHERE d.position = k.position \
+     AND d.state <> 'delivered'))), \
+     (SELECT MAX(m.position) FROM events m))";
 
 /// Implements [`super::RetentionCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 /// `$lock` locks the rows a batch selects (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so a batch
@@ -221,10 +224,14 @@ macro_rules! impl_retention_catalog {
                 Ok(positions.len() as u64)
             }
 
-            async fn first_event_position(&self) -> Result<Option<i64>, CatalogError> {
-                Ok(sqlx::query_scalar("SELECT MIN(position) FROM events")
+            async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError> {
+                use sqlx::Row;
+                let row = sqlx::query("SELECT MIN(position) AS lo, MAX(position) AS hi FROM events")
                     .fetch_one(&self.pool)
-                    .await?)
+                    .await?;
+                let lo: Option<i64> = row.try_get("lo")?;
+                let hi: Option<i64> = row.try_get("hi")?;
+                Ok(lo.zip(hi))
             }
 
             async fn table_sizes(&self) -> Result<Vec<super::TableSize>, CatalogError> {

@@ -40,11 +40,14 @@ async fn list(
         return Err(bad());
     }
     // Positions are contiguous: a cursor more than one before the oldest position held means
-    // events after it were pruned, and reading on would skip them without a word.
-    if let Some(first) = state.catalog.first_event_position().await? {
-        if after + 1 < first {
-            return Err(AppError::CursorExpired(first - 1));
-        }
+    // events after it were pruned, and one past the newest was never given; reading on from
+    // either would skip events without a word.
+    let (first, last) = state.catalog.event_positions().await?.unwrap_or((1, 0));
+    if after > last {
+        return Err(bad());
+    }
+    if after < first - 1 {
+        return Err(AppError::CursorExpired(first - 1));
     }
     Ok(Json(feed::page(&state.catalog, after, limit).await?))
 }

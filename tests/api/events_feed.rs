@@ -152,6 +152,25 @@ async fn the_feed_is_for_admins_and_refuses_cursors_it_never_gave() {
     let page = feed(&app, &app.address, "", 10).await;
     assert_eq!(page["events"], json!([]));
     assert_eq!(page["next_cursor"], "0");
+
+    // A cursor past the newest event was never given: reading on from it would skip every
+    // event up to it without a word.
+    app.upload_and_commit(&app.token("alice"), "image", "image/png", 200)
+        .await;
+    all_events(&app).await;
+    for ahead in ["2", "99999", "9223372036854775807"] {
+        let resp = app
+            .get(&format!("/v1/events?after={ahead}"), Some(&admin))
+            .await;
+        assert_eq!(
+            error_code(resp).await,
+            (400, "invalid_request".to_owned()),
+            "after={ahead}"
+        );
+    }
+    let page = feed(&app, &app.address, "1", 10).await;
+    assert_eq!(page["events"], json!([]));
+    assert_eq!(page["next_cursor"], "1");
 }
 
 #[tokio::test]

@@ -42,6 +42,15 @@ impl TestDb {
         }
     }
 
+    /// A statement that changes rows (arranging a state the API cannot reach quickly).
+    pub async fn execute(&self, sql: &str) {
+        match self {
+            TestDb::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+            TestDb::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
+        }
+        .expect("statement");
+    }
+
     /// One text column of every row.
     pub async fn strings(&self, sql: &str) -> Vec<String> {
         match self {

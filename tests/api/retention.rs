@@ -322,3 +322,54 @@ async fn delivered_events_are_pruned_after_the_retention_and_an_older_cursor_is_
     assert_eq!(page["events"][0]["cursor"], "4");
     assert_eq!(page["events"][0]["data"]["id"], h["id"]);
 }
+
+#[tokio::test]
+async fn an_event_kept_for_an_endpoint_keeps_every_later_one_so_the_feed_never_has_a_gap() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    for _ in 0..4 {
+        app.upload_and_commit(&token, "image", "image/png", 200)
+            .await;
+    }
+    crate::history::sequence_all(&app).await;
+    // Event 2 is still owed to an endpoint (a failed delivery, kept for a retry); 1, 3 and 4
+    // were received everywhere.
+    app.db
+        .execute(
+            "INSERT INTO event_endpoints (id, kind, url, secret, event_types, source, created_at) \
+             VALUES ('late', 'webhook', 'http://127.0.0.1:9/h', NULL, '*', 'api', '2026-01-01T00:00:00Z')",
+        )
+        .await;
+    app.db
+        .execute(
+            "INSERT INTO event_deliveries (endpoint_id, position, event_id, subject, state, attempts, \
+             next_attempt_at, deadline_at, created_at) SELECT 'late', position, id, subject, 'failed', 9, \
+             occurred_at, occurred_at, occurred_at FROM events WHERE position = 2",
+        )
+        .await;
+    assert_eq!(
+        prune_in(&app, 400, true).await.events,
+        1,
+        "only the run before it"
+    );
+    assert_eq!(prune_in(&app, 400, false).await.events, 1);
+    let kept = app
+        .db
+        .strings("SELECT CAST(position AS TEXT) FROM events ORDER BY position")
+        .await;
+    assert_eq!(kept, vec!["2", "3", "4"], "nothing after the kept one goes");
+    let admin = app.admin_token("ops");
+    let page: Value = app
+        .get("/v1/events?after=1", Some(&admin))
+        .await
+        .json()
+        .await
+        .expect("page");
+    let cursors: Vec<&str> = page["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["cursor"].as_str().expect("cursor"))
+        .collect();
+    assert_eq!(cursors, vec!["2", "3", "4"]);
+}
