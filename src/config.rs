@@ -415,6 +415,18 @@ struct FileEvents {
     queues: Vec<FileQueue>,
 }
 
+/// `value` when it lies in `lo..=hi`; otherwise a start-stopping error naming the setting (a
+/// silent clamp would run with a value nobody wrote).
+fn in_range<T>(name: &str, value: T, lo: T, hi: T) -> Result<T, ConfigError>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    if value < lo || value > hi {
+        return Err(ConfigError(format!("{name}: {lo}..={hi}, got {value}")));
+    }
+    Ok(value)
+}
+
 /// `[[events.queues]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1162,26 +1174,38 @@ impl Settings {
                     )))
                 }
             },
-            webhook_timeout_secs: src
-                .number("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", f.webhook_timeout_secs, 10)?
-                .clamp(1, 300),
-            webhook_concurrency: src
-                .number("UPCOMMIT_WEBHOOK_CONCURRENCY", f.webhook_concurrency, 8)?
-                .min(256),
-            retry_base_ms: src
-                .number(
+            webhook_timeout_secs: in_range(
+                "UPCOMMIT_WEBHOOK_TIMEOUT_SECS",
+                src.number("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", f.webhook_timeout_secs, 10)?,
+                1,
+                300,
+            )?,
+            webhook_concurrency: in_range(
+                "UPCOMMIT_WEBHOOK_CONCURRENCY",
+                src.number("UPCOMMIT_WEBHOOK_CONCURRENCY", f.webhook_concurrency, 8)?,
+                0,
+                256,
+            )?,
+            retry_base_ms: in_range(
+                "UPCOMMIT_WEBHOOK_RETRY_BASE_MS",
+                src.number(
                     "UPCOMMIT_WEBHOOK_RETRY_BASE_MS",
                     f.webhook_retry_base_ms,
                     5000,
-                )?
-                .max(1),
-            retry_cap_secs: src
-                .number(
+                )?,
+                1,
+                u64::MAX,
+            )?,
+            retry_cap_secs: in_range(
+                "UPCOMMIT_WEBHOOK_RETRY_CAP_SECS",
+                src.number(
                     "UPCOMMIT_WEBHOOK_RETRY_CAP_SECS",
                     f.webhook_retry_cap_secs,
                     3600,
-                )?
-                .max(1),
+                )?,
+                1,
+                u64::MAX,
+            )?,
         };
 
         let settings = Self {
@@ -2043,6 +2067,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn webhook_delivery_numbers_out_of_range_stop_the_start() {
+        for (name, value) in [
+            ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "0"),
+            ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "301"),
+            ("UPCOMMIT_WEBHOOK_CONCURRENCY", "257"),
+            ("UPCOMMIT_WEBHOOK_RETRY_BASE_MS", "0"),
+            ("UPCOMMIT_WEBHOOK_RETRY_CAP_SECS", "0"),
+        ] {
+            let vars = env(&[("UPCOMMIT_JWT_SECRET", "0123456789abcdef"), (name, value)]);
+            let err = Settings::from_sources(None, &|k| vars.get(k).cloned())
+                .expect_err("refused, not clamped");
+            assert!(err.to_string().contains(name), "{name}={value}: {err}");
+        }
+        let vars = env(&[
+            ("UPCOMMIT_JWT_SECRET", "0123456789abcdef"),
+            ("UPCOMMIT_WEBHOOK_CONCURRENCY", "0"),
+            ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "300"),
+        ]);
+        let s = Settings::from_sources(None, &|k| vars.get(k).cloned()).expect("in range");
+        assert_eq!(s.events.webhook_concurrency, 0);
+        assert_eq!(s.events.webhook_timeout_secs, 300);
     }
 
     #[test]

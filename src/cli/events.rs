@@ -117,6 +117,16 @@ pub async fn run(settings: &Settings, command: EventsCommand) -> i32 {
                 return 3;
             };
             let window = i64::try_from(settings.events.retry_window_secs).unwrap_or(i64::MAX / 4);
+            // As the feed does: say so when events after the cursor were pruned.
+            if let Ok(Some((first, _))) = catalog.event_positions().await {
+                if after < first - 1 {
+                    eprintln!(
+                        "upcommit events replay: events after cursor {after} up to {} were pruned (retention); replaying from {} on",
+                        first - 1,
+                        first - 1
+                    );
+                }
+            }
             match catalog.replay_deliveries(&c.id, after, window, !yes).await {
                 Ok(n) if yes => {
                     println!("{n} events after cursor {after} are due again to {}", c.id);

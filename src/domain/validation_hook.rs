@@ -113,11 +113,25 @@ pub fn parse_answer(body: &[u8]) -> Result<Verdict, AnswerError> {
 /// The reason as a client sees it: control characters become spaces, runs of whitespace one
 /// space, at most [`MAX_REASON_CHARS`] characters (cut at a character, with `…`); none given
 /// (or only blanks) reads "no reason given".
+/// Characters that change how text around them reads without showing themselves: the
+/// bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F), zero-width
+/// characters (U+200B–U+200D, U+2060, U+FEFF) — a hook's reason must not reorder a client's
+/// message.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
 pub fn clean_reason(raw: Option<&str>) -> String {
     let spaced: String = raw
         .unwrap_or("")
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| {
+            if c.is_control() || is_invisible_format(c) {
+                ' '
+            } else {
+                c
+            }
+        })
         .collect();
     let words: Vec<&str> = spaced.split_whitespace().collect();
     let joined = words.join(" ");
@@ -208,6 +222,10 @@ mod tests {
             "bad X-Injected: 1 [31m"
         );
         assert_eq!(clean_reason(Some("   \t ")), "no reason given");
+        assert_eq!(
+            clean_reason(Some("virus\u{202E}exe.gnp\u{200B}\u{FEFF} found")),
+            "virus exe.gnp found"
+        );
         assert_eq!(clean_reason(None), "no reason given");
         let long = "é".repeat(500);
         let cut = clean_reason(Some(&long));

@@ -57,19 +57,33 @@ pub fn check_endpoint_id(id: &str) -> Result<(), String> {
 /// An endpoint URL: `http://` or `https://` and a host, no whitespace or control characters,
 /// at most 2048 bytes.
 pub fn check_url(url: &str) -> Result<(), String> {
+    let lower = url
+        .get(..8)
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    let rest = ["http://", "https://"]
+        .iter()
+        .find(|scheme| lower.starts_with(**scheme))
+        .and_then(|scheme| url.get(scheme.len()..));
     let ok = url.len() <= 2048
-        && ["http://", "https://"].iter().any(|scheme| {
-            url.strip_prefix(scheme)
-                .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
-        })
+        && rest.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
         && !url
             .bytes()
             .any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
-    if ok {
-        Ok(())
-    } else {
-        Err("expected http(s)://host…".into())
+    if !ok {
+        return Err("expected http(s)://host…".into());
     }
+    // Credentials in the URL would be shown wherever the endpoint is listed (the admin API,
+    // `upcommit events list`): the receiver checks the signature instead.
+    let authority = rest
+        .unwrap_or("")
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or("");
+    if authority.contains('@') {
+        return Err("a URL without user:password@ (receivers check the signature)".into());
+    }
+    Ok(())
 }
 
 /// A new secret from `key` (32 random bytes from the caller): `whsec_` and its base64.
@@ -230,6 +244,10 @@ mod tests {
             assert!(check_endpoint_id(bad).is_err(), "{bad:?}");
         }
         assert!(check_url("https://app.example/hooks?x=1").is_ok());
+        assert!(check_url("HTTPS://app.example/hooks").is_ok());
+        assert!(check_url("https://app.example/p?to=a@b").is_ok());
+        assert!(check_url("https://user:pw@app.example/hooks").is_err());
+        assert!(check_url("http://pw@127.0.0.1/").is_err());
         assert!(check_url("http://127.0.0.1:9/h").is_ok());
         for bad in [
             "ftp://a",
