@@ -282,6 +282,15 @@ async fn commit(
 /// cannot be written costs only the resume: the upload goes on.
 fn save_state(args: &UploadArgs, p: &Presigned, declared: Option<&Checksum>, state_path: &Path) {
     let Some(plan) = &p.multipart else { return };
+    // Without the whole-file checksum a rerun could not prove the parts already stored are the
+    // file's current contents (a change in the middle that keeps its size and modification
+    // time): no state, so a rerun uploads the file afresh rather than a mix.
+    let Some(declared) = declared else {
+        eprintln!(
+            "upcommit upload: --no-checksum: this upload cannot be resumed if the run dies (a rerun starts afresh)"
+        );
+        return;
+    };
     let saved = resume::fingerprint(&args.file).and_then(|fingerprint| {
         UploadState {
             version: resume::VERSION,
@@ -292,7 +301,10 @@ fn save_state(args: &UploadArgs, p: &Presigned, declared: Option<&Checksum>, sta
             part_size: plan.part_size,
             part_count: plan.part_count,
             fingerprint,
-            checksum: declared.map(|c| (c.algorithm.as_str().to_owned(), c.value.clone())),
+            checksum: Some((
+                declared.algorithm.as_str().to_owned(),
+                declared.value.clone(),
+            )),
         }
         .save(state_path)
     });

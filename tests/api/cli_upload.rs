@@ -560,3 +560,80 @@ async fn a_changed_source_file_is_not_resumed_and_nothing_is_committed() {
     let handle = assert_committed(&app, &out, &middle, "media/recordings/").await;
     assert_ne!(handle["upload_id"], id.as_str(), "a new upload");
 }
+
+/// Without a whole-file checksum nothing could prove that the parts already stored are the
+/// file's current contents (a change in the middle that keeps the size and the modification
+/// time), so `--no-checksum` keeps no resume state: a rerun after a killed run uploads the file
+/// as it is now, never a mix of old parts and new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_checksum_a_killed_upload_is_started_afresh_never_mixed() {
+    let app = multipart_app().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, bytes) = parted_file(&dir, 3);
+    let state = std::path::PathBuf::from(format!("{file}.upcommit-state.json"));
+    let alice = app.token("alice");
+    let log = dir.path().join("run.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args([
+            "upload",
+            &file,
+            "--profile",
+            "recording",
+            "--json",
+            "--no-checksum",
+        ])
+        .env("UPCOMMIT_SERVER", &app.address)
+        .env("UPCOMMIT_TOKEN", &alice)
+        .env("UPCOMMIT_CLI_PAUSE_AFTER_PARTS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start upcommit upload");
+    // Wait until the first part is stored, then kill the run there.
+    let mut stored = false;
+    for _ in 0..600 {
+        if app
+            .db
+            .count("SELECT COUNT(*) FROM uploads WHERE state = 'issued'")
+            .await
+            == 1
+        {
+            let ids = app.db.strings("SELECT id FROM uploads").await;
+            if listed_parts(&app, &alice, &ids[0]).await.len() == 1 {
+                stored = true;
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(stored, "the first run stored a part");
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert!(!state.exists(), "no resume state without a checksum");
+
+    // A change in the middle, size and modification time kept.
+    let mtime = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let mut changed = bytes.clone();
+    changed[2 * MIB] ^= 0xff;
+    std::fs::write(&file, &changed).expect("rewrite");
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_modified(mtime))
+        .expect("mtime put back");
+    let out = run_upload(
+        &app.address,
+        Some(&alice),
+        &[&file, "--profile", "recording", "--json", "--no-checksum"],
+    )
+    .await;
+    assert!(!stderr(&out).contains("resuming"), "{}", stderr(&out));
+    assert_committed(&app, &out, &changed, "media/recordings/").await;
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM uploads").await,
+        2,
+        "a new upload"
+    );
+}
