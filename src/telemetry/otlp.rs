@@ -22,12 +22,17 @@ pub(super) fn wanted(get: &dyn Fn(&str) -> Option<String>) -> Result<bool, Strin
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
+    // The endpoint as the exporter will read it: untrimmed (it would not parse " http://…" and
+    // would send to localhost:4318 instead), the traces variable first whenever it is set at all.
     let Some((name, endpoint)) = [TRACES_ENDPOINT, ENDPOINT]
         .into_iter()
-        .find_map(|k| var(k).map(|v| (k, v)))
+        .find_map(|k| get(k).filter(|v| !v.is_empty()).map(|v| (k, v)))
     else {
         return Ok(false);
     };
+    if endpoint.trim().is_empty() && var(ENDPOINT).is_none() {
+        return Ok(false);
+    }
     if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Ok(false);
     }
@@ -143,7 +148,14 @@ mod tests {
 
     #[test]
     fn an_endpoint_that_is_no_url_is_refused_rather_than_sent_elsewhere() {
-        for bad in ["collector:4318", "not a url", "ftp://collector/", "http://"] {
+        for bad in [
+            "collector:4318",
+            "not a url",
+            "ftp://collector/",
+            "http://",
+            "http://127.0.0.1:4318 ",
+            " http://127.0.0.1:4318",
+        ] {
             let err = with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", bad)]).expect_err(bad);
             assert!(err.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{err}");
         }
@@ -151,6 +163,12 @@ mod tests {
         assert!(with(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
             ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector")
+        ])
+        .is_err());
+        // A traces endpoint of blanks is set for the exporter: it is not skipped for the other.
+        assert!(with(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "  ")
         ])
         .is_err());
         assert_eq!(
