@@ -42,8 +42,8 @@
  * @typedef {{loaded: number, total: number}} Progress
  * @typedef {"checksumming" | "presigning" | "resuming" | "uploading" | "completing" | "committing" | "committed"} Stage
  * @typedef {{v: 1, upload_id: string, key: string, method: string, size: number,
- *   checksum: Checksum | null, part_size?: number, part_count?: number, stored?: boolean,
- *   saved_at: number}} ResumeRecord
+ *   checksum: Checksum | null, filename?: string | null, part_size?: number, part_count?: number,
+ *   stored?: boolean, saved_at: number}} ResumeRecord
  */
 
 /**
@@ -415,18 +415,19 @@ export class UpcommitClient {
       /** @type {ResumeRecord} */
       const rec = {
         v: 1, upload_id: presigned.upload_id, key: presigned.key, method: "MULTIPART", size: file.size, checksum,
-        part_size: mp.part_size, part_count: mp.part_count, saved_at: Date.now(),
+        filename: filename ?? null, part_size: mp.part_size, part_count: mp.part_count, saved_at: Date.now(),
       };
-      if (useRecords) this.remember(file, profile, rec);
+      // Without a checksum a resumed upload could not be proven to be this file's: no record.
+      if (useRecords && checksum) this.remember(file, profile, rec);
       await this.sendParts(file, options, rec, new Map(), partChecksums);
     } else {
       options.onChecksum?.({ checksum });
       stage("uploading");
       await this.sendWhole(file, presigned, options);
-      if (useRecords) {
+      if (useRecords && checksum) {
         this.remember(file, profile, {
           v: 1, upload_id: presigned.upload_id, key: presigned.key, method: presigned.method,
-          size: file.size, checksum, stored: true, saved_at: Date.now(),
+          size: file.size, checksum, filename: filename ?? null, stored: true, saved_at: Date.now(),
         });
       }
     }
@@ -442,8 +443,24 @@ export class UpcommitClient {
   async resume(file, options, record) {
     const { profile, signal } = options;
     const stage = options.onStage ?? (() => {});
+    // A record is found by the file's name, size and date (and the profile), which another
+    // file can share: only the bytes prove it is the same file. Without a recorded checksum
+    // nothing can, so such a record is never resumed.
+    const f = /** @type {File} */ (file);
+    if (!record.checksum || (record.filename ?? null) !== (options.filename ?? f.name ?? null)) {
+      this.forget(file, profile);
+      return null;
+    }
     stage("resuming", { upload_id: record.upload_id });
     if (record.method !== "MULTIPART") {
+      // The stored bytes are this file's only if its SHA-256 is the one they were stored with.
+      stage("checksumming");
+      const now = await sha256Of(file);
+      if (signal?.aborted) throw aborted();
+      if (!now || record.checksum.algorithm !== now.algorithm || record.checksum.value !== now.value) {
+        this.forget(file, profile);
+        return null;
+      }
       // The bytes were stored; only the commit may be missing.
       try {
         return await this.finish(file, options, record.key);

@@ -4,7 +4,7 @@
 // storage side in Chromium.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { UpcommitClient, UpcommitError, crc64nvme, crc64nvmeParts } from "../../clients/js/upcommit.js";
+import { UpcommitClient, UpcommitError, crc64nvme, crc64nvmeParts, sha256Of } from "../../clients/js/upcommit.js";
 
 // A fetch that answers from a script of (status, body, headers) or "drop" (no answer), and
 // records each call with its time.
@@ -105,11 +105,18 @@ test("the token function is asked before each call", async () => {
 
 const file = () => new File([new Uint8Array(12).fill(1)], "a.png", { type: "image/png", lastModified: 1000 });
 
+// A resume record as the client writes one for `f`: its name and the checksum its upload
+// declared (SHA-256 for one request, the whole file's CRC64NVME for multipart).
+async function recordOf(f, fields) {
+  const checksum = fields.method === "MULTIPART" ? (await crc64nvmeParts(f, fields.part_size ?? 5)).whole : await sha256Of(f);
+  return { v: 1, size: f.size, filename: f.name, checksum, saved_at: 0, ...fields };
+}
+
 test("a recorded multipart upload the server no longer knows is forgotten and started afresh", async () => {
   const storage = memoryStorage();
   const client = new UpcommitClient({ token: "t", storage });
   const f = file();
-  client.remember(f, "image", { v: 1, upload_id: "gone", key: "tmp/k", method: "MULTIPART", size: 12, checksum: null, part_size: 5, part_count: 3, saved_at: 0 });
+  client.remember(f, "image", await recordOf(f, { upload_id: "gone", key: "tmp/k", method: "MULTIPART", part_size: 5, part_count: 3 }));
   const calls = scripted([
     [404, err("upload_not_found")],
     [400, err("content_type_not_allowed")], // the fresh presign; refused to end the test here
@@ -123,7 +130,7 @@ test("a recorded upload already completed is only committed; a single PUT's reco
   const storage = memoryStorage();
   const client = new UpcommitClient({ token: "t", storage });
   const f = file();
-  client.remember(f, "image", { v: 1, upload_id: "u1", key: "tmp/k1", method: "MULTIPART", size: 12, checksum: null, part_size: 5, part_count: 3, saved_at: 0 });
+  client.remember(f, "image", await recordOf(f, { upload_id: "u1", key: "tmp/k1", method: "MULTIPART", part_size: 5, part_count: 3 }));
   let calls = scripted([
     [200, { upload_id: "u1", state: "completed", part_size: 5, part_count: 3, parts: [], expires_at: "x" }],
     [200, handle],
@@ -135,17 +142,17 @@ test("a recorded upload already completed is only committed; a single PUT's reco
   assert.deepEqual(progress.at(-1), { loaded: 12, total: 12 });
   assert.equal(storage.size, 0, "dropped after the commit");
 
-  client.remember(f, "image", { v: 1, upload_id: "u2", key: "tmp/k2", method: "PUT", size: 12, checksum: null, stored: true, saved_at: 0 });
+  client.remember(f, "image", await recordOf(f, { upload_id: "u2", key: "tmp/k2", method: "PUT", stored: true }));
   calls = scripted([[200, handle]]);
   assert.deepEqual(await client.upload(f, { profile: "image" }), handle);
   assert.deepEqual(calls.map((c) => `${c.method} ${c.url}`), ["POST /v1/files"]);
   assert.equal(storage.size, 0);
 });
 
-test("records are per profile and per file (name, size, lastModified)", () => {
+test("records are per profile and per file (name, size, lastModified)", async () => {
   const client = new UpcommitClient({ token: "t", storage: memoryStorage() });
   const f = file();
-  client.remember(f, "image", { v: 1, upload_id: "u", key: "k", method: "MULTIPART", size: 12, checksum: null, saved_at: 0 });
+  client.remember(f, "image", await recordOf(f, { upload_id: "u", key: "k", method: "MULTIPART", size: 12 }));
   assert.ok(client.resumable(f, "image"));
   assert.equal(client.resumable(f, "recording"), null);
   assert.equal(client.resumable(new File([new Uint8Array(12)], "a.png", { lastModified: 2000 }), "image"), null);
@@ -166,7 +173,7 @@ test("a recorded upload whose commit is refused for good is not resumed into aga
   const storage = memoryStorage();
   const client = new UpcommitClient({ token: "t", storage });
   const f = file();
-  client.remember(f, "image", { v: 1, upload_id: "u", key: "tmp/k", method: "PUT", size: 12, checksum: null, stored: true, saved_at: 0 });
+  client.remember(f, "image", await recordOf(f, { upload_id: "u", key: "tmp/k", method: "PUT", stored: true }));
   const calls = scripted([[422, err("checksum_mismatch")]]);
   await assert.rejects(client.upload(f, { profile: "image" }), (e) => e.code === "checksum_mismatch");
   assert.equal(calls.length, 1);
@@ -177,7 +184,7 @@ test("a completion refused for good (422) aborts the upload on the server and dr
   const storage = memoryStorage();
   const client = new UpcommitClient({ token: "t", storage });
   const f = file();
-  client.remember(f, "image", { v: 1, upload_id: "u", key: "tmp/k", method: "MULTIPART", size: 12, checksum: null, part_size: 5, part_count: 3, saved_at: 0 });
+  client.remember(f, "image", await recordOf(f, { upload_id: "u", key: "tmp/k", method: "MULTIPART", part_size: 5, part_count: 3 }));
   const parts = [1, 2, 3].map((n) => ({ part_number: n, etag: `"e${n}"`, size: n === 3 ? 2 : 5 }));
   const calls = scripted([
     [200, { upload_id: "u", state: "open", part_size: 5, part_count: 3, parts, expires_at: "x" }],
@@ -190,4 +197,27 @@ test("a completion refused for good (422) aborts the upload on the server and dr
   assert.deepEqual(JSON.parse(calls[1].body).parts.map((p) => p.etag), ['"e1"', '"e2"', '"e3"'],
     "every part S3 holds, none sent again");
   assert.equal(storage.size, 0);
+});
+
+test("a record is resumed only for the bytes it was made for, and never without a checksum", async () => {
+  const storage = memoryStorage();
+  const client = new UpcommitClient({ token: "t", storage });
+  const f = file();
+  // Same name, size and date, other bytes: the stored upload is not this file's.
+  const other = new File([new Uint8Array(12).fill(2)], "a.png", { type: "image/png", lastModified: 1000 });
+  client.remember(f, "image", await recordOf(other, { upload_id: "u", key: "tmp/theirs", method: "PUT", stored: true }));
+  let calls = scripted([[400, err("content_type_not_allowed")]]); // the fresh presign, refused to end here
+  await assert.rejects(client.upload(f, { profile: "image" }), (e) => e.code === "content_type_not_allowed");
+  assert.deepEqual(calls.map((c) => `${c.method} ${c.url}`), ["POST /v1/uploads"], "no commit of the other bytes");
+  assert.equal(storage.size, 0, "the record was dropped");
+  // A record without a checksum (nothing to prove it by) is dropped, not resumed.
+  client.remember(f, "image", { ...(await recordOf(f, { upload_id: "u", key: "tmp/k", method: "PUT", stored: true })), checksum: null });
+  calls = scripted([[400, err("content_type_not_allowed")]]);
+  await assert.rejects(client.upload(f, { profile: "image" }), (e) => e.code === "content_type_not_allowed");
+  assert.deepEqual(calls.map((c) => `${c.method} ${c.url}`), ["POST /v1/uploads"]);
+  // Nor is one of another filename.
+  client.remember(f, "image", await recordOf(f, { upload_id: "u", key: "tmp/k", method: "PUT", stored: true }));
+  calls = scripted([[400, err("content_type_not_allowed")]]);
+  await assert.rejects(client.upload(f, { profile: "image", filename: "renamed.png" }), (e) => e.code === "content_type_not_allowed");
+  assert.deepEqual(calls.map((c) => `${c.method} ${c.url}`), ["POST /v1/uploads"]);
 });

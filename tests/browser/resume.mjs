@@ -9,6 +9,8 @@
 //    part 2 alone is sent again; the upload commits.
 // 3. abort: Cancel while a part is held → the client aborts the multipart upload on the server
 //    (DELETE /v1/uploads/{id}) and drops its resume record.
+// 4. swap: a stored PUT whose commit was cut, then another file with the same name, size and
+//    lastModified → its own bytes are uploaded and committed, never the earlier upload's.
 // The bytes of each committed file are downloaded (GET /v1/files/{id}/content) and compared
 // with the file. Prints {"reload": {...}, "drop": {...}, "abort": {...}} (upload ids, file ids,
 // file paths) for the Rust side; exits 1 with the reason on the first failed expectation.
@@ -231,6 +233,37 @@ try {
   expect((await records(page)).length === 0, "abort: the record is dropped");
   result.abort = { upload_id: pending.upload_id };
   await page.unrouteAll({ behavior: "ignoreErrors" });
+
+  // --- 4. another file under the same name, size and date -----------------------------------
+  // A single PUT stored, its commit cut, the page reloaded; then a file with the same name,
+  // size and lastModified but other bytes is picked → the client must upload those bytes, not
+  // commit the earlier upload's (its record names the same file as far as the key can tell).
+  await mint(page, "swap-user");
+  await page.selectOption("#method", "PUT");
+  const first = pngFile("swap.png", 4096, 4);
+  await page.route((u) => u.pathname === "/v1/files", (route) =>
+    route.request().method() === "POST" ? route.abort("connectionreset") : route.continue());
+  await page.setInputFiles("#file", first.file);
+  await page.click("#upload-button");
+  const t2 = Date.now();
+  while (!(await records(page)).some((rec) => rec.stored)) {
+    expect(Date.now() - t2 < 60000, "swap: the first file stored, its commit cut");
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  await page.unrouteAll({ behavior: "ignoreErrors" });
+  await page.reload();
+  await openDemo(page);
+  await page.selectOption("#method", "PUT");
+  await mint(page, "swap-user");
+  const second = pngFile("swap.png", 4096, 5);
+  expect(!second.buf.equals(first.buf), "swap: other bytes");
+  await page.setInputFiles("#file", second.file);
+  await page.click("#upload-button");
+  r = await waitDone(page);
+  expect(r.state === "committed", `swap: committed, got ${r.state}: ${r.text} ${r.code}`);
+  bytes = await download(page, r.fileId);
+  expect(bytes.equals(second.buf), "swap: the committed bytes are the file picked, not the earlier upload's");
+  result.swap = { file_id: r.fileId };
 
   const unexpected = consoleErrors.filter((e) => !/Failed to load resource|net::ERR_CONNECTION_RESET|net::ERR_FAILED/.test(e));
   expect(unexpected.length === 0, `no script errors: ${unexpected.join(" | ")}`);
