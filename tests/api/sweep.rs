@@ -312,14 +312,19 @@ async fn the_server_sweeps_on_its_own_schedule() {
     })
     .await;
     let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
+    // The sweep deletes the object, then marks the upload swept (with its `upload.expired`
+    // event) in the catalog: both must have happened, the second a moment after the first.
     for _ in 0..100 {
-        if app.versions(&abandoned).await == 0 {
-            assert!(swept_at_set(&app, &abandoned).await);
+        if app.versions(&abandoned).await == 0 && swept_at_set(&app, &abandoned).await {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the scheduled sweep never removed {abandoned}");
+    panic!(
+        "the scheduled sweep never removed {abandoned} and marked it swept ({} versions left, swept_at set: {})",
+        app.versions(&abandoned).await,
+        swept_at_set(&app, &abandoned).await
+    );
 }
 
 /// F12: the sweep judges ages by the database's clock, not this machine's. A database whose
