@@ -345,3 +345,35 @@ async fn a_feed_the_database_cannot_read_answers_503_and_loses_nothing() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["data"], handle);
 }
+
+/// An alarm whose id derives from its cause (a reconcile run's `reconcile.missing`) is recorded
+/// once however often its cause records it — a resumed run records it again as a no-op — while
+/// an alarm of another cause is its own event.
+#[tokio::test]
+async fn an_alarm_recorded_again_under_its_id_is_one_event() {
+    use upcommit::domain::events::{EventType, NewEvent};
+
+    let app = spawn_app().await;
+    let alarm = |run: &str| {
+        let mut e = NewEvent::new(
+            EventType::ReconcileMissing,
+            "reconcile",
+            chrono::Utc::now(),
+            &json!({"run_id": run, "missing": 1}),
+        );
+        e.id = format!("evt_reconcile_{run}");
+        e
+    };
+    let (a, b) = (alarm("run1"), alarm("run2"));
+    let (first, second) = tokio::join!(app.catalog.record_event(&a), app.catalog.record_event(&a));
+    first.expect("record");
+    second.expect("record again");
+    app.catalog
+        .record_event(&a)
+        .await
+        .expect("record a third time");
+    app.catalog.record_event(&b).await.expect("another run's");
+    let events = all_events(&app).await;
+    let ids: Vec<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids, vec!["evt_reconcile_run1", "evt_reconcile_run2"]);
+}
