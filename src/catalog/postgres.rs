@@ -63,6 +63,29 @@ impl PostgresCatalog {
         Ok(sqlx::query(&sql).bind(keys).fetch_all(pool).await?)
     }
 
+    /// `record_handle`'s write as one statement (`queries::record_handle_*!`): the handle is
+    /// inserted only for the row the lease holder moved, the event only for the handle
+    /// inserted. One statement is atomic without a transaction around it.
+    const RECORD_HANDLE_SQL: &'static str = concat!(
+        "WITH moved AS (",
+        super::queries::record_handle_move!(),
+        " RETURNING id), handle AS (",
+        super::queries::record_handle_insert!(),
+        " FROM moved RETURNING id) ",
+        super::queries::record_handle_event!(),
+        " FROM handle"
+    );
+
+    /// Runs `RECORD_HANDLE_SQL`: true when the handle was recorded, false when the lease was
+    /// not held (nothing written).
+    async fn write_handle(
+        pool: &Pool<Postgres>,
+        query: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<bool, CatalogError> {
+        // The rows of the outer statement: the event, written only with its handle.
+        Ok(query.execute(pool).await?.rows_affected() == 1)
+    }
+
     pub fn pool(&self) -> &Pool<Postgres> {
         &self.pool
     }

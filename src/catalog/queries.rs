@@ -149,12 +149,78 @@ pub(super) fn checksum_value(c: Option<&Checksum>) -> Option<&str> {
     c.map(|c| c.value.as_str())
 }
 
+/// What a commit records, in one write: `promoting → committed` under the caller's lease, the
+/// file handle, and its `file.committed` outbox row — the handle and the event only when the
+/// state change happened, so only the lease holder records anything. Each backend sends it in
+/// as few trips as it can (`RECORD_HANDLE_SQL`, `write_handle`): PostgreSQL as one statement
+/// of data-modifying CTEs (atomic on its own: one round trip instead of five); SQLite as the
+/// three statements in one call inside its `BEGIN IMMEDIATE` transaction (three trips to the
+/// connection's worker thread instead of five). Parameters:
+/// `$1` the handle's `created_at` (also the upload's `updated_at` and the event's time),
+/// `$2` upload id, `$3` lease token, `$4` tmp version, `$5` file id, `$6` key, `$7` size,
+/// `$8` content type, `$9` ETag, `$10` profile, `$11` created by, `$12` original filename,
+/// `$13`/`$14` checksum algorithm/value, `$15` expires at, `$16` event id, `$17` event type,
+/// `$18` event subject, `$19` event payload. The tmp object stays until its URL has expired
+/// (single-use URLs); legacy uploads, committed in place, have no tmp object to clear.
+macro_rules! record_handle_move {
+    () => {
+        "UPDATE uploads SET state = 'committed', lease_token = NULL, lease_until = NULL, updated_at = $1, \
+     tmp_version_id = $4, tmp_cleared_at = CASE WHEN key LIKE 'tmp/%' THEN NULL ELSE $1 END \
+     WHERE id = $2 AND state = 'promoting' AND lease_token = $3"
+    };
+}
+/// The handle row's columns and values (see `record_handle_move!` for the parameters).
+macro_rules! record_handle_insert {
+    () => {
+        "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, \
+     original_filename, checksum_algorithm, checksum_value, expires_at) \
+     SELECT $5, $2, $6, $7, $8, $9, $10, $11, $1, $12, $13, $14, $15"
+    };
+}
+/// The outbox row's columns and values.
+macro_rules! record_handle_event {
+    () => {
+        "INSERT INTO events (id, type, subject, occurred_at, payload) SELECT $16, $17, $18, $1, $19"
+    };
+}
+pub(super) use {record_handle_event, record_handle_insert, record_handle_move};
+
 /// Implements [`super::Catalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 /// `$begin` is the statement that opens a write transaction (SQLite takes its write lock up
 /// front with `BEGIN IMMEDIATE`, so concurrent writers queue instead of failing).
 macro_rules! impl_catalog {
     ($ty:ty, $db:ty, $begin:expr, $for_update:expr) => {
         impl $ty {
+            /// Binds the parameters of `record_handle_move!`, in order, for this backend's `RECORD_HANDLE_SQL`.
+            fn bind_handle_write<'q>(
+                query: sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments<'q>>,
+                handle: &'q $crate::domain::records::FileHandle,
+                token: &'q str,
+                tmp_version: Option<&'q str>,
+                event: &'q $crate::domain::events::NewEvent,
+            ) -> sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments<'q>> {
+                query
+                    .bind(handle.created_at)
+                    .bind(handle.upload_id.as_str())
+                    .bind(token)
+                    .bind(tmp_version)
+                    .bind(handle.id.as_str())
+                    .bind(&handle.key)
+                    .bind(handle.size)
+                    .bind(&handle.content_type)
+                    .bind(&handle.etag)
+                    .bind(&handle.profile)
+                    .bind(&handle.created_by)
+                    .bind(&handle.original_filename)
+                    .bind(super::queries::checksum_algorithm(handle.checksum.as_ref()))
+                    .bind(super::queries::checksum_value(handle.checksum.as_ref()))
+                    .bind(handle.expires_at)
+                    .bind(event.id.as_str())
+                    .bind(event.event_type.as_str())
+                    .bind(event.subject.as_str())
+                    .bind(event.payload.as_str())
+            }
+
             /// Writes a batch of presigns in one transaction, each in its own savepoint (see
             /// `group_commit`). One result per item, in order.
             async fn create_uploads_batch(
@@ -660,55 +726,21 @@ macro_rules! impl_catalog {
                 token: &str,
                 tmp_version: Option<&str>,
             ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
-                let mut tx = self.pool.begin_with($begin).await?;
-                // The state change goes first so that only the lease holder inserts at all.
-                // The tmp object stays until its URL has expired (single-use URLs); legacy
-                // uploads, committed in place, have none to clear.
-                let moved = sqlx::query(
-                    "UPDATE uploads SET state = 'committed', lease_token = NULL, lease_until = NULL, updated_at = $1, \
-                     tmp_version_id = $4, tmp_cleared_at = CASE WHEN key LIKE 'tmp/%' THEN NULL ELSE $1 END \
-                     WHERE id = $2 AND state = 'promoting' AND lease_token = $3",
-                )
-                .bind(handle.created_at)
-                .bind(handle.upload_id.as_str())
-                .bind(token)
-                .bind(tmp_version)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if moved == 0 {
-                    tx.rollback().await?;
-                    return Ok(None);
-                }
-                sqlx::query(
-                    "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, \
-                     original_filename, checksum_algorithm, checksum_value, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                )
-                .bind(handle.id.as_str())
-                .bind(handle.upload_id.as_str())
-                .bind(&handle.key)
-                .bind(handle.size)
-                .bind(&handle.content_type)
-                .bind(&handle.etag)
-                .bind(&handle.profile)
-                .bind(&handle.created_by)
-                .bind(handle.created_at)
-                .bind(&handle.original_filename)
-                .bind(super::queries::checksum_algorithm(handle.checksum.as_ref()))
-                .bind(super::queries::checksum_value(handle.checksum.as_ref()))
-                .bind(handle.expires_at)
-                .execute(&mut *tx)
-                .await?;
-                // The outbox row rides in the same transaction: no handle without its event.
+                // The outbox row rides in the same write: no handle without its event.
                 let event = $crate::domain::events::NewEvent::file(
                     $crate::domain::events::EventType::FileCommitted,
                     handle,
                     handle.created_at,
                 );
-                Self::insert_events(&mut *tx, std::slice::from_ref(&event)).await?;
-                tx.commit().await?;
-                Ok(Some(handle.clone()))
+                let query = Self::bind_handle_write(
+                    sqlx::query(Self::RECORD_HANDLE_SQL),
+                    handle,
+                    token,
+                    tmp_version,
+                    &event,
+                );
+                let recorded = Self::write_handle(&self.pool, query).await?;
+                Ok(recorded.then(|| handle.clone()))
             }
 
             async fn settled_tmp(

@@ -93,6 +93,41 @@ impl SqliteCatalog {
         Ok(qb.build().fetch_all(pool).await?)
     }
 
+    /// `record_handle`'s write (`queries::record_handle_*!`) as one call to the connection's
+    /// worker thread: the transaction's `BEGIN IMMEDIATE` and `COMMIT` travel with its three
+    /// statements, each statement after the first writing only when the one before changed a
+    /// row (`changes()`); the event's `RETURNING` row says the handle was recorded. (sqlx's
+    /// own transactions cost one more trip each for `BEGIN` and `COMMIT`: a thread hand-off
+    /// both ways, the largest part of a small write here — BENCHMARKS.md.)
+    const RECORD_HANDLE_SQL: &'static str = concat!(
+        "BEGIN IMMEDIATE;\n",
+        super::queries::record_handle_move!(),
+        ";\n",
+        super::queries::record_handle_insert!(),
+        " WHERE changes() = 1;\n",
+        super::queries::record_handle_event!(),
+        " WHERE changes() = 1 RETURNING id;\nCOMMIT"
+    );
+
+    /// Runs `RECORD_HANDLE_SQL`: true when the handle was recorded, false when the lease was
+    /// not held (nothing written). A call that fails or is dropped part-way may leave its
+    /// transaction open on the connection, which sqlx does not know about (the `BEGIN` is in
+    /// our SQL): that connection is closed, never returned to the pool, and SQLite rolls back
+    /// whatever it had written when it closes.
+    async fn write_handle<'q>(
+        pool: &Pool<Sqlite>,
+        query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    ) -> Result<bool, CatalogError> {
+        let mut conn = CloseUnlessSettled(Some(pool.acquire().await?));
+        let Some(live) = conn.0.as_mut() else {
+            return Err(CatalogError::Other("connection taken".into()));
+        };
+        let rows = query.fetch_all(&mut **live).await?;
+        // Every statement ran, `COMMIT` included: the connection is back to autocommit.
+        conn.settled();
+        Ok(rows.len() == 1)
+    }
+
     /// The pool, for tests that inspect the real tables.
     pub fn pool(&self) -> &Pool<Sqlite> {
         &self.pool
@@ -130,3 +165,25 @@ impl_retention_catalog!(
 impl_event_outbox!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "SELECT TRUE");
 // BEGIN IMMEDIATE already excludes every other writer: no row locks needed.
 impl_event_delivery_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "");
+
+/// A pooled connection that goes back to the pool only when [`Self::settled`] says its SQL ran
+/// to the end; dropped otherwise (an error, or the caller's future dropped mid-call), it is
+/// detached and closed, which rolls back a transaction left open by SQL of ours.
+struct CloseUnlessSettled(Option<sqlx::pool::PoolConnection<Sqlite>>);
+
+impl CloseUnlessSettled {
+    fn settled(mut self) {
+        // Dropping the pooled connection returns it to the pool.
+        drop(self.0.take());
+    }
+}
+
+impl Drop for CloseUnlessSettled {
+    fn drop(&mut self) {
+        if let Some(conn) = self.0.take() {
+            tracing::warn!("closing a database connection whose write did not finish");
+            // The detached connection's worker thread ends and closes it.
+            drop(conn.detach());
+        }
+    }
+}

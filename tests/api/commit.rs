@@ -559,3 +559,76 @@ async fn an_empty_object_at_the_tmp_key_is_rejected_as_the_wrong_size() {
         .collect();
     assert!(finals.is_empty(), "{finals:?}");
 }
+
+/// The handle's write is one statement on PostgreSQL and one call carrying its own `BEGIN` and
+/// `COMMIT` on SQLite: when a later part of it fails (here the handle insert, refused by a
+/// handle already planted for the upload), the state change before it must not stay, and no
+/// transaction may be left open on a pooled connection — on SQLite that would keep the write
+/// lock and stall every later write for the busy timeout (30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_write_failing_part_way_leaves_nothing_and_no_open_transaction() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "image", "image/png", 2048, "PUT").await;
+    app.db
+        .execute(&format!(
+            "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at) \
+             VALUES ('fil_planted', '{}', 'planted/x.png', 1, 'image/png', '\"e\"', 'image', 'alice', '2026-01-01T00:00:00+00:00')",
+            p.upload_id
+        ))
+        .await;
+    let resp = app.commit(&token, &p.key, None).await;
+    assert!(
+        resp.status().is_server_error(),
+        "a refused handle insert is the server's failure, got {}",
+        resp.status()
+    );
+    assert_ne!(app.db.upload_state(&p.upload_id).await, "committed");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM events WHERE type = 'file.committed'")
+            .await,
+        0
+    );
+    // Every later write goes through at once: presigns, and the same commit once the planted
+    // row is gone.
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let other = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            app.uploaded(&token, "image", "image/png", 2048, "PUT"),
+        )
+        .await
+        .expect("a presign after the failed write was not held up by a leftover transaction");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        let resp = app.commit(&token, &other.key, None).await;
+        assert_eq!(resp.status(), 201);
+    }
+    app.db
+        .execute("DELETE FROM file_handles WHERE id = 'fil_planted'")
+        .await;
+    let mut status = 0;
+    for _ in 0..50 {
+        status = app.commit(&token, &p.key, None).await.status().as_u16();
+        if status == 201 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(status, 201, "the commit goes through once the conflict is gone");
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT COUNT(*) FROM file_handles WHERE upload_id = '{}'",
+                p.upload_id
+            ))
+            .await,
+        1
+    );
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM events WHERE type = 'file.committed'")
+            .await,
+        4
+    );
+}
