@@ -569,7 +569,9 @@ async fn an_empty_object_at_the_tmp_key_is_rejected_as_the_wrong_size() {
 async fn a_handle_write_failing_part_way_leaves_nothing_and_no_open_transaction() {
     let app = spawn_app().await;
     let token = app.token("alice");
-    let p = app.uploaded(&token, "image", "image/png", 2048, "PUT").await;
+    let p = app
+        .uploaded(&token, "image", "image/png", 2048, "PUT")
+        .await;
     app.db
         .execute(&format!(
             "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at) \
@@ -615,7 +617,10 @@ async fn a_handle_write_failing_part_way_leaves_nothing_and_no_open_transaction(
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    assert_eq!(status, 201, "the commit goes through once the conflict is gone");
+    assert_eq!(
+        status, 201,
+        "the commit goes through once the conflict is gone"
+    );
     assert_eq!(
         app.db
             .count(&format!(
