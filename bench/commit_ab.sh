@@ -26,7 +26,7 @@ one() { # DIR ENV
   export UPCOMMIT_S3_ENDPOINT="http://$LOCALSTACK_ADDR" UPCOMMIT_CORS_ORIGINS=http://localhost
   export UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_QUOTA_DAILY_BYTES=0 UPCOMMIT_PRESIGN_RATE_PER_SEC=0 RUST_LOG=error
   "$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" "$UPCOMMIT_CORS_ORIGINS" >/dev/null
-  env $2 "$bin" serve & pid=$!
+  env $2 "$bin" serve 2>/dev/null & pid=$!
   for _ in $(seq 50); do curl -fs "http://$UPCOMMIT_LISTEN/healthz" >/dev/null && break; sleep 0.1; done
   token=$("$bin" token --sub bench --ttl 1h)
   cpu() { awk '{s+=$14+$15} END {print s}' /proc/$pid/task/*/stat; }

@@ -16,6 +16,9 @@ use super::queries::impl_catalog;
 use super::retention_queries::impl_retention_catalog;
 use super::CatalogError;
 
+/// How long a pooled connection may have been idle and still be handed out without a ping.
+const PING_IF_IDLE_FOR: Duration = Duration::from_millis(500);
+
 pub struct PostgresCatalog {
     pool: Pool<Postgres>,
     /// Presigns' writes, grouped into shared transactions.
@@ -35,6 +38,21 @@ impl PostgresCatalog {
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, CatalogError> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
+            // sqlx pings every connection before handing it out (a round trip before each
+            // query: three on a commit's path). A connection that answered a query within the
+            // last half second is taken as alive without one, as HikariCP does
+            // (`aliveBypassWindowMs`, 500 ms); one idle for longer is pinged and, when it does
+            // not answer, replaced before use. A hot connection that died since its last query
+            // fails that query, which answers 503 (a client retries, docs/api.md) and is dropped.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_IF_IDLE_FOR {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .acquire_timeout(Duration::from_secs(5))
             .connect(url)
             .await?;
