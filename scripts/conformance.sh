@@ -45,6 +45,8 @@ token=$("$bin" token --sub conformance --admin --ttl 2h)
 
 log "schemathesis $SCHEMATHESIS_VERSION against http://$UPCOMMIT_LISTEN"
 status=0
+# The hooks file works around a schemathesis crash on link-like strings in answers (see it).
+SCHEMATHESIS_HOOKS="$PWD/scripts/schemathesis_hooks.py" \
 "$SCHEMATHESIS_VENV/bin/schemathesis" run openapi.yaml \
   --url "http://$UPCOMMIT_LISTEN" \
   --header "Authorization: Bearer $token" \
