@@ -580,10 +580,10 @@ async fn a_handle_write_failing_part_way_leaves_nothing_and_no_open_transaction(
         ))
         .await;
     let resp = app.commit(&token, &p.key, None).await;
-    assert!(
-        resp.status().is_server_error(),
-        "a refused handle insert is the server's failure, got {}",
-        resp.status()
+    assert_eq!(
+        error_code(resp).await,
+        (500, "internal_error".to_owned()),
+        "a handle insert refused by a state the API cannot create"
     );
     assert_ne!(app.db.upload_state(&p.upload_id).await, "committed");
     assert_eq!(
