@@ -153,9 +153,9 @@ pub(super) fn checksum_value(c: Option<&Checksum>) -> Option<&str> {
 /// file handle, and its `file.committed` outbox row — the handle and the event only when the
 /// state change happened, so only the lease holder records anything. Each backend sends it in
 /// as few trips as it can (`RECORD_HANDLE_SQL`, `write_handle`): PostgreSQL as one statement
-/// of data-modifying CTEs (atomic on its own: one round trip instead of five); SQLite as the
-/// three statements in one call inside its `BEGIN IMMEDIATE` transaction (three trips to the
-/// connection's worker thread instead of five). Parameters:
+/// of data-modifying CTEs (atomic on its own: one round trip instead of five); SQLite as one
+/// call to the connection's worker thread carrying `BEGIN IMMEDIATE`, the three statements and
+/// `COMMIT` (one trip instead of five). Parameters:
 /// `$1` the handle's `created_at` (also the upload's `updated_at` and the event's time),
 /// `$2` upload id, `$3` lease token, `$4` tmp version, `$5` file id, `$6` key, `$7` size,
 /// `$8` content type, `$9` ETag, `$10` profile, `$11` created by, `$12` original filename,

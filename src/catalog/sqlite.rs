@@ -118,10 +118,8 @@ impl SqliteCatalog {
         pool: &Pool<Sqlite>,
         query: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
     ) -> Result<bool, CatalogError> {
-        let mut conn = CloseUnlessSettled(Some(pool.acquire().await?));
-        let Some(live) = conn.0.as_mut() else {
-            return Err(CatalogError::Other("connection taken".into()));
-        };
+        let mut conn = CloseUnlessSettled(None);
+        let live = conn.0.insert(pool.acquire().await?);
         let rows = query.fetch_all(&mut **live).await?;
         // Every statement ran, `COMMIT` included: the connection is back to autocommit.
         conn.settled();

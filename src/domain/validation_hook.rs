@@ -110,23 +110,17 @@ pub fn parse_answer(body: &[u8]) -> Result<Verdict, AnswerError> {
     }
 }
 
-/// The reason as a client sees it: control characters become spaces, runs of whitespace one
+/// The reason as a client sees it: control characters and the invisible ones that change how
+/// text around them reads (bidi overrides and isolates, zero-width characters: the set stored
+/// filenames are cleaned of, `reserved::is_invisible`) become spaces, runs of whitespace one
 /// space, at most [`MAX_REASON_CHARS`] characters (cut at a character, with `…`); none given
-/// (or only blanks) reads "no reason given".
-/// Characters that change how text around them reads without showing themselves: the
-/// bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F), zero-width
-/// characters (U+200B–U+200D, U+2060, U+FEFF) — a hook's reason must not reorder a client's
-/// message.
-fn is_invisible_format(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
-}
-
+/// (or only blanks) reads "no reason given". A hook's reason must not reorder a client's message.
 pub fn clean_reason(raw: Option<&str>) -> String {
     let spaced: String = raw
         .unwrap_or("")
         .chars()
         .map(|c| {
-            if c.is_control() || is_invisible_format(c) {
+            if c.is_control() || super::reserved::is_invisible(c) {
                 ' '
             } else {
                 c

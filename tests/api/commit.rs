@@ -637,3 +637,64 @@ async fn a_handle_write_failing_part_way_leaves_nothing_and_no_open_transaction(
         4
     );
 }
+
+/// SQLite: a handle write whose caller goes away while it waits for the write lock (a request
+/// timeout, a client gone) must not leave its connection in the pool inside a transaction it
+/// opened — SQLite would hold the write lock for that connection and every later write would
+/// stall for the busy timeout (30 s) or run inside a transaction nobody commits. PostgreSQL
+/// writes the handle as one statement, with no transaction to leave open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_write_abandoned_while_it_waits_for_the_lock_leaves_no_transaction_open() {
+    let app = spawn_app().await;
+    let crate::helpers::TestDb::Sqlite(pool) = &app.db else {
+        return;
+    };
+    let token = app.token("alice");
+    let (_, json) = app
+        .upload_and_commit(&token, "image", "image/png", 2048)
+        .await;
+    let id =
+        upcommit::domain::ids::FileId::parse(json["id"].as_str().expect("id")).expect("file id");
+    let handle = app
+        .catalog
+        .handle_by_id(&id)
+        .await
+        .expect("read")
+        .expect("handle");
+    // Another writer holds SQLite's write lock; the handle write waits for it and is dropped.
+    let holder = pool.begin_with("BEGIN IMMEDIATE").await.expect("lock");
+    let abandoned = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        app.catalog.record_handle(&handle, "not-the-lease", None),
+    )
+    .await;
+    assert!(
+        abandoned.is_err(),
+        "the write should have waited for the lock"
+    );
+    holder.rollback().await.expect("unlock");
+    // Every later write goes through at once, through the server and straight to the database.
+    for _ in 0..3 {
+        let p = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            app.uploaded(&token, "image", "image/png", 2048, "PUT"),
+        )
+        .await
+        .expect("a presign after the abandoned write was held up");
+        assert_eq!(app.commit(&token, &p.key, None).await.status(), 201);
+    }
+    let lock = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        pool.begin_with("BEGIN IMMEDIATE"),
+    )
+    .await
+    .expect("the write lock is free")
+    .expect("begin");
+    lock.rollback().await.expect("rollback");
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM events WHERE type = 'file.committed'")
+            .await,
+        4
+    );
+}
