@@ -40,20 +40,25 @@ for line in sys.stdin:
         d = json.loads(line)
         print("  p50 ms: six-call", d["raw_six_calls_ms"]["p50"], "| two calls", d["raw_two_calls_ms"]["p50"],
               "| commit client", d["commit_client_ms"]["p50"], "server", d["commit_server_ms"]["p50"],
-              "| ratio client", d["ratio_p50_client"], "server", d["ratio_p50_server"])
+              "| ratio client", d["ratio_p50_client"], "server", d["ratio_p50_server"],
+              "| commit p99 client", d["commit_client_ms"]["p99"], "server", d["commit_server_ms"]["p99"])
     else:
         print("  bare " + line.strip())'
   echo "  server: $(( $(cpu) - c0 )) CPU ticks, $(( $(csw) - w0 )) context switches"
   curl -fsS "http://$UPCOMMIT_LISTEN/metrics" | python3 -c '
 import re, sys
-sums, counts = {}, {}
+sums, counts, le = {}, {}, {}
 for line in sys.stdin:
     m = re.match(r"upcommit_(?:s3_request|db_query)_duration_seconds_(sum|count)\{.*operation=\"([^\"]+)\".*\} (\S+)", line)
     if m:
         d = sums if m[1] == "sum" else counts
         d[m[2]] = d.get(m[2], 0) + float(m[3])
+    b = re.match(r"upcommit_db_query_duration_seconds_bucket\{.*operation=\"([^\"]+)\".*le=\"0.0025\".*\} (\S+)", line)
+    if b:
+        le[b[1]] = le.get(b[1], 0) + float(b[2])
 ops = ("GetObject", "CopyObject", "upload_by_key", "take_lease", "record_handle")
-print("  server means ms:", " ".join(f"{k} {sums[k] / counts[k] * 1000:.2f}" for k in ops if counts.get(k)))'
+print("  server means ms:", " ".join(f"{k} {sums[k] / counts[k] * 1000:.2f}" for k in ops if counts.get(k)))
+print("  calls over 2.5 ms:", " ".join(f"{k} {int(counts.get(k, 0) - le[k])}" for k in ("upload_by_key", "take_lease", "record_handle") if k in le))'
   kill "$pid"; wait "$pid" 2>/dev/null || true
   rm -rf "$dir"
 }

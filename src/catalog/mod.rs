@@ -2,6 +2,7 @@
 //! implementations (SQLite, the embedded default; PostgreSQL, for production) that share one
 //! body of queries, and one contract-test suite run against both.
 
+mod checkpoint;
 mod delivery_queries;
 mod errors;
 mod event_queries;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::checkpoint::{self, Checkpointer};
 use super::delivery_queries::impl_event_delivery_catalog;
 use super::event_queries::impl_event_outbox;
 use super::group_commit::GroupCommit;
@@ -22,6 +23,8 @@ pub struct SqliteCatalog {
     pool: Pool<Sqlite>,
     /// Presigns' writes, grouped into shared transactions.
     writer: GroupCommit,
+    /// WAL checkpoints in the background, not inside a request's `COMMIT`.
+    _checkpointer: Checkpointer,
 }
 
 impl SqliteCatalog {
@@ -42,7 +45,13 @@ impl SqliteCatalog {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(30))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // Checkpoints are the catalog's task (`checkpoint`); a commit runs one only as a
+            // safety net, when the WAL has grown far past SQLite's default of 1,000 pages.
+            .pragma(
+                "wal_autocheckpoint",
+                checkpoint::SAFETY_NET_PAGES.to_string(),
+            );
         if let Some(parent) = options
             .get_filename()
             .parent()
@@ -72,7 +81,12 @@ impl SqliteCatalog {
             let pool = batch_pool.clone();
             async move { Self::create_uploads_batch(&pool, items).await }
         });
-        Ok(Self { pool, writer })
+        let _checkpointer = Checkpointer::spawn(pool.clone());
+        Ok(Self {
+            pool,
+            writer,
+            _checkpointer,
+        })
     }
 
     /// The upload rows of up to [`super::KEY_BATCH`] keys: `IN (…)` with one bound parameter

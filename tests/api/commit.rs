@@ -698,3 +698,65 @@ async fn a_handle_write_abandoned_while_it_waits_for_the_lock_leaves_no_transact
         4
     );
 }
+
+/// SQLite: the WAL is checkpointed by the catalog's own task, not inside a commit's `COMMIT`
+/// (where SQLite's default puts it once the WAL passes 1,000 pages, and a request then waits
+/// for two fsyncs). Seen from outside: a checkpoint is the only thing that writes the main
+/// database file in WAL mode, so after a few commits (far fewer pages than any automatic
+/// checkpoint threshold) the file must change with no further request. Without the task it
+/// stays as it was until the WAL reaches the safety net. PostgreSQL has no WAL of ours to keep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_checkpoints_its_wal_in_the_background_not_in_a_commit() {
+    let app = spawn_app().await;
+    let crate::helpers::TestDb::Sqlite(pool) = &app.db else {
+        return;
+    };
+    let path = app.env["DATABASE_URL"]
+        .strip_prefix("sqlite://")
+        .expect("a sqlite:// URL")
+        .to_owned();
+    let token = app.token("alice");
+    app.upload_and_commit(&token, "image", "image/png", 2048)
+        .await;
+    // A commit's own connection checkpoints only past the safety net, not at SQLite's 1,000.
+    let threshold: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+        .fetch_one(pool)
+        .await
+        .expect("pragma");
+    assert!(threshold >= 10_000, "wal_autocheckpoint is {threshold}");
+    // Whatever startup and the first commit wrote is checkpointed; then the file is still.
+    let mut before = std::fs::read(&path).expect("database file");
+    let mut still = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let now = std::fs::read(&path).expect("database file");
+        still = now == before;
+        before = now;
+        if still {
+            break;
+        }
+    }
+    assert!(still, "the database file never stopped changing");
+    for _ in 0..5 {
+        app.upload_and_commit(&token, "image", "image/png", 2048)
+            .await;
+    }
+    let handles: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM file_handles")
+        .fetch_one(pool)
+        .await
+        .expect("count");
+    assert_eq!(handles, 6);
+    // Nothing is sent from here on: only a background checkpoint can write the file.
+    let mut changed = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if std::fs::read(&path).expect("database file") != before {
+            changed = true;
+            break;
+        }
+    }
+    assert!(
+        changed,
+        "five commits later the main database file is unchanged: nothing checkpointed the WAL"
+    );
+}
