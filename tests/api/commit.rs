@@ -725,18 +725,12 @@ async fn sqlite_checkpoints_its_wal_in_the_background_not_in_a_commit() {
         .expect("pragma");
     assert_eq!(threshold, 10_000, "wal_autocheckpoint");
     // Whatever startup and the first commit wrote is checkpointed; then the file is still.
-    let mut before = std::fs::read(&path).expect("database file");
-    let mut still = false;
-    for _ in 0..50 {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        let now = std::fs::read(&path).expect("database file");
-        still = now == before;
-        before = now;
-        if still {
-            break;
-        }
-    }
-    assert!(still, "the database file never stopped changing");
+    let mut last = std::fs::read(&path).expect("database file");
+    let before = file_once(&path, 500, |now| {
+        std::mem::replace(&mut last, now.to_vec()) == now
+    })
+    .await
+    .expect("the database file never stopped changing");
     for _ in 0..5 {
         app.upload_and_commit(&token, "image", "image/png", 2048)
             .await;
@@ -747,16 +741,25 @@ async fn sqlite_checkpoints_its_wal_in_the_background_not_in_a_commit() {
         .expect("count");
     assert_eq!(handles, 6);
     // Nothing is sent from here on: only a background checkpoint can write the file.
-    let mut changed = false;
-    for _ in 0..50 {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        if std::fs::read(&path).expect("database file") != before {
-            changed = true;
-            break;
-        }
-    }
+    let changed = file_once(&path, 100, |now| now != before.as_slice()).await;
     assert!(
-        changed,
+        changed.is_some(),
         "five commits later the main database file is unchanged: nothing checkpointed the WAL"
     );
+}
+
+/// The file at `path` once `done` says so of its contents, read every `every_ms` up to 50 times.
+async fn file_once(
+    path: &str,
+    every_ms: u64,
+    mut done: impl FnMut(&[u8]) -> bool,
+) -> Option<Vec<u8>> {
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(every_ms)).await;
+        let now = std::fs::read(path).expect("database file");
+        if done(&now) {
+            return Some(now);
+        }
+    }
+    None
 }
