@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
-use super::checkpoint::{self, Checkpointer};
+use super::checkpoint::Checkpointer;
 use super::delivery_queries::impl_event_delivery_catalog;
 use super::event_queries::impl_event_outbox;
 use super::group_commit::GroupCommit;
@@ -45,13 +45,7 @@ impl SqliteCatalog {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(30))
-            .foreign_keys(true)
-            // Checkpoints are the catalog's task (`checkpoint`); a commit runs one only as a
-            // safety net, when the WAL has grown far past SQLite's default of 1,000 pages.
-            .pragma(
-                "wal_autocheckpoint",
-                checkpoint::SAFETY_NET_PAGES.to_string(),
-            );
+            .foreign_keys(true);
         if let Some(parent) = options
             .get_filename()
             .parent()
