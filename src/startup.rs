@@ -19,6 +19,8 @@ use crate::storage::{ObjectStore, S3Store};
 
 /// How often the sequencer looks for committed events.
 const SEQUENCER_EVERY: Duration = Duration::from_millis(200);
+/// How long a graceful stop waits for the catalog to close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -229,6 +231,15 @@ impl Application {
         self.gauges_task.abort();
         self.sequencer_task.abort();
         self.delivery_task.abort();
+        // Every request has been answered: close the catalog, so that SQLite merges its WAL into
+        // the database file and a copy of that one file is a whole backup. A connection still
+        // held (an aborted task's, not yet dropped) is waited for a few seconds at most.
+        if tokio::time::timeout(CLOSE_WAIT, self.state.catalog.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the catalog did not close within {CLOSE_WAIT:?}");
+        }
         served
     }
 }

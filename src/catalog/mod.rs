@@ -638,6 +638,11 @@ pub trait Catalog:
     /// Cheap round trip for readiness.
     async fn ping(&self) -> Result<(), CatalogError>;
 
+    /// Closes the catalog at a graceful stop: waits for connections in use to come back, then
+    /// closes every one (SQLite, closing its last connection, checkpoints the WAL into the
+    /// database file and removes it). Calls after it fail.
+    async fn close(&self) {}
+
     /// Records a presigned upload (with its multipart session, if any) and charges the owner's
     /// daily quota in one transaction: either all happen or none. Over the limit →
     /// [`CatalogError::QuotaExceeded`].

@@ -465,6 +465,9 @@ impl Catalog for ObservedCatalog {
     async fn ping(&self) -> Result<(), CatalogError> {
         timed!(self, ping())
     }
+    async fn close(&self) {
+        self.inner.close().await;
+    }
     async fn create_upload(
         &self,
         upload: &Upload,

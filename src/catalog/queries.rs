@@ -532,6 +532,10 @@ macro_rules! impl_catalog {
                 Ok(())
             }
 
+            async fn close(&self) {
+                self.pool.close().await;
+            }
+
             #[tracing::instrument(skip_all, fields(upload.id = %upload.id, size_bytes = upload.declared_size))]
             async fn create_upload(
                 &self,

@@ -852,3 +852,80 @@ async fn sqlite_wal_stays_bounded_under_sustained_writes() {
         "the WAL reached {peak} frames under {presigns} presigns"
     );
 }
+
+/// SQLite: after a graceful stop (SIGTERM) the database is one file — the WAL merged into it
+/// and removed — so a copy of that file alone is a whole backup. (Left beside it, the WAL would
+/// hold the last commits, and a copy of the database file alone would miss them.) The server
+/// runs as its own process on a database of its own: the test's pool, open on the shared one,
+/// would keep that file's WAL alive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_is_one_whole_file_after_a_graceful_stop() {
+    let app = spawn_app().await;
+    if !matches!(app.db, crate::helpers::TestDb::Sqlite(_)) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("own.db");
+    let url = format!("sqlite://{}", db.display());
+    let (mut child, base) = crate::helpers::server_process(
+        &app,
+        &[("DATABASE_URL", url.as_str())],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let token = app.token("alice");
+    let presigned: crate::helpers::Presigned = app
+        .http
+        .post(format!("{base}/v1/uploads"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"profile": "image", "content_type": "image/png", "size": 2048}))
+        .send()
+        .await
+        .expect("presign")
+        .json()
+        .await
+        .expect("presign answer");
+    let status = app
+        .upload(&presigned, media("image/png", 2048), "image/png")
+        .await;
+    assert!(status.is_success(), "upload refused: {status}");
+    let committed = app.commit_at(&base, &token, &presigned.key, None).await;
+    assert_eq!(committed.status(), 201);
+    let id = committed.json::<Value>().await.expect("handle")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // At once, before any checkpoint could have run on its own.
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(term.success());
+    let exited = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert!(exited.success(), "upcommit serve exited with {exited}");
+    let wal = dir.path().join("own.db-wal");
+    assert!(
+        !wal.exists(),
+        "the WAL was left beside the database ({} bytes)",
+        std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0)
+    );
+    // The database file alone, copied elsewhere, holds the commit.
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&db, &copy).expect("copy");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=ro", copy.display()))
+        .await
+        .expect("open the copy");
+    let found: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM file_handles WHERE id = $1")
+        .bind(&id)
+        .fetch_one(&pool)
+        .await
+        .expect("query the copy");
+    assert_eq!(
+        found, 1,
+        "the copied database file lacks the committed handle"
+    );
+    pool.close().await;
+}
