@@ -5,12 +5,14 @@
 //! `COMMIT` that takes the WAL past 1,000 pages (`wal_autocheckpoint`): every sixty-odd commits
 //! one request waited for two `fsync`s (5–6 ms on this machine's disk, against 0.4 ms for the
 //! write itself — BENCHMARKS.md). Here a task of the catalog checkpoints every [`PERIOD`] on a
-//! pooled connection of its own, so under ordinary load the WAL never reaches 1,000 pages and no
-//! request checkpoints. SQLite's own automatic checkpoint is left as it is: under writes that
-//! never pause, the WAL only starts over from its beginning when a write begins just after a
-//! checkpoint copied everything, which a task on a timer rarely hits, and the automatic one
-//! then keeps the WAL at about 1,000 pages as before (an automatic checkpoint raised to 10,000
-//! pages let it grow to that size: `commit::sqlite_wal_stays_bounded_under_sustained_writes`).
+//! pooled connection of its own. A WAL starts over from its beginning only when a write begins
+//! just after a checkpoint has copied every frame and while no reader still uses one: when the
+//! writes leave such gaps (a client between two requests, the quiet moments of ordinary
+//! traffic), the task's checkpoints keep the WAL far below 1,000 pages and no request
+//! checkpoints. Under writes that never pause, or readers that always hold a snapshot, the WAL
+//! climbs to 1,000 pages all the same and SQLite's own automatic checkpoint, left as it is,
+//! takes over as before (raised to 10,000 pages, it let the WAL grow to that size:
+//! `commit::sqlite_wal_stays_bounded_under_sustained_writes`).
 //!
 //! The checkpoint is `PASSIVE`: it never waits for, or blocks, a reader or a writer; a commit
 //! appends to the WAL while it runs. Durability is unchanged: with `synchronous = NORMAL` a
@@ -22,8 +24,7 @@ use std::time::Duration;
 use sqlx::{Pool, Sqlite};
 use tokio::sync::oneshot;
 
-/// How often the task checkpoints: a commit appends about fifteen pages, so below some 300
-/// commits a second the WAL does not reach SQLite's 1,000 pages between two checkpoints.
+/// How often the task checkpoints (a presign and a commit together append about thirty pages).
 pub(super) const PERIOD: Duration = Duration::from_millis(200);
 
 /// Keeps the checkpoint task running; the task ends when this is dropped (with its catalog).

@@ -746,6 +746,28 @@ async fn sqlite_checkpoints_its_wal_in_the_background_not_in_a_commit() {
         changed.is_some(),
         "five commits later the main database file is unchanged: nothing checkpointed the WAL"
     );
+    // Every frame copied and nobody reading: the next write starts the WAL over from its
+    // beginning instead of appending after frames already copied. Commits with pauses between
+    // them: the WAL's size right after each must fall at least once (never, without
+    // checkpoints; a reader of the event feed holding a snapshot at that instant only delays it).
+    let shm = format!("{path}-shm");
+    let mut sizes = vec![wal_frames(&shm)];
+    for _ in 0..6 {
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        app.upload_and_commit(&token, "image", "image/png", 2048)
+            .await;
+        sizes.push(wal_frames(&shm));
+        if sizes[sizes.len() - 1] < sizes[sizes.len() - 2] {
+            return;
+        }
+    }
+    panic!("the WAL only grew, commit after commit: {sizes:?}");
+}
+
+/// The WAL's size in frames: `mxFrame`, bytes 16..20 of the wal-index header in `-shm`.
+fn wal_frames(shm: &str) -> u32 {
+    let header = std::fs::read(shm).expect("the -shm file");
+    u32::from_le_bytes(header[16..20].try_into().expect("a wal-index header"))
 }
 
 /// The file at `path` once `done` says so of its contents, read every `every_ms` up to 50 times.
@@ -829,14 +851,7 @@ async fn sqlite_wal_stays_bounded_under_sustained_writes() {
     }
     let mut peak = 0u32;
     while std::time::Instant::now() < until {
-        // mxFrame: the WAL's last valid frame, bytes 16..20 of the wal-index header.
-        if let Ok(header) = std::fs::read(&shm) {
-            if header.len() >= 20 {
-                peak = peak.max(u32::from_le_bytes(
-                    header[16..20].try_into().expect("four bytes"),
-                ));
-            }
-        }
+        peak = peak.max(wal_frames(&shm));
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let mut presigns = 0;
