@@ -11,8 +11,8 @@
 //! traffic), the task's checkpoints keep the WAL far below 1,000 pages and no request
 //! checkpoints. Under writes that never pause, or readers that always hold a snapshot, the WAL
 //! climbs to 1,000 pages all the same and SQLite's own automatic checkpoint, left as it is,
-//! takes over as before (raised to 10,000 pages, it let the WAL grow to that size:
-//! `commit::sqlite_wal_stays_bounded_under_sustained_writes`).
+//! takes over as before (raised to 10,000 pages, it let the WAL grow to that size; the test
+//! `commit::sqlite_checkpoints_its_wal_in_the_background_not_in_a_commit` pins it).
 //!
 //! The checkpoint is `PASSIVE`: it never waits for, or blocks, a reader or a writer; a commit
 //! appends to the WAL while it runs. Durability is unchanged: with `synchronous = NORMAL` a

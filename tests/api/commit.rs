@@ -719,6 +719,8 @@ async fn sqlite_checkpoints_its_wal_in_the_background_not_in_a_commit() {
     app.upload_and_commit(&token, "image", "image/png", 2048)
         .await;
     // SQLite's own automatic checkpoint is left at its 1,000 pages; five commits stay far below.
+    // (Found by the outside review: raised to 10,000 as a safety net behind the task, it let
+    // the WAL of 16 clients writing without pause grow to that size, 41 MB.)
     let threshold: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
         .fetch_one(pool)
         .await
@@ -784,88 +786,6 @@ async fn file_once(
         }
     }
     None
-}
-
-/// SQLite: under sustained writes the WAL stays as small as SQLite's own automatic checkpoint
-/// keeps it (1,000 pages): the background checkpoint only runs ahead of it. Found by the outside
-/// review: with the automatic checkpoint raised to 10,000 pages, continuous writes never left a
-/// moment for the WAL to start over, and it grew to the raised limit (41 MB on disk) under
-/// 16 clients. Here eight clients presign without pause (every presign is a write) while
-/// another reads the event feed; the WAL's size in frames (its `-shm` header) is sampled.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_wal_stays_bounded_under_sustained_writes() {
-    let app = crate::helpers::spawn_app_with(crate::helpers::Spawn {
-        env: vec![
-            ("UPCOMMIT_PRESIGN_RATE_PER_SEC", "0".to_owned()),
-            ("UPCOMMIT_QUOTA_DAILY_UPLOADS", "0".to_owned()),
-            ("UPCOMMIT_QUOTA_DAILY_BYTES", "0".to_owned()),
-        ],
-        ..crate::helpers::Spawn::default()
-    })
-    .await;
-    if !matches!(app.db, crate::helpers::TestDb::Sqlite(_)) {
-        return;
-    }
-    let shm = format!(
-        "{}-shm",
-        app.env["DATABASE_URL"]
-            .strip_prefix("sqlite://")
-            .expect("a sqlite:// URL")
-    );
-    let token = app.token("alice");
-    let admin = app.admin_token("ops");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(8);
-    let mut load = tokio::task::JoinSet::new();
-    for _ in 0..8 {
-        let (http, base, token) = (app.http.clone(), app.address.clone(), token.clone());
-        load.spawn(async move {
-            let mut sent = 0u32;
-            while std::time::Instant::now() < until {
-                let resp = http
-                    .post(format!("{base}/v1/uploads"))
-                    .bearer_auth(&token)
-                    .json(&serde_json::json!({"profile": "image", "content_type": "image/png", "size": 10}))
-                    .send()
-                    .await
-                    .expect("presign");
-                assert_eq!(resp.status(), 201);
-                sent += 1;
-            }
-            sent
-        });
-    }
-    {
-        let (http, base) = (app.http.clone(), app.address.clone());
-        load.spawn(async move {
-            while std::time::Instant::now() < until {
-                let resp = http
-                    .get(format!("{base}/v1/events"))
-                    .bearer_auth(&admin)
-                    .send()
-                    .await
-                    .expect("feed");
-                assert_eq!(resp.status(), 200);
-            }
-            0
-        });
-    }
-    let mut peak = 0u32;
-    while std::time::Instant::now() < until {
-        peak = peak.max(wal_frames(&shm));
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let mut presigns = 0;
-    while let Some(sent) = load.join_next().await {
-        presigns += sent.expect("client");
-    }
-    assert!(
-        presigns > 500,
-        "only {presigns} presigns: too little load to tell"
-    );
-    assert!(
-        peak < 2_500,
-        "the WAL reached {peak} frames under {presigns} presigns"
-    );
 }
 
 /// SQLite: after a graceful stop (SIGTERM) the database is one file — the WAL merged into it
