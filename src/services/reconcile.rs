@@ -147,6 +147,9 @@ pub struct ReconcileSummary {
     pub unindexed_bytes: u64,
     pub missing: u64,
     pub missing_bytes: u64,
+    /// Handles the listing (or the inventory) did not show whose object a HEAD then found:
+    /// committed while the run listed, or after the inventory was taken. Not missing.
+    pub appeared: u64,
     pub tmp_past_lifecycle: u64,
     pub tmp_past_lifecycle_bytes: u64,
     /// Objects outside every prefix the service knows.
@@ -273,7 +276,7 @@ pub async fn reconcile(
         loop {
             let need = join.advance(&mut found);
             for f in found.drain(..) {
-                items.push(judge(catalog, store, &mut summary, f, options).await);
+                items.extend(judge(catalog, store, &mut summary, f, options).await);
             }
             match need {
                 Need::Done => return Ok(()),
@@ -422,17 +425,29 @@ async fn judge(
     summary: &mut ReconcileSummary,
     finding: Finding,
     options: &ReconcileOptions,
-) -> JobItem {
-    match finding {
+) -> Option<JobItem> {
+    Some(match finding {
         Finding::Missing(h) => {
+            // The listing (or the inventory) did not show the key; a data-loss alarm needs the
+            // object to be absent now too. A commit recorded after the listing passed its key,
+            // or after the inventory was taken, has its object: that is no loss.
+            let check = store.head(&h.key).await;
+            if let Ok(Some(_)) = check {
+                summary.appeared += 1;
+                return None;
+            }
             summary.missing += 1;
             summary.missing_bytes += size(h.size);
             if summary.missing <= MISSING_LOGGED {
                 tracing::error!(key = %h.key, file.id = %h.file_id, handles = h.handles, "file handle without its object");
             }
+            let mut reason = missing_reason(catalog, &h).await;
+            if let Err(e) = check {
+                reason.push_str(&format!(" (not listed; a HEAD to confirm failed: {e})"));
+            }
             JobItem {
                 action: "missing".into(),
-                reason: missing_reason(catalog, &h).await,
+                reason,
                 key: h.key,
                 version_id: None,
                 bytes: h.size,
@@ -460,7 +475,7 @@ async fn judge(
                 reason: "no file handle records this object".into(),
             };
             if !options.quarantine {
-                return item;
+                return Some(item);
             }
             let moved = quarantine(catalog, store, summary, &b, item).await;
             if moved.action == "quarantined" {
@@ -480,7 +495,7 @@ async fn judge(
             };
             // `--quarantine` alone never moves stray objects: they may belong to someone else.
             if !options.quarantine_stray {
-                return item;
+                return Some(item);
             }
             let moved = quarantine(catalog, store, summary, &b, item).await;
             if moved.action == "quarantined" {
@@ -488,7 +503,7 @@ async fn judge(
             }
             moved
         }
-    }
+    })
 }
 
 /// Moves a finding under `quarantine/` unless an upload record names it (a legacy upload

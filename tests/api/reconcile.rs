@@ -167,6 +167,15 @@ pub(crate) async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
 async fn a_synthetic_inventory_is_matched_like_a_listing() {
     let app = spawn_app().await;
     let (kept, lost) = two_files(&app).await;
+    // Lost for real: a handle the inventory does not list is missing only if its object is
+    // gone now too (`a_file_committed_after_the_inventory_was_taken_is_not_missing`).
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&lost)
+        .send()
+        .await
+        .expect("lose an object");
     let old = "2026-01-01T00:00:00.000Z";
     let mut rows = vec![
         (kept.as_str(), old),
@@ -204,6 +213,44 @@ async fn a_synthetic_inventory_is_matched_like_a_listing() {
         keys(&run.body, "tmp_past_lifecycle"),
         set(&["tmp/2026/01/01/abc/old.png"])
     );
+}
+
+/// An S3 inventory is a snapshot, a day old or more: a file committed after it was taken has
+/// a handle and an object but no row in it. That is no data loss, and must not be reported as
+/// one (exit 5, an ERROR line per key) — the same as a commit recorded while a listing runs,
+/// after the listing passed its key. A handle whose object is gone now is still missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_committed_after_the_inventory_was_taken_is_not_missing() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let (_, before) = app
+        .upload_and_commit(&token, "image", "image/png", 300)
+        .await;
+    let before = before["key"].as_str().expect("key").to_owned();
+    let url = inventory(&app, &[(before.as_str(), "2026-01-01T00:00:00.000Z")]).await;
+    let (_, after) = app
+        .upload_and_commit(&token, "image", "image/png", 400)
+        .await;
+    let after = after["key"].as_str().expect("key").to_owned();
+
+    let run = reconcile_cli(&app, &["--inventory", &url]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert!(keys(&run.body, "missing").is_empty(), "{}", run.body);
+    assert_eq!(run.body["summary"]["matched"], 1);
+    assert_eq!(run.body["summary"]["appeared"], 1, "{}", run.body);
+
+    // Gone for real: the alarm stands.
+    app.s3
+        .delete_object()
+        .bucket(&app.bucket)
+        .key(&after)
+        .send()
+        .await
+        .expect("lose an object");
+    let run = reconcile_cli(&app, &["--inventory", &url]);
+    assert_eq!(run.code, 5, "{}", run.body);
+    assert_eq!(keys(&run.body, "missing"), set(&[after.as_str()]));
+    assert_eq!(run.body["summary"]["appeared"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
