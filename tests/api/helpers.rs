@@ -707,6 +707,18 @@ impl TestApp {
             .await
             .expect("put object");
     }
+
+    /// Deletes `key` as a careless operator would (a plain DELETE: a delete marker on the
+    /// versioned bucket), so that a handle's object is lost.
+    pub async fn lose_object(&self, key: &str) {
+        self.s3
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .expect("lose an object");
+    }
 }
 
 /// `{"error": {"code": …}}` of a response, with its status.

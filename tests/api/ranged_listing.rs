@@ -119,13 +119,7 @@ async fn a_parallel_listing_yields_the_sequential_listings_keys_and_findings() {
     for k in all.iter().filter(|k| **k != kept) {
         app.put_object(k, media("image/png", 40), "image/png").await;
     }
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&lost)
-        .send()
-        .await
-        .expect("lose an object");
+    app.lose_object(&lost).await;
     let store = store(&app).await;
 
     // The bucket also holds the two uploads' tmp objects.

@@ -82,13 +82,7 @@ async fn planted_unindexed_objects_and_a_missing_one_are_found_exactly_on_a_list
     // Not a final prefix, though it starts like one.
     app.put_object("media/images2/x.png", media("image/png", 50), "image/png")
         .await;
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&lost)
-        .send()
-        .await
-        .expect("lose an object");
+    app.lose_object(&lost).await;
 
     let run = reconcile_cli(&app, &[]);
     assert_eq!(run.code, 5, "a missing object is an alarm: {}", run.body);
@@ -169,13 +163,7 @@ async fn a_synthetic_inventory_is_matched_like_a_listing() {
     let (kept, lost) = two_files(&app).await;
     // Lost for real: a handle the inventory does not list is missing only if its object is
     // gone now too (`a_file_committed_after_the_inventory_was_taken_is_not_missing`).
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&lost)
-        .send()
-        .await
-        .expect("lose an object");
+    app.lose_object(&lost).await;
     let old = "2026-01-01T00:00:00.000Z";
     let mut rows = vec![
         (kept.as_str(), old),
@@ -240,13 +228,7 @@ async fn a_file_committed_after_the_inventory_was_taken_is_not_missing() {
     assert_eq!(run.body["summary"]["appeared"], 1, "{}", run.body);
 
     // Gone for real: the alarm stands.
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&after)
-        .send()
-        .await
-        .expect("lose an object");
+    app.lose_object(&after).await;
     let run = reconcile_cli(&app, &["--inventory", &url]);
     assert_eq!(run.code, 5, "{}", run.body);
     assert_eq!(keys(&run.body, "missing"), set(&[after.as_str()]));
@@ -331,13 +313,7 @@ async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
         "image/png",
     )
     .await;
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&lost)
-        .send()
-        .await
-        .expect("lose an object");
+    app.lose_object(&lost).await;
     assert_eq!(reconcile_cli(&app, &[]).code, 5);
 
     let forbidden = app
