@@ -248,12 +248,15 @@ macro_rules! impl_job_catalog {
                 // which made every page sort all the handles after it (0.4 s a page at 200,000
                 // handles on SQLite, growing with the table; 2 ms this way). A temporary file
                 // past its `expires_at` is left out: the lifecycle rule may remove its object
-                // from then on, which is its end, not a loss.
+                // from then on, which is its end, not a loss. So is a handle recorded after the
+                // run began (`now`, its start): the listing may have passed its key before its
+                // object was copied, and under steady commits a run that read those would chase
+                // them (each one a HEAD) for as long as the commits go on.
                 let sql = format!(
                     "SELECT MIN(id) AS id, key, MAX(size) AS size, COUNT(*) AS handles FROM file_handles \
                      WHERE key {c} > $1 AND status <> 'deleted' \
                      AND (claim IS NULL OR claim <> 'delete') \
-                     AND (expires_at IS NULL OR expires_at > $3) \
+                     AND (expires_at IS NULL OR expires_at > $3) AND created_at <= $3 \
                      GROUP BY key ORDER BY key {c} LIMIT $2",
                     c = $bytes
                 );

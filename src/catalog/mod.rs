@@ -151,7 +151,8 @@ pub trait JobCatalog: Send + Sync + 'static {
 
     /// Up to `limit` handle keys after `after`, in S3's byte order (reconcile's catalog side):
     /// one row per key, however many handles (copies) share it, with their count, and only the
-    /// handles whose object must exist, so not those of temporary files expired at `now`.
+    /// handles whose object must exist at `now` (the run's start): recorded by then, and not
+    /// those of temporary files expired by then.
     async fn handle_keys_after(
         &self,
         after: &str,

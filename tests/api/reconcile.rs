@@ -235,6 +235,30 @@ async fn a_file_committed_after_the_inventory_was_taken_is_not_missing() {
     assert_eq!(run.body["summary"]["appeared"], 0);
 }
 
+/// A run judges the handles recorded before it began, not the ones committed while it runs
+/// (found by the outside review: under steady commits a run read each new handle, which the
+/// listing had not shown, HEADed it, and went on for as long as the commits did). A handle
+/// recorded "after the start" is planted with its object gone: read, it would be an alarm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_leaves_handles_recorded_after_it_began_to_the_next_run() {
+    let app = spawn_app().await;
+    let (kept, later) = two_files(&app).await;
+    app.db
+        .execute(&format!(
+            "UPDATE file_handles SET created_at = '2099-01-01T00:00:00.000000+00:00' WHERE key = '{later}'"
+        ))
+        .await;
+    app.lose_object(&later).await;
+
+    let run = reconcile_cli(&app, &[]);
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert!(keys(&run.body, "missing").is_empty(), "{}", run.body);
+    assert_eq!(run.body["summary"]["handles_read"], 1, "{}", run.body);
+    assert_eq!(run.body["summary"]["matched"], 1);
+    assert_eq!(run.body["summary"]["appeared"], 0);
+    assert!(app.object_exists(&kept).await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_out_of_byte_order_is_refused() {
     let app = spawn_app().await;
