@@ -227,12 +227,18 @@ async fn a_file_committed_after_the_inventory_was_taken_is_not_missing() {
     assert_eq!(run.body["summary"]["matched"], 1);
     assert_eq!(run.body["summary"]["appeared"], 1, "{}", run.body);
 
-    // Gone for real: the alarm stands.
+    // Gone for real: the alarm stands; and so it does when something else (4 bytes, not the
+    // handle's 400) has been put at the key since.
     app.lose_object(&after).await;
     let run = reconcile_cli(&app, &["--inventory", &url]);
     assert_eq!(run.code, 5, "{}", run.body);
     assert_eq!(keys(&run.body, "missing"), set(&[after.as_str()]));
     assert_eq!(run.body["summary"]["appeared"], 0);
+    app.put_object(&after, b"\x89PNG".to_vec(), "image/png")
+        .await;
+    let run = reconcile_cli(&app, &["--inventory", &url]);
+    assert_eq!(run.code, 5, "{}", run.body);
+    assert_eq!(keys(&run.body, "missing"), set(&[after.as_str()]));
 }
 
 /// A run judges the handles recorded before it began, not the ones committed while it runs
