@@ -283,7 +283,8 @@ macro_rules! impl_job_catalog {
                 key: &str,
                 limit: i64,
             ) -> Result<Vec<String>, CatalogError> {
-                // The same handles `handle_keys_after` counts for the key.
+                // The handles whose object must exist, as `handle_keys_after` reads them
+                // (without its run start and temporary-file cut).
                 Ok(sqlx::query_scalar(
                     "SELECT id FROM file_handles WHERE key = $1 AND status <> 'deleted' \
                      AND (claim IS NULL OR claim <> 'delete') ORDER BY id LIMIT $2",

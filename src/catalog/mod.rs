@@ -160,8 +160,10 @@ pub trait JobCatalog: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Vec<crate::domain::reconcile::HandleKey>, CatalogError>;
 
-    /// Up to `limit` ids, in order, of the handles of `key` that [`Self::handle_keys_after`]
-    /// counts (copies sharing the key): a missing object's report names them all.
+    /// Up to `limit` ids, in order, of the handles of `key` whose object must exist (not
+    /// deleted, not claimed for deletion: copies sharing the key): a missing object's report
+    /// names them all. Unlike [`Self::handle_keys_after`] it takes no run start, so it also
+    /// names a copy recorded since, and a temporary file's handle past its `expires_at`.
     async fn handle_ids_of_key(&self, key: &str, limit: i64) -> Result<Vec<String>, CatalogError>;
 
     /// Whether an upload record names `key` (its tmp or legacy key, or its final key):

@@ -809,27 +809,10 @@ async fn sqlite_is_one_whole_file_after_a_graceful_stop() {
     )
     .await;
     let token = app.token("alice");
-    let presigned: crate::helpers::Presigned = app
-        .http
-        .post(format!("{base}/v1/uploads"))
-        .bearer_auth(&token)
-        .json(&serde_json::json!({"profile": "image", "content_type": "image/png", "size": 2048}))
-        .send()
-        .await
-        .expect("presign")
-        .json()
-        .await
-        .expect("presign answer");
-    let status = app
-        .upload(&presigned, media("image/png", 2048), "image/png")
+    let (_, committed) = app
+        .upload_and_commit_at(&base, &token, "image", "image/png", 2048)
         .await;
-    assert!(status.is_success(), "upload refused: {status}");
-    let committed = app.commit_at(&base, &token, &presigned.key, None).await;
-    assert_eq!(committed.status(), 201);
-    let id = committed.json::<Value>().await.expect("handle")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = committed["id"].as_str().expect("id").to_owned();
     // At once, before any checkpoint could have run on its own.
     let term = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -456,9 +456,28 @@ impl TestApp {
         size: usize,
         method: &str,
     ) -> Presigned {
+        self.presign_ok_at(&self.address, token, profile, content_type, size, method)
+            .await
+    }
+
+    /// [`Self::presign_ok`] on a given replica (or server process).
+    pub async fn presign_ok_at(
+        &self,
+        base: &str,
+        token: &str,
+        profile: &str,
+        content_type: &str,
+        size: usize,
+        method: &str,
+    ) -> Presigned {
         let resp = self
-            .presign(token, json!({"profile": profile, "content_type": content_type, "size": size, "filename": "clip.bin", "method": method}))
-            .await;
+            .http
+            .post(format!("{base}/v1/uploads"))
+            .bearer_auth(token)
+            .json(&json!({"profile": profile, "content_type": content_type, "size": size, "filename": "clip.bin", "method": method}))
+            .send()
+            .await
+            .expect("request sent");
         assert_eq!(
             resp.status(),
             201,
@@ -545,14 +564,27 @@ impl TestApp {
         content_type: &str,
         size: usize,
     ) -> (Presigned, Value) {
+        self.upload_and_commit_at(&self.address, token, profile, content_type, size)
+            .await
+    }
+
+    /// [`Self::upload_and_commit`] on a given replica (or server process).
+    pub async fn upload_and_commit_at(
+        &self,
+        base: &str,
+        token: &str,
+        profile: &str,
+        content_type: &str,
+        size: usize,
+    ) -> (Presigned, Value) {
         let p = self
-            .presign_ok(token, profile, content_type, size, "PUT")
+            .presign_ok_at(base, token, profile, content_type, size, "PUT")
             .await;
         let status = self
             .upload(&p, media(content_type, size), content_type)
             .await;
         assert!(status.is_success(), "upload refused: {status}");
-        let resp = self.commit(token, &p.key, None).await;
+        let resp = self.commit_at(base, token, &p.key, None).await;
         assert_eq!(resp.status(), 201);
         (p, resp.json().await.expect("handle JSON"))
     }
