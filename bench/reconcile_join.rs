@@ -51,6 +51,7 @@ fn main() {
                 file_id: format!("{i:032x}"),
                 size: 1000,
                 handles: 1,
+                recorded_at: old,
             })
             .collect::<Vec<_>>()
     });
@@ -60,6 +61,7 @@ fn main() {
         now: Utc::now(),
         grace: Duration::hours(24),
         tmp_max_age: Duration::days(8),
+        taken_at: None,
     };
     let (mut unindexed, mut missing) = (0u64, 0u64);
     let started = Instant::now();

@@ -253,7 +253,8 @@ macro_rules! impl_job_catalog {
                 // object was copied, and under steady commits a run that read those would chase
                 // them (each one a HEAD) for as long as the commits go on.
                 let sql = format!(
-                    "SELECT MIN(id) AS id, key, MAX(size) AS size, COUNT(*) AS handles FROM file_handles \
+                    "SELECT MIN(id) AS id, key, MAX(size) AS size, COUNT(*) AS handles, \
+                     MIN(created_at) AS recorded_at FROM file_handles \
                      WHERE key {c} > $1 AND status <> 'deleted' \
                      AND (claim IS NULL OR claim <> 'delete') \
                      AND (expires_at IS NULL OR expires_at > $3) AND created_at <= $3 \
@@ -273,6 +274,7 @@ macro_rules! impl_job_catalog {
                             file_id: r.try_get("id")?,
                             size: r.try_get("size")?,
                             handles: r.try_get("handles")?,
+                            recorded_at: r.try_get("recorded_at")?,
                         })
                     })
                     .collect()

@@ -29,6 +29,8 @@ pub struct HandleKey {
     pub size: i64,
     /// How many handles share the key (copies): one key is one object, matched or missing once.
     pub handles: i64,
+    /// When the first of them was recorded (the object has existed since: copies share it).
+    pub recorded_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,10 @@ pub struct ReconcilePolicy {
     pub grace: Duration,
     /// Tmp objects older than this mean the lifecycle rule is not working.
     pub tmp_max_age: Duration,
+    /// When the bucket side was taken, if before the run (an S3 inventory's
+    /// `creationTimestamp`): a handle recorded after it is not expected in it, and is left to
+    /// a later inventory rather than judged (or checked with a HEAD) now.
+    pub taken_at: Option<DateTime<Utc>>,
 }
 
 impl ReconcilePolicy {
@@ -84,6 +90,11 @@ impl ReconcilePolicy {
         }
         // The same grace as unindexed objects: an admin's commit to a custom key may be in flight.
         self.older_than(&k, self.grace).then_some(Finding::Stray(k))
+    }
+
+    /// Whether a handle the bucket side did not show was recorded after that side was taken.
+    fn recorded_since_taken(&self, h: &HandleKey) -> bool {
+        self.taken_at.is_some_and(|t| h.recorded_at > t)
     }
 }
 
@@ -132,6 +143,8 @@ pub struct Join {
     last_catalog: Option<String>,
     /// Keys present on both sides.
     pub matched: u64,
+    /// Handle keys the bucket side did not show, recorded after it was taken: not judged.
+    pub recorded_since_taken: u64,
 }
 
 /// Checks that `next` comes strictly after `last` in byte order (a repeated key is out of order
@@ -165,6 +178,7 @@ impl Join {
             last_bucket: None,
             last_catalog: None,
             matched: 0,
+            recorded_since_taken: 0,
         }
     }
 
@@ -213,7 +227,7 @@ impl Join {
                     }
                     Ordering::Greater => {
                         if let Some(c) = self.catalog.pop_front() {
-                            out.push(Finding::Missing(c));
+                            self.unlisted(c, out);
                         }
                     }
                 },
@@ -226,11 +240,21 @@ impl Join {
                 }
                 (None, Some(_)) => {
                     if let Some(c) = self.catalog.pop_front() {
-                        out.push(Finding::Missing(c));
+                        self.unlisted(c, out);
                     }
                 }
                 (None, None) => return Need::Done,
             }
+        }
+    }
+
+    /// A handle key the bucket side did not show: missing, unless recorded after that side
+    /// was taken.
+    fn unlisted(&mut self, c: HandleKey, out: &mut Vec<Finding>) {
+        if self.policy.recorded_since_taken(&c) {
+            self.recorded_since_taken += 1;
+        } else {
+            out.push(Finding::Missing(c));
         }
     }
 
@@ -279,6 +303,7 @@ mod tests {
             now: now(),
             grace: Duration::hours(24),
             tmp_max_age: Duration::days(8),
+            taken_at: None,
         }
     }
 
@@ -296,6 +321,7 @@ mod tests {
             file_id: format!("id-{key}"),
             size: 10,
             handles: 1,
+            recorded_at: now() - Duration::days(30),
         }
     }
 
@@ -338,6 +364,61 @@ mod tests {
         let doubled = vec![h("media/images/a.png"), h("media/images/a.png")];
         let mut join = Join::new(policy());
         assert!(join.feed_catalog(Some(doubled)).is_err());
+    }
+
+    #[test]
+    fn handles_recorded_after_an_inventory_was_taken_are_left_to_a_later_one() {
+        let taken = now() - Duration::days(2);
+        let at = |key: &str, recorded_at| HandleKey {
+            recorded_at,
+            ..h(key)
+        };
+        let bucket = vec![b("media/images/a.png", 3), b("media/images/d.png", 3)];
+        let catalog = vec![
+            at("media/images/a.png", taken - Duration::hours(1)),
+            // Before the inventory and not in it: missing.
+            at("media/images/b.png", taken - Duration::seconds(1)),
+            // Recorded at the very moment: it should be in it, so it is judged.
+            at("media/images/c.png", taken),
+            // In the inventory although recorded after it was taken: matched, never unindexed.
+            at("media/images/d.png", taken + Duration::seconds(1)),
+            // After it and not in it: not judged.
+            at("media/images/e.png", taken + Duration::seconds(1)),
+        ];
+        for page in [1, 2, 100] {
+            let mut join = Join::new(ReconcilePolicy {
+                taken_at: Some(taken),
+                ..policy()
+            });
+            let mut bp = bucket.chunks(page).map(<[_]>::to_vec);
+            let mut cp = catalog.chunks(page).map(<[_]>::to_vec);
+            let mut found = Vec::new();
+            loop {
+                match join.advance(&mut found) {
+                    Need::Bucket => join.feed_bucket(bp.next()).expect("bucket"),
+                    Need::Catalog => join.feed_catalog(cp.next()).expect("catalog"),
+                    Need::Done => break,
+                }
+            }
+            let missing: Vec<&str> = found
+                .iter()
+                .filter_map(|f| match f {
+                    Finding::Missing(k) => Some(k.key.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                missing,
+                vec!["media/images/b.png", "media/images/c.png"],
+                "page {page}"
+            );
+            assert_eq!(found.len(), 2, "nothing unindexed: {found:?}");
+            assert_eq!(join.matched, 2);
+            assert_eq!(join.recorded_since_taken, 1);
+        }
+        // A listing is taken during the run: every handle it did not show is judged.
+        let (found, _) = run(bucket, catalog, 100);
+        assert_eq!(found.len(), 3, "{found:?}");
     }
 
     #[test]

@@ -26,6 +26,22 @@ struct Manifest {
     file_format: String,
     file_schema: String,
     files: Vec<ManifestFile>,
+    /// When S3 began taking the inventory: milliseconds since the epoch, as a string (a
+    /// number is read too).
+    #[serde(default)]
+    creation_timestamp: Option<serde_json::Value>,
+}
+
+/// A manifest's `creationTimestamp` as a time; `Err` with what it holds when it is none.
+fn creation_time(value: &serde_json::Value) -> Result<DateTime<Utc>, String> {
+    let millis = match value {
+        serde_json::Value::String(s) => s.trim().parse::<i64>().ok(),
+        serde_json::Value::Number(n) => n.as_i64(),
+        _ => None,
+    };
+    millis
+        .and_then(DateTime::from_timestamp_millis)
+        .ok_or_else(|| format!("creationTimestamp {value} is not milliseconds since the epoch"))
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,6 +96,7 @@ pub struct InventorySource {
     columns: Columns,
     next_file: usize,
     reader: Option<(PathBuf, Box<dyn BufRead + Send>)>,
+    taken_at: Option<DateTime<Utc>>,
 }
 
 impl InventorySource {
@@ -123,6 +140,12 @@ impl InventorySource {
             size: col("Size"),
             modified: col("LastModifiedDate"),
         };
+        let taken_at = manifest
+            .creation_timestamp
+            .as_ref()
+            .map(creation_time)
+            .transpose()
+            .map_err(|e| StoreError::Other(format!("manifest {manifest_url}: {e}")))?;
         let data_bucket = manifest
             .destination_bucket
             .strip_prefix("arn:aws:s3:::")
@@ -135,6 +158,7 @@ impl InventorySource {
             columns,
             next_file: 0,
             reader: None,
+            taken_at,
         })
     }
 
@@ -240,11 +264,33 @@ impl BucketSource for InventorySource {
     fn name(&self) -> &'static str {
         "inventory"
     }
+
+    fn taken_at(&self) -> Option<DateTime<Utc>> {
+        self.taken_at
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manifests_creation_timestamp_is_milliseconds_since_the_epoch() {
+        let at = |v: serde_json::Value| creation_time(&v);
+        let expected = DateTime::parse_from_rfc3339("2018-01-03T02:00:00Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        assert_eq!(at(serde_json::json!("1514944800000")), Ok(expected));
+        assert_eq!(at(serde_json::json!(1514944800000_i64)), Ok(expected));
+        for bad in [
+            serde_json::json!("2018-01-03T02:00:00Z"),
+            serde_json::json!(""),
+            serde_json::json!(null),
+            serde_json::json!(1.5),
+        ] {
+            assert!(at(bad.clone()).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn csv_fields_unquote_and_keep_commas_inside_quotes() {

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError};
@@ -56,6 +56,11 @@ pub trait BucketSource: Send {
     fn name(&self) -> &'static str;
     /// Listing calls made so far, where the source counts them.
     fn requests(&self) -> Option<u64> {
+        None
+    }
+    /// When the keys were taken, if before the run (an S3 inventory's `creationTimestamp`);
+    /// `None` for a listing, made while the run goes.
+    fn taken_at(&self) -> Option<DateTime<Utc>> {
         None
     }
 }
@@ -150,6 +155,12 @@ pub struct ReconcileSummary {
     /// Handles the listing (or the inventory) did not show whose object a HEAD then found:
     /// committed while the run listed, or after the inventory was taken. Not missing.
     pub appeared: u64,
+    /// When the inventory was taken (its manifest's `creationTimestamp`), when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inventory_taken_at: Option<DateTime<Utc>>,
+    /// Handles the inventory did not show, recorded after it was taken: not judged (no HEAD);
+    /// the next inventory has them.
+    pub recorded_after_inventory: u64,
     pub tmp_past_lifecycle: u64,
     pub tmp_past_lifecycle_bytes: u64,
     /// Objects outside every prefix the service knows.
@@ -257,6 +268,7 @@ pub async fn reconcile(
         now,
         grace: options.grace,
         tmp_max_age: tmp_max_age(),
+        taken_at: source.taken_at(),
     };
     let mut summary = ReconcileSummary {
         source: source.name(),
@@ -265,6 +277,7 @@ pub async fn reconcile(
         quarantine_stray: options.quarantine_stray,
         grace_secs: options.grace.num_seconds(),
         list_workers: listed_by,
+        inventory_taken_at: source.taken_at(),
         ..ReconcileSummary::default()
     };
     let mut join = Join::new(policy);
@@ -325,6 +338,7 @@ pub async fn reconcile(
     }
     .await;
     summary.matched = join.matched;
+    summary.recorded_after_inventory = join.recorded_since_taken;
     summary.list_requests = source.requests();
     let state = match result {
         Ok(()) => RunState::Finished,

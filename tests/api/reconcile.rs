@@ -123,8 +123,17 @@ fn gzip(text: &str) -> Vec<u8> {
 }
 
 /// Uploads an inventory of `rows` (key as given, already URL-encoded; last modified) into the
-/// test bucket and returns the manifest's s3:// URL.
+/// test bucket and returns the manifest's s3:// URL. Its manifest does not say when it was taken.
 pub(crate) async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
+    inventory_taken(app, rows, None).await
+}
+
+/// [`inventory`], its manifest saying when it was taken (`creationTimestamp`, as S3 writes it).
+pub(crate) async fn inventory_taken(
+    app: &TestApp,
+    rows: &[(&str, &str)],
+    taken_at: Option<chrono::DateTime<chrono::Utc>>,
+) -> String {
     let csv: String = rows
         .iter()
         .map(|(k, t)| format!("\"{}\",\"{k}\",\"50\",\"{t}\"\n", app.bucket))
@@ -146,6 +155,10 @@ pub(crate) async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
         "fileSchema": "Bucket, Key, Size, LastModifiedDate",
         "files": [{ "key": data_key, "size": 1, "MD5checksum": "x" }]
     });
+    let mut manifest = manifest;
+    if let Some(t) = taken_at {
+        manifest["creationTimestamp"] = t.timestamp_millis().to_string().into();
+    }
     app.s3
         .put_object()
         .bucket(&app.bucket)
@@ -207,6 +220,8 @@ async fn a_synthetic_inventory_is_matched_like_a_listing() {
 /// a handle and an object but no row in it. That is no data loss, and must not be reported as
 /// one (exit 5, an ERROR line per key) — the same as a commit recorded while a listing runs,
 /// after the listing passed its key. A handle whose object is gone now is still missing.
+/// (This manifest does not say when it was taken, so a HEAD of the key tells; with
+/// `creationTimestamp`, see the next test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_committed_after_the_inventory_was_taken_is_not_missing() {
     let app = spawn_app().await;
@@ -239,6 +254,80 @@ async fn a_file_committed_after_the_inventory_was_taken_is_not_missing() {
     let run = reconcile_cli(&app, &["--inventory", &url]);
     assert_eq!(run.code, 5, "{}", run.body);
     assert_eq!(keys(&run.body, "missing"), set(&[after.as_str()]));
+}
+
+/// A manifest that says when the inventory was taken (`creationTimestamp`, as S3's always do):
+/// the handles recorded after it are left to the next inventory, without a HEAD each (a day of
+/// commits is a day of HEADs otherwise), while every handle recorded before it is judged as
+/// before, and a key the inventory shows is matched whenever its handle was recorded. The
+/// losses are real: a handle before the timestamp and one after it, both objects deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inventory_leaves_handles_recorded_after_it_was_taken_to_the_next_one() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let commit = || {
+        let (app, token) = (&app, &token);
+        async move {
+            let (_, file) = app
+                .upload_and_commit(token, "image", "image/png", 300)
+                .await;
+            file["key"].as_str().expect("key").to_owned()
+        }
+    };
+    let listed_before = commit().await;
+    let lost_before = commit().await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let taken = chrono::Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let listed_after = commit().await;
+    let lost_after = commit().await;
+    app.lose_object(&lost_before).await;
+    app.lose_object(&lost_after).await;
+    let old = "2026-01-01T00:00:00.000Z";
+    let mut rows = vec![(listed_before.as_str(), old), (listed_after.as_str(), old)];
+    rows.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let url = inventory_taken(&app, &rows, Some(taken)).await;
+
+    let run = reconcile_cli(&app, &["--inventory", &url]);
+    assert_eq!(run.code, 5, "{}", run.body);
+    assert_eq!(keys(&run.body, "missing"), set(&[lost_before.as_str()]));
+    assert!(keys(&run.body, "unindexed").is_empty(), "{}", run.body);
+    let summary = &run.body["summary"];
+    assert_eq!(summary["matched"], 2, "{}", run.body);
+    assert_eq!(summary["recorded_after_inventory"], 1, "{}", run.body);
+    assert_eq!(summary["appeared"], 0, "{}", run.body);
+    assert_eq!(summary["handles_read"], 4, "{}", run.body);
+    let said = summary["inventory_taken_at"].as_str().expect("taken at");
+    let said = chrono::DateTime::parse_from_rfc3339(said).expect("RFC 3339");
+    assert_eq!(said.timestamp_millis(), taken.timestamp_millis());
+
+    // A manifest whose timestamp is not one is refused, not read as "taken now".
+    let manifest = serde_json::json!({
+        "sourceBucket": app.bucket,
+        "destinationBucket": format!("arn:aws:s3:::{}", app.bucket),
+        "version": "2016-11-30",
+        "creationTimestamp": "yesterday",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "files": []
+    });
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key("inventory/bad/manifest.json")
+        .body(manifest.to_string().into_bytes().into())
+        .send()
+        .await
+        .expect("manifest");
+    let bad = format!("s3://{}/inventory/bad/manifest.json", app.bucket);
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--inventory", &bad])
+        .envs(&app.env)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("creationTimestamp"), "{stderr}");
 }
 
 /// A run judges the handles recorded before it began, not the ones committed while it runs
