@@ -339,6 +339,18 @@ mod tests {
         (found, matched)
     }
 
+    /// The keys of the findings `pick` selects, in order.
+    fn keys_of(found: &[Finding], pick: fn(&Finding) -> Option<&str>) -> Vec<&str> {
+        found.iter().filter_map(pick).collect()
+    }
+
+    fn missing(f: &Finding) -> Option<&str> {
+        match f {
+            Finding::Missing(k) => Some(k.key.as_str()),
+            _ => None,
+        }
+    }
+
     #[test]
     fn a_key_shared_by_copies_is_one_object_matched_or_missing_once() {
         let shared = |key: &str| HandleKey {
@@ -400,15 +412,8 @@ mod tests {
                     Need::Done => break,
                 }
             }
-            let missing: Vec<&str> = found
-                .iter()
-                .filter_map(|f| match f {
-                    Finding::Missing(k) => Some(k.key.as_str()),
-                    _ => None,
-                })
-                .collect();
             assert_eq!(
-                missing,
+                keys_of(&found, missing),
                 vec!["media/images/b.png", "media/images/c.png"],
                 "page {page}"
             );
@@ -453,14 +458,7 @@ mod tests {
                 vec!["media/images/a+b.png", "media/images/a.png.bak"],
                 "media/images2/ is not a final prefix; page {page}"
             );
-            let missing: Vec<&str> = found
-                .iter()
-                .filter_map(|f| match f {
-                    Finding::Missing(k) => Some(k.key.as_str()),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(missing, vec!["media/images/ab.png"]);
+            assert_eq!(keys_of(&found, missing), vec!["media/images/ab.png"]);
             let stray: Vec<&str> = found
                 .iter()
                 .filter_map(|f| match f {

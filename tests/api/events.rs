@@ -310,7 +310,8 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
             &first,
             "--dry-run",
         ],
-    );
+    )
+    .await;
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("3 events"), "{out}");
     assert_eq!(
@@ -318,6 +319,7 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
             &app,
             &["replay", "--endpoint", "default", "--after", "x1", "--yes"]
         )
+        .await
         .0,
         2
     );
@@ -331,7 +333,8 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
             &first,
             "--yes",
         ],
-    );
+    )
+    .await;
     assert_eq!(code, 0, "{out}");
     let again = receiver.wait_for(7, Duration::from_secs(15)).await;
     let replayed: HashSet<&str> = again[4..].iter().filter_map(|e| e["id"].as_str()).collect();
@@ -342,14 +345,24 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
     assert_eq!(replayed, expected);
 }
 
-fn hygiene(app: &TestApp, days: i64) {
+/// Runs a CLI to its end on a blocking thread. These tests run on one runtime thread, which
+/// also runs the server and its background writers: a CLI waited for on that thread would
+/// freeze a write transaction the server has open, and the CLI would wait for its lock in turn
+/// (`database is locked` after 30 s).
+async fn run_cli(mut command: std::process::Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || command.output().expect("run upcommit"))
+        .await
+        .expect("CLI thread")
+}
+
+async fn hygiene(app: &TestApp, days: i64) {
     let at = chrono::Utc::now() + chrono::Duration::seconds(days * DAY + 5);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    command
         .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
         .envs(&app.env)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run upcommit hygiene");
+        .env("RUST_LOG", "warn");
+    let out = run_cli(command).await;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -384,13 +397,13 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     let kept_id = kept["id"].as_str().expect("id").to_owned();
     let gone_id = gone["id"].as_str().expect("id").to_owned();
 
-    hygiene(&app, 2); // both unlinked
-                      // From now on only the `file.committed` events are refused: every later event of the same
-                      // files must wait behind them.
+    hygiene(&app, 2).await; // both unlinked
+                            // From now on only the `file.committed` events are refused: every later event of the same
+                            // files must wait behind them.
     receiver
         .control(json!({ "mode": "ok", "fail_types": ["file.committed"] }))
         .await;
-    hygiene(&app, 3); // both archived
+    hygiene(&app, 3).await; // both archived
     let restored = app
         .post_json(
             &format!("/v1/files/{kept_id}/restore"),
@@ -408,7 +421,7 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
         .await
         .expect("link");
     assert_eq!(linked.status(), 204);
-    hygiene(&app, 6); // the archived one deleted
+    hygiene(&app, 6).await; // the archived one deleted
     assert_eq!(get_handle(&app, &gone_id).await["status"], "deleted");
     assert_eq!(get_handle(&app, &kept_id).await["status"], "available");
 
@@ -672,14 +685,14 @@ async fn two_replicas_deliver_each_event_once_without_overlapping_attempts() {
 }
 
 /// `upcommit events …` against the test's database; (exit code, stdout).
-fn events_cli(app: &TestApp, args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+async fn events_cli(app: &TestApp, args: &[&str]) -> (i32, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    command
         .arg("events")
         .args(args)
         .envs(&app.env)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run upcommit events");
+        .env("RUST_LOG", "warn");
+    let out = run_cli(command).await;
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -722,7 +735,7 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
         "kept, with why"
     );
     // A later change of the same file waits behind the failed one, even with the receiver up.
-    hygiene(&app, 2);
+    hygiene(&app, 2).await;
     receiver.mode("ok", 0.0).await;
     tokio::time::sleep(Duration::from_millis(2000)).await;
     let state = receiver.state().await;
@@ -768,13 +781,13 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
-    let (code, out) = events_cli(&app, &["list", "--json"]);
+    let (code, out) = events_cli(&app, &["list", "--json"]).await;
     assert_eq!(code, 0, "{out}");
     let list: Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(list["endpoints"][0]["id"], "default");
     assert_eq!(list["endpoints"][0]["failed"], 1);
     assert_eq!(list["endpoints"][0]["pending"], 1);
-    let (code, out) = events_cli(&app, &["retry", "--endpoint", "default", "--dry-run"]);
+    let (code, out) = events_cli(&app, &["retry", "--endpoint", "default", "--dry-run"]).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 failed deliveries"), "{out}");
     assert_eq!(
@@ -785,16 +798,20 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
         "a dry run changes nothing"
     );
     assert_eq!(
-        events_cli(&app, &["retry", "--endpoint", "nope", "--yes"]).0,
+        events_cli(&app, &["retry", "--endpoint", "nope", "--yes"])
+            .await
+            .0,
         3
     );
     assert_eq!(
-        events_cli(&app, &["retry", "--endpoint", "default"]).0,
+        events_cli(&app, &["retry", "--endpoint", "default"])
+            .await
+            .0,
         2,
         "--yes or --dry-run"
     );
 
-    let (code, out) = events_cli(&app, &["retry", "--endpoint", "default", "--yes"]);
+    let (code, out) = events_cli(&app, &["retry", "--endpoint", "default", "--yes"]).await;
     assert_eq!(code, 0, "{out}");
     let events = receiver.wait_for(2, Duration::from_secs(15)).await;
     assert_eq!(

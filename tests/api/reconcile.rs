@@ -128,11 +128,11 @@ pub(crate) async fn inventory(app: &TestApp, rows: &[(&str, &str)]) -> String {
     inventory_taken(app, rows, None).await
 }
 
-/// [`inventory`], its manifest saying when it was taken (`creationTimestamp`, as S3 writes it).
+/// [`inventory`], its manifest's `creationTimestamp` (when it was taken) as given.
 pub(crate) async fn inventory_taken(
     app: &TestApp,
     rows: &[(&str, &str)],
-    taken_at: Option<chrono::DateTime<chrono::Utc>>,
+    taken_at: Option<Value>,
 ) -> String {
     let csv: String = rows
         .iter()
@@ -157,7 +157,7 @@ pub(crate) async fn inventory_taken(
     });
     let mut manifest = manifest;
     if let Some(t) = taken_at {
-        manifest["creationTimestamp"] = t.timestamp_millis().to_string().into();
+        manifest["creationTimestamp"] = t;
     }
     app.s3
         .put_object()
@@ -286,7 +286,9 @@ async fn an_inventory_leaves_handles_recorded_after_it_was_taken_to_the_next_one
     let old = "2026-01-01T00:00:00.000Z";
     let mut rows = vec![(listed_before.as_str(), old), (listed_after.as_str(), old)];
     rows.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let url = inventory_taken(&app, &rows, Some(taken)).await;
+    // Epoch milliseconds as a string, as S3 writes it.
+    let millis = taken.timestamp_millis().to_string();
+    let url = inventory_taken(&app, &rows, Some(millis.into())).await;
 
     let run = reconcile_cli(&app, &["--inventory", &url]);
     assert_eq!(run.code, 5, "{}", run.body);
@@ -302,24 +304,7 @@ async fn an_inventory_leaves_handles_recorded_after_it_was_taken_to_the_next_one
     assert_eq!(said.timestamp_millis(), taken.timestamp_millis());
 
     // A manifest whose timestamp is not one is refused, not read as "taken now".
-    let manifest = serde_json::json!({
-        "sourceBucket": app.bucket,
-        "destinationBucket": format!("arn:aws:s3:::{}", app.bucket),
-        "version": "2016-11-30",
-        "creationTimestamp": "yesterday",
-        "fileFormat": "CSV",
-        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
-        "files": []
-    });
-    app.s3
-        .put_object()
-        .bucket(&app.bucket)
-        .key("inventory/bad/manifest.json")
-        .body(manifest.to_string().into_bytes().into())
-        .send()
-        .await
-        .expect("manifest");
-    let bad = format!("s3://{}/inventory/bad/manifest.json", app.bucket);
+    let bad = inventory_taken(&app, &rows, Some("yesterday".into())).await;
     let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(["reconcile", "--json", "--inventory", &bad])
         .envs(&app.env)
