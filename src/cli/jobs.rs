@@ -106,7 +106,8 @@ pub struct Quarantine {
 pub async fn reconcile(
     settings: &Settings,
     grace: &str,
-    inventory: Option<&str>,
+    // The manifest's URL and `--inventory-max-age`.
+    inventory: Option<(&str, &str)>,
     quarantine: Quarantine,
     workers: usize,
     json: bool,
@@ -123,21 +124,31 @@ pub async fn reconcile(
     let Some((catalog, store, client)) = connect("reconcile", settings).await else {
         return 2;
     };
-    let source: Option<Box<dyn BucketSource>> = match inventory {
-        None => None,
-        Some(url) => match InventorySource::open(client, url).await {
-            Ok(s) => Some(Box::new(s)),
-            Err(e) => {
-                eprintln!("upcommit reconcile: {e}");
-                return 2;
+    let (source, inventory_taken_at): (Option<Box<dyn BucketSource>>, _) = match inventory {
+        None => (None, None),
+        Some((url, max_age)) => {
+            let source = match InventorySource::open(client, url).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("upcommit reconcile: {e}");
+                    return 2;
+                }
+            };
+            match inventory_taken_at(&catalog, &source, max_age).await {
+                Ok(taken_at) => (Some(Box::new(source) as Box<dyn BucketSource>), taken_at),
+                Err(e) => {
+                    eprintln!("upcommit reconcile: manifest {url}: {e}");
+                    return 2;
+                }
             }
-        },
+        }
     };
     let options = ReconcileOptions {
         grace: chrono::Duration::seconds(grace),
         quarantine: quarantine.unindexed,
         quarantine_stray: quarantine.stray,
         workers,
+        inventory_taken_at,
     };
     let (run, summary) =
         match reconcile::reconcile(&catalog, &store, settings, &options, source).await {
@@ -151,9 +162,16 @@ pub async fn reconcile(
                 return 1;
             }
         };
+    let taken = summary.inventory_taken_at.map_or(String::new(), |t| {
+        format!(
+            "; the inventory was taken at {}: {} handles recorded since are left to a later one",
+            t.to_rfc3339(),
+            summary.recorded_after_inventory
+        )
+    });
     let headline = || {
         format!(
-                "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window, {} stray ({} bytes{})",
+                "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window, {} stray ({} bytes{}){taken}",
                 run.id,
                 run.state.as_str(),
                 summary.source,
@@ -186,6 +204,29 @@ pub async fn reconcile(
         RunState::Refused => 3,
         _ => 1,
     }
+}
+
+/// When the inventory was taken, if its manifest says, checked against the database's clock
+/// and `--inventory-max-age`.
+async fn inventory_taken_at(
+    catalog: &Arc<dyn Catalog>,
+    source: &InventorySource,
+    max_age: &str,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
+    let Some(taken_at) = source.taken_at()? else {
+        return Ok(None);
+    };
+    let max_age = crate::domain::duration::parse_secs(max_age)
+        .and_then(|secs| i64::try_from(secs).ok())
+        .map(chrono::Duration::seconds)
+        .ok_or_else(|| {
+            format!(
+                "--inventory-max-age: {}, got {max_age:?}",
+                crate::domain::duration::EXPECTED
+            )
+        })?;
+    let now = catalog.clock().await.map_err(|e| e.to_string())?;
+    crate::domain::reconcile::inventory_taken_at(taken_at, now, max_age).map(Some)
 }
 
 /// Exit codes: 0 finished, 1 failed, 2 cannot start, 4 another replica runs it.

@@ -72,6 +72,10 @@ pub enum Command {
         /// s3://bucket/path/manifest.json.
         #[arg(long)]
         inventory: Option<String>,
+        /// Refuse an inventory taken longer ago than this (its manifest's creationTimestamp):
+        /// the files committed since it was taken are left to a later inventory.
+        #[arg(long, default_value = "10d")]
+        inventory_max_age: String,
         /// Move unindexed objects under quarantine/ (which expires on its own rule).
         #[arg(long)]
         quarantine: bool,
@@ -213,6 +217,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Reconcile {
             grace,
             inventory,
+            inventory_max_age,
             quarantine,
             quarantine_stray,
             workers,
@@ -228,7 +233,9 @@ pub async fn run(cli: Cli) -> i32 {
             jobs::reconcile(
                 &settings,
                 &grace,
-                inventory.as_deref(),
+                inventory
+                    .as_deref()
+                    .map(|url| (url, inventory_max_age.as_str())),
                 quarantine,
                 workers,
                 json,

@@ -98,6 +98,36 @@ impl ReconcilePolicy {
     }
 }
 
+/// How far ahead of the database's clock an inventory's `creationTimestamp` may be (clock skew)
+/// before it is taken for a wrong unit or a wrong manifest.
+pub const INVENTORY_CLOCK_SKEW: Duration = Duration::hours(1);
+
+/// The time an inventory was taken, checked before a run trusts it to leave handles recorded
+/// since to a later inventory: never in the future (past the clocks' skew: seconds, micro-
+/// seconds or another manifest), never older than `max_age` (0, a negative value, seconds read
+/// as milliseconds, a manifest reused for weeks — each would leave every loss since unreported).
+pub fn inventory_taken_at(
+    taken_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    max_age: Duration,
+) -> Result<DateTime<Utc>, String> {
+    if taken_at > now + INVENTORY_CLOCK_SKEW {
+        return Err(format!(
+            "the manifest's creationTimestamp ({}) is in the future (now {}): is it in milliseconds, and is this the bucket's manifest?",
+            taken_at.to_rfc3339(),
+            now.to_rfc3339()
+        ));
+    }
+    if now - taken_at > max_age {
+        return Err(format!(
+            "the inventory was taken at {}, more than --inventory-max-age ({} h) ago: the files committed since would not be judged; pass a newer inventory, or a larger --inventory-max-age",
+            taken_at.to_rfc3339(),
+            max_age.num_hours()
+        ));
+    }
+    Ok(taken_at)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JoinError {
     OutOfOrder {
@@ -376,6 +406,34 @@ mod tests {
         let doubled = vec![h("media/images/a.png"), h("media/images/a.png")];
         let mut join = Join::new(policy());
         assert!(join.feed_catalog(Some(doubled)).is_err());
+    }
+
+    #[test]
+    fn an_inventory_time_in_the_future_or_past_its_age_is_refused() {
+        let max = Duration::days(10);
+        let ok = |t| inventory_taken_at(t, now(), max);
+        for fine in [
+            now(),
+            now() - Duration::days(10),
+            now() - Duration::hours(30),
+            now() + Duration::minutes(59),
+        ] {
+            assert_eq!(ok(fine), Ok(fine), "{fine}");
+        }
+        let epoch = DateTime::<Utc>::UNIX_EPOCH;
+        for bad in [
+            now() - Duration::days(10) - Duration::seconds(1),
+            now() - Duration::days(30),
+            epoch,
+            epoch - Duration::milliseconds(1),
+            // Seconds read as milliseconds: January 1970.
+            epoch + Duration::milliseconds(now().timestamp()),
+            now() + Duration::minutes(61),
+            // Microseconds read as milliseconds: tens of thousands of years ahead.
+            epoch + Duration::milliseconds(now().timestamp_micros()),
+        ] {
+            assert!(ok(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -26,10 +26,6 @@ struct Manifest {
     file_format: String,
     file_schema: String,
     files: Vec<ManifestFile>,
-    /// When S3 began taking the inventory: milliseconds since the epoch, as a string (a
-    /// number is read too).
-    #[serde(default)]
-    creation_timestamp: Option<serde_json::Value>,
 }
 
 /// A manifest's `creationTimestamp` as a time; `Err` with what it holds when it is none.
@@ -96,10 +92,22 @@ pub struct InventorySource {
     columns: Columns,
     next_file: usize,
     reader: Option<(PathBuf, Box<dyn BufRead + Send>)>,
-    taken_at: Option<DateTime<Utc>>,
+    /// The manifest's `creationTimestamp` as written (`null` kept apart from absent), read only
+    /// by reconcile ([`Self::taken_at`]).
+    creation_timestamp: Option<serde_json::Value>,
 }
 
 impl InventorySource {
+    /// When S3 began taking the inventory (the manifest's `creationTimestamp`), `None` when the
+    /// manifest does not say; `Err` when it says something that is not epoch milliseconds
+    /// (`null` included).
+    pub fn taken_at(&self) -> Result<Option<DateTime<Utc>>, String> {
+        self.creation_timestamp
+            .as_ref()
+            .map(creation_time)
+            .transpose()
+    }
+
     /// Reads and checks the manifest.
     pub async fn open(client: Client, manifest_url: &str) -> Result<Self, StoreError> {
         let (bucket, key) = parse_s3_url(manifest_url).ok_or_else(|| {
@@ -140,12 +148,9 @@ impl InventorySource {
             size: col("Size"),
             modified: col("LastModifiedDate"),
         };
-        let taken_at = manifest
-            .creation_timestamp
-            .as_ref()
-            .map(creation_time)
-            .transpose()
-            .map_err(|e| StoreError::Other(format!("manifest {manifest_url}: {e}")))?;
+        let creation_timestamp = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|m| m.get("creationTimestamp").cloned());
         let data_bucket = manifest
             .destination_bucket
             .strip_prefix("arn:aws:s3:::")
@@ -158,7 +163,7 @@ impl InventorySource {
             columns,
             next_file: 0,
             reader: None,
-            taken_at,
+            creation_timestamp,
         })
     }
 
@@ -263,10 +268,6 @@ impl BucketSource for InventorySource {
 
     fn name(&self) -> &'static str {
         "inventory"
-    }
-
-    fn taken_at(&self) -> Option<DateTime<Utc>> {
-        self.taken_at
     }
 }
 

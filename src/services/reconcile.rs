@@ -58,11 +58,6 @@ pub trait BucketSource: Send {
     fn requests(&self) -> Option<u64> {
         None
     }
-    /// When the keys were taken, if before the run (an S3 inventory's `creationTimestamp`);
-    /// `None` for a listing, made while the run goes.
-    fn taken_at(&self) -> Option<DateTime<Utc>> {
-        None
-    }
 }
 
 /// ListObjectsV2 over the whole bucket (or one prefix of it), from a key on.
@@ -176,6 +171,53 @@ pub struct ReconcileSummary {
     pub error: Option<String>,
 }
 
+impl ReconcileSummary {
+    /// Adds the counts a crashed run checkpointed (its `summary`) to this resumed run's: the
+    /// keys up to the checkpoint are not judged again, so without them a loss found before the
+    /// crash would vanish from the totals, the exit code and the `reconcile.missing` alarm.
+    fn carry_over(&mut self, saved: &serde_json::Value) {
+        let n = |field: &str| saved.get(field).and_then(serde_json::Value::as_u64);
+        let counters: [(&str, &mut u64); 16] = [
+            ("keys_listed", &mut self.keys_listed),
+            ("handles_read", &mut self.handles_read),
+            ("matched", &mut self.matched),
+            ("unindexed", &mut self.unindexed),
+            ("unindexed_bytes", &mut self.unindexed_bytes),
+            ("missing", &mut self.missing),
+            ("missing_bytes", &mut self.missing_bytes),
+            ("appeared", &mut self.appeared),
+            (
+                "recorded_after_inventory",
+                &mut self.recorded_after_inventory,
+            ),
+            ("tmp_past_lifecycle", &mut self.tmp_past_lifecycle),
+            (
+                "tmp_past_lifecycle_bytes",
+                &mut self.tmp_past_lifecycle_bytes,
+            ),
+            ("stray", &mut self.stray),
+            ("stray_bytes", &mut self.stray_bytes),
+            ("quarantined", &mut self.quarantined),
+            ("stray_quarantined", &mut self.stray_quarantined),
+            ("named_by_upload", &mut self.named_by_upload),
+        ];
+        for (field, count) in counters {
+            *count += n(field).unwrap_or(0);
+        }
+        if let Some(before) = n("list_requests") {
+            self.list_requests = Some(before + self.list_requests.unwrap_or(0));
+        }
+    }
+
+    /// This summary with the join's counts so far added (a checkpoint's, or the end's).
+    fn with_join(&self, join: &Join) -> Self {
+        let mut out = self.clone();
+        out.matched += join.matched;
+        out.recorded_after_inventory += join.recorded_since_taken;
+        out
+    }
+}
+
 pub enum ReconcileOutcome {
     Ran {
         run: Box<JobRun>,
@@ -200,6 +242,10 @@ pub struct ReconcileOptions {
     /// Key ranges listed at once when listing the bucket (1: one sequential listing). The
     /// findings are the same for any number.
     pub workers: usize,
+    /// When the inventory read as the bucket side was taken (its manifest's
+    /// `creationTimestamp`, checked with [`crate::domain::reconcile::inventory_taken_at`]):
+    /// handles recorded after it that it does not show are left to a later inventory.
+    pub inventory_taken_at: Option<DateTime<Utc>>,
 }
 
 /// Prefixes the service owns besides the final ones: tmp/, quarantine/ and every lifecycle
@@ -268,7 +314,7 @@ pub async fn reconcile(
         now,
         grace: options.grace,
         tmp_max_age: tmp_max_age(),
-        taken_at: source.taken_at(),
+        taken_at: options.inventory_taken_at,
     };
     let mut summary = ReconcileSummary {
         source: source.name(),
@@ -277,9 +323,19 @@ pub async fn reconcile(
         quarantine_stray: options.quarantine_stray,
         grace_secs: options.grace.num_seconds(),
         list_workers: listed_by,
-        inventory_taken_at: source.taken_at(),
+        inventory_taken_at: options.inventory_taken_at,
         ..ReconcileSummary::default()
     };
+    if job.resumed {
+        if let Some(saved) = job
+            .run
+            .summary
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        {
+            summary.carry_over(&saved);
+        }
+    }
     let mut join = Join::new(policy);
     let mut catalog_after = resume_after.clone().unwrap_or_default();
     let mut found = Vec::new();
@@ -314,7 +370,7 @@ pub async fn reconcile(
                     pages += 1;
                     if pages % CHECKPOINT_EVERY == 0 {
                         if let Some(k) = join.last_bucket_key().map(str::to_owned) {
-                            job.checkpoint(catalog, &items, &k, &summary)
+                            job.checkpoint(catalog, &items, &k, &summary.with_join(&join))
                                 .await
                                 .map_err(|e| e.to_string())?;
                             items.clear();
@@ -337,9 +393,13 @@ pub async fn reconcile(
         }
     }
     .await;
-    summary.matched = join.matched;
-    summary.recorded_after_inventory = join.recorded_since_taken;
-    summary.list_requests = source.requests();
+    // The listing's calls of this run, then the crashed run's (`carry_over`).
+    let before = summary.list_requests.take();
+    summary.list_requests = match (before, source.requests()) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    let mut summary = summary.with_join(&join);
     let state = match result {
         Ok(()) => RunState::Finished,
         Err(e) if e.contains("byte order") => {

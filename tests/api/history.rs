@@ -265,6 +265,7 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
             quarantine: false,
             quarantine_stray: false,
             workers: 1,
+            inventory_taken_at: None,
         },
         None,
     )

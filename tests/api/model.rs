@@ -448,6 +448,7 @@ impl Model {
                 quarantine: true,
                 quarantine_stray: false,
                 workers: 1,
+                inventory_taken_at: None,
             },
             None,
         )

@@ -41,6 +41,7 @@ async fn run(app: &TestApp, source: Box<dyn BucketSource>) -> (ReconcileSummary,
         quarantine: false,
         quarantine_stray: false,
         workers: 1,
+        inventory_taken_at: None,
     };
     let store = store(app).await;
     match reconcile(&app.catalog, &store, &settings, &options, Some(source))

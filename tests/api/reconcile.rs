@@ -91,15 +91,10 @@ async fn planted_unindexed_objects_and_a_missing_one_are_found_exactly_on_a_list
     assert_eq!(run.body["summary"]["matched"], 1);
     assert_eq!(run.body["summary"]["unindexed_bytes"], 4 * 50);
     // The alarm is also an event, once for the run.
-    let alarms: Vec<Value> = crate::history::all_events(&app)
-        .await
-        .into_iter()
-        .filter(|e| e["type"] == "reconcile.missing")
-        .collect();
-    assert_eq!(alarms.len(), 1, "{alarms:#?}");
-    assert_eq!(alarms[0]["data"]["missing"], 1);
-    assert_eq!(alarms[0]["data"]["missing_bytes"], 400);
-    assert_eq!(alarms[0]["data"]["run_id"], run.body["run"]["id"]);
+    let alarm = the_missing_alarm(&app).await;
+    assert_eq!(alarm["data"]["missing"], 1);
+    assert_eq!(alarm["data"]["missing_bytes"], 400);
+    assert_eq!(alarm["data"]["run_id"], run.body["run"]["id"]);
     // Report only: nothing moved or deleted.
     for k in planted {
         assert!(app.object_exists(k).await, "{k}");
@@ -303,16 +298,53 @@ async fn an_inventory_leaves_handles_recorded_after_it_was_taken_to_the_next_one
     let said = chrono::DateTime::parse_from_rfc3339(said).expect("RFC 3339");
     assert_eq!(said.timestamp_millis(), taken.timestamp_millis());
 
-    // A manifest whose timestamp is not one is refused, not read as "taken now".
-    let bad = inventory_taken(&app, &rows, Some("yesterday".into())).await;
-    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args(["reconcile", "--json", "--inventory", &bad])
-        .envs(&app.env)
-        .output()
-        .expect("run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("creationTimestamp"), "{stderr}");
+    // A time it cannot trust is refused before anything is judged, never read as a cut that
+    // would leave every loss since unreported (found by the outside review: 0, a negative
+    // value, seconds read as milliseconds or a month-old manifest each made a run with real
+    // losses exit 0): not a time, null, the epoch, seconds, older than --inventory-max-age
+    // (10 days unless given), in the future.
+    let ms = |t: chrono::DateTime<chrono::Utc>| Value::from(t.timestamp_millis().to_string());
+    let month_ago = taken - chrono::Duration::days(30);
+    let refused: [(Value, &str); 7] = [
+        ("yesterday".into(), "milliseconds since the epoch"),
+        (Value::Null, "milliseconds since the epoch"),
+        ("0".into(), "max-age"),
+        ("-1".into(), "max-age"),
+        (taken.timestamp().to_string().into(), "max-age"),
+        (ms(month_ago), "max-age"),
+        (ms(taken + chrono::Duration::hours(2)), "in the future"),
+    ];
+    let runs_before = app.db.count("SELECT COUNT(*) FROM job_runs").await;
+    for (stamp, why) in refused {
+        let bad = inventory_taken(&app, &rows, Some(stamp.clone())).await;
+        let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+            .args(["reconcile", "--json", "--grace", "0", "--inventory", &bad])
+            .envs(&app.env)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stamp}: {stderr}");
+        assert!(stderr.contains(why), "{stamp}: {stderr}");
+    }
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM job_runs").await,
+        runs_before,
+        "a refused inventory starts no run"
+    );
+    // An operator who means a month-old inventory says so, and its cut then holds: the two
+    // handles it does not show, both recorded since, are left to a later inventory.
+    let old_one = inventory_taken(&app, &rows, Some(ms(month_ago))).await;
+    let run = reconcile_cli(
+        &app,
+        &["--inventory", &old_one, "--inventory-max-age", "31d"],
+    );
+    assert_eq!(run.code, 0, "{}", run.body);
+    assert_eq!(
+        run.body["summary"]["recorded_after_inventory"], 2,
+        "{}",
+        run.body
+    );
+    assert_eq!(run.body["summary"]["matched"], 2, "{}", run.body);
 }
 
 /// A run judges the handles recorded before it began, not the ones committed while it runs
@@ -395,6 +427,88 @@ async fn a_crashed_reconcile_resumes_after_its_checkpoint() {
         set(&["media/images/z/after.png"]),
         "keys up to the checkpoint were judged by the crashed run"
     );
+}
+
+/// A run that found a loss, checkpointed it and crashed: the resumed run does not judge those
+/// keys again, so its totals, its exit code and the `reconcile.missing` alarm must carry what
+/// the crashed run found (found by the outside review: the resumed run started its totals from
+/// zero, exited 0 and raised no alarm, while its own items named the lost files).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loss_found_before_a_crash_is_still_an_alarm_after_the_resume() {
+    let app = spawn_app().await;
+    app.put_object(
+        "media/images/z/after.png",
+        media("image/png", 10),
+        "image/png",
+    )
+    .await;
+    let mut crashed = JobRun::start("reconcile", false, upcommit::domain::records::now());
+    crashed.checkpoint = Some("media/images/m".into());
+    crashed.summary = Some(
+        serde_json::json!({
+            "source": "listing", "keys_listed": 3, "handles_read": 4, "matched": 2,
+            "missing": 1, "missing_bytes": 300, "unindexed": 1, "unindexed_bytes": 50,
+            "list_requests": 1
+        })
+        .to_string(),
+    );
+    app.catalog.insert_run(&crashed).await.expect("run");
+    let found = |action: &str, key: &str, bytes| upcommit::domain::jobs::JobItem {
+        action: action.into(),
+        key: key.into(),
+        version_id: None,
+        bytes,
+        reason: "found before the crash".into(),
+    };
+    app.catalog
+        .add_job_items(
+            &crashed.id,
+            &[
+                found("missing", "media/images/a/lost.png", 300),
+                found("unindexed", "media/images/b/planted.png", 50),
+            ],
+        )
+        .await
+        .expect("items");
+
+    let run = reconcile_cli(&app, &[]);
+    assert_eq!(run.code, 5, "the loss is still an alarm: {}", run.body);
+    assert_eq!(run.body["run"]["id"], crashed.id.as_str());
+    let summary = &run.body["summary"];
+    assert_eq!(summary["resumed"], true);
+    assert_eq!(summary["missing"], 1, "{}", run.body);
+    assert_eq!(summary["missing_bytes"], 300);
+    assert_eq!(summary["unindexed"], 2, "one before the crash, one after");
+    let after = run.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["key"] == "media/images/z/after.png")
+        .expect("the object after the checkpoint")["bytes"]
+        .as_u64()
+        .expect("bytes");
+    assert_eq!(summary["unindexed_bytes"], 50 + after);
+    assert_eq!(summary["keys_listed"], 4);
+    assert_eq!(summary["matched"], 2);
+    assert_eq!(summary["list_requests"], 2);
+    assert_eq!(
+        keys(&run.body, "missing"),
+        set(&["media/images/a/lost.png"])
+    );
+    let alarm = the_missing_alarm(&app).await;
+    assert_eq!(alarm["data"]["missing"], 1);
+    assert_eq!(alarm["data"]["run_id"], crashed.id.as_str());
+}
+
+/// The one `reconcile.missing` event recorded so far.
+async fn the_missing_alarm(app: &TestApp) -> Value {
+    let mut alarms: Vec<Value> = crate::history::all_events(app)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "reconcile.missing")
+        .collect();
+    assert_eq!(alarms.len(), 1, "{alarms:#?}");
+    alarms.remove(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
