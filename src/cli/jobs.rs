@@ -106,8 +106,8 @@ pub struct Quarantine {
 pub async fn reconcile(
     settings: &Settings,
     grace: &str,
-    // The manifest's URL and `--inventory-max-age`.
-    inventory: Option<(&str, &str)>,
+    inventory: Option<&str>,
+    inventory_max_age: &str,
     quarantine: Quarantine,
     workers: usize,
     json: bool,
@@ -121,12 +121,23 @@ pub async fn reconcile(
         );
         return 2;
     };
+    // Checked whether or not an inventory is given, or says when it was taken.
+    let parsed = crate::domain::duration::parse_secs(inventory_max_age)
+        .and_then(|secs| i64::try_from(secs).ok())
+        .and_then(chrono::Duration::try_seconds);
+    let Some(max_age) = parsed else {
+        eprintln!(
+            "upcommit reconcile: --inventory-max-age: {}, got {inventory_max_age:?}",
+            crate::domain::duration::EXPECTED
+        );
+        return 2;
+    };
     let Some((catalog, store, client)) = connect("reconcile", settings).await else {
         return 2;
     };
     let (source, inventory_taken_at): (Option<Box<dyn BucketSource>>, _) = match inventory {
         None => (None, None),
-        Some((url, max_age)) => {
+        Some(url) => {
             let source = match InventorySource::open(client, url).await {
                 Ok(s) => s,
                 Err(e) => {
@@ -211,20 +222,11 @@ pub async fn reconcile(
 async fn inventory_taken_at(
     catalog: &Arc<dyn Catalog>,
     source: &InventorySource,
-    max_age: &str,
+    max_age: chrono::Duration,
 ) -> Result<Option<chrono::DateTime<chrono::Utc>>, String> {
     let Some(taken_at) = source.taken_at()? else {
         return Ok(None);
     };
-    let max_age = crate::domain::duration::parse_secs(max_age)
-        .and_then(|secs| i64::try_from(secs).ok())
-        .map(chrono::Duration::seconds)
-        .ok_or_else(|| {
-            format!(
-                "--inventory-max-age: {}, got {max_age:?}",
-                crate::domain::duration::EXPECTED
-            )
-        })?;
     let now = catalog.clock().await.map_err(|e| e.to_string())?;
     crate::domain::reconcile::inventory_taken_at(taken_at, now, max_age).map(Some)
 }

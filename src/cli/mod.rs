@@ -233,9 +233,8 @@ pub async fn run(cli: Cli) -> i32 {
             jobs::reconcile(
                 &settings,
                 &grace,
-                inventory
-                    .as_deref()
-                    .map(|url| (url, inventory_max_age.as_str())),
+                inventory.as_deref(),
+                &inventory_max_age,
                 quarantine,
                 workers,
                 json,

@@ -120,9 +120,9 @@ pub fn inventory_taken_at(
     }
     if now - taken_at > max_age {
         return Err(format!(
-            "the inventory was taken at {}, more than --inventory-max-age ({} h) ago: the files committed since would not be judged; pass a newer inventory, or a larger --inventory-max-age",
+            "the inventory was taken at {}, more than --inventory-max-age ({} s) ago: the files committed since would not be judged; pass a newer inventory, or a larger --inventory-max-age",
             taken_at.to_rfc3339(),
-            max_age.num_hours()
+            max_age.num_seconds()
         ));
     }
     Ok(taken_at)
@@ -288,6 +288,12 @@ impl Join {
         }
     }
 
+    /// Handle keys read and not judged yet: all after the last bucket key, so a run resumed
+    /// from that key reads them again.
+    pub fn catalog_pending(&self) -> usize {
+        self.catalog.len()
+    }
+
     /// The last bucket key judged, for a checkpoint.
     pub fn last_bucket_key(&self) -> Option<&str> {
         self.last_bucket.as_deref()
@@ -406,6 +412,28 @@ mod tests {
         let doubled = vec![h("media/images/a.png"), h("media/images/a.png")];
         let mut join = Join::new(policy());
         assert!(join.feed_catalog(Some(doubled)).is_err());
+    }
+
+    #[test]
+    fn handles_read_ahead_of_the_last_bucket_key_are_pending_for_a_resume() {
+        let mut join = Join::new(policy());
+        let mut found = Vec::new();
+        assert_eq!(join.advance(&mut found), Need::Bucket);
+        join.feed_bucket(Some(vec![b("media/images/b.png", 3)]))
+            .expect("bucket");
+        assert_eq!(join.advance(&mut found), Need::Catalog);
+        let page = ["a", "b", "c", "d"].map(|k| h(&format!("media/images/{k}.png")));
+        join.feed_catalog(Some(page.to_vec())).expect("catalog");
+        // a is judged (missing), b matched; c and d wait for the bucket's next page.
+        assert_eq!(join.advance(&mut found), Need::Bucket);
+        assert_eq!(join.last_bucket_key(), Some("media/images/b.png"));
+        assert_eq!(join.catalog_pending(), 2);
+        assert_eq!(keys_of(&found, missing), vec!["media/images/a.png"]);
+        join.feed_bucket(None).expect("end");
+        assert_eq!(join.advance(&mut found), Need::Catalog);
+        join.feed_catalog(None).expect("end");
+        assert_eq!(join.advance(&mut found), Need::Done);
+        assert_eq!(join.catalog_pending(), 0);
     }
 
     #[test]

@@ -209,11 +209,21 @@ impl ReconcileSummary {
         }
     }
 
-    /// This summary with the join's counts so far added (a checkpoint's, or the end's).
-    fn with_join(&self, join: &Join) -> Self {
+    /// This summary with the join's counts so far added (a checkpoint's, or the end's), and
+    /// the source's listing calls; the handles read ahead of the last key judged are not
+    /// counted (a resumed run reads them again).
+    fn with_join(&self, join: &Join, source: &dyn BucketSource) -> Self {
         let mut out = self.clone();
         out.matched += join.matched;
         out.recorded_after_inventory += join.recorded_since_taken;
+        out.handles_read = out
+            .handles_read
+            .saturating_sub(join.catalog_pending() as u64);
+        // The crashed run's calls (`carry_over`), then this run's.
+        out.list_requests = match (self.list_requests, source.requests()) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         out
     }
 }
@@ -370,7 +380,8 @@ pub async fn reconcile(
                     pages += 1;
                     if pages % CHECKPOINT_EVERY == 0 {
                         if let Some(k) = join.last_bucket_key().map(str::to_owned) {
-                            job.checkpoint(catalog, &items, &k, &summary.with_join(&join))
+                            let so_far = summary.with_join(&join, source.as_ref());
+                            job.checkpoint(catalog, &items, &k, &so_far)
                                 .await
                                 .map_err(|e| e.to_string())?;
                             items.clear();
@@ -393,13 +404,7 @@ pub async fn reconcile(
         }
     }
     .await;
-    // The listing's calls of this run, then the crashed run's (`carry_over`).
-    let before = summary.list_requests.take();
-    summary.list_requests = match (before, source.requests()) {
-        (Some(a), Some(b)) => Some(a + b),
-        (a, b) => a.or(b),
-    };
-    let mut summary = summary.with_join(&join);
+    let mut summary = summary.with_join(&join, source.as_ref());
     let state = match result {
         Ok(()) => RunState::Finished,
         Err(e) if e.contains("byte order") => {

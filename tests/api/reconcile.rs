@@ -331,6 +331,26 @@ async fn an_inventory_leaves_handles_recorded_after_it_was_taken_to_the_next_one
         runs_before,
         "a refused inventory starts no run"
     );
+    // A bound that is not a duration, or too large for one, is refused too, inventory or not
+    // (found by the second review: a huge one made the program panic, exit 101).
+    for (bound, inventory) in [
+        ("9223372036854775807", Some(url.as_str())),
+        ("1000000000y", Some(url.as_str())),
+        ("garbage", None),
+    ] {
+        let mut args = vec!["reconcile", "--json", "--inventory-max-age", bound];
+        if let Some(url) = inventory {
+            args.extend(["--inventory", url]);
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+            .args(&args)
+            .envs(&app.env)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bound}: {stderr}");
+        assert!(stderr.contains("--inventory-max-age"), "{bound}: {stderr}");
+    }
     // An operator who means a month-old inventory says so, and its cut then holds: the two
     // handles it does not show, both recorded since, are left to a later inventory.
     let old_one = inventory_taken(&app, &rows, Some(ms(month_ago))).await;
