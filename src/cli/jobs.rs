@@ -112,9 +112,7 @@ pub async fn reconcile(
     workers: usize,
     json: bool,
 ) -> i32 {
-    let parsed =
-        crate::domain::duration::parse_secs(grace).and_then(|secs| i64::try_from(secs).ok());
-    let Some(grace) = parsed else {
+    let Some(grace) = crate::domain::duration::parse_span(grace) else {
         eprintln!(
             "upcommit reconcile: --grace: {}, got {grace:?}",
             crate::domain::duration::EXPECTED
@@ -122,10 +120,7 @@ pub async fn reconcile(
         return 2;
     };
     // Checked whether or not an inventory is given, or says when it was taken.
-    let parsed = crate::domain::duration::parse_secs(inventory_max_age)
-        .and_then(|secs| i64::try_from(secs).ok())
-        .and_then(chrono::Duration::try_seconds);
-    let Some(max_age) = parsed else {
+    let Some(max_age) = crate::domain::duration::parse_span(inventory_max_age) else {
         eprintln!(
             "upcommit reconcile: --inventory-max-age: {}, got {inventory_max_age:?}",
             crate::domain::duration::EXPECTED
@@ -155,7 +150,7 @@ pub async fn reconcile(
         }
     };
     let options = ReconcileOptions {
-        grace: chrono::Duration::seconds(grace),
+        grace,
         quarantine: quarantine.unindexed,
         quarantine_stray: quarantine.stray,
         workers,

@@ -15,9 +15,30 @@ pub fn parse_secs(s: &str) -> Option<u64> {
     humantime::parse_duration(s).ok().map(|d| d.as_secs())
 }
 
+/// [`parse_secs`] as a time span; `None` also for one too long to be a `chrono::Duration`
+/// (about 292 million years), which `chrono::Duration::seconds` would panic on.
+pub fn parse_span(s: &str) -> Option<chrono::Duration> {
+    parse_secs(s)
+        .and_then(|secs| i64::try_from(secs).ok())
+        .and_then(chrono::Duration::try_seconds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_too_long_for_a_duration_is_refused_not_a_panic() {
+        assert_eq!(parse_span("2d"), Some(chrono::Duration::days(2)));
+        for raw in [
+            "9223372036854775807",
+            "18446744073709551615",
+            "1000000000y",
+            "x",
+        ] {
+            assert_eq!(parse_span(raw), None, "{raw:?}");
+        }
+    }
 
     #[test]
     fn the_usual_spellings_parse() {

@@ -26,6 +26,15 @@ struct Manifest {
     file_format: String,
     file_schema: String,
     files: Vec<ManifestFile>,
+    /// As written: absent is `None`, `null` is `Some(Null)` (refused by
+    /// [`InventorySource::taken_at`], never read as "not said").
+    #[serde(default, deserialize_with = "present")]
+    creation_timestamp: Option<serde_json::Value>,
+}
+
+/// A field that is there, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
 }
 
 /// A manifest's `creationTimestamp` as a time; `Err` with what it holds when it is none.
@@ -148,9 +157,6 @@ impl InventorySource {
             size: col("Size"),
             modified: col("LastModifiedDate"),
         };
-        let creation_timestamp = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|m| m.get("creationTimestamp").cloned());
         let data_bucket = manifest
             .destination_bucket
             .strip_prefix("arn:aws:s3:::")
@@ -163,7 +169,7 @@ impl InventorySource {
             columns,
             next_file: 0,
             reader: None,
-            creation_timestamp,
+            creation_timestamp: manifest.creation_timestamp,
         })
     }
 

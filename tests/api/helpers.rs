@@ -428,7 +428,18 @@ impl TestApp {
         token: Option<&str>,
         body: &Value,
     ) -> reqwest::Response {
-        let mut req = self.http.post(format!("{}{path}", self.address)).json(body);
+        self.post_json_at(&self.address, path, token, body).await
+    }
+
+    /// [`Self::post_json`] to a given replica (or server process).
+    pub async fn post_json_at(
+        &self,
+        base: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &Value,
+    ) -> reqwest::Response {
+        let mut req = self.http.post(format!("{base}{path}")).json(body);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -470,14 +481,10 @@ impl TestApp {
         size: usize,
         method: &str,
     ) -> Presigned {
+        let body = json!({"profile": profile, "content_type": content_type, "size": size, "filename": "clip.bin", "method": method});
         let resp = self
-            .http
-            .post(format!("{base}/v1/uploads"))
-            .bearer_auth(token)
-            .json(&json!({"profile": profile, "content_type": content_type, "size": size, "filename": "clip.bin", "method": method}))
-            .send()
-            .await
-            .expect("request sent");
+            .post_json_at(base, "/v1/uploads", Some(token), &body)
+            .await;
         assert_eq!(
             resp.status(),
             201,
@@ -618,13 +625,8 @@ impl TestApp {
         if let Some(f) = final_key {
             body["final_key"] = json!(f);
         }
-        self.http
-            .post(format!("{base}/v1/files"))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
+        self.post_json_at(base, "/v1/files", Some(token), &body)
             .await
-            .expect("request sent")
     }
 
     /// Lets every upload URL issued so far expire (and the in-flight margin pass), then runs

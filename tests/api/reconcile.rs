@@ -297,6 +297,20 @@ async fn an_inventory_leaves_handles_recorded_after_it_was_taken_to_the_next_one
     let said = summary["inventory_taken_at"].as_str().expect("taken at");
     let said = chrono::DateTime::parse_from_rfc3339(said).expect("RFC 3339");
     assert_eq!(said.timestamp_millis(), taken.timestamp_millis());
+    // The text line an operator reads says the same (the docs promise it).
+    let text = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--grace", "0", "--inventory", &url])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(5), "{stdout}");
+    assert!(
+        stdout.contains(&format!("the inventory was taken at {}", said.to_rfc3339()))
+            && stdout.contains("1 handles recorded since are left to a later one"),
+        "{stdout}"
+    );
 
     // A time it cannot trust is refused before anything is judged, never read as a cut that
     // would leave every loss since unreported (found by the outside review: 0, a negative
@@ -351,6 +365,15 @@ async fn an_inventory_leaves_handles_recorded_after_it_was_taken_to_the_next_one
         assert_eq!(out.status.code(), Some(2), "{bound}: {stderr}");
         assert!(stderr.contains("--inventory-max-age"), "{bound}: {stderr}");
     }
+    // The grace is read the same way: too long for a duration is refused, not a panic.
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "9223372036854775807"])
+        .envs(&app.env)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--grace"), "{stderr}");
     // An operator who means a month-old inventory says so, and its cut then holds: the two
     // handles it does not show, both recorded since, are left to a later inventory.
     let old_one = inventory_taken(&app, &rows, Some(ms(month_ago))).await;
