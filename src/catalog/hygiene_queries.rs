@@ -60,6 +60,25 @@ pub(super) fn unused_conditions(profiles: &[String]) -> String {
     )
 }
 
+/// Another handle of `h`'s key (a copy), not deleted, is vouched for by the latest completed
+/// link scan: the app uses the shared object, so it is neither archived nor deleted. Judged
+/// with [`scan_vouches`] in every statement a step of hygiene depends on (claim, the renewal
+/// right before S3, an archival's settle), so a scan that completes during a step stops it.
+pub(super) fn sibling_vouched() -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key AND o.id <> h.id \
+         AND o.status <> 'deleted' AND {})",
+        scan_vouches("o")
+    )
+}
+
+/// The unlinked handle `h` can come back to `available` without touching S3: no archival of
+/// a copy moved the shared object (the catalog records the class for every copy of the key),
+/// and no handle of the key holds a claim (an archival of a copy may be changing it, or have
+/// died after changing it). Others come back through a restore, which checks the object.
+pub(super) const UNMOVED: &str = "(h.storage_class IS NULL OR h.storage_class = 'STANDARD') \
+     AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key AND o.claim IS NOT NULL)";
+
 /// Another handle of `h`'s key (a copy) is available or being restored: the shared object is
 /// live, so it is neither archived nor deleted.
 pub(super) const SIBLING_LIVE: &str =
@@ -68,7 +87,7 @@ pub(super) const SIBLING_LIVE: &str =
 
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $month:expr, $lock_key:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $month:expr, $lock_key:expr, $lock_rows:expr) => {
         impl $ty {
             fn scan_row(
                 row: &<$db as sqlx::Database>::Row,
@@ -239,16 +258,49 @@ macro_rules! impl_hygiene_catalog {
                 &self,
                 id: &str,
                 now: chrono::DateTime<chrono::Utc>,
-            ) -> Result<bool, CatalogError> {
+            ) -> Result<super::ScanCompletion, CatalogError> {
+                use sqlx::Row;
+                let mut tx = self.pool.begin_with($begin).await?;
+                // A deletion holding a key this scan saw that is past its last check (its S3
+                // calls under way, `claim_s3_at`) cannot heed the scan: the scan waits for it
+                // rather than complete unheeded. One that is not yet there will refuse at that
+                // check once the scan is complete. The deletion's rows are locked as its
+                // renewal locks them (in id order), so a renewal either commits first (and is
+                // seen here) or runs after and sees this scan completed.
+                let sql = format!(
+                    "SELECT d.id, CASE WHEN d.claim_s3_at IS NOT NULL AND d.claim_until >= {now} \
+                     THEN 1 ELSE 0 END AS held \
+                     FROM file_handles d WHERE d.claim = 'delete' AND EXISTS (SELECT 1 FROM file_handles o \
+                     JOIN link_scan_seen s ON s.file_id = o.id WHERE s.scan_id = $1 AND o.key = d.key) \
+                     ORDER BY d.id{}",
+                    $lock_rows,
+                    now = Self::DB_NOW,
+                );
+                let held = sqlx::query(&sql)
+                    .bind(id)
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .iter()
+                    .map(|r| r.try_get::<i32, _>("held"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if held.contains(&1) {
+                    tx.rollback().await?;
+                    return Ok(super::ScanCompletion::Busy);
+                }
                 let n = sqlx::query(
                     "UPDATE link_scans SET state = 'completed', completed_at = $1 WHERE id = $2 AND state = 'open'",
                 )
                 .bind(now)
                 .bind(id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?
                 .rows_affected();
-                Ok(n == 1)
+                tx.commit().await?;
+                Ok(if n == 1 {
+                    super::ScanCompletion::Completed
+                } else {
+                    super::ScanCompletion::NotOpen
+                })
             }
 
             async fn latest_completed_scan(&self) -> Result<Option<super::LinkScan>, CatalogError> {
@@ -318,8 +370,9 @@ macro_rules! impl_hygiene_catalog {
                 // restored, when the latest completed scan vouches for it.
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = 'available', status_changed_at = $1, restored_at = $1 \
-                     WHERE h.status = 'unlinked' AND h.claim IS NULL AND {} RETURNING {}",
+                     WHERE h.status = 'unlinked' AND h.claim IS NULL AND {} AND {} RETURNING {}",
                     super::hygiene_queries::scan_vouches("h"),
+                    super::hygiene_queries::UNMOVED,
                     super::queries::HANDLE_COLUMNS
                 );
                 let mut tx = self.pool.begin_with($begin).await?;
@@ -328,6 +381,26 @@ macro_rules! impl_hygiene_catalog {
                 Self::insert_events(&mut *tx, &events).await?;
                 tx.commit().await?;
                 Ok(rows.len() as u64)
+            }
+
+            async fn vouched_moved(
+                &self,
+                after: &str,
+                limit: i64,
+            ) -> Result<Vec<$crate::domain::records::FileHandle>, CatalogError> {
+                let sql = format!(
+                    "SELECT {} FROM file_handles h WHERE h.id > $1 AND h.status = 'unlinked' \
+                     AND h.claim IS NULL AND {} AND NOT ({}) ORDER BY h.id LIMIT $2",
+                    super::queries::HANDLE_COLUMNS,
+                    super::hygiene_queries::scan_vouches("h"),
+                    super::hygiene_queries::UNMOVED,
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(after)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::handle_row).collect()
             }
 
             async fn handles_in_status(
@@ -367,8 +440,8 @@ macro_rules! impl_hygiene_catalog {
             ) -> Result<bool, CatalogError> {
                 let until = Self::db_now_plus("$3");
                 let mut sql = format!(
-                    "UPDATE file_handles AS h SET claim = $1, claim_token = $2, claim_until = {until} \
-                     WHERE h.id = $4"
+                    "UPDATE file_handles AS h SET claim = $1, claim_token = $2, claim_until = {until}, \
+                     claim_s3_at = NULL WHERE h.id = $4"
                 );
                 match guard {
                     Some(g) => {
@@ -381,6 +454,11 @@ macro_rules! impl_hygiene_catalog {
                             super::hygiene_queries::profiles_in("h.profile", g.profiles),
                             super::hygiene_queries::scan_vouches("h"),
                             now = Self::DB_NOW,
+                        ));
+                        // The object is the key's: a scan that saw any copy keeps it.
+                        sql.push_str(&format!(
+                            " AND NOT {}",
+                            super::hygiene_queries::sibling_vouched()
                         ));
                         if !g.key_not_in.is_empty() {
                             sql.push_str(&format!(
@@ -445,10 +523,13 @@ macro_rules! impl_hygiene_catalog {
                 // `SIBLING_LIVE`); the key's rows are taken in the claims' order first.
                 let until = Self::db_now_plus("$2");
                 let sql = format!(
-                    "UPDATE file_handles AS h SET claim_until = {until} \
-                     WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {} AND NOT {}",
+                    "UPDATE file_handles AS h SET claim_until = {until}, claim_s3_at = {now} \
+                     WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {} AND NOT {} \
+                     AND NOT {}",
                     super::hygiene_queries::scan_vouches("h"),
                     super::hygiene_queries::SIBLING_LIVE,
+                    super::hygiene_queries::sibling_vouched(),
+                    now = Self::DB_NOW,
                 );
                 let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
                 let mut tx = self.pool.begin_with($begin).await?;
@@ -491,8 +572,9 @@ macro_rules! impl_hygiene_catalog {
                     .execute(&mut *tx)
                     .await?;
                 }
-                // An archival settles only while no copy is available or being restored: one
-                // that came back while S3 was being changed makes it fail (and be undone).
+                // An archival settles only while no copy is available or being restored and the
+                // latest completed scan vouches for no handle of the key: a copy that came back,
+                // or a scan completed, while S3 was being changed makes it fail (and be undone).
                 let archived = settle.to == $crate::domain::records::HandleStatus::Archived;
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = $1, status_changed_at = $2, \
@@ -502,7 +584,12 @@ macro_rules! impl_hygiene_catalog {
                      claim = NULL, claim_token = NULL, claim_until = NULL \
                      WHERE h.id = $5 AND h.claim_token = $6{} RETURNING {}",
                     if archived {
-                        format!(" AND NOT {}", super::hygiene_queries::SIBLING_LIVE)
+                        format!(
+                            " AND NOT {} AND NOT {} AND NOT {}",
+                            super::hygiene_queries::SIBLING_LIVE,
+                            super::hygiene_queries::scan_vouches("h"),
+                            super::hygiene_queries::sibling_vouched()
+                        )
                     } else {
                         String::new()
                     },

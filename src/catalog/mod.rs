@@ -192,6 +192,17 @@ pub struct LinkScan {
     pub completed_at: Option<DateTime<Utc>>,
 }
 
+/// What completing a link scan did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanCompletion {
+    Completed,
+    /// It was not open (completed before, or unknown).
+    NotOpen,
+    /// A deletion holds a key whose handle the scan saw and is past its last check (changing
+    /// S3): nothing was recorded; complete again once it settles.
+    Busy,
+}
+
 /// What a hygiene claim is for. Hygiene's own claims (`Archive`, `Delete`) and a restore's are
 /// exclusive: while one holds, no other transition of the handle applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,8 +279,13 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         files: &[String],
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError>;
-    /// `open → completed`; `Ok(false)` when it was not open.
-    async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError>;
+    /// `open → completed`, unless a deletion holds a key whose handle the scan saw (see
+    /// [`ScanCompletion::Busy`]).
+    async fn complete_scan(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ScanCompletion, CatalogError>;
     async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError>;
 
     /// Available handles of `profiles` nothing uses (no link, not vouched for by the latest
@@ -291,8 +307,14 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<bool, CatalogError>;
     /// `unlinked → available` (as if restored at `now`) for every unclaimed unlinked handle the
-    /// latest completed link scan vouches for; how many.
+    /// latest completed link scan vouches for whose object no archival of a copy can have
+    /// moved; how many.
     async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError>;
+    /// The unclaimed unlinked handles the latest completed link scan vouches for that
+    /// [`Self::return_vouched`] leaves (a copy's archival moved, or may have moved, the shared
+    /// object): they come back through a restore. After id `after`, in id order.
+    async fn vouched_moved(&self, after: &str, limit: i64)
+        -> Result<Vec<FileHandle>, CatalogError>;
     /// Handles of `profiles` in `status` since before `changed_before`, after id `after`, in
     /// id order.
     async fn handles_in_status(
@@ -321,9 +343,10 @@ pub trait HygieneCatalog: Send + Sync + 'static {
         token: &str,
         lease_secs: u64,
     ) -> Result<bool, CatalogError>;
-    /// Extends the claim `token` holds by `lease_secs` (database clock), if it still holds it
-    /// and the handle still has no link and is not vouched for by the latest completed scan:
-    /// hygiene's last check right before it changes S3.
+    /// Extends the claim `token` holds by `lease_secs` (database clock), if it still holds it,
+    /// the handle still has no link, no copy of its key is available or being restored, and
+    /// the latest completed scan vouches for no handle of the key: hygiene's last check right
+    /// before it changes S3, which it records (`claim_s3_at`; see [`ScanCompletion::Busy`]).
     async fn renew_claim(
         &self,
         id: &FileId,

@@ -13,7 +13,7 @@ use tracing::Instrument as _;
 use super::{
     Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog,
     HygieneGuard, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts,
-    RetentionCatalog, Settle, SettledTmp, TableSize,
+    RetentionCatalog, ScanCompletion, Settle, SettledTmp, TableSize,
 };
 use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -223,7 +223,11 @@ impl HygieneCatalog for ObservedCatalog {
     ) -> Result<bool, CatalogError> {
         timed!(self, add_scan_batch(scan, n, files, now))
     }
-    async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError> {
+    async fn complete_scan(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ScanCompletion, CatalogError> {
         timed!(self, complete_scan(id, now))
     }
     async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError> {
@@ -249,6 +253,13 @@ impl HygieneCatalog for ObservedCatalog {
     }
     async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError> {
         timed!(self, return_vouched(now))
+    }
+    async fn vouched_moved(
+        &self,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        timed!(self, vouched_moved(after, limit))
     }
     async fn handles_in_status(
         &self,

@@ -125,7 +125,8 @@ impl_hygiene_catalog!(
     "BEGIN",
     "to_char(status_changed_at AT TIME ZONE 'UTC', 'YYYY-MM')",
     "SELECT id FROM file_handles WHERE key = (SELECT key FROM file_handles WHERE id = $1) \
-     ORDER BY id FOR UPDATE"
+     ORDER BY id FOR UPDATE",
+    " FOR UPDATE OF d"
 );
 impl_retention_catalog!(
     PostgresCatalog,

@@ -158,7 +158,9 @@ impl_hygiene_catalog!(
     "BEGIN IMMEDIATE",
     "substr(status_changed_at, 1, 7)",
     // BEGIN IMMEDIATE already holds the database's one write lock.
-    "SELECT id FROM file_handles WHERE id = $1"
+    "SELECT id FROM file_handles WHERE id = $1",
+    // ... and so a scan's completion needs no row locks to see a deletion's claim.
+    ""
 );
 impl_retention_catalog!(
     SqliteCatalog,

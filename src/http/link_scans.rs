@@ -13,7 +13,7 @@ use validator::Validate;
 
 use super::extract::ApiJson;
 use crate::auth::Identity;
-use crate::catalog::LinkScan;
+use crate::catalog::{LinkScan, ScanCompletion};
 use crate::domain::ids::FileId;
 use crate::domain::records;
 use crate::error::AppError;
@@ -147,7 +147,12 @@ async fn complete(
         .await?
         .ok_or(AppError::LinkScanNotFound)?;
     if !scan.completed {
-        state.catalog.complete_scan(&id, records::now()).await?;
+        let done = state.catalog.complete_scan(&id, records::now()).await?;
+        if done == ScanCompletion::Busy {
+            // Hygiene is deleting a key whose handle this scan saw; it settles within its
+            // lease, then the scan completes (and the next run judges by it).
+            return Err(AppError::FileBusy);
+        }
     }
     let scan = state
         .catalog

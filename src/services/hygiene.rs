@@ -132,6 +132,9 @@ pub async fn run(
     let mut items = Items::new(&job.run.id);
     let result = async {
         detect(catalog, settings, dry_run, now, &mut summary, &mut items).await?;
+        if !dry_run {
+            return_moved(catalog, store, settings, now, &mut summary, &mut items).await?;
+        }
         archive(
             catalog,
             store,
@@ -225,6 +228,55 @@ async fn detect(
                     &h,
                     why,
                 ));
+            }
+        }
+    }
+}
+
+/// Unlinked handles the latest completed scan vouches for whose object an archival of a copy
+/// moved (or may have moved: a claim on the key) come back through a restore, which puts the
+/// object back in STANDARD, untagged, before the handle is available again; detection's
+/// `return_vouched` brings back only those whose object is untouched.
+async fn return_moved(
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    settings: &Settings,
+    now: DateTime<Utc>,
+    summary: &mut HygieneSummary,
+    items: &mut Items,
+) -> Result<(), HygieneError> {
+    let mut after = String::new();
+    loop {
+        items.flush(catalog).await?;
+        let page = catalog.vouched_moved(&after, PAGE).await?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = last.id.as_str().to_owned();
+        for h in page {
+            match restore(catalog, store, &h, None, settings.jobs.lease_secs, now).await {
+                Ok(_) => {
+                    summary.returned += 1;
+                    items.push(item(
+                        "returned",
+                        &h,
+                        "seen by the latest completed link scan; the object a copy's archival \
+                         moved is back in STANDARD",
+                    ));
+                }
+                Err(RestoreError::Busy | RestoreError::Deleted) => {
+                    summary.skipped += 1;
+                    items.push(item(
+                        "skipped",
+                        &h,
+                        "seen by the latest completed link scan, but another step holds its \
+                         key: a later run returns it",
+                    ));
+                }
+                Err(RestoreError::Failed(e)) => {
+                    summary.failed += 1;
+                    items.push(item("failed", &h, format!("return: {e}")));
+                }
             }
         }
     }
@@ -346,7 +398,8 @@ async fn archive(
                 items.push(item(
                     "skipped",
                     &h,
-                    "archive: the claim was lost (or a scan saw the file) before S3 was changed",
+                    "archive: the claim was lost (or a scan saw the file or a copy of its key) \
+                     before S3 was changed",
                 ));
                 continue;
             }
@@ -372,14 +425,22 @@ async fn archive(
                 now,
             };
             if !catalog.settle_claim(&h.id, &claim, &settle).await? {
-                // Taken over after S3 changed (a restore that found the class unchanged):
+                // Taken over after S3 changed (a restore that found the class unchanged), or a
+                // copy came back or a scan vouched for the key meanwhile (the settle refused):
                 // never leave a live file archived in S3.
-                let (undone, why) = if moves {
-                    undo_archive(catalog, store, &h).await?
-                } else {
-                    (false, "archive: the claim was taken over".to_owned())
-                };
-                // Still ours when a copy came back meanwhile (the settle refused): give it up.
+                if !moves {
+                    catalog.release_claim(&h.id, &claim).await?;
+                    summary.skipped += 1;
+                    items.push(item(
+                        "skipped",
+                        &h,
+                        "archive: the claim was taken over, a copy came back or a scan saw the \
+                         key meanwhile; nothing was changed in S3",
+                    ));
+                    continue;
+                }
+                let (undone, why) = undo_archive(catalog, store, &h).await?;
+                // Still ours when the settle refused: give it up.
                 catalog.release_claim(&h.id, &claim).await?;
                 if undone {
                     summary.undone += 1;
@@ -481,10 +542,12 @@ async fn delete(
                 items.push(item(
                     "skipped",
                     &h,
-                    "delete: the claim was lost (or a scan saw the file) before S3 was changed",
+                    "delete: the claim was lost (or a scan saw the file or a copy of its key) \
+                     before S3 was changed",
                 ));
                 continue;
             }
+            pause::point("hygiene_delete_s3").await;
             if let Err(e) = delete_every_version(store.as_ref(), &h.key).await {
                 // The claim stays: some versions may be gone, so only a later run may finish
                 // the deletion (a restore never takes a deletion over).

@@ -11,7 +11,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use upcommit::catalog::{
     Catalog, CatalogError, ClaimKind, EventDeliveryCatalog, EventOutbox, HygieneCatalog,
     HygieneGuard, JobCatalog, LeaseRequest, LinkScan, MultipartCatalog, NewCopy, PruneCounts,
-    RetentionCatalog, Settle, SettledTmp, TableSize,
+    RetentionCatalog, ScanCompletion, Settle, SettledTmp, TableSize,
 };
 use upcommit::domain::ids::{FileId, UploadId};
 use upcommit::domain::jobs::{JobItem, JobRun, RunState};
@@ -287,7 +287,11 @@ impl HygieneCatalog for FaultyCatalog {
     ) -> Result<bool, CatalogError> {
         self.inner.add_scan_batch(scan, n, files, now).await
     }
-    async fn complete_scan(&self, id: &str, now: DateTime<Utc>) -> Result<bool, CatalogError> {
+    async fn complete_scan(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ScanCompletion, CatalogError> {
         self.inner.complete_scan(id, now).await
     }
     async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError> {
@@ -315,6 +319,13 @@ impl HygieneCatalog for FaultyCatalog {
     }
     async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError> {
         self.inner.return_vouched(now).await
+    }
+    async fn vouched_moved(
+        &self,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        self.inner.vouched_moved(after, limit).await
     }
     async fn handles_in_status(
         &self,

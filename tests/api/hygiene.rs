@@ -11,7 +11,7 @@ use upcommit::domain::records::{Upload, UploadState};
 
 use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp, TestDb};
 
-const DAY: i64 = 86_400;
+pub(crate) const DAY: i64 = 86_400;
 
 /// Short hygiene periods; the `image` profile tracks links (hygiene acts on nothing else).
 fn hygiene_env(grace_secs: i64) -> Vec<(&'static str, String)> {
@@ -24,7 +24,7 @@ fn hygiene_env(grace_secs: i64) -> Vec<(&'static str, String)> {
     ]
 }
 
-async fn spawn(grace_secs: i64) -> TestApp {
+pub(crate) async fn spawn(grace_secs: i64) -> TestApp {
     spawn_app_with(Spawn {
         env: hygiene_env(grace_secs),
         ..Spawn::default()
@@ -33,7 +33,7 @@ async fn spawn(grace_secs: i64) -> TestApp {
 }
 
 /// Commits a PNG of `size` bytes for alice; returns (file id, key).
-async fn file(app: &TestApp, size: usize) -> (String, String) {
+pub(crate) async fn file(app: &TestApp, size: usize) -> (String, String) {
     let (_, h) = app
         .upload_and_commit(&app.token("alice"), "image", "image/png", size)
         .await;
@@ -43,7 +43,7 @@ async fn file(app: &TestApp, size: usize) -> (String, String) {
     )
 }
 
-fn hygiene(app: &TestApp, at: Option<DateTime<Utc>>) -> Value {
+pub(crate) fn hygiene(app: &TestApp, at: Option<DateTime<Utc>>) -> Value {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_upcommit"));
     cmd.args(["hygiene", "--json"])
         .envs(&app.env)
@@ -62,11 +62,11 @@ fn hygiene(app: &TestApp, at: Option<DateTime<Utc>>) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
-fn in_days(days: i64) -> DateTime<Utc> {
+pub(crate) fn in_days(days: i64) -> DateTime<Utc> {
     Utc::now() + chrono::Duration::seconds(days * DAY)
 }
 
-async fn status(app: &TestApp, id: &str) -> String {
+pub(crate) async fn status(app: &TestApp, id: &str) -> String {
     let h: Value = app
         .get(&format!("/v1/files/{id}"), Some(&app.admin_token("root")))
         .await
@@ -76,7 +76,7 @@ async fn status(app: &TestApp, id: &str) -> String {
     h["status"].as_str().expect("status").to_owned()
 }
 
-async fn head_class_and_tags(app: &TestApp, key: &str) -> (Option<String>, Vec<(String, String)>) {
+pub(crate) async fn head_class_and_tags(app: &TestApp, key: &str) -> (Option<String>, Vec<(String, String)>) {
     let head = app
         .s3
         .head_object()
@@ -102,7 +102,7 @@ async fn head_class_and_tags(app: &TestApp, key: &str) -> (Option<String>, Vec<(
     )
 }
 
-async fn put_link(app: &TestApp, token: &str, id: &str, path: &str) -> reqwest::Response {
+pub(crate) async fn put_link(app: &TestApp, token: &str, id: &str, path: &str) -> reqwest::Response {
     app.http
         .put(format!("{}/v1/files/{id}/links/{path}", app.address))
         .bearer_auth(token)
@@ -590,7 +590,7 @@ impl Paused {
     }
 }
 
-async fn restore(app: &TestApp, id: &str) -> reqwest::Response {
+pub(crate) async fn restore(app: &TestApp, id: &str) -> reqwest::Response {
     app.post_json(
         &format!("/v1/files/{id}/restore"),
         Some(&app.token("alice")),
@@ -740,8 +740,8 @@ async fn exec(app: &TestApp, sql: &str) {
     .expect(sql);
 }
 
-/// A completed link scan that saw exactly `files`; returns its id.
-async fn scan(app: &TestApp, files: &[&str]) -> String {
+/// An open link scan that has seen exactly `files` (one batch); returns its id.
+pub(crate) async fn scan_seeing(app: &TestApp, files: &[&str]) -> String {
     let admin = app.admin_token("scanner");
     let scan: Value = app
         .post_json("/v1/link-scans", Some(&admin), &Value::Null)
@@ -759,18 +759,27 @@ async fn scan(app: &TestApp, files: &[&str]) -> String {
         .await
         .expect("batch");
     assert_eq!(batch.status(), 200);
-    let done = app
-        .post_json(
-            &format!("/v1/link-scans/{id}/complete"),
-            Some(&admin),
-            &Value::Null,
-        )
-        .await;
-    assert_eq!(done.status(), 200);
     id
 }
 
-fn standard(class: Option<&str>) -> bool {
+/// `POST /v1/link-scans/{id}/complete`, answered as it is.
+pub(crate) async fn complete_scan(app: &TestApp, id: &str) -> reqwest::Response {
+    app.post_json(
+        &format!("/v1/link-scans/{id}/complete"),
+        Some(&app.admin_token("scanner")),
+        &Value::Null,
+    )
+    .await
+}
+
+/// A completed link scan that saw exactly `files`; returns its id.
+pub(crate) async fn scan(app: &TestApp, files: &[&str]) -> String {
+    let id = scan_seeing(app, files).await;
+    assert_eq!(complete_scan(app, &id).await.status(), 200);
+    id
+}
+
+pub(crate) fn standard(class: Option<&str>) -> bool {
     class.is_none() || class == Some("STANDARD")
 }
 

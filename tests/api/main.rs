@@ -29,6 +29,7 @@ mod helpers;
 mod history;
 mod http_contract;
 mod hygiene;
+mod hygiene_copies;
 mod identity;
 mod legacy;
 mod legacy_import;
