@@ -22,6 +22,7 @@ use upcommit::Application;
 pub const SECRET: &str = "integration-test-secret-0123456789";
 
 /// The database the suite runs against.
+#[derive(Clone)]
 pub enum TestDb {
     Sqlite(Pool<Sqlite>),
     Postgres(Pool<Postgres>),

@@ -76,7 +76,10 @@ pub(crate) async fn status(app: &TestApp, id: &str) -> String {
     h["status"].as_str().expect("status").to_owned()
 }
 
-pub(crate) async fn head_class_and_tags(app: &TestApp, key: &str) -> (Option<String>, Vec<(String, String)>) {
+pub(crate) async fn head_class_and_tags(
+    app: &TestApp,
+    key: &str,
+) -> (Option<String>, Vec<(String, String)>) {
     let head = app
         .s3
         .head_object()
@@ -102,7 +105,12 @@ pub(crate) async fn head_class_and_tags(app: &TestApp, key: &str) -> (Option<Str
     )
 }
 
-pub(crate) async fn put_link(app: &TestApp, token: &str, id: &str, path: &str) -> reqwest::Response {
+pub(crate) async fn put_link(
+    app: &TestApp,
+    token: &str,
+    id: &str,
+    path: &str,
+) -> reqwest::Response {
     app.http
         .put(format!("{}/v1/files/{id}/links/{path}", app.address))
         .bearer_auth(token)

@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use crate::helpers::{error_code, media, TestApp};
 use crate::hygiene::{
-    complete_scan, file, head_class_and_tags, hygiene, in_days, put_link, scan, scan_seeing,
-    spawn, standard, status, Paused, DAY,
+    complete_scan, file, head_class_and_tags, hygiene, in_days, put_link, scan, scan_seeing, spawn,
+    standard, status, Paused, DAY,
 };
 
 /// A copy of `source` for alice; its id.
@@ -57,7 +57,10 @@ async fn a_scan_completed_after_a_deletion_claimed_a_key_saves_the_copy_it_saw()
     assert_eq!(run["summary"]["deleted"], 0, "{run}");
     assert!(app.object_exists(&key).await);
     let content = app
-        .get(&format!("/v1/files/{seen}/content"), Some(&app.token("alice")))
+        .get(
+            &format!("/v1/files/{seen}/content"),
+            Some(&app.token("alice")),
+        )
         .await;
     assert_eq!(content.status(), 302);
 }

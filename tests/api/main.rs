@@ -34,6 +34,7 @@ mod identity;
 mod legacy;
 mod legacy_import;
 mod model;
+mod model_scans;
 mod multipart;
 mod observability;
 mod outages;

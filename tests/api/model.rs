@@ -13,7 +13,17 @@
 //!    expired (plus the in-flight margin), its tmp key holds nothing;
 //! 5. the quota ledger equals the recorded uploads (count and bytes);
 //! 6. reconcile reports no `missing` handle;
-//! 7. no call answers 5xx.
+//! 7. no call answers 5xx (but 503 `file_busy`, where documented);
+//! 8. no key a handle of which the latest completed link scan saw is archived or deleted in S3
+//!    after that scan completed (its object still there if a handle of it was live then, still
+//!    in STANDARD if no archival had moved it then), wherever in a hygiene run the scan
+//!    completed;
+//! 9. every `available` handle's object is in STANDARD (never left archived).
+//!
+//! A second mix (`copies_and_scans_…`) makes copies (shared keys) and runs hygiene with a hook
+//! that completes link scans at its pause points — after a claim, after the last check before
+//! S3, after S3 changed — seeing the other handles of the keys hygiene holds right then
+//! (tests/api/model_scans.rs): the order in which a scan and a copy's archival or deletion race.
 //!
 //! `UPCOMMIT_MODEL_SEED=<n>` replays a schedule; the seed, the step and the schedule so far are
 //! in every failure message.
@@ -35,6 +45,7 @@ use upcommit::storage::{ObjectStore, S3Store};
 
 use crate::catalog_faults::{CatalogFaults, FaultyCatalog, Rng};
 use crate::helpers::{media, server_process, spawn_app_with, Presigned, Spawn, TestApp};
+use crate::model_scans::{scanning_hook, Completion, HookLog, Scanner, Snap};
 
 const STEPS: usize = 120;
 const USERS: [&str; 2] = ["mo", "lu"];
@@ -50,6 +61,15 @@ fn seed() -> u64 {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(7, |d| d.as_nanos() as u64)
         })
+}
+
+/// Which steps a schedule draws, and how often.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    /// Issue 12's: uploads, commits on two replicas, links, jobs and clocks.
+    Uploads,
+    /// Copies, links, scans and hygiene runs interrupted by scans, with the clock moving fast.
+    Copies,
 }
 
 /// One presigned upload as the model believes it to be.
@@ -80,6 +100,12 @@ struct Model {
     seed: u64,
     log: Vec<String>,
     next_link: u64,
+    /// Copies made through the API: (the upload whose object they share, handle id).
+    copies: Vec<(usize, String)>,
+    /// The latest completed link scan's snapshot (8).
+    latest_scan: Option<Snap>,
+    /// Hygiene runs interrupt themselves with scans (the `Copies` mix).
+    hooked: bool,
 }
 
 impl Model {
@@ -102,6 +128,9 @@ impl Model {
     }
 
     fn no_5xx(&self, what: &str, status: u16, body: &Value) {
+        if status == 503 && body["error"]["code"] == "file_busy" {
+            return;
+        }
         assert!(
             status < 500,
             "{what} answered {status} {body}: {}",
@@ -210,6 +239,20 @@ impl Model {
         let Some(i) = self.pick(|_| true) else {
             return;
         };
+        self.commit_one(i, on_b).await;
+    }
+
+    /// A new file: presigned, uploaded and committed at once (as most apps do).
+    async fn new_file(&mut self) {
+        self.presign().await;
+        let i = self.ups.len() - 1;
+        if self.ups[i].stored == 0 {
+            self.upload_one(i).await;
+        }
+        self.commit_one(i, false).await;
+    }
+
+    async fn commit_one(&mut self, i: usize, on_b: bool) {
         let base = if on_b {
             self.b_base.clone()
         } else {
@@ -328,73 +371,165 @@ impl Model {
         }
     }
 
+    /// Every handle the model knows: (owner, id), uploads' first, then copies.
+    fn handles(&self) -> Vec<(&'static str, String)> {
+        let mut all: Vec<(&'static str, String)> = self
+            .ups
+            .iter()
+            .filter_map(|u| u.file_id.clone().map(|id| (u.user, id)))
+            .collect();
+        all.extend(
+            self.copies
+                .iter()
+                .map(|(i, id)| (self.ups[*i].user, id.clone())),
+        );
+        all
+    }
+
     async fn restore(&mut self) {
-        let Some(i) = self.pick(|u| u.file_id.is_some()) else {
+        let all = self.handles();
+        if all.is_empty() {
             return;
-        };
-        let id = self.ups[i].file_id.clone().expect("file");
+        }
+        let (user, id) =
+            all[usize::try_from(self.rng.below(all.len() as u64)).unwrap_or(0)].clone();
         let resp = self
             .app
             .http
             .post(format!("{}/v1/files/{id}/restore", self.app.address))
-            .bearer_auth(self.token(self.ups[i].user))
+            .bearer_auth(self.token(user))
             .send()
             .await
             .expect("restore");
         let status = resp.status().as_u16();
         let body: Value = resp.json().await.unwrap_or(Value::Null);
-        self.log.push(format!("restore #{i} → {status}"));
+        self.log.push(format!("restore {id} → {status}"));
         self.no_5xx("restore", status, &body);
         assert!(
-            status == 200 || status == 410,
+            status == 200 || status == 410 || status == 503,
             "restore answered {status} {body}: {}",
             self.ctx()
         );
     }
 
-    /// A completed scan that saw exactly the files the app uses (those with links).
-    async fn scan(&mut self) {
-        let admin = self.app.admin_token("ops");
-        let resp = self
-            .app
-            .post_json("/v1/link-scans", Some(&admin), &json!({}))
-            .await;
-        assert_eq!(resp.status(), 201, "scan: {}", self.ctx());
-        let scan: Value = resp.json().await.expect("scan");
-        let id = scan["id"].as_str().expect("id").to_owned();
-        let used: Vec<String> = self
+    fn scanner(&self) -> Scanner {
+        Scanner {
+            http: self.app.http.clone(),
+            address: self.app.address.clone(),
+            admin: self.app.admin_token("ops"),
+            db: self.app.db.clone(),
+        }
+    }
+
+    /// What the app uses: the files with links, and (used elsewhere than links can say) each
+    /// other handle with probability `percent`.
+    fn in_use(&mut self, percent: u64) -> BTreeSet<String> {
+        let mut used: BTreeSet<String> = self
             .ups
             .iter()
             .filter(|u| !u.links.is_empty())
             .filter_map(|u| u.file_id.clone())
             .collect();
-        let resp = self
+        for (_, id) in self.handles() {
+            if self.rng.chance(percent) {
+                used.insert(id);
+            }
+        }
+        used
+    }
+
+    /// A scan that saw what the app uses; completed, it is the latest (8).
+    async fn scan(&mut self) {
+        let used = self.in_use(if self.hooked { 30 } else { 0 });
+        match self.scanner().scan(&used, "between steps").await {
+            Completion::Completed(snap) => {
+                self.log.push(format!("link scan of {} files", used.len()));
+                self.latest_scan = Some(snap);
+            }
+            Completion::Busy => self
+                .log
+                .push(format!("link scan of {} files → 503 file_busy", used.len())),
+        }
+    }
+
+    /// A copy of an available handle (its owner's): a new handle of the same key.
+    async fn copy(&mut self) {
+        let available: BTreeSet<String> = self
             .app
-            .http
-            .put(format!("{}/v1/link-scans/{id}/batches/0", self.app.address))
-            .bearer_auth(&admin)
-            .json(&json!({ "file_ids": used }))
-            .send()
+            .db
+            .strings("SELECT id FROM file_handles WHERE status = 'available'")
             .await
-            .expect("batch");
-        assert_eq!(resp.status(), 200, "scan batch: {}", self.ctx());
+            .into_iter()
+            .collect();
+        let candidates: Vec<(usize, String)> = self
+            .ups
+            .iter()
+            .enumerate()
+            .filter_map(|(i, u)| u.file_id.clone().map(|id| (i, id)))
+            .chain(self.copies.iter().cloned())
+            .filter(|(_, id)| available.contains(id))
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        let pick = usize::try_from(self.rng.below(candidates.len() as u64)).unwrap_or(0);
+        let (i, id) = candidates[pick].clone();
         let resp = self
             .app
             .post_json(
-                &format!("/v1/link-scans/{id}/complete"),
-                Some(&admin),
+                &format!("/v1/files/{id}/copies"),
+                Some(&self.token(self.ups[i].user)),
                 &json!({}),
             )
             .await;
-        assert_eq!(resp.status(), 200, "scan complete: {}", self.ctx());
-        self.log.push(format!("link scan of {} files", used.len()));
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        self.log.push(format!(
+            "copy #{i} → {status} {}",
+            body["error"]["code"].as_str().unwrap_or("")
+        ));
+        self.no_5xx("copy", status, &body);
+        match status {
+            201 => {
+                let copy = body["id"].as_str().expect("copy id").to_owned();
+                self.copies.push((i, copy));
+            }
+            // Not available (unlinked, archived, deleted) or hygiene holds its key.
+            409 | 410 | 503 => {}
+            _ => panic!("copy answered {status} {body}: {}", self.ctx()),
+        }
     }
 
     async fn hygiene(&mut self) {
         let now = self.db_now().await;
-        let out = hygiene::run(&self.jobs, &self.store, &self.settings, false, now)
-            .await
-            .expect("hygiene");
+        let log = Arc::new(Mutex::new(HookLog::default()));
+        let hook = if self.hooked && self.rng.chance(70) {
+            let base = self.in_use(20);
+            Some(scanning_hook(
+                self.scanner(),
+                base,
+                self.rng.next(),
+                log.clone(),
+            ))
+        } else {
+            None
+        };
+        let run = hygiene::run(&self.jobs, &self.store, &self.settings, false, now);
+        let out = match hook {
+            Some(hook) => upcommit::services::pause::with_hook(hook, run).await,
+            None => run.await,
+        }
+        .expect("hygiene");
+        let hooked = std::mem::take(&mut *log.lock().expect("hook log"));
+        if let Some(snap) = hooked.snaps.last() {
+            self.latest_scan = Some(snap.clone());
+        }
+        if !hooked.scans.is_empty() {
+            self.log.push(format!(
+                "scans completed inside the run: {:?}",
+                hooked.scans
+            ));
+        }
         let HygieneOutcome::Ran { summary, .. } = out else {
             panic!("hygiene busy: {}", self.ctx());
         };
@@ -497,6 +632,22 @@ impl Model {
             .collect()
     }
 
+    /// The object's storage class (None: STANDARD, as S3 leaves it unsaid); None if absent.
+    async fn class_of(&self, key: &str) -> Option<String> {
+        match self
+            .app
+            .s3
+            .head_object()
+            .bucket(&self.app.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(h) => h.storage_class().map(|c| c.as_str().to_owned()),
+            Err(_) => None,
+        }
+    }
+
     async fn check(&self) {
         let ctx = self.ctx();
         // 1 and 3: handles that must have their object do; none under an expiring prefix.
@@ -565,6 +716,41 @@ impl Model {
                 "upload #{i} holds a version of another size than declared: {versions:?} ({ctx})"
             );
         }
+        // 8: what the latest completed scan vouched for was not archived or deleted since.
+        if let Some(snap) = &self.latest_scan {
+            for (key, then) in &snap.keys {
+                if then.live {
+                    assert!(
+                        self.app.object_exists(key).await,
+                        "{key} was deleted after a scan that saw a handle of it completed \
+                         (at {}): {ctx}",
+                        snap.at
+                    );
+                }
+                if then.live && !then.moved {
+                    let class = self.class_of(key).await;
+                    assert!(
+                        class.is_none() || class.as_deref() == Some("STANDARD"),
+                        "{key} was archived ({class:?}) after a scan that saw a handle of it \
+                         completed (at {}): {ctx}",
+                        snap.at
+                    );
+                }
+            }
+        }
+        // 9: an available handle's object is in STANDARD.
+        let available = self
+            .app
+            .db
+            .strings("SELECT DISTINCT key FROM file_handles WHERE status = 'available'")
+            .await;
+        for key in &available {
+            let class = self.class_of(key).await;
+            assert!(
+                class.is_none() || class.as_deref() == Some("STANDARD"),
+                "an available handle's object {key} is in {class:?}: {ctx}"
+            );
+        }
         // 5: the ledger charged exactly the recorded uploads.
         let charged = self
             .app
@@ -592,7 +778,7 @@ impl Model {
     }
 }
 
-async fn run_schedule(seed: u64) {
+async fn run_schedule(seed: u64, mix: Mix) {
     let faults = Arc::new(Mutex::new(CatalogFaults::default()));
     let hygiene_env: Vec<(&'static str, String)> = vec![
         // The app tracks its links for the image profile: hygiene may act on it.
@@ -603,6 +789,8 @@ async fn run_schedule(seed: u64) {
         ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "0".into()),
         ("UPCOMMIT_SWEEP_INTERVAL_SECS", "0".into()),
         ("UPCOMMIT_PRESIGN_EXPIRY_SECS", "300".into()),
+        // Most of the model's files are archived by a real rewrite in the archive class.
+        ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
     ];
     let app = spawn_app_with(Spawn {
         env: hygiene_env,
@@ -631,73 +819,22 @@ async fn run_schedule(seed: u64) {
         seed,
         log: Vec::new(),
         next_link: 0,
+        copies: Vec::new(),
+        latest_scan: None,
+        hooked: mix == Mix::Copies,
     };
-    eprintln!("model schedule, seed {seed} (UPCOMMIT_MODEL_SEED={seed} replays it)");
+    eprintln!("model schedule {mix:?}, seed {seed} (UPCOMMIT_MODEL_SEED={seed} replays it)");
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for _ in 0..STEPS {
         let roll = m.rng.below(100);
-        let name = match roll {
-            0..=11 => {
-                m.presign().await;
-                "presign"
-            }
-            12..=29 => {
-                m.upload().await;
-                "upload"
-            }
-            30..=39 => {
-                m.commit(false).await;
-                "commit A"
-            }
-            40..=47 => {
-                m.commit(true).await;
-                "commit B"
-            }
-            48..=52 => {
-                m.commit_both().await;
-                "commit A+B"
-            }
-            53..=61 => {
-                m.link(true).await;
-                "link"
-            }
-            62..=66 => {
-                m.link(false).await;
-                "unlink"
-            }
-            67..=70 => {
-                m.restore().await;
-                "restore"
-            }
-            71..=73 if seed % 2 == 0 => {
-                // Even seeds run link scans; odd seeds rely on the links API alone.
-                m.scan().await;
-                "scan"
-            }
-            71..=73 => {
-                m.hygiene().await;
-                "hygiene"
-            }
-            74..=81 => {
-                m.hygiene().await;
-                "hygiene"
-            }
-            82..=86 => {
-                m.sweep().await;
-                "sweep"
-            }
-            87..=90 => {
-                m.reconcile().await;
-                "reconcile"
-            }
-            _ => {
-                m.advance();
-                "clock"
-            }
+        let name = match mix {
+            Mix::Uploads => uploads_step(&mut m, roll, seed).await,
+            Mix::Copies => copies_step(&mut m, roll).await,
         };
         *counts.entry(name).or_default() += 1;
         m.check().await;
     }
+
     // Finally every URL expires and every job runs once more.
     if let Ok(mut f) = m.faults.lock() {
         f.clock_offset += Duration::hours(3);
@@ -720,7 +857,130 @@ async fn run_schedule(seed: u64) {
     );
 }
 
+/// One step of issue 12's mix.
+async fn uploads_step(m: &mut Model, roll: u64, seed: u64) -> &'static str {
+    match roll {
+        0..=11 => {
+            m.presign().await;
+            "presign"
+        }
+        12..=29 => {
+            m.upload().await;
+            "upload"
+        }
+        30..=39 => {
+            m.commit(false).await;
+            "commit A"
+        }
+        40..=47 => {
+            m.commit(true).await;
+            "commit B"
+        }
+        48..=52 => {
+            m.commit_both().await;
+            "commit A+B"
+        }
+        53..=61 => {
+            m.link(true).await;
+            "link"
+        }
+        62..=66 => {
+            m.link(false).await;
+            "unlink"
+        }
+        67..=70 => {
+            m.restore().await;
+            "restore"
+        }
+        71..=73 if seed % 2 == 0 => {
+            // Even seeds run link scans; odd seeds rely on the links API alone.
+            m.scan().await;
+            "scan"
+        }
+        71..=73 => {
+            m.hygiene().await;
+            "hygiene"
+        }
+        74..=81 => {
+            m.hygiene().await;
+            "hygiene"
+        }
+        82..=86 => {
+            m.sweep().await;
+            "sweep"
+        }
+        87..=90 => {
+            m.reconcile().await;
+            "reconcile"
+        }
+        _ => {
+            m.advance();
+            "clock"
+        }
+    }
+}
+
+/// One step of the copies mix: files are committed, copied, linked and scanned, and hygiene
+/// (interrupted by scans) walks them through every stage as the clock runs.
+async fn copies_step(m: &mut Model, roll: u64) -> &'static str {
+    match roll {
+        0..=19 => {
+            m.new_file().await;
+            "new file"
+        }
+        20..=24 => {
+            m.presign().await;
+            "presign"
+        }
+        25..=29 => {
+            m.commit(false).await;
+            "commit A"
+        }
+        30..=39 => {
+            m.copy().await;
+            "copy"
+        }
+        40..=46 => {
+            m.link(true).await;
+            "link"
+        }
+        47..=51 => {
+            m.link(false).await;
+            "unlink"
+        }
+        52..=55 => {
+            m.restore().await;
+            "restore"
+        }
+        56..=62 => {
+            m.scan().await;
+            "scan"
+        }
+        63..=78 => {
+            m.hygiene().await;
+            "hygiene"
+        }
+        79..=81 => {
+            m.reconcile().await;
+            "reconcile"
+        }
+        82..=83 => {
+            m.sweep().await;
+            "sweep"
+        }
+        _ => {
+            m.advance();
+            "clock"
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_seeded_schedule_of_uploads_jobs_and_clocks_keeps_every_promise() {
-    run_schedule(seed()).await;
+    run_schedule(seed(), Mix::Uploads).await;
+}
+
+#[tokio::test]
+async fn copies_and_scans_completing_at_every_hygiene_step_never_lose_an_object_a_scan_saw() {
+    run_schedule(seed(), Mix::Copies).await;
 }
