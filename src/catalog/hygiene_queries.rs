@@ -261,20 +261,22 @@ macro_rules! impl_hygiene_catalog {
             ) -> Result<super::ScanCompletion, CatalogError> {
                 use sqlx::Row;
                 let mut tx = self.pool.begin_with($begin).await?;
-                // A deletion holding a key this scan saw that is past its last check (its S3
-                // calls under way, `claim_s3_at`) cannot heed the scan: the scan waits for it
-                // rather than complete unheeded. One that is not yet there will refuse at that
+                // A deletion holding a key this scan vouches for (saw, or created after it
+                // began) that is past its last check (its S3 calls under way, `claim_s3_at`)
+                // cannot heed the scan: the scan waits for it rather than complete unheeded —
+                // until it settles, or a later run finishes a deletion that died (its lease
+                // running out does not end the wait: some versions may be gone). One that is not yet there will refuse at that
                 // check once the scan is complete. The deletion's rows are locked as its
                 // renewal locks them (in id order), so a renewal either commits first (and is
                 // seen here) or runs after and sees this scan completed.
                 let sql = format!(
-                    "SELECT d.id, CASE WHEN d.claim_s3_at IS NOT NULL AND d.claim_until >= {now} \
-                     THEN 1 ELSE 0 END AS held \
+                    "SELECT d.id, CASE WHEN d.claim_s3_at IS NOT NULL THEN 1 ELSE 0 END AS held \
                      FROM file_handles d WHERE d.claim = 'delete' AND EXISTS (SELECT 1 FROM file_handles o \
-                     JOIN link_scan_seen s ON s.file_id = o.id WHERE s.scan_id = $1 AND o.key = d.key) \
+                     WHERE o.key = d.key AND (EXISTS (SELECT 1 FROM link_scan_seen s WHERE s.scan_id = $1 \
+                     AND s.file_id = o.id) OR o.created_at >= (SELECT ls.started_at FROM link_scans ls \
+                     WHERE ls.id = $1))) \
                      ORDER BY d.id{}",
                     $lock_rows,
-                    now = Self::DB_NOW,
                 );
                 let held = sqlx::query(&sql)
                     .bind(id)
@@ -482,9 +484,11 @@ macro_rules! impl_hygiene_catalog {
                     }
                     None => sql.push_str(&format!(
                         " AND h.status IN ('unlinked', 'archived') \
-                         AND (h.claim IS NULL OR (h.claim <> 'delete' AND h.claim_until < {now})) \
+                         AND (h.claim IS NULL OR ((h.claim <> 'delete' OR h.claim_s3_at IS NULL) \
+                         AND h.claim_until < {now})) \
                          AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
-                         AND o.id <> h.id AND (o.claim = 'delete' \
+                         AND o.id <> h.id AND ((o.claim = 'delete' AND (o.claim_s3_at IS NOT NULL \
+                         OR o.claim_until >= {now})) \
                          OR (o.claim = 'archive' AND o.claim_until >= {now})))",
                         now = Self::DB_NOW,
                     )),

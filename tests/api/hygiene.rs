@@ -575,7 +575,7 @@ impl Paused {
     }
 
     /// Ends the run where it holds, as a crash would.
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(self.gate.with_extension("reached"));
@@ -885,7 +885,7 @@ async fn a_scan_that_sees_a_file_while_archival_holds_it_stops_the_archival() {
     assert_eq!(status(&app, &f).await, "available");
 }
 
-async fn spawn_short_lease() -> TestApp {
+pub(crate) async fn spawn_short_lease() -> TestApp {
     let mut env = hygiene_env(DAY);
     env.push(("UPCOMMIT_JOB_LEASE_SECS", "2".into()));
     spawn_app_with(Spawn {

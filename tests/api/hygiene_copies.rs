@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::helpers::{error_code, media, TestApp};
 use crate::hygiene::{
     complete_scan, file, head_class_and_tags, hygiene, in_days, put_link, scan, scan_seeing, spawn,
-    standard, status, Paused, DAY,
+    spawn_short_lease, standard, status, Paused, DAY,
 };
 
 /// A copy of `source` for alice; its id.
@@ -27,7 +27,10 @@ async fn copy_of(app: &TestApp, source: &str) -> String {
 /// F (2,000 bytes, over the archive threshold) and its copy C, both archived past retention at
 /// `in_days(6)`; (F, C, key).
 async fn archived_pair() -> (TestApp, String, String, String) {
-    let app = spawn(DAY).await;
+    pair_archived_on(spawn(DAY).await).await
+}
+
+async fn pair_archived_on(app: TestApp) -> (TestApp, String, String, String) {
     let (f, key) = file(&app, 2000).await;
     let c = copy_of(&app, &f).await;
     assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 2);
@@ -69,12 +72,20 @@ async fn a_scan_completed_after_a_deletion_claimed_a_key_saves_the_copy_it_saw()
 /// (503 `file_busy`, nothing recorded) and completes once the deletion settled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scan_cannot_complete_while_a_deletion_of_a_key_it_saw_changes_s3() {
-    let (app, f, c, key) = archived_pair().await;
+    // A 2 s lease: the wait does not end with the lease (found by the outside review: a slow
+    // deletion past its lease let the scan complete, then deleted what it saw).
+    let (app, f, c, key) = pair_archived_on(spawn_short_lease().await).await;
     let paused = Paused::start(&app, in_days(6), "hygiene_delete_s3").await;
     let id = scan_seeing(&app, &[&c]).await;
     let busy = complete_scan(&app, &id).await;
     assert!(busy.headers().contains_key("retry-after"));
     assert_eq!(error_code(busy).await, (503, "file_busy".to_owned()));
+    // Waiting out the lease (a state to reach, not a timing assertion).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        error_code(complete_scan(&app, &id).await).await,
+        (503, "file_busy".to_owned())
+    );
     let run = paused.release();
     assert_eq!(run["summary"]["deleted"], 1, "{run}");
     assert_eq!(app.versions(&key).await, 0);
@@ -169,5 +180,27 @@ async fn a_copy_the_latest_scan_saw_comes_back_with_its_object_out_of_the_archiv
         ))
         .await;
     assert_eq!(classes, vec!["STANDARD", "STANDARD"], "{run}");
+    assert_eq!(app.get_object(&key).await, media("image/png", 2000));
+}
+
+/// A deletion that died after its claim, before its last check, leaves a stale claim; a scan
+/// that saw the copy completes, and the copy can be restored (found by the outside review:
+/// the stale deletion claim refused every restore of the copy for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_the_latest_scan_saw_is_restorable_after_a_deletion_died_before_changing_s3() {
+    let (app, f, c, key) = pair_archived_on(spawn_short_lease().await).await;
+    let paused = Paused::start(&app, in_days(6), "hygiene_delete_claimed").await;
+    let first = if f < c { &f } else { &c };
+    let other = if f < c { &c } else { &f };
+    paused.kill();
+    // Waiting out the 2 s lease (a state to reach, not a timing assertion).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let id = scan_seeing(&app, &[other]).await;
+    assert_eq!(complete_scan(&app, &id).await.status(), 200);
+    let run = hygiene(&app, Some(in_days(7)));
+    assert_eq!(run["summary"]["deleted"], 0, "{run}");
+    assert_eq!(crate::hygiene::restore(&app, other).await.status(), 200);
+    assert_eq!(status(&app, other).await, "available");
+    assert_eq!(status(&app, first).await, "archived");
     assert_eq!(app.get_object(&key).await, media("image/png", 2000));
 }
