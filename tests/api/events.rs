@@ -699,14 +699,16 @@ async fn events_cli(app: &TestApp, args: &[&str]) -> (i32, String) {
     )
 }
 
-#[tokio::test]
-async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_retry_sends_it() {
-    let receiver = Receiver::start();
-    receiver.mode("fail", 0.0).await;
+/// A server whose hygiene unlinks an untracked `image` file after a day (a second event of the
+/// same file), with `extra`; and one such file committed: (app, handle, file id).
+async fn spawn_and_commit_a_tracked_file(
+    receiver: &Receiver,
+    extra: (&'static str, String),
+) -> (TestApp, Value, String) {
     let app = spawn_with(
-        &receiver,
+        receiver,
         vec![
-            ("UPCOMMIT_EVENT_RETRY_WINDOW", "1s".into()),
+            extra,
             ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
             ("UPCOMMIT_TRACKS_LINKS", "image".into()),
         ],
@@ -717,6 +719,16 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
         .upload_and_commit(&token, "image", "image/png", 300)
         .await;
     let id = committed["id"].as_str().expect("id").to_owned();
+    (app, committed, id)
+}
+
+#[tokio::test]
+async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_retry_sends_it() {
+    let receiver = Receiver::start();
+    receiver.mode("fail", 0.0).await;
+    let (app, committed, id) =
+        spawn_and_commit_a_tracked_file(&receiver, ("UPCOMMIT_EVENT_RETRY_WINDOW", "1s".into()))
+            .await;
     let started = Instant::now();
     while app
         .db
@@ -1265,20 +1277,9 @@ async fn webhook_urls_no_request_can_reach_are_refused_by_the_api_and_the_settin
 #[tokio::test]
 async fn a_replay_during_an_attempt_in_flight_resends_every_event_in_file_order() {
     let receiver = Receiver::start();
-    let app = spawn_with(
-        &receiver,
-        vec![
-            ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "10".into()),
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
-            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
-        ],
-    )
-    .await;
-    let token = app.token("alice");
-    let (_, committed) = app
-        .upload_and_commit(&token, "image", "image/png", 300)
-        .await;
-    let id = committed["id"].as_str().expect("id").to_owned();
+    let (app, _, id) =
+        spawn_and_commit_a_tracked_file(&receiver, ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "10".into()))
+            .await;
     receiver.wait_for(1, Duration::from_secs(15)).await;
 
     // The file.unlinked attempt is held by the receiver for 4 s.
