@@ -526,7 +526,7 @@ fn webhooks(src: &Source<'_>, file: Vec<FileWebhook>) -> Result<Vec<WebhookSetti
         if out.iter().any(|o| o.id == w.id) {
             return Err(ConfigError(format!("{name}: listed twice")));
         }
-        crate::domain::webhooks::check_url(&w.url)
+        crate::domain::webhooks::check_webhook_url(&w.url)
             .map_err(|e| ConfigError(format!("{name}: url: {e}, got {:?}", w.url)))?;
         crate::domain::webhooks::secret_key(&w.secret)
             .map_err(|e| ConfigError(format!("{name}: secret: {e}")))?;

@@ -108,6 +108,11 @@ pub struct OutboxGauges {
     pub unsequenced: i64,
     pub pending: i64,
     pub failed: i64,
+    /// Deliveries to disabled endpoints not delivered (the prune discards them once the
+    /// endpoint has been disabled for the retention).
+    pub disabled: i64,
+    /// Deliveries the prune discarded undelivered, ever (a counter kept in the catalog).
+    pub discarded: i64,
     pub oldest_undelivered_age_secs: f64,
 }
 
@@ -282,16 +287,30 @@ impl Metrics {
             out,
             "upcommit_event_outbox_depth",
             "gauge",
-            "Events not positioned yet (unsequenced) and deliveries to enabled endpoints pending or failed, all replicas.",
+            "Events not positioned yet (unsequenced), deliveries to enabled endpoints pending or failed, and undelivered ones to disabled endpoints, all replicas.",
         );
         if let Some(g) = gauges {
             for (stage, n) in [
                 ("unsequenced", g.unsequenced),
                 ("pending", g.pending),
                 ("failed", g.failed),
+                ("disabled", g.disabled),
             ] {
                 let _ = writeln!(out, "upcommit_event_outbox_depth{{stage=\"{stage}\"}} {n}");
             }
+        }
+        header(
+            out,
+            "upcommit_event_deliveries_discarded_total",
+            "counter",
+            "Deliveries the prune discarded undelivered (endpoint disabled, or retry window closed, longer than the retention ago), all replicas.",
+        );
+        if let Some(g) = gauges {
+            let _ = writeln!(
+                out,
+                "upcommit_event_deliveries_discarded_total {}",
+                g.discarded
+            );
         }
         header(
             out,

@@ -104,7 +104,6 @@ macro_rules! impl_event_outbox {
                 &self,
                 limit: i64,
                 retry_window_secs: i64,
-                now: chrono::DateTime<chrono::Utc>,
             ) -> Result<u64, CatalogError> {
                 // Idle most of the time: a read (which takes no lock) decides whether a write
                 // transaction is needed at all.
@@ -140,20 +139,23 @@ macro_rules! impl_event_outbox {
                 .await?
                 .rows_affected();
                 if n > 0 {
-                    let deadline = now + chrono::Duration::seconds(retry_window_secs);
-                    sqlx::query(
+                    // Timed by the database's clock, which the claims compare with: a replica
+                    // whose clock runs ahead would otherwise delay every event it sequences.
+                    let sql = format!(
                         "INSERT INTO event_deliveries (endpoint_id, position, event_id, subject, state, \
                          attempts, next_attempt_at, deadline_at, created_at) \
-                         SELECT ep.id, e.position, e.id, e.subject, 'pending', 0, $2, $3, $2 \
+                         SELECT ep.id, e.position, e.id, e.subject, 'pending', 0, {now}, {deadline}, {now} \
                          FROM events e JOIN event_endpoints ep ON ep.disabled_at IS NULL \
                          AND (ep.event_types = '*' OR ep.event_types LIKE '%,' || e.type || ',%') \
                          WHERE e.position > $1",
-                    )
-                    .bind(last)
-                    .bind(now)
-                    .bind(deadline)
-                    .execute(&mut *tx)
-                    .await?;
+                        now = Self::DB_NOW,
+                        deadline = Self::db_now_plus("$2"),
+                    );
+                    sqlx::query(&sql)
+                        .bind(last)
+                        .bind(retry_window_secs)
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 tx.commit().await?;
                 Ok(n)

@@ -449,6 +449,19 @@ pub trait RetentionCatalog: Send + Sync + 'static {
     /// Deletes up to `limit` quota rows of days before `before`.
     async fn prune_quota_days(&self, before: NaiveDate, limit: i64) -> Result<u64, CatalogError>;
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError>;
+    /// What [`RetentionCatalog::discard_deliveries`] would discard, by endpoint (dry runs).
+    async fn discardable_deliveries(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64)>, CatalogError>;
+    /// Deletes up to `limit` undelivered deliveries the retention lets go as of `cutoff` (their
+    /// endpoint disabled before it, or their retry window closed before it), adding each
+    /// endpoint's number to its `discarded_deliveries`, in one transaction; by endpoint.
+    async fn discard_deliveries(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<(String, u64)>, CatalogError>;
     /// What [`RetentionCatalog::prune_events`] would remove, all batches together.
     async fn prunable_events(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError>;
     /// Deletes up to `limit` events older than `cutoff` that the feed has positioned and every
@@ -473,13 +486,13 @@ pub trait EventOutbox: Send + Sync + 'static {
     ) -> Result<(), CatalogError>;
     /// Gives up to `limit` committed, unpositioned events their feed positions, in the order
     /// they were written, and creates their deliveries to every enabled endpoint subscribed to
-    /// their type (retried until `now + retry_window_secs`), in one transaction. One replica
-    /// at a time sequences; the others answer `Ok(0)` at once. Returns how many it positioned.
+    /// their type (due at once and retried until `retry_window_secs` from then, both on the
+    /// database's clock, which the claims compare with), in one transaction. One replica at a
+    /// time sequences; the others answer `Ok(0)` at once. Returns how many it positioned.
     async fn sequence_events(
         &self,
         limit: i64,
         retry_window_secs: i64,
-        now: DateTime<Utc>,
     ) -> Result<u64, CatalogError>;
     /// Up to `limit` positioned events after position `after`, in feed order.
     async fn events_after(
@@ -548,6 +561,11 @@ pub struct DeliveryGauges {
     pub pending: i64,
     /// Deliveries past their retry window (kept until retried).
     pub failed: i64,
+    /// Deliveries to disabled endpoints not delivered (kept for the retention, then
+    /// discarded by the prune).
+    pub disabled: i64,
+    /// Deliveries the prune discarded undelivered, all endpoints, ever.
+    pub discarded: i64,
     /// Events written but not positioned yet.
     pub unsequenced: i64,
     /// When the oldest of those events (unsequenced, or with a pending or failed delivery)

@@ -349,6 +349,19 @@ impl RetentionCatalog for ObservedCatalog {
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
         timed!(self, table_sizes())
     }
+    async fn discardable_deliveries(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64)>, CatalogError> {
+        timed!(self, discardable_deliveries(cutoff))
+    }
+    async fn discard_deliveries(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<(String, u64)>, CatalogError> {
+        timed!(self, discard_deliveries(cutoff, limit))
+    }
     async fn prunable_events(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError> {
         timed!(self, prunable_events(cutoff))
     }
@@ -372,9 +385,8 @@ impl EventOutbox for ObservedCatalog {
         &self,
         limit: i64,
         retry_window_secs: i64,
-        now: DateTime<Utc>,
     ) -> Result<u64, CatalogError> {
-        timed!(self, sequence_events(limit, retry_window_secs, now))
+        timed!(self, sequence_events(limit, retry_window_secs))
     }
     async fn events_after(
         &self,

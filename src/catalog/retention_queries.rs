@@ -40,17 +40,34 @@ pub(super) const TABLES: [&str; 15] = [
     "event_deliveries",
 ];
 
+/// The undelivered deliveries (alias `d`) the retention lets go, as of the cutoff `$1` (now
+/// minus the retention): those of an endpoint disabled before the cutoff (removed from the
+/// settings or through the admin API, and not back since), and those whose retry window closed
+/// before it (failed and not retried, or pending behind a failed one of their file). Until then
+/// they are kept: an endpoint enabled again gets them, `upcommit events retry` resends failed
+/// ones. A macro so that [`PRUNABLE_EVENTS`] can include it.
+macro_rules! discardable {
+    () => {
+        "d.state <> 'delivered' AND (d.deadline_at < $1 \
+         OR d.endpoint_id IN (SELECT ep.id FROM event_endpoints ep WHERE ep.disabled_at < $1))"
+    };
+}
+pub(super) const DISCARDABLE: &str = discardable!();
+
 /// The events nothing needs any more, as of the cutoff `$1`: the leading run of positions before
 /// the first event that must stay — one younger than the cutoff, or still owed to an endpoint (a
-/// pending or failed delivery: failed ones are kept for a retry) — and never the last one (its
-/// position is where the next one continues). Only a leading run goes, so the positions kept stay
-/// contiguous and a cursor before the oldest one is the only way to have missed an event (the
-/// feed answers it 410).
-pub(super) const PRUNABLE_EVENTS: &str = "e.position IS NOT NULL AND e.position < COALESCE(\
+/// pending or failed delivery the retention does not let go yet, [`DISCARDABLE`]: those are
+/// discarded first) — and never the last one (its position is where the next one continues).
+/// Only a leading run goes, so the positions kept stay contiguous and a cursor before the oldest
+/// one is the only way to have missed an event (the feed answers it 410).
+pub(super) const PRUNABLE_EVENTS: &str = concat!(
+    "e.position IS NOT NULL AND e.position < COALESCE(\
      (SELECT MIN(k.position) FROM events k WHERE k.position IS NOT NULL AND (k.occurred_at >= $1 \
      OR EXISTS (SELECT 1 FROM event_deliveries d WHERE d.position = k.position \
-     AND d.state <> 'delivered'))), \
-     (SELECT MAX(m.position) FROM events m))";
+     AND d.state <> 'delivered' AND NOT (",
+    discardable!(),
+    ")))), (SELECT MAX(m.position) FROM events m))"
+);
 
 /// Implements [`super::RetentionCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 /// `$lock` locks the rows a batch selects (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so a batch
@@ -174,6 +191,74 @@ macro_rules! impl_retention_catalog {
                     .await?
                     .rows_affected();
                 Ok(n)
+            }
+
+            async fn discardable_deliveries(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Vec<(String, u64)>, CatalogError> {
+                use sqlx::Row;
+                let sql = format!(
+                    "SELECT d.endpoint_id, COUNT(*) AS n FROM event_deliveries d WHERE {} \
+                     GROUP BY d.endpoint_id ORDER BY d.endpoint_id",
+                    super::retention_queries::DISCARDABLE
+                );
+                let rows = sqlx::query(&sql).bind(cutoff).fetch_all(&self.pool).await?;
+                rows.iter()
+                    .map(|r| {
+                        let n: i64 = r.try_get("n")?;
+                        Ok((r.try_get("endpoint_id")?, u64::try_from(n).unwrap_or(0)))
+                    })
+                    .collect()
+            }
+
+            #[tracing::instrument(skip_all, fields(limit))]
+            async fn discard_deliveries(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<Vec<(String, u64)>, CatalogError> {
+                use sqlx::Row;
+                let mut tx = self.pool.begin_with($begin).await?;
+                let sql = format!(
+                    "SELECT d.endpoint_id, d.position FROM event_deliveries d WHERE {} \
+                     ORDER BY d.endpoint_id, d.position LIMIT $2{}",
+                    super::retention_queries::DISCARDABLE,
+                    $lock
+                );
+                let rows = sqlx::query(&sql).bind(cutoff).bind(limit).fetch_all(&mut *tx).await?;
+                let mut by_endpoint = std::collections::BTreeMap::<String, Vec<i64>>::new();
+                for r in &rows {
+                    by_endpoint
+                        .entry(r.try_get("endpoint_id")?)
+                        .or_default()
+                        .push(r.try_get("position")?);
+                }
+                let mut discarded = Vec::with_capacity(by_endpoint.len());
+                for (endpoint, positions) in by_endpoint {
+                    let mut qb = sqlx::QueryBuilder::<$db>::new(
+                        "DELETE FROM event_deliveries WHERE state <> 'delivered' AND endpoint_id = ",
+                    );
+                    qb.push_bind(endpoint.as_str());
+                    qb.push(" AND position IN (");
+                    let mut list = qb.separated(", ");
+                    for p in &positions {
+                        list.push_bind(*p);
+                    }
+                    qb.push(")");
+                    let n = qb.build().execute(&mut *tx).await?.rows_affected();
+                    sqlx::query(
+                        "UPDATE event_endpoints SET discarded_deliveries = discarded_deliveries + $2 \
+                         WHERE id = $1",
+                    )
+                    .bind(endpoint.as_str())
+                    .bind(i64::try_from(n).unwrap_or(i64::MAX))
+                    .execute(&mut *tx)
+                    .await?;
+                    discarded.push((endpoint, n));
+                }
+                tx.commit().await?;
+                Ok(discarded)
             }
 
             async fn prunable_events(

@@ -320,7 +320,7 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
     let u = &summary.uploads;
     let headline = || {
         format!(
-            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}), {} delivered events, older than {}s, in {} batches",
+            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}), {} delivered events, {} undelivered deliveries discarded, older than {}s, in {} batches",
             run.id,
             run.state.as_str(),
             if dry_run { " (dry run)" } else { "" },
@@ -333,6 +333,7 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
             summary.quota_rows,
             summary.quota_before.map(|d| d.to_string()).unwrap_or_default(),
             summary.events,
+            summary.discarded_deliveries.values().sum::<u64>(),
             summary.retention_secs,
             summary.batches,
         )

@@ -86,6 +86,20 @@ pub fn check_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A webhook's URL: [`check_url`], and parsed as the HTTP client parses it, so that no URL is
+/// stored that no request can be sent to (a port past 65535 or 0, an unclosed `[`, a host that
+/// is none): each of its deliveries would fail until the retry window closed. (A queue's URL is
+/// only [`check_url`]ed: it names the queue, the request goes to the SQS endpoint.)
+pub fn check_webhook_url(url: &str) -> Result<(), String> {
+    check_url(url)?;
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| format!("not a URL a request can go to: {e}"))?;
+    if parsed.host_str().map_or(true, str::is_empty) || parsed.port() == Some(0) {
+        return Err("not a URL a request can go to: no host, or port 0".into());
+    }
+    Ok(())
+}
+
 /// A new secret from `key` (32 random bytes from the caller): `whsec_` and its base64.
 pub fn secret_from_key(key: &[u8]) -> String {
     format!(
@@ -260,6 +274,25 @@ mod tests {
             assert!(check_url(bad).is_err(), "{bad:?}");
         }
         assert!(check_url(&format!("https://a.example/{}", "x".repeat(2048))).is_err());
+        // Issue 26 (5): URLs that passed the prefix check but no request can reach.
+        for bad in [
+            "http://127.0.0.1:99999/x",
+            "http://[::1",
+            "http://%zz/",
+            "http://:0/",
+            "http://a.example:0/",
+            "http://a.example:65536/",
+            "http://[::1]x/",
+        ] {
+            assert!(check_webhook_url(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "http://[::1]:8080/h",
+            "https://a.example:65535/",
+            "http://a.example:1/",
+        ] {
+            assert!(check_webhook_url(good).is_ok(), "{good:?}");
+        }
     }
 
     #[test]

@@ -92,7 +92,8 @@ async fn create(
 ) -> Result<(StatusCode, Json<Created>), AppError> {
     admin(&who)?;
     webhooks::check_endpoint_id(&body.id).map_err(AppError::InvalidRequest)?;
-    webhooks::check_url(&body.url).map_err(|e| AppError::InvalidRequest(format!("url: {e}")))?;
+    webhooks::check_webhook_url(&body.url)
+        .map_err(|e| AppError::InvalidRequest(format!("url: {e}")))?;
     let types = parse_subscription(&body.types)
         .map_err(|e| AppError::InvalidRequest(format!("types: {e}")))?;
     let secret = webhooks::secret_from_key(&new_key());

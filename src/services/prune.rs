@@ -8,6 +8,7 @@
 //! Deletes go in batches of [`BATCH`] rows, one short transaction each (PostgreSQL skips rows
 //! another transaction holds), under the job's lease; a dry run counts and changes nothing.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
@@ -36,8 +37,12 @@ pub struct PruneSummary {
     /// Quota rows of days before `quota_before` pruned, or that would be.
     pub quota_rows: u64,
     pub quota_before: Option<NaiveDate>,
-    /// Events the feed carried and every endpoint received, older than the retention,
-    /// pruned (or that would be).
+    /// Deliveries discarded undelivered (or that would be), by endpoint: their endpoint was
+    /// disabled, or their retry window closed, longer than the retention ago (docs/events.md,
+    /// "Retention"). `upcommit_event_deliveries_discarded_total` counts them too.
+    pub discarded_deliveries: BTreeMap<String, u64>,
+    /// Events the feed carried and every endpoint received (or that were owed only deliveries
+    /// discarded above), older than the retention, pruned (or that would be).
     pub events: u64,
     /// Transactions it took.
     pub batches: u64,
@@ -91,6 +96,11 @@ pub async fn prune_at(
     let state = if dry_run {
         summary.uploads = catalog.prunable_uploads(cutoff).await?;
         summary.quota_rows = catalog.prunable_quota_days(quota_before).await?;
+        summary.discarded_deliveries = catalog
+            .discardable_deliveries(cutoff)
+            .await?
+            .into_iter()
+            .collect();
         summary.events = catalog.prunable_events(cutoff).await?;
         RunState::Finished
     } else {
@@ -103,6 +113,17 @@ pub async fn prune_at(
         }
     };
     let run = job.finish(catalog, state, &[], &summary).await?;
+    let discarded: u64 = summary.discarded_deliveries.values().sum();
+    if discarded > 0 {
+        // Events some endpoint never received: said loudly, never silently.
+        tracing::warn!(
+            run.id = %run.id,
+            discarded,
+            by_endpoint = ?summary.discarded_deliveries,
+            dry_run,
+            "prune discarded undelivered event deliveries (endpoint disabled, or retry window closed, longer than the retention ago)"
+        );
+    }
     tracing::info!(
         run.id = %run.id,
         uploads = summary.uploads.uploads(),
@@ -159,6 +180,26 @@ async fn prune_batches(
         summary.batches += 1;
         summary.quota_rows += n;
         job.checkpoint(catalog, &[], "quota", &*summary)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    // Before the events: a discarded delivery no longer keeps its event.
+    loop {
+        if job.lost() {
+            return Err("lost the job's lease to another replica".into());
+        }
+        let batch = catalog
+            .discard_deliveries(cutoff, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if batch.is_empty() {
+            break;
+        }
+        summary.batches += 1;
+        for (endpoint, n) in batch {
+            *summary.discarded_deliveries.entry(endpoint).or_default() += n;
+        }
+        job.checkpoint(catalog, &[], "deliveries", &*summary)
             .await
             .map_err(|e| e.to_string())?;
     }

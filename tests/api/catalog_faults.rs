@@ -416,6 +416,19 @@ impl RetentionCatalog for FaultyCatalog {
     async fn table_sizes(&self) -> Result<Vec<TableSize>, CatalogError> {
         self.inner.table_sizes().await
     }
+    async fn discardable_deliveries(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<Vec<(String, u64)>, CatalogError> {
+        faulty!(self, discardable_deliveries(cutoff))
+    }
+    async fn discard_deliveries(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<(String, u64)>, CatalogError> {
+        faulty!(self, discard_deliveries(cutoff, limit))
+    }
     async fn prunable_events(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError> {
         faulty!(self, prunable_events(cutoff))
     }
@@ -439,9 +452,8 @@ impl EventOutbox for FaultyCatalog {
         &self,
         limit: i64,
         retry_window_secs: i64,
-        now: DateTime<Utc>,
     ) -> Result<u64, CatalogError> {
-        faulty!(self, sequence_events(limit, retry_window_secs, now))
+        faulty!(self, sequence_events(limit, retry_window_secs))
     }
     async fn events_after(
         &self,

@@ -699,14 +699,16 @@ async fn events_cli(app: &TestApp, args: &[&str]) -> (i32, String) {
     )
 }
 
-#[tokio::test]
-async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_retry_sends_it() {
-    let receiver = Receiver::start();
-    receiver.mode("fail", 0.0).await;
+/// A server whose hygiene unlinks an untracked `image` file after a day (a second event of the
+/// same file), with `extra`; and one such file committed: (app, handle, file id).
+async fn spawn_and_commit_a_tracked_file(
+    receiver: &Receiver,
+    extra: (&'static str, String),
+) -> (TestApp, Value, String) {
     let app = spawn_with(
-        &receiver,
+        receiver,
         vec![
-            ("UPCOMMIT_EVENT_RETRY_WINDOW", "1s".into()),
+            extra,
             ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
             ("UPCOMMIT_TRACKS_LINKS", "image".into()),
         ],
@@ -717,6 +719,16 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
         .upload_and_commit(&token, "image", "image/png", 300)
         .await;
     let id = committed["id"].as_str().expect("id").to_owned();
+    (app, committed, id)
+}
+
+#[tokio::test]
+async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_retry_sends_it() {
+    let receiver = Receiver::start();
+    receiver.mode("fail", 0.0).await;
+    let (app, committed, id) =
+        spawn_and_commit_a_tracked_file(&receiver, ("UPCOMMIT_EVENT_RETRY_WINDOW", "1s".into()))
+            .await;
     let started = Instant::now();
     while app
         .db
@@ -1215,4 +1227,145 @@ async fn redirects_are_not_followed_and_slow_answers_time_out_as_failed_attempts
     receiver.mode("ok", 0.0).await;
     let events = receiver.wait_for(1, Duration::from_secs(15)).await;
     assert_eq!(events[0]["type"], "file.committed");
+}
+
+/// Issue 26 (5): URLs no request can reach (a port past 65535, an unclosed IPv6 bracket, a
+/// host that is not one, an empty host) are refused by the admin API (400 `invalid_request`)
+/// and by the settings, instead of being stored and failing every attempt with "builder error".
+#[tokio::test]
+async fn webhook_urls_no_request_can_reach_are_refused_by_the_api_and_the_settings() {
+    let app = crate::helpers::spawn_app().await;
+    let root = app.admin_token("root");
+    for url in [
+        "http://127.0.0.1:99999/x",
+        "http://[::1",
+        "http://%zz/",
+        "http://:0/",
+        "http://127.0.0.1:0/x",
+    ] {
+        let resp = app
+            .http
+            .post(format!("{}/v1/admin/webhooks", app.address))
+            .bearer_auth(&root)
+            .json(&json!({ "id": "app", "url": url, "types": ["*"] }))
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(
+            error_code(resp).await,
+            (400, "invalid_request".to_owned()),
+            "{url}"
+        );
+        let mut env = app.env.clone();
+        env.insert("UPCOMMIT_WEBHOOK_URL".into(), url.into());
+        env.insert("UPCOMMIT_WEBHOOK_SECRET".into(), secret());
+        let refused = upcommit::config::Settings::from_map(&env);
+        assert!(refused.is_err(), "the settings took {url}");
+    }
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM event_endpoints").await,
+        0
+    );
+}
+
+/// Issue 26 (7): `events replay` while an attempt of a later event of the same file is in
+/// flight. The replay makes that delivery pending again and takes its lease away, so the
+/// in-flight attempt's outcome is not recorded (`lease_lost`) and both events are sent again,
+/// in the file's order. Without clearing the lease the in-flight attempt marked its event
+/// delivered after the replay: `file.unlinked` was never resent while `file.committed` was
+/// resent after it.
+#[tokio::test]
+async fn a_replay_during_an_attempt_in_flight_resends_every_event_in_file_order() {
+    let receiver = Receiver::start();
+    let (app, _, id) =
+        spawn_and_commit_a_tracked_file(&receiver, ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "10".into()))
+            .await;
+    receiver.wait_for(1, Duration::from_secs(15)).await;
+
+    // The file.unlinked attempt is held by the receiver for 4 s.
+    receiver.mode("slow", 4.0).await;
+    hygiene(&app, 2).await;
+    let started = Instant::now();
+    while app
+        .db
+        .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND lease_token IS NOT NULL")
+        .await
+        == 0
+    {
+        assert!(started.elapsed() < Duration::from_secs(15), "never claimed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The request reaches the receiver (and sleeps there) before the mode changes back.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (code, out) = events_cli(
+        &app,
+        &["replay", "--endpoint", "default", "--after", "0", "--yes"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    receiver.mode("ok", 0.0).await;
+
+    let events = receiver.wait_for(4, Duration::from_secs(20)).await;
+    assert_eq!(
+        types(&about(&events, &id)),
+        [
+            "file.committed",
+            "file.unlinked",
+            "file.committed",
+            "file.unlinked"
+        ]
+    );
+}
+
+/// Issue 26 (8): a replica whose clock runs 10 minutes ahead sequences the events. Their
+/// deliveries are timed by the database's clock, as the claims are, so they are sent at once;
+/// timed by the replica's clock they were due only 10 minutes later. The test's own server
+/// (no skew) is kept from sequencing and delivering: every catalog call of it fails.
+#[tokio::test]
+async fn deliveries_sequenced_by_a_replica_whose_clock_runs_ahead_are_sent_without_delay() {
+    use std::sync::{Arc, Mutex};
+    use upcommit::domain::events::{EventType, UploadFacts};
+
+    use crate::catalog_faults::{CatalogFaults, FaultyCatalog};
+    let receiver = Receiver::start();
+    let faults = Arc::new(Mutex::new(CatalogFaults::seeded(26)));
+    let cf = faults.clone();
+    let mut env = webhook_env(&receiver);
+    env.push(("RUST_LOG", "error".into()));
+    let app = spawn_app_with(Spawn {
+        env,
+        wrap_catalog: Some(Box::new(move |real| Arc::new(FaultyCatalog::new(real, cf)))),
+        ..Spawn::default()
+    })
+    .await;
+    faults.lock().expect("faults").before_percent = 100;
+    /// Killed when dropped, the test failing or not.
+    struct Replica(std::process::Child);
+    impl Drop for Replica {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _ahead = Replica(
+        server_process(
+            &app,
+            &[("UPCOMMIT_CLOCK_SKEW_SECS", "600"), ("RUST_LOG", "warn")],
+            Stdio::null(),
+        )
+        .await
+        .0,
+    );
+    let event = UploadFacts {
+        upload_id: "upl_skewed".into(),
+        owner: "alice".into(),
+        profile: "image".into(),
+        key: "tmp/x/upl_skewed/a.png".into(),
+        code: None,
+    }
+    .event(EventType::UploadExpired, chrono::Utc::now());
+    app.catalog.record_event(&event).await.expect("record");
+
+    let events = receiver.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(events[0]["type"], "upload.expired");
 }

@@ -332,8 +332,8 @@ async fn an_event_kept_for_an_endpoint_keeps_every_later_one_so_the_feed_never_h
             .await;
     }
     crate::history::sequence_all(&app).await;
-    // Event 2 is still owed to an endpoint (a failed delivery, kept for a retry); 1, 3 and 4
-    // were received everywhere.
+    // Event 2 is still owed to an endpoint (a failed delivery whose window closed within the
+    // retention, kept for a retry); 1, 3 and 4 were received everywhere.
     app.db
         .execute(
             "INSERT INTO event_endpoints (id, kind, url, secret, event_types, source, created_at) \
@@ -344,7 +344,7 @@ async fn an_event_kept_for_an_endpoint_keeps_every_later_one_so_the_feed_never_h
         .execute(
             "INSERT INTO event_deliveries (endpoint_id, position, event_id, subject, state, attempts, \
              next_attempt_at, deadline_at, created_at) SELECT 'late', position, id, subject, 'failed', 9, \
-             occurred_at, occurred_at, occurred_at FROM events WHERE position = 2",
+             occurred_at, '2999-01-01T00:00:00.000+00:00', occurred_at FROM events WHERE position = 2",
         )
         .await;
     assert_eq!(
@@ -372,4 +372,153 @@ async fn an_event_kept_for_an_endpoint_keeps_every_later_one_so_the_feed_never_h
         .map(|e| e["cursor"].as_str().expect("cursor"))
         .collect();
     assert_eq!(cursors, vec!["2", "3", "4"]);
+}
+
+/// Issue 26 (4): a year of events, one every three hours, and three endpoints: `live` received
+/// every one, `dead` (enabled) never answered — each delivery failed when its window closed —
+/// and `gone` was disabled after the 80th event with its 80 deliveries still pending. One
+/// undelivered delivery used to keep every later event for ever; now a disabled endpoint's
+/// backlog is kept for the retention after it was disabled, a delivery whose window closed for
+/// the retention after that, and then both are discarded and counted, so a prune at the end of
+/// the year leaves about the retention's worth of rows.
+#[tokio::test]
+async fn a_year_of_events_with_a_dead_and_a_disabled_endpoint_is_pruned_to_the_retention() {
+    use upcommit::domain::events::{EventType, NewEvent};
+    const EVERY_HOURS: i64 = 3;
+    const EVENTS: i64 = 365 * 24 / EVERY_HOURS;
+    let app = spawn_app().await;
+    let settings = Settings::from_map(&app.env).expect("settings");
+    let retention = i64::try_from(settings.jobs.upload_retention_secs).expect("retention");
+    let start = chrono::Utc::now();
+    let at = |i: i64| start + chrono::Duration::hours(EVERY_HOURS * i);
+    for i in 0..EVENTS {
+        let subject = format!("upl_{}", i % 50);
+        let e = NewEvent::new(EventType::UploadExpired, &subject, at(i), &subject);
+        app.catalog.record_event(&e).await.expect("record");
+    }
+    crate::history::sequence_all(&app).await;
+    app.db
+        .execute(
+            "INSERT INTO event_endpoints (id, kind, url, secret, event_types, source, created_at) \
+             SELECT x.id, 'webhook', 'http://127.0.0.1:9/h', NULL, '*', 'api', e.occurred_at \
+             FROM events e, (SELECT 'live' AS id UNION ALL SELECT 'dead' UNION ALL SELECT 'gone') x \
+             WHERE e.position = 1",
+        )
+        .await;
+    app.db
+        .execute(
+            "UPDATE event_endpoints SET disabled_at = \
+             (SELECT occurred_at FROM events WHERE position = 80) WHERE id = 'gone'",
+        )
+        .await;
+    for (endpoint, state, deadline, upto) in [
+        ("live", "delivered", "e.occurred_at", EVENTS),
+        ("dead", "failed", "e.occurred_at", EVENTS),
+        // Still inside their window (the whole year): only the endpoint's being disabled can
+        // let them go.
+        (
+            "gone",
+            "pending",
+            "(SELECT MAX(occurred_at) FROM events)",
+            80,
+        ),
+    ] {
+        app.db
+            .execute(&format!(
+                "INSERT INTO event_deliveries (endpoint_id, position, event_id, subject, state, \
+                 attempts, next_attempt_at, deadline_at, created_at) SELECT '{endpoint}', \
+                 e.position, e.id, e.subject, '{state}', 1, e.occurred_at, {deadline}, \
+                 e.occurred_at FROM events e WHERE e.position <= {upto}"
+            ))
+            .await;
+    }
+    let rows = |table: &'static str| {
+        let db = &app.db;
+        async move { db.count(&format!("SELECT COUNT(*) FROM {table}")).await }
+    };
+    assert_eq!(rows("events").await, EVENTS);
+    assert_eq!(rows("event_deliveries").await, 2 * EVENTS + 80);
+
+    // Half a retention after `gone` was disabled its backlog is kept (it would be delivered
+    // if it came back), and so is every event from its first on.
+    let half = at(79) + chrono::Duration::seconds(retention - 86_400);
+    let first = prune_with(&app, &settings, half, false).await;
+    assert_eq!(first.discarded_deliveries.get("gone"), None);
+    assert_eq!(
+        app.db
+            .count("SELECT COUNT(*) FROM event_deliveries WHERE endpoint_id = 'gone' AND state = 'pending'")
+            .await,
+        80
+    );
+    assert_eq!(app.db.count("SELECT MIN(position) FROM events").await, 1);
+    // The disabled endpoint's backlog is on /metrics.
+    wait_for_metric(
+        &app,
+        "upcommit_event_outbox_depth{stage=\"disabled\"}",
+        80.0,
+    )
+    .await;
+
+    // At the end of the year.
+    let end = at(EVENTS);
+    assert_eq!(
+        prune_with(&app, &settings, end, true)
+            .await
+            .discarded_deliveries
+            .get("gone"),
+        Some(&80),
+        "a dry run counts them"
+    );
+    let last = prune_with(&app, &settings, end, false).await;
+    assert_eq!(last.discarded_deliveries.get("gone"), Some(&80));
+    let discarded: u64 = [&first, &last]
+        .iter()
+        .flat_map(|s| s.discarded_deliveries.values())
+        .sum();
+    wait_for_metric(
+        &app,
+        "upcommit_event_deliveries_discarded_total",
+        discarded as f64,
+    )
+    .await;
+    wait_for_metric(&app, "upcommit_event_outbox_depth{stage=\"disabled\"}", 0.0).await;
+    let kept = retention / (EVERY_HOURS * 3600) + 2;
+    let (events, deliveries) = (rows("events").await, rows("event_deliveries").await);
+    println!(
+        "a year: {EVENTS} events, {} deliveries before; after the prune {events} events, {deliveries} deliveries (retention {retention} s)",
+        2 * EVENTS + 80
+    );
+    assert!(events <= kept, "events kept: {events} (bound {kept})");
+    assert!(
+        deliveries <= 2 * kept,
+        "deliveries kept: {deliveries} (bound {})",
+        2 * kept
+    );
+}
+
+/// Waits (the gauges are read every 5 s) until `/metrics` shows `series` at `value`.
+async fn wait_for_metric(app: &TestApp, series: &str, value: f64) {
+    let started = std::time::Instant::now();
+    loop {
+        let metrics = app
+            .get("/metrics", None)
+            .await
+            .text()
+            .await
+            .expect("metrics");
+        let now = metrics.lines().find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .parse::<f64>()
+                .ok()
+        });
+        if now == Some(value) {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(12),
+            "{series} is {now:?}, not {value}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 }

@@ -401,6 +401,8 @@ async fn refresh_gauges(catalog: &Arc<dyn Catalog>, metrics: &Metrics) {
                 unsequenced: g.unsequenced,
                 pending: g.pending,
                 failed: g.failed,
+                disabled: g.disabled,
+                discarded: g.discarded,
                 oldest_undelivered_age_secs: age,
             });
         }

@@ -10,7 +10,6 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::catalog::{Catalog, CatalogError};
-use crate::domain::records;
 
 /// Events positioned per transaction at most.
 pub const BATCH: i64 = 500;
@@ -44,9 +43,7 @@ pub async fn run_once(
     let window = i64::try_from(retry_window.as_secs()).unwrap_or(i64::MAX / 2);
     let mut total = 0;
     loop {
-        let n = catalog
-            .sequence_events(BATCH, window, records::now())
-            .await?;
+        let n = catalog.sequence_events(BATCH, window).await?;
         total += n;
         if n > 0 {
             sequenced.wake();
