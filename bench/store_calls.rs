@@ -64,6 +64,7 @@ async fn run() {
             .promote(&PromoteRequest {
                 src: &src,
                 src_etag: &s.head.etag,
+                src_version: s.head.version_id.as_deref(),
                 dst: &dst,
                 upload_id: "x",
                 content_type: "image/png",

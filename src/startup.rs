@@ -15,7 +15,7 @@ use crate::services::bucket_watch::BucketWatch;
 use crate::services::job_gauges::{self, JobGauges};
 use crate::services::readiness::Readiness;
 use crate::state::AppState;
-use crate::storage::{ObjectStore, S3Store};
+use crate::storage::{CopyLimits, ObjectStore, S3Store};
 
 /// How often the sequencer looks for committed events.
 const SEQUENCER_EVERY: Duration = Duration::from_millis(200);
@@ -67,8 +67,10 @@ impl Application {
         )
         .await?;
         let metrics = Arc::new(Metrics::new());
-        let store: Arc<dyn ObjectStore> =
-            Arc::new(S3Store::connect_observed(&settings.s3, metrics.clone()).await?);
+        let store = S3Store::connect_observed(&settings.s3, metrics.clone())
+            .await?
+            .with_copy_limits(CopyLimits::from_settings(&settings.uploads));
+        let store: Arc<dyn ObjectStore> = Arc::new(store);
         Self::build_with(settings, catalog, store, metrics).await
     }
 

@@ -9,7 +9,7 @@ use crate::domain::jobs::{JobItem, RunState};
 use crate::services::inventory::InventorySource;
 use crate::services::reconcile::{self, BucketSource, ReconcileOptions, ReconcileOutcome};
 use crate::services::sweep::{self, SweepOutcome};
-use crate::storage::{ObjectStore, S3Store};
+use crate::storage::{CopyLimits, ObjectStore, S3Store};
 
 /// Items printed in text mode before pointing at `--json`.
 const TEXT_ITEMS: usize = 200;
@@ -83,6 +83,7 @@ pub(super) async fn connect(
     };
     match S3Store::connect(&settings.s3).await {
         Ok(s) => {
+            let s = s.with_copy_limits(CopyLimits::from_settings(&settings.uploads));
             let client = s.client().clone();
             Some((catalog, Arc::new(s), client))
         }

@@ -19,7 +19,7 @@ use crate::domain::quota::{quota_day, seconds_until_next_day};
 use crate::domain::records::{self, Upload, UploadMethod, UploadState};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::storage::{PresignInput, UPLOAD_ID_METADATA};
+use crate::storage::{NewMultipart, PresignInput, UPLOAD_ID_METADATA};
 
 /// A presign request after JSON parsing, before validation.
 #[derive(Debug, Clone)]
@@ -142,12 +142,14 @@ pub async fn presign(
                 .map_err(|_| AppError::Presign(PresignRejection::SizeInvalid))?;
             let s3_upload_id = state
                 .store
-                .create_multipart(
-                    key.as_str(),
-                    content_type.as_str(),
-                    Some((UPLOAD_ID_METADATA, upload_id.as_str())),
-                    checksum.as_ref().map(|c| c.algorithm),
-                )
+                .create_multipart(&NewMultipart {
+                    key: key.as_str(),
+                    content_type: content_type.as_str(),
+                    metadata: &[(UPLOAD_ID_METADATA, upload_id.as_str())],
+                    checksum: checksum.as_ref().map(|c| c.algorithm),
+                    storage_class: None,
+                    tagging: None,
+                })
                 .await?;
             session = Some(MultipartSession {
                 upload_id: upload_id.clone(),

@@ -617,11 +617,11 @@ async fn quarantine(
     item
 }
 
-/// Copy under `quarantine/`, verify the copy, then remove the original's current version.
+/// Copy under `quarantine/` (in parts above the single-copy limit), verify the copy, then
+/// remove the version copied.
 async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreError> {
     let dst = format!("{QUARANTINE_PREFIX}{}", b.key);
-    let original = store.head(&b.key).await?.ok_or(StoreError::NotFound)?;
-    store.copy_object(&b.key, &dst).await?;
+    let original = store.copy_object(&b.key, &dst).await?;
     let copy = store.head(&dst).await?.ok_or(StoreError::NotFound)?;
     if copy.size != original.size {
         return Err(StoreError::Other(format!(

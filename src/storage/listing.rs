@@ -314,11 +314,13 @@ pub(super) async fn multipart_uploads(
     }
 }
 
-/// A plain copy (metadata and type kept), for moving an object aside.
+/// A plain copy (metadata and type kept) of `copy_source` while it has `src_etag`, for moving
+/// an object aside.
 pub(super) async fn copy_object(
     client: &Client,
     bucket: &str,
     copy_source: String,
+    src_etag: &str,
     dst: &str,
 ) -> Result<(), StoreError> {
     client
@@ -326,6 +328,7 @@ pub(super) async fn copy_object(
         .bucket(bucket)
         .key(dst)
         .copy_source(copy_source)
+        .copy_source_if_match(src_etag)
         .metadata_directive(MetadataDirective::Copy)
         .send()
         .await

@@ -7,6 +7,7 @@ mod errors;
 mod listing;
 mod multipart;
 mod observe;
+mod part_copy;
 mod s3;
 pub mod sqs;
 
@@ -26,6 +27,7 @@ pub use errors::StoreError;
 pub use listing::{
     DeleteFailure, ObjectEntry, ObjectPage, ObjectVersion, VersionPage, DELETE_BATCH,
 };
+pub use part_copy::{copy_in_parts, CopyLimits, PartCopy};
 pub use s3::content_range_total;
 pub use s3::S3Store;
 
@@ -57,12 +59,39 @@ pub struct Sniffed {
     pub first: Vec<u8>,
 }
 
+/// Exactly one version of an object, as a copy's source: `versionId` in the copy source when
+/// the bucket gave one (the copy is of that version even if the key was written since), and
+/// `x-amz-copy-source-if-match` on its ETag (the only guard an unversioned bucket has).
+#[derive(Debug, Clone, Copy)]
+pub struct CopySource<'a> {
+    pub key: &'a str,
+    pub etag: &'a str,
+    /// `None` (or `"null"`): the key's current object, guarded by the ETag alone.
+    pub version_id: Option<&'a str>,
+}
+
+/// The object a multipart upload (or multipart copy) will make.
+#[derive(Debug, Clone, Copy)]
+pub struct NewMultipart<'a> {
+    pub key: &'a str,
+    pub content_type: &'a str,
+    pub metadata: &'a [(&'a str, &'a str)],
+    /// A full-object checksum of this algorithm, named again at completion.
+    pub checksum: Option<ChecksumAlgorithm>,
+    /// Archival in parts: the class the object is written in.
+    pub storage_class: Option<&'a str>,
+    /// Archival in parts: the object's tags, URL-query encoded (`None`: no tags).
+    pub tagging: Option<&'a str>,
+}
+
 /// A guarded CopyObject of a validated tmp object to its final key.
 #[derive(Debug, Clone)]
 pub struct PromoteRequest<'a> {
     pub src: &'a str,
     /// `x-amz-copy-source-if-match`: the ETag the validation read.
     pub src_etag: &'a str,
+    /// The version the validation read (and the hook was given): the one copied.
+    pub src_version: Option<&'a str>,
     /// Written only if nothing is there (`If-None-Match: *` on the destination).
     pub dst: &'a FinalKey,
     pub upload_id: &'a str,
@@ -162,8 +191,8 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// is no such object. An empty object (no first bytes) is told by a HEAD.
     async fn sniff(&self, key: &str, len: u64) -> Result<Option<Sniffed>, StoreError>;
 
-    /// CopyObject `src` → `dst` guarded by `x-amz-copy-source-if-match: src_etag` and, on the
-    /// destination, `If-None-Match: *`, writing the upload id into the copy's metadata and
+    /// CopyObject of version `src_version` of `src` → `dst` guarded by
+    /// `x-amz-copy-source-if-match: src_etag` and, on the destination, `If-None-Match: *`, writing the upload id into the copy's metadata and
     /// the declared Content-Type. Either guard failing is [`StoreError::PreconditionFailed`]
     /// (S3 answers 412 for both; the caller tells them apart).
     async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError>;
@@ -174,15 +203,9 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Bucket reachable (readiness).
     async fn check_bucket(&self) -> Result<(), StoreError>;
 
-    /// CreateMultipartUpload on `key` with the Content-Type bound (and one metadata entry),
-    /// with a full-object checksum of `checksum` when given; returns S3's upload id.
-    async fn create_multipart(
-        &self,
-        key: &str,
-        content_type: &str,
-        metadata: Option<(&str, &str)>,
-        checksum: Option<ChecksumAlgorithm>,
-    ) -> Result<String, StoreError>;
+    /// CreateMultipartUpload of `spec` (Content-Type bound, metadata, a full-object checksum
+    /// when it names one, class and tags when given); returns S3's upload id.
+    async fn create_multipart(&self, spec: &NewMultipart<'_>) -> Result<String, StoreError>;
 
     /// An UploadPart URL with Content-Length signed.
     async fn presign_part(&self, input: &PartInput<'_>) -> Result<PresignedPut, StoreError>;
@@ -213,13 +236,12 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// AbortMultipartUpload; an upload S3 no longer has is not an error.
     async fn abort_multipart(&self, key: &str, multipart_id: &str) -> Result<(), StoreError>;
 
-    /// UploadPartCopy of bytes `range` (inclusive) of `src` into part `part_number` of the
-    /// multipart upload `multipart_id` at `dst`, only while `src` still has `src_etag`.
-    /// Returns the part's ETag.
+    /// UploadPartCopy of bytes `range` (inclusive) of the version `src` names into part
+    /// `part_number` of the multipart upload `multipart_id` at `dst`, only while it has
+    /// `src.etag`. Returns the part's ETag.
     async fn copy_part(
         &self,
-        src: &str,
-        src_etag: &str,
+        src: &CopySource<'_>,
         dst: &str,
         multipart_id: &str,
         part_number: u32,
@@ -260,12 +282,15 @@ pub trait ObjectStore: Send + Sync + 'static {
         prefix: &str,
     ) -> Result<Vec<(String, String)>, StoreError>;
 
-    /// A plain CopyObject keeping metadata and type.
-    async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError>;
+    /// A copy of `src`'s current version (read by a HEAD, then copied by version and guarded
+    /// by its ETag) to `dst`, keeping metadata and type — in parts above the single-copy
+    /// limit. Returns the HEAD of the version copied.
+    async fn copy_object(&self, src: &str, dst: &str) -> Result<ObjectHead, StoreError>;
 
     /// Rewrites `key` in place with `class` and exactly the given tags (none clears them),
     /// verifies the new version, then removes the version it replaced, so the bytes are held
-    /// once, in the new class.
+    /// once, in the new class. The copy is of the version a HEAD just read, guarded by its
+    /// ETag; above the single-copy limit it is a multipart copy in place.
     async fn change_storage_class(
         &self,
         key: &str,

@@ -2,27 +2,27 @@
 //! large objects. The orchestration (which parts, in what order, what to do on failure) lives
 //! in the services; these functions are one S3 call each.
 
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, StorageClass};
 use aws_sdk_s3::Client;
 
 use super::errors::classify;
-use super::{PartPage, StoreError};
+use super::{NewMultipart, PartPage, StoreError};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::multipart::PartRecord;
 
 pub(super) async fn create(
     client: &Client,
     bucket: &str,
-    key: &str,
-    content_type: &str,
-    metadata: Option<(&str, &str)>,
+    spec: &NewMultipart<'_>,
     checksum: Option<aws_sdk_s3::types::ChecksumAlgorithm>,
 ) -> Result<String, StoreError> {
     let mut req = client
         .create_multipart_upload()
         .bucket(bucket)
-        .key(key)
-        .content_type(content_type);
+        .key(spec.key)
+        .content_type(spec.content_type)
+        .set_storage_class(spec.storage_class.map(StorageClass::from))
+        .set_tagging(spec.tagging.map(str::to_owned));
     if let Some(a) = checksum {
         // A full-object checksum: CompleteMultipartUpload then names the whole object's CRC,
         // and S3 refuses a completion whose parts do not add up to it.
@@ -30,8 +30,8 @@ pub(super) async fn create(
             .checksum_algorithm(a)
             .checksum_type(aws_sdk_s3::types::ChecksumType::FullObject);
     }
-    if let Some((k, v)) = metadata {
-        req = req.metadata(k, v);
+    for (k, v) in spec.metadata {
+        req = req.metadata(*k, *v);
     }
     let out = req.send().await.map_err(classify)?;
     out.upload_id()
@@ -148,7 +148,8 @@ pub(super) async fn abort(
     }
 }
 
-/// One UploadPartCopy: bytes `[first, last]` of `copy_source`, only while it has `src_etag`.
+/// One UploadPartCopy: bytes `[first, last]` of `copy_source` (a version, when it names one),
+/// only while it has `src_etag`.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn copy_part(
     client: &Client,

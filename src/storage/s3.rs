@@ -13,10 +13,12 @@ use aws_sdk_s3::Client;
 use chrono::{DateTime, Utc};
 
 use super::errors::classify;
+use super::part_copy::{self, CopyLimits};
 use super::{listing, multipart};
 use super::{
-    Copied, DeleteFailure, ObjectHead, ObjectPage, ObjectStore, PartInput, PartPage, PresignInput,
-    PresignedPut, PromoteRequest, Sniffed, StoreError, VersionPage, UPLOAD_ID_METADATA,
+    Copied, CopySource, DeleteFailure, NewMultipart, ObjectHead, ObjectPage, ObjectStore,
+    PartInput, PartPage, PresignInput, PresignedPut, PromoteRequest, Sniffed, StoreError,
+    VersionPage, UPLOAD_ID_METADATA,
 };
 use crate::config::S3Settings;
 use crate::domain::bucket_check::BucketView;
@@ -31,6 +33,8 @@ pub struct S3Store {
     region: String,
     location: S3Location,
     credentials: SharedCredentialsProvider,
+    /// When the facade's own copies (archival in place, quarantine) go in parts.
+    copy: CopyLimits,
 }
 
 impl S3Store {
@@ -85,7 +89,15 @@ impl S3Store {
             region: settings.region.clone(),
             location,
             credentials,
+            copy: CopyLimits::default(),
         })
+    }
+
+    /// When copies go in parts: the settings' single-copy limit and part size (S3's 5 GiB
+    /// limit otherwise).
+    pub fn with_copy_limits(mut self, limits: CopyLimits) -> Self {
+        self.copy = limits;
+        self
     }
 
     /// The lifecycle document's rules exactly as S3 holds them, foreign ones included.
@@ -148,11 +160,26 @@ impl S3Store {
         }
     }
 
-    /// The current version is copied, not a pinned one: the ETag guard must be what refuses
-    /// bytes swapped after validation, so the swap is reported instead of silently ignored.
-    fn copy_source(&self, key: &str) -> String {
+    /// `bucket/key?versionId=…`: the version read before is copied, whatever was written to
+    /// the key since — the ETag guard alone would pass other bytes with the same ETag (an MD5
+    /// collision under SSE-S3). Without a version (an unversioned bucket) the key's current
+    /// object is copied and the ETag guard is all there is.
+    fn copy_source(&self, src: &CopySource<'_>) -> String {
         // aws-sdk-rust sends CopySource as given: the key must be URL-encoded here.
-        format!("{}/{}", self.bucket, uri_encode(key, true))
+        let base = format!("{}/{}", self.bucket, uri_encode(src.key, true));
+        match src.version_id.filter(|v| *v != "null") {
+            Some(v) => format!("{base}?versionId={}", uri_encode(v, true)),
+            None => base,
+        }
+    }
+
+    /// A CopySource of the version `head` describes.
+    fn source_of<'a>(key: &'a str, head: &'a ObjectHead) -> CopySource<'a> {
+        CopySource {
+            key,
+            etag: &head.etag,
+            version_id: head.version_id.as_deref(),
+        }
     }
 }
 
@@ -392,7 +419,11 @@ impl ObjectStore for S3Store {
             .copy_object()
             .bucket(&self.bucket)
             .key(req.dst.as_str())
-            .copy_source(self.copy_source(req.src))
+            .copy_source(self.copy_source(&CopySource {
+                key: req.src,
+                etag: req.src_etag,
+                version_id: req.src_version,
+            }))
             .copy_source_if_match(req.src_etag)
             .if_none_match("*")
             .metadata_directive(MetadataDirective::Replace)
@@ -451,20 +482,12 @@ impl ObjectStore for S3Store {
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "CreateMultipartUpload"))]
-    async fn create_multipart(
-        &self,
-        key: &str,
-        content_type: &str,
-        metadata: Option<(&str, &str)>,
-        checksum: Option<ChecksumAlgorithm>,
-    ) -> Result<String, StoreError> {
+    async fn create_multipart(&self, spec: &NewMultipart<'_>) -> Result<String, StoreError> {
         multipart::create(
             &self.client,
             &self.bucket,
-            key,
-            content_type,
-            metadata,
-            checksum.map(sdk_algorithm),
+            spec,
+            spec.checksum.map(sdk_algorithm),
         )
         .await
     }
@@ -527,8 +550,7 @@ impl ObjectStore for S3Store {
     #[tracing::instrument(skip_all, fields(s3.op = "UploadPartCopy", part = part_number))]
     async fn copy_part(
         &self,
-        src: &str,
-        src_etag: &str,
+        src: &CopySource<'_>,
         dst: &str,
         multipart_id: &str,
         part_number: u32,
@@ -538,7 +560,7 @@ impl ObjectStore for S3Store {
             &self.client,
             &self.bucket,
             self.copy_source(src),
-            src_etag,
+            src.etag,
             dst,
             multipart_id,
             part_number,
@@ -589,8 +611,15 @@ impl ObjectStore for S3Store {
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
-    async fn copy_object(&self, src: &str, dst: &str) -> Result<(), StoreError> {
-        listing::copy_object(&self.client, &self.bucket, self.copy_source(src), dst).await
+    async fn copy_object(&self, src: &str, dst: &str) -> Result<ObjectHead, StoreError> {
+        let head = self.head(src).await?.ok_or(StoreError::NotFound)?;
+        if self.copy.in_parts(head.size) {
+            part_copy::copy_like(self, src, &head, dst, None, None, self.copy).await?;
+        } else {
+            let source = self.copy_source(&Self::source_of(src, &head));
+            listing::copy_object(&self.client, &self.bucket, source, &head.etag, dst).await?;
+        }
+        Ok(head)
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject", class))]
@@ -606,19 +635,24 @@ impl ObjectStore for S3Store {
             .map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true)))
             .collect::<Vec<_>>()
             .join("&");
-        self.client
-            .copy_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .copy_source(self.copy_source(key))
-            .copy_source_if_match(&before.etag)
-            .metadata_directive(MetadataDirective::Copy)
-            .storage_class(aws_sdk_s3::types::StorageClass::from(class))
-            .tagging_directive(aws_sdk_s3::types::TaggingDirective::Replace)
-            .tagging(tagging)
-            .send()
-            .await
-            .map_err(classify)?;
+        if self.copy.in_parts(before.size) {
+            let tagging = (!tagging.is_empty()).then_some(tagging.as_str());
+            part_copy::copy_like(self, key, &before, key, Some(class), tagging, self.copy).await?;
+        } else {
+            self.client
+                .copy_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .copy_source(self.copy_source(&Self::source_of(key, &before)))
+                .copy_source_if_match(&before.etag)
+                .metadata_directive(MetadataDirective::Copy)
+                .storage_class(aws_sdk_s3::types::StorageClass::from(class))
+                .tagging_directive(aws_sdk_s3::types::TaggingDirective::Replace)
+                .tagging(tagging)
+                .send()
+                .await
+                .map_err(classify)?;
+        }
         let after = self.head(key).await?.ok_or(StoreError::NotFound)?;
         if after.size != before.size {
             return Err(StoreError::Other(format!(

@@ -1,11 +1,15 @@
 //! An archive storage class whose objects are not instantly readable (GLACIER, DEEP_ARCHIVE)
 //! would break restore and download of archived files: the real binary refuses it at start,
-//! with a message that names the setting and the way out, and a non-zero exit.
+//! with a message that names the setting and the way out, and a non-zero exit. An object over
+//! the single-copy limit is archived in place by a multipart copy, like one under it.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::helpers::{spawn_app, TestApp};
+use chrono::Utc;
+use serde_json::Value;
+
+use crate::helpers::{media, small_copy_limit, spawn_app, spawn_app_with, Spawn, TestApp};
 
 /// Runs `upcommit <args>` on the test server's environment with `class` as the archive class;
 /// kills it if it is still running after 20 s (then the refusal did not happen).
@@ -65,4 +69,79 @@ async fn instantly_readable_archive_classes_are_accepted() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// `upcommit hygiene --at <now + days>` with the single-copy limit lowered to 1,000 bytes:
+/// only the job copies in parts, the commit before it did not.
+fn hygiene_in_parts(app: &TestApp, days: i64) -> Value {
+    let at = Utc::now() + chrono::Duration::seconds(days * 86_400 + 5);
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
+        .envs(&app.env)
+        .envs(small_copy_limit())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit hygiene");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_over_the_single_copy_limit_is_archived_in_place_in_parts() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_UNLINKED_GRACE_SECS", "86400".into()),
+            ("UPCOMMIT_ARCHIVE_AFTER_SECS", "86400".into()),
+            ("UPCOMMIT_DELETE_AFTER_SECS", "172800".into()),
+            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
+            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    let (_, h) = app
+        .upload_and_commit(&app.token("alice"), "image", "image/png", 2000)
+        .await;
+    let key = h["key"].as_str().expect("key");
+    let head = |key: &str| {
+        let req = app.s3.head_object().bucket(&app.bucket).key(key);
+        req.checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled)
+            .send()
+    };
+    let before = head(key).await.expect("HEAD before");
+    assert!(
+        !before.e_tag().expect("etag").contains('-'),
+        "one CopyObject"
+    );
+
+    let run = hygiene_in_parts(&app, 2);
+    assert_eq!(run["summary"]["unlinked"], 1, "{run}");
+    let run = hygiene_in_parts(&app, 3);
+    assert_eq!(run["summary"]["archived"], 1, "{run}");
+    assert_eq!(run["summary"]["failed"], 0, "{run}");
+
+    let after = head(key).await.expect("HEAD after");
+    assert!(
+        after.e_tag().expect("etag").ends_with("-1\""),
+        "assembled from one copied part: {:?}",
+        after.e_tag()
+    );
+    assert_eq!(
+        after.storage_class().map(|c| c.as_str()),
+        Some("GLACIER_IR")
+    );
+    let tags = app.s3.get_object_tagging().bucket(&app.bucket).key(key);
+    let tags = tags.send().await.expect("tagging");
+    let tags: Vec<_> = tags
+        .tag_set()
+        .iter()
+        .map(|t| (t.key(), t.value()))
+        .collect();
+    assert_eq!(tags, [("upcommit-status", "archived")]);
+    assert_eq!(after.content_type(), before.content_type());
+    assert_eq!(after.metadata(), before.metadata());
+    assert!(before.checksum_crc64_nvme().is_some());
+    assert_eq!(after.checksum_crc64_nvme(), before.checksum_crc64_nvme());
+    assert_eq!(app.versions(key).await, 1, "held once");
+    assert_eq!(app.get_object(key).await, media("image/png", 2000));
 }

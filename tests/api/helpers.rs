@@ -16,7 +16,7 @@ use upcommit::config::Settings;
 use upcommit::domain::lifecycle::{required_rules, Rule};
 use upcommit::metrics::Metrics;
 use upcommit::storage::lifecycle_configuration;
-use upcommit::storage::{ObjectStore, S3Store};
+use upcommit::storage::{CopyLimits, ObjectStore, S3Store};
 use upcommit::Application;
 
 pub const SECRET: &str = "integration-test-secret-0123456789";
@@ -242,7 +242,8 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
     let metrics = Arc::new(Metrics::new());
     let real = S3Store::connect_observed(&settings.s3, metrics.clone())
         .await
-        .expect("S3 client");
+        .expect("S3 client")
+        .with_copy_limits(CopyLimits::from_settings(&settings.uploads));
     let s3 = real.client().clone();
     create_bucket(&s3, &bucket).await;
     let real: Arc<dyn ObjectStore> = Arc::new(real);
@@ -376,6 +377,18 @@ pub async fn put_lifecycle(s3: &aws_sdk_s3::Client, bucket: &str, rules: &[Rule]
 }
 
 /// Bytes that pass the magic-byte check for a content type, `size` long.
+/// Settings that send every object over 1,000 bytes down the UploadPartCopy path (5 MiB
+/// parts: a small object is copied as one part).
+pub fn small_copy_limit() -> Vec<(&'static str, String)> {
+    vec![
+        ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "1000".into()),
+        (
+            "UPCOMMIT_COPY_PART_SIZE_BYTES",
+            (5 * 1024 * 1024).to_string(),
+        ),
+    ]
+}
+
 pub fn media(content_type: &str, size: usize) -> Vec<u8> {
     let magic: &[u8] = match content_type {
         "image/png" => b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",

@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 use upcommit::domain::jobs::JobRun;
 
-use crate::helpers::{media, spawn_app, TestApp};
+use crate::helpers::{media, small_copy_limit, spawn_app, TestApp};
 
 pub(crate) struct Run {
     pub(crate) code: i32,
@@ -449,6 +449,35 @@ async fn quarantine_moves_unindexed_objects_and_loses_nothing() {
     // The next run sees nothing new: quarantine/ is not a final prefix.
     let again = reconcile_cli(&app, &[]);
     assert!(keys(&again.body, "unindexed").is_empty(), "{}", again.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quarantine_moves_an_object_over_the_single_copy_limit_in_parts() {
+    let app = spawn_app().await;
+    let stray = "media/images/stray/large.png";
+    let bytes = media("image/png", 3000);
+    app.put_object(stray, bytes.clone(), "image/png").await;
+
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
+        .envs(&app.env)
+        .envs(small_copy_limit())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit reconcile");
+    let body: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(keys(&body, "quarantined"), set(&[stray]), "{body}");
+    assert!(!app.object_exists(stray).await);
+    let moved = format!("quarantine/{stray}");
+    let head = app.s3.head_object().bucket(&app.bucket).key(&moved);
+    let head = head.send().await.expect("HEAD");
+    assert!(
+        head.e_tag().expect("etag").ends_with("-1\""),
+        "assembled from one copied part: {:?}",
+        head.e_tag()
+    );
+    assert_eq!(head.content_type(), Some("image/png"));
+    assert_eq!(app.get_object(&moved).await, bytes, "moved, byte for byte");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

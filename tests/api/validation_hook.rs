@@ -1,8 +1,8 @@
 //! The pre-commit validation hook: a real HTTP hook server in the test, the real server,
 //! LocalStack and the test's database. The hook is told the facts of exactly the bytes that
 //! get copied; a refusal rejects the upload for good; no answer fails closed (503, the upload
-//! stays committable) or open (201, counted); bytes swapped after its answer are never
-//! committed; a copy it allowed is never put to it again.
+//! stays committable) or open (201, counted); bytes posted while it scans are never committed
+//! (the copy is of the version it was given); a copy it allowed is never put to it again.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -17,10 +17,14 @@ use base64::Engine;
 use hmac::Mac;
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, media, server_process, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{
+    error_code, media, server_process, small_copy_limit, spawn_app_with, Spawn, TestApp,
+};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const PNG: &str = "image/png";
+/// A type without a known signature: the MD5-colliding files below pass its sniff.
+const PDF: &str = "application/pdf";
 
 /// How the hook answers its next calls.
 #[derive(Clone)]
@@ -35,6 +39,9 @@ enum Mode {
     /// Overwrites the tmp object (same size, still a PNG) with the S3 client, then allows:
     /// a client racing the hook's answer.
     Swap(aws_sdk_s3::Client, String),
+    /// Writes these bytes to the tmp key with the S3 client (a client re-posting its form
+    /// while the hook scans), then allows.
+    Put(aws_sdk_s3::Client, String, Vec<u8>),
 }
 
 struct Call {
@@ -123,6 +130,17 @@ async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Res
                 .expect("swap the tmp object");
             Json(json!({"allow": true})).into_response()
         }
+        Mode::Put(s3, bucket, bytes) => {
+            s3.put_object()
+                .bucket(bucket)
+                .key(key)
+                .content_type(PDF)
+                .body(bytes.into())
+                .send()
+                .await
+                .expect("re-post the tmp object");
+            Json(json!({"allow": true})).into_response()
+        }
     }
 }
 
@@ -138,7 +156,7 @@ async fn spawn_with_hook_env(url: &str, extra: &str, env: Vec<(&'static str, Str
             r#"
             [[profiles]]
             name = "scan"
-            content_types = ["image/png"]
+            content_types = ["image/png", "application/pdf"]
             max_size = 1048576
             final_prefix = "scanned/"
             validation_hook = {{ url = "{url}", secret = "{SECRET}"{extra} }}
@@ -365,18 +383,25 @@ async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
 }
 
 #[tokio::test]
-async fn bytes_swapped_after_the_hook_allowed_them_are_never_committed() {
+async fn bytes_swapped_while_the_hook_scans_are_never_committed() {
     let hook = Hook::start().await;
     let app = spawn_with_hook(&hook.url, "").await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
     hook.set(Mode::Swap(app.s3.clone(), app.bucket.clone()));
 
-    let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
-    assert_eq!((status, code.as_str()), (409, "object_changed"));
-    assert!(!app.object_exists(&final_key(&p.upload_id)).await);
-    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    // The copy is of the version the hook was given, not of the bytes now current.
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
+    let handle: Value = resp.json().await.expect("handle");
     let seen = hook.body(0)["etag"].clone();
+    assert_eq!(handle["etag"], seen);
+    assert_eq!(
+        app.get_object(&final_key(&p.upload_id)).await,
+        media(PNG, 2000),
+        "the bytes the hook allowed"
+    );
+    assert_eq!(hook.count(), 1);
     // The hook's URL still serves the version it was asked about, not the bytes now current.
     let pinned = app
         .http
@@ -393,21 +418,6 @@ async fn bytes_swapped_after_the_hook_allowed_them_are_never_committed() {
         media(PNG, 2000)
     );
     assert_eq!(app.get_object(&p.key).await.last(), Some(&b'!'), "swapped");
-
-    // A retry puts the bytes now there to the hook, with their own ETag.
-    hook.set(Mode::Allow);
-    let resp = app.commit(&token, &p.key, None).await;
-    assert_eq!(resp.status(), 201);
-    let handle: Value = resp.json().await.expect("handle");
-    assert_eq!(hook.count(), 2);
-    assert_ne!(hook.body(1)["etag"], seen);
-    assert_eq!(hook.body(1)["etag"], handle["etag"]);
-    let committed = app.get_object(&final_key(&p.upload_id)).await;
-    assert_eq!(
-        committed.last(),
-        Some(&b'!'),
-        "the bytes the hook was asked about"
-    );
 }
 
 #[tokio::test]
@@ -452,18 +462,7 @@ async fn a_copy_the_hook_allowed_is_recorded_after_a_crash_without_asking_again(
 async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
     let hook = Hook::start().await;
     // Every object over 1,000 bytes goes down the UploadPartCopy path.
-    let app = spawn_with_hook_env(
-        &hook.url,
-        "",
-        vec![
-            ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "1000".into()),
-            (
-                "UPCOMMIT_COPY_PART_SIZE_BYTES",
-                (5 * 1024 * 1024).to_string(),
-            ),
-        ],
-    )
-    .await;
+    let app = spawn_with_hook_env(&hook.url, "", small_copy_limit()).await;
     let token = app.token("alice");
 
     let refused = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
@@ -473,11 +472,14 @@ async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
     assert_eq!(app.db.upload_state(&refused.upload_id).await, "rejected");
     assert!(!app.object_exists(&final_key(&refused.upload_id)).await);
 
+    // Bytes swapped while it scans are not what the parts are copied from.
     let swapped = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
     hook.set(Mode::Swap(app.s3.clone(), app.bucket.clone()));
-    let (status, code) = error_code(app.commit(&token, &swapped.key, None).await).await;
-    assert_eq!((status, code.as_str()), (409, "object_changed"));
-    assert!(!app.object_exists(&final_key(&swapped.upload_id)).await);
+    assert_eq!(app.commit(&token, &swapped.key, None).await.status(), 201);
+    assert_eq!(
+        app.get_object(&final_key(&swapped.upload_id)).await,
+        media(PNG, 2000)
+    );
 
     let allowed = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
     hook.set(Mode::Allow);
@@ -488,5 +490,83 @@ async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
         app.get_object(&final_key(&allowed.upload_id)).await,
         media(PNG, 2000)
     );
-    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 2);
+}
+
+/// Two different files of the same size and the same MD5 — so the same single-request ETag —
+/// built on the published Wang et al. (2004) colliding blocks: what a client can post in
+/// place of bytes the hook is scanning without tripping an ETag guard.
+fn md5_twins() -> (Vec<u8>, Vec<u8>) {
+    let hex = |s: &str| -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    let a = hex(concat!(
+        "d131dd02c5e6eec4693d9a0698aff95c2fcab58712467eab4004583eb8fb7f89",
+        "55ad340609f4b30283e488832571415a085125e8f7cdc99fd91dbdf280373c5b",
+        "d8823e3156348f5bae6dacd436c919c6dd53e2b487da03fd02396306d248cda0",
+        "e99f33420f577ee8ce54b67080a80d1ec69821bcb6a8839396f9652b6ff72a70",
+    ));
+    let b = hex(concat!(
+        "d131dd02c5e6eec4693d9a0698aff95c2fcab50712467eab4004583eb8fb7f89",
+        "55ad340609f4b30283e4888325f1415a085125e8f7cdc99fd91dbd7280373c5b",
+        "d8823e3156348f5bae6dacd436c919c6dd53e23487da03fd02396306d248cda0",
+        "e99f33420f577ee8ce54b67080280d1ec69821bcb6a8839396f965ab6ff72a70",
+    ));
+    // A common suffix keeps the collision (MD5 is a chain of blocks).
+    let tail = vec![b'z'; 1900];
+    ([a, tail.clone()].concat(), [b, tail].concat())
+}
+
+/// Uploads `benign`, has the hook re-post `evil` (same size, same ETag) while it scans,
+/// commits; returns the committed bytes.
+async fn commit_while_an_md5_twin_is_re_posted(hook: &Hook, app: &TestApp) -> Vec<u8> {
+    let (benign, evil) = md5_twins();
+    let token = app.token("alice");
+    let p = app
+        .presign_ok(&token, "scan", PDF, benign.len(), "PUT")
+        .await;
+    assert!(app.upload(&p, benign.clone(), PDF).await.is_success());
+    let before = app.s3.head_object().bucket(&app.bucket).key(&p.key);
+    let scanned = before.send().await.expect("head tmp");
+    hook.set(Mode::Put(app.s3.clone(), app.bucket.clone(), evil.clone()));
+
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
+    let after = app.s3.head_object().bucket(&app.bucket).key(&p.key);
+    let current = after.send().await.expect("head tmp");
+    assert_eq!(
+        current.e_tag(),
+        scanned.e_tag(),
+        "the re-posted twin has the ETag the hook was told: the ETag guard alone lets it pass"
+    );
+    assert_ne!(current.version_id(), scanned.version_id(), "a new version");
+    assert_eq!(app.get_object(&p.key).await, evil, "the twin is current");
+    assert_eq!(hook.body(0)["etag"], scanned.e_tag().expect("etag"));
+    app.get_object(&final_key(&p.upload_id)).await
+}
+
+#[tokio::test]
+async fn the_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook(&hook.url, "").await;
+    let committed = commit_while_an_md5_twin_is_re_posted(&hook, &app).await;
+    assert!(
+        committed == md5_twins().0,
+        "the final object holds the re-posted twin, not the bytes the hook allowed"
+    );
+}
+
+#[tokio::test]
+async fn every_part_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile() {
+    let hook = Hook::start().await;
+    // Every object over 1,000 bytes goes down the UploadPartCopy path.
+    let app = spawn_with_hook_env(&hook.url, "", small_copy_limit()).await;
+    let committed = commit_while_an_md5_twin_is_re_posted(&hook, &app).await;
+    assert!(
+        committed == md5_twins().0,
+        "the final object holds the re-posted twin, not the bytes the hook allowed"
+    );
 }

@@ -35,7 +35,6 @@ use crate::error::AppError;
 use crate::state::AppState;
 
 mod hook;
-mod multipart_copy;
 mod promote;
 
 use promote::{promote, settle};

@@ -1,5 +1,6 @@
 //! Steps 2–5 of a commit, run under the upload's lease, and what each failure does to it.
 
+use super::{CommitOutcome, Lease};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
@@ -7,10 +8,10 @@ use crate::domain::records::{self, FileHandle, HandleStatus, Upload, UploadState
 use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
 use crate::error::AppError;
 use crate::state::AppState;
-use crate::storage::{ObjectHead, PromoteRequest, Sniffed, StoreError, UPLOAD_ID_METADATA};
-
-use super::multipart_copy::{copy_in_parts, CopyJob};
-use super::{CommitOutcome, Lease};
+use crate::storage::{
+    copy_in_parts, CopyLimits, CopySource, NewMultipart, ObjectHead, PartCopy, PromoteRequest,
+    Sniffed, StoreError, UPLOAD_ID_METADATA,
+};
 
 /// What to do with the lease when a step fails.
 pub(super) enum Failure {
@@ -116,11 +117,12 @@ pub(super) async fn promote(
         }
         super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
     }
-    // Guarded on the ETag the validation (and the hook) saw.
+    // Of the version the validation read and the hook was given, guarded on its ETag.
     let copied = store
         .promote(&PromoteRequest {
             src: &upload.key,
             src_etag: &head.etag,
+            src_version: head.version_id.as_deref(),
             dst: &lease.final_key,
             upload_id: upload.id.as_str(),
             content_type: &upload.content_type,
@@ -234,7 +236,8 @@ async fn promote_in_parts(
 ) -> Result<CommitOutcome, Failure> {
     let store = &state.store;
     let head = match store.head(&upload.key).await {
-        Ok(Some(h)) if h.etag == sniffed.etag => h,
+        // The version validated, not another one with the same ETag.
+        Ok(Some(h)) if h.etag == sniffed.etag && h.version_id == sniffed.version_id => h,
         Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => return Err(Failure::Release(e.into())),
     };
@@ -251,20 +254,29 @@ async fn promote_in_parts(
         }
         Some(_) => return Err(Failure::Release(AppError::FinalKeyConflict)),
         None => {
-            // Only before a copy; every part copy is guarded on the ETag the hook was told.
+            // Only before a copy; every part copy is of the version the hook was given,
+            // guarded on its ETag.
             super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
-            let uploads = &state.settings.uploads;
-            let job = CopyJob {
-                src: &upload.key,
-                src_etag: &head.etag,
+            let job = PartCopy {
+                src: CopySource {
+                    key: &upload.key,
+                    etag: &head.etag,
+                    version_id: head.version_id.as_deref(),
+                },
                 size: u64::try_from(head.size).unwrap_or(u64::MAX),
-                dst: lease.final_key.as_str(),
-                upload_id: upload.id.as_str(),
-                content_type: &upload.content_type,
-                part_size: uploads.copy_part_size_bytes,
-                concurrency: uploads.copy_concurrency,
+                dst: NewMultipart {
+                    key: lease.final_key.as_str(),
+                    content_type: &upload.content_type,
+                    metadata: &[(UPLOAD_ID_METADATA, upload.id.as_str())],
+                    checksum: None,
+                    storage_class: None,
+                    tagging: None,
+                },
+                if_absent: true,
+                checksum: None,
+                limits: CopyLimits::from_settings(&state.settings.uploads),
             };
-            match copy_in_parts(store, &job).await {
+            match copy_in_parts(store.as_ref(), &job).await {
                 Ok(()) => crate::services::pause::point("after_copy").await,
                 // The source changed (a part copy's guard) or something arrived at the final
                 // key during the copy (the completion's `If-None-Match`): the final key tells.
