@@ -2,7 +2,8 @@
 # Runs every test: formatting, lints, the infra checks (terraform fmt, the static ownership
 # check, checkov), unit tests, the integration suite against LocalStack's S3 (signature
 # validation on) on SQLite and then on PostgreSQL, the browser test of the demo page
-# (Playwright driving Debian's chromium), the OpenAPI conformance run (schemathesis) and the
+# (Playwright driving Debian's chromium), the README's walkthrough run as written
+# (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check. Installs and starts what it needs from nothing: LocalStack, checkov and
 # schemathesis, PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
 # throwaway PostgreSQL cluster; stops what it started.
@@ -76,6 +77,9 @@ UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api
 log "browser test: the demo page in headless chromium (Playwright)"
 ensure_browser_installed
 UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test browser
+
+log "the README's walkthrough, run as written against a server started like scripts/run.sh"
+bash scripts/readme_walkthrough.sh
 
 log "integration tests on PostgreSQL"
 UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api

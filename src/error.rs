@@ -72,6 +72,10 @@ pub enum AppError {
     PayloadTooLarge,
     #[error("the final key is already taken by another file")]
     FinalKeyConflict,
+    /// A commit naming a `final_key` other than the one the upload was committed to: the
+    /// upload has its file already (this id), no other file is in the way.
+    #[error("this upload is already committed, as file {file_id}; its key does not change")]
+    UploadAlreadyCommitted { file_id: String },
     #[error("the object changed after it was validated; nothing was promoted")]
     ObjectChanged,
     #[error("the uploaded object's Content-Type differs from the declared one")]
@@ -213,10 +217,15 @@ impl AppError {
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             WebhookExists | WebhookFromSettings => StatusCode::CONFLICT,
-            FinalKeyConflict | ObjectChanged | UploadNotMultipart | MultipartCompleted
-            | MultipartIncomplete | LinkScanCompleted | FileNotAvailable | TooManyCopies => {
-                StatusCode::CONFLICT
-            }
+            FinalKeyConflict
+            | UploadAlreadyCommitted { .. }
+            | ObjectChanged
+            | UploadNotMultipart
+            | MultipartCompleted
+            | MultipartIncomplete
+            | LinkScanCompleted
+            | FileNotAvailable
+            | TooManyCopies => StatusCode::CONFLICT,
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
@@ -285,6 +294,7 @@ impl AppError {
             UnsupportedMediaType => "unsupported_media_type",
             PayloadTooLarge => "payload_too_large",
             FinalKeyConflict => "final_key_conflict",
+            UploadAlreadyCommitted { .. } => "upload_already_committed",
             ObjectChanged => "object_changed",
             ContentTypeMismatch => "content_type_mismatch",
             SizeMismatch => "size_mismatch",

@@ -19,6 +19,11 @@ pub struct Unverified {
     pub alg: String,
     pub kid: Option<String>,
     pub iss: Option<String>,
+    /// The header has a `crit` member, whatever its value (RFC 7515 §4.1.11: the extensions
+    /// it names must be understood, and this service understands none; an empty `crit`, or
+    /// one that is not an array of strings, is refused by the RFC itself). Such a token is
+    /// refused: [`refuse_critical`].
+    pub crit: bool,
 }
 
 #[derive(Deserialize)]
@@ -26,6 +31,14 @@ struct RawHeader {
     alg: String,
     #[serde(default)]
     kid: Option<String>,
+    /// As written: absent is `None`, `"crit": null` is `Some(Null)`.
+    #[serde(default, deserialize_with = "present")]
+    crit: Option<Value>,
+}
+
+/// A member that is there, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize)]
@@ -58,7 +71,19 @@ pub fn peek(token: &str) -> Result<Unverified, AuthError> {
         alg: header.alg,
         kid: header.kid,
         iss: payload.iss.and_then(|v| v.as_str().map(str::to_owned)),
+        crit: header.crit.is_some(),
     })
+}
+
+/// RFC 7515 §4.1.11: a token whose header has `crit` is refused — this service implements no
+/// JWS extension, so whatever `crit` lists is not understood. `refusal`: what the token's kind
+/// answers (a provider token its own code, a development token the plain `unauthorized`).
+pub fn refuse_critical(token: &Unverified, refusal: AuthError) -> Result<(), AuthError> {
+    if token.crit {
+        Err(refusal)
+    } else {
+        Ok(())
+    }
 }
 
 /// Which key verifies a token.
@@ -406,6 +431,33 @@ mod tests {
             assert_eq!(route(&peeked(alg, theirs), true, iss), not_allowed, "{alg}");
         }
         assert_eq!(peeked("RS256", theirs).kid.as_deref(), Some("k1"));
+    }
+
+    #[test]
+    fn any_crit_member_is_seen_and_refused() {
+        let with = |header: &str| peek(&token(header, "{}")).expect("peek");
+        assert!(!with(r#"{"alg":"RS256"}"#).crit);
+        assert_eq!(
+            refuse_critical(&with(r#"{"alg":"RS256"}"#), AuthError::Malformed),
+            Ok(())
+        );
+        for crit in [
+            r#"["exp"]"#,
+            r#"["b64"]"#,
+            "[]",
+            r#""b64""#,
+            "[1]",
+            "null",
+            "{}",
+        ] {
+            let peeked = with(&format!(r#"{{"alg":"RS256","crit":{crit}}}"#));
+            assert!(peeked.crit, "{crit}");
+            assert_eq!(
+                refuse_critical(&peeked, AuthError::Malformed),
+                Err(AuthError::Malformed),
+                "{crit}"
+            );
+        }
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub enum Refusal {
     KeyUnknown,
     AlgorithmNotAllowed,
     UserIdReserved,
+    CritUnsupported,
 }
 
 impl Refusal {
@@ -68,6 +69,7 @@ impl Refusal {
             Refusal::KeyUnknown => "token_key_unknown",
             Refusal::AlgorithmNotAllowed => "token_algorithm_not_allowed",
             Refusal::UserIdReserved => "token_user_id_reserved",
+            Refusal::CritUnsupported => "token_crit_unsupported",
         }
     }
 
@@ -83,6 +85,9 @@ impl Refusal {
             }
             Refusal::UserIdReserved => {
                 "the token's user id starts with another issuer's user prefix"
+            }
+            Refusal::CritUnsupported => {
+                "the token's header has crit: this service implements no JWS extension (RFC 7515 4.1.11)"
             }
         }
     }
@@ -134,6 +139,7 @@ pub fn verify(secret: &[u8], token: &str, now_unix: i64) -> Result<Identity, Aut
     if token.is_empty() || token.len() > MAX_TOKEN_BYTES || secret.is_empty() {
         return Err(AuthError::Malformed);
     }
+    claims::refuse_critical(&claims::peek(token)?, AuthError::Malformed)?;
     let claims: Claims = signed_claims(
         token,
         &jsonwebtoken::DecodingKey::from_secret(secret),
@@ -248,6 +254,20 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_crit_header_is_refused() {
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","crit":["exp"],"exp":1}"#);
+        let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"a","exp":{}}}"#, NOW + 60));
+        let input = format!("{header}.{payload}");
+        let mut m = mac(SECRET);
+        m.update(input.as_bytes());
+        let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
+        assert_eq!(
+            verify(SECRET, &format!("{input}.{sig}"), NOW),
+            Err(AuthError::Malformed)
+        );
     }
 
     #[test]

@@ -79,6 +79,7 @@ impl Verifier {
                 None => Err(AuthError::Refused(Refusal::AlgorithmNotAllowed)),
             },
             Route::Provider(alg) => {
+                claims::refuse_critical(&peeked, AuthError::Refused(Refusal::CritUnsupported))?;
                 // The issuer first, by exact match: a `kid` is looked up only among the keys
                 // of the provider the token names, so one provider's key never verifies a
                 // token claiming another (two providers may publish the same `kid`).

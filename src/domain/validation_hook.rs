@@ -90,17 +90,32 @@ pub enum AnswerError {
     NotJson,
     /// No boolean `allow`.
     NoVerdict,
+    /// An object of the answer holds a key twice (`{"allow": false, "allow": true}`): parsers
+    /// disagree on which one counts, so it is no answer — and one a profile that fails open
+    /// does not go on from either (`services::commit::hook`).
+    RepeatedKey,
+}
+
+impl AnswerError {
+    /// An answer that could be read as a yes by another parser: never acted on, whatever the
+    /// profile's `on_error` says.
+    pub fn is_ambiguous(self) -> bool {
+        self == Self::RepeatedKey
+    }
 }
 
 /// Reads a 2xx answer's body: `{"allow": true}` or `{"allow": false, "reason": "…"}`. Anything
-/// else — `allow` missing or not a boolean, a body that is not a JSON object — is malformed,
-/// never read as a yes.
+/// else — `allow` missing or not a boolean, a body that is not a JSON object, an object anywhere
+/// in it that repeats a key — is malformed, never read as a yes.
 pub fn parse_answer(body: &[u8]) -> Result<Verdict, AnswerError> {
     if body.len() > MAX_ANSWER_BYTES {
         return Err(AnswerError::TooLarge);
     }
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|_| AnswerError::NotJson)?;
+    if super::json_keys::repeats_a_key(body) {
+        return Err(AnswerError::RepeatedKey);
+    }
     match value.get("allow").and_then(serde_json::Value::as_bool) {
         Some(true) => Ok(Verdict::Allow),
         Some(false) => Ok(Verdict::Refuse(clean_reason(
@@ -202,6 +217,18 @@ mod tests {
         for bad in [&b""[..], b"ok", b"{\"allow\": true", b"\xff\xfe"] {
             assert_eq!(parse_answer(bad), Err(AnswerError::NotJson), "{bad:?}");
         }
+        for repeated in [
+            &br#"{"allow": false, "allow": true}"#[..],
+            br#"{"allow": true, "allow": true}"#,
+            br#"{"allow": false, "reason": "x", "allow": true}"#,
+            br#"{"allow": true, "reason": "a", "reason": "b"}"#,
+            br#"{"allow": true, "details": {"engine": "a", "engine": "b"}}"#,
+        ] {
+            let got = parse_answer(repeated);
+            assert_eq!(got, Err(AnswerError::RepeatedKey), "{repeated:?}");
+            assert!(got.is_err_and(AnswerError::is_ambiguous));
+        }
+        assert!(!AnswerError::NotJson.is_ambiguous());
         let huge = format!(
             r#"{{"allow": true, "pad": "{}"}}"#,
             "x".repeat(MAX_ANSWER_BYTES)

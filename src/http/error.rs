@@ -28,8 +28,12 @@ impl IntoResponse for AppError {
                 "request refused"
             ),
         }
-        let body =
-            Json(json!({ "error": { "code": self.code(), "message": self.public_message() } }));
+        let mut error = json!({ "code": self.code(), "message": self.public_message() });
+        // The one error that points at a resource: the file the upload already became.
+        if let AppError::UploadAlreadyCommitted { file_id } = &self {
+            error["file_id"] = json!(file_id);
+        }
+        let body = Json(json!({ "error": error }));
         let mut response = (status, body).into_response();
         response
             .extensions_mut()

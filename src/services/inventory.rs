@@ -1,5 +1,5 @@
 //! The bucket side of a reconcile from an S3 Inventory: `manifest.json` names gzip CSV files
-//! (schema in `fileSchema`, keys URL-encoded); each file is streamed to a temporary file and
+//! (schema in `fileSchema`, keys form-encoded: `domain::encoded_keys`); each file is streamed to a temporary file and
 //! read line by line, so memory stays flat however large the inventory is. Keys must arrive in
 //! byte order across files; the join refuses otherwise.
 
@@ -14,6 +14,7 @@ use flate2::read::GzDecoder;
 use serde::Deserialize;
 
 use super::reconcile::BucketSource;
+use crate::domain::encoded_keys::decode_form;
 use crate::domain::reconcile::BucketKey;
 use crate::storage::StoreError;
 
@@ -211,10 +212,10 @@ impl InventorySource {
         let raw = f
             .get(self.columns.key)
             .ok_or_else(|| StoreError::Other(format!("inventory line without a key: {line:?}")))?;
-        let key = percent_encoding::percent_decode_str(raw)
-            .decode_utf8()
-            .map_err(|e| StoreError::Other(format!("inventory key {raw:?}: {e}")))?
-            .into_owned();
+        // Form-encoded, as S3 writes it (`domain::encoded_keys`): a `+` is a space.
+        let key = decode_form(raw).ok_or_else(|| {
+            StoreError::Other(format!("inventory key {raw:?} is not UTF-8 once decoded"))
+        })?;
         let size = self
             .columns
             .size

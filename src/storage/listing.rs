@@ -102,16 +102,13 @@ fn listed_key(raw: &str, encoded: bool) -> Result<String, StoreError> {
     }
 }
 
+/// A key of a listing asked with `encoding-type=url` (`domain::encoded_keys`: a `+` is a space).
 pub(crate) fn decode_key(raw: &str) -> Result<String, StoreError> {
-    let spaced = raw.replace('+', "%20");
-    percent_encoding::percent_decode_str(&spaced)
-        .decode_utf8()
-        .map(|k| k.into_owned())
-        .map_err(|_| {
-            StoreError::Other(format!(
-                "listing returned a key that is not UTF-8 once decoded: {raw:?}"
-            ))
-        })
+    crate::domain::encoded_keys::decode_form(raw).ok_or_else(|| {
+        StoreError::Other(format!(
+            "listing returned a key that is not UTF-8 once decoded: {raw:?}"
+        ))
+    })
 }
 
 fn time(t: Option<&aws_sdk_s3::primitives::DateTime>) -> Option<DateTime<Utc>> {

@@ -341,6 +341,45 @@ async fn an_admin_commits_to_a_custom_key_and_an_occupied_key_answers_409() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
+/// After the owner committed an upload, an admin's commit of it with a `final_key` finds no
+/// other file at that key: the upload itself is committed already. It answers 409
+/// `upload_already_committed` naming the handle the upload has (`file_id`), copies nothing,
+/// and says the same once retention pruned the upload's row.
+#[tokio::test]
+async fn an_admin_final_key_for_an_upload_committed_already_names_its_handle() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
+    let resp = app.commit(&alice, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
+    let handle: Value = resp.json().await.expect("handle");
+    let id = handle["id"].as_str().expect("id").to_owned();
+
+    for pruned in [false, true] {
+        if pruned {
+            app.db
+                .execute(&format!("DELETE FROM uploads WHERE id = '{}'", p.upload_id))
+                .await;
+        }
+        let resp = app
+            .commit(&admin, &p.key, Some("avatars/alice/late.png"))
+            .await;
+        assert_eq!(resp.status(), 409, "pruned: {pruned}");
+        let body: Value = resp.json().await.expect("error body");
+        assert_eq!(
+            body["error"]["code"], "upload_already_committed",
+            "pruned: {pruned}: {body}"
+        );
+        assert_eq!(body["error"]["file_id"], id.as_str(), "{body}");
+        let message = body["error"]["message"].as_str().expect("message");
+        assert!(message.contains(&id), "{message}");
+        assert!(!message.contains("another file"), "{message}");
+        assert!(!app.object_exists("avatars/alice/late.png").await);
+    }
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
 #[tokio::test]
 async fn handles_are_readable_by_owner_and_admin_only_and_download_as_attachment() {
     let app = spawn_app().await;

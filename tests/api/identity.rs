@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp, SECRET};
 
 const ISSUER: &str = "https://idp.test/";
 const AUDIENCE: &str = "upcommit-api";
@@ -454,6 +454,79 @@ async fn every_bad_provider_token_is_refused_with_its_code() {
     );
     let good = tokens(&[sign(&ks[3], claims("ed", json!({})))]);
     assert_eq!(presign(&app, &good[0]).await, ok());
+}
+
+/// RFC 7515 §4.1.11: `crit` lists header extensions the recipient must understand, or refuse
+/// the token. This server understands none, so a token carrying `crit` is refused whatever it
+/// lists — also an empty list or one that is not an array of strings, which the RFC forbids —
+/// for both kinds of token: the provider's (RS256, EdDSA) with `token_crit_unsupported`, the
+/// HS256 development ones with `unauthorized` (as every refusal of theirs). The same tokens
+/// without `crit` pass.
+#[tokio::test]
+async fn a_token_whose_header_has_crit_is_refused_whichever_kind() {
+    let (jwks, url) = Jwks::serve().await;
+    let ks = keys(&[("rsa-1", "RS256"), ("ed-1", "EdDSA")]);
+    jwks.set(&[&ks[0], &ks[1]]);
+    let provider = provider_app(&url, &[]).await;
+    let dev = spawn_app_with(Spawn::default()).await;
+    let dev_token = |headers: Value| {
+        json!({"op": "hs256_raw", "secret": SECRET, "headers": headers,
+               "payload": {"sub": "dev", "exp": now() + 600}})
+    };
+    let crits = [
+        json!(["exp"]),
+        json!(["b64"]),
+        json!(["x-unknown-extension"]),
+        json!([]),
+        json!("exp"),
+        json!([1]),
+        json!(null),
+        json!({}),
+    ];
+    let mut requests = vec![
+        sign(&ks[0], claims("a", json!({}))),
+        sign(&ks[1], claims("b", json!({}))),
+        dev_token(json!({})),
+    ];
+    for crit in &crits {
+        requests.push(sign_as(
+            &ks[0],
+            "RS256",
+            json!({"kid": "rsa-1", "crit": crit, "b64": true, "x-unknown-extension": 1}),
+            claims("a", json!({})),
+        ));
+        requests.push(sign_as(
+            &ks[1],
+            "EdDSA",
+            json!({"kid": "ed-1", "crit": crit}),
+            claims("b", json!({})),
+        ));
+        requests.push(dev_token(json!({"crit": crit})));
+    }
+    let minted = tokens(&requests);
+    assert_eq!(presign(&provider, &minted[0]).await, ok(), "without crit");
+    assert_eq!(presign(&provider, &minted[1]).await, ok(), "without crit");
+    assert_eq!(presign(&dev, &minted[2]).await, ok(), "without crit");
+    for (crit, three) in crits.iter().zip(minted[3..].chunks(3)) {
+        assert_eq!(
+            presign(&provider, &three[0]).await,
+            refused("token_crit_unsupported"),
+            "RS256, crit {crit}"
+        );
+        assert_eq!(
+            presign(&provider, &three[1]).await,
+            refused("token_crit_unsupported"),
+            "EdDSA, crit {crit}"
+        );
+        assert_eq!(
+            presign(&dev, &three[2]).await,
+            refused("unauthorized"),
+            "HS256, crit {crit}"
+        );
+    }
+    let created = "SELECT COUNT(*) FROM uploads";
+    assert_eq!(provider.db.count(created).await, 2, "only the controls");
+    assert_eq!(dev.db.count(created).await, 1, "only the control");
 }
 
 /// Key rotation mid-run: a new key is picked up on its first token; tokens of the old key keep

@@ -582,6 +582,44 @@ async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
 }
 
+/// Keys in an S3 Inventory are form-encoded (a space as `+` or `%20`, a literal `+` as
+/// `%2B`): each is judged as the key it stands for. Read with `+` kept, "my photo.png" was
+/// looked for as "my+photo.png" and reported gone; now both spellings of a space meet the same
+/// rule (a key with a space is not one a commit accepts) and a literal `+` is imported in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inventory_run_reads_spaces_and_plus_signs_in_keys_as_s3_encodes_them() {
+    let app = legacy_app(&[]).await;
+    for k in [
+        "uploads/alice/a+b.png",
+        "uploads/alice/my photo.png",
+        "uploads/alice/x y.png",
+    ] {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+    let old = "2026-01-01T00:00:00.000Z";
+    let url = crate::reconcile::inventory(
+        &app,
+        &[
+            ("uploads/alice/a%2Bb.png", old),
+            ("uploads/alice/my+photo.png", old),
+            ("uploads/alice/x%20y.png", old),
+        ],
+    )
+    .await;
+
+    let run = by_pattern(&app, &["--inventory", &url, "--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.body["summary"]["committed"], 1, "{}", run.body);
+    for spaced in ["uploads/alice/my photo.png", "uploads/alice/x y.png"] {
+        assert!(
+            reason(&run.body, spaced).starts_with("key_invalid"),
+            "{spaced}: {}",
+            run.body
+        );
+    }
+    assert_eq!(handles(&app).await, vec!["uploads/alice/a+b.png alice"]);
+}
+
 /// The owner mapping `by_pattern` runs with, as a run's summary records it.
 const BY_PATTERN: &str = "--owner-pattern uploads/{owner}/* --profile image";
 

@@ -34,6 +34,8 @@ enum Mode {
     Status(u16),
     /// 200 with a body that is not a verdict.
     Garbage,
+    /// 200 with this JSON body, as written (`json!` could not repeat a key).
+    Raw(&'static str),
     /// Answers "allow", too late.
     Slow(Duration),
     /// Overwrites the tmp object (same size, still a PNG) with the S3 client, then allows:
@@ -112,6 +114,12 @@ async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Res
         )
             .into_response(),
         Mode::Garbage => (StatusCode::OK, "yes, fine").into_response(),
+        Mode::Raw(body) => (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
         Mode::Slow(delay) => {
             tokio::time::sleep(delay).await;
             Json(json!({"allow": true})).into_response()
@@ -380,6 +388,51 @@ async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
     assert!(metrics.contains(
         "upcommit_validation_hook_duration_seconds_count{profile=\"scan\",result=\"unreachable\"} 1"
     ));
+}
+
+/// An answer that repeats a key is ambiguous — JSON parsers disagree on which one wins (ours
+/// took the last) — so it is never read as a yes: the commit answers 503
+/// `validation_hook_unavailable` and the upload stays committable, even for a profile that fails
+/// open (a reason built from the file's name could smuggle a second `allow` in).
+#[tokio::test]
+async fn an_answer_with_a_repeated_key_never_commits_even_when_the_profile_fails_open() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook(&hook.url, r#", on_error = "allow""#).await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+
+    for body in [
+        r#"{"allow": false, "allow": true}"#,
+        r#"{"allow": true, "allow": true}"#,
+        r#"{"allow": false, "reason": "EICAR", "allow": true}"#,
+        r#"{"allow": true, "reason": "a", "reason": "b"}"#,
+        r#"{"allow": true, "details": {"engine": "x", "engine": "y"}}"#,
+    ] {
+        hook.set(Mode::Raw(body));
+        let resp = app.commit(&token, &p.key, None).await;
+        assert_eq!(resp.status(), 503, "{body}");
+        let (_, code) = error_code(resp).await;
+        assert_eq!(code, "validation_hook_unavailable", "{body}");
+        assert_eq!(app.db.upload_state(&p.upload_id).await, "issued", "{body}");
+        assert!(!app.object_exists(&final_key(&p.upload_id)).await, "{body}");
+    }
+    let metrics = app
+        .get("/metrics", None)
+        .await
+        .text()
+        .await
+        .expect("metrics");
+    let failed_open = metrics
+        .lines()
+        .find(|l| l.starts_with("upcommit_validation_hook_failed_open_total{profile=\"scan\"}"));
+    assert!(
+        failed_open.is_none_or(|l| l.ends_with(" 0")),
+        "never counted as failing open: {metrics}"
+    );
+
+    hook.set(Mode::Allow);
+    let resp = app.commit(&token, &p.key, None).await;
+    assert_eq!(resp.status(), 201);
 }
 
 #[tokio::test]

@@ -45,6 +45,10 @@ impl std::fmt::Display for HookError {
 }
 
 impl HookError {
+    fn is_ambiguous(&self) -> bool {
+        matches!(self, HookError::Malformed(why) if why.is_ambiguous())
+    }
+
     fn label(&self) -> &'static str {
         match self {
             HookError::Timeout => "timeout",
@@ -143,6 +147,12 @@ pub(super) async fn ask(
         Err(e) => match hook.on_error {
             OnError::Reject => {
                 tracing::warn!(duration_ms, error = %e, "the validation hook gave no answer; failing closed");
+                Err(Failure::Release(AppError::ValidationHookUnavailable))
+            }
+            // An answer another parser could read as a yes (a repeated `allow`) may be a
+            // refusal with a second `allow` smuggled in: failing open would let that through.
+            OnError::Allow if e.is_ambiguous() => {
+                tracing::warn!(duration_ms, error = %e, "the validation hook's answer is ambiguous; failing closed although the profile fails open");
                 Err(Failure::Release(AppError::ValidationHookUnavailable))
             }
             OnError::Allow => {

@@ -297,11 +297,8 @@ async fn pruned(
         .await?
         .filter(|h| h.created_by == who.user_id || who.admin)
         .ok_or(AppError::UploadNotFound)?;
-    if custom.is_some_and(|k| k.as_str() != handle.key) {
-        return Err(AppError::FinalKeyConflict);
-    }
     tracing::info!(file.id = %handle.id, "commit retried after its upload row was pruned");
-    Ok(CommitOutcome::Existing(handle))
+    answer_with(handle, custom)
 }
 
 async fn existing(
@@ -319,8 +316,17 @@ async fn existing(
                 upload.id
             ))
         })?;
+    answer_with(handle, custom)
+}
+
+/// The answer to a commit of an upload that already has its file: that file (200), unless the
+/// commit names another final key — then the upload is committed already (no other file holds
+/// that key: nothing was looked up there), and the answer says which file it became.
+fn answer_with(handle: FileHandle, custom: Option<&FinalKey>) -> Result<CommitOutcome, AppError> {
     if custom.is_some_and(|k| k.as_str() != handle.key) {
-        return Err(AppError::FinalKeyConflict);
+        return Err(AppError::UploadAlreadyCommitted {
+            file_id: handle.id.to_string(),
+        });
     }
     Ok(CommitOutcome::Existing(handle))
 }
