@@ -9,7 +9,7 @@ use std::time::Instant;
 use upcommit::config::S3Settings;
 use upcommit::domain::checksum::ChecksumAlgorithm;
 use upcommit::domain::keys::FinalKey;
-use upcommit::storage::{ObjectStore, PromoteRequest, S3Store};
+use upcommit::storage::{CopySource, ObjectStore, PromoteRequest, S3Store};
 
 fn main() {
     let rt = if std::env::var("BENCH_MT").is_ok() {
@@ -62,9 +62,7 @@ async fn run() {
         let t = Instant::now();
         store
             .promote(&PromoteRequest {
-                src: &src,
-                src_etag: &s.head.etag,
-                src_version: s.head.version_id.as_deref(),
+                src: CopySource::of(&src, &s.head),
                 dst: &dst,
                 upload_id: "x",
                 content_type: "image/png",

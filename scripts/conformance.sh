@@ -30,17 +30,11 @@ export UPCOMMIT_DEMO=true UPCOMMIT_DEMO_MINT_TOKENS=true
 export UPCOMMIT_PRESIGN_RATE_PER_SEC=0 UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_QUOTA_DAILY_BYTES=0
 export RUST_LOG="${RUST_LOG:-warn}"
 
-"$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" "$UPCOMMIT_CORS_ORIGINS"
 # The binary the integration tests built (same features: no second build of the dependencies).
 cargo build --locked --tests
 bin="${CARGO_TARGET_DIR:-target}/debug/upcommit"
-"$bin" bucket apply-lifecycle --yes >/dev/null
-"$bin" serve 2>"$work/server.log" &
-server_pid=$!
-for _ in $(seq 1 100); do
-  curl -fsS "http://$UPCOMMIT_LISTEN/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+serve_for_script "$bin" "$work"
+server_pid=$SERVED_PID
 token=$("$bin" token --sub conformance --admin --ttl 2h)
 
 log "schemathesis $SCHEMATHESIS_VERSION against http://$UPCOMMIT_LISTEN"

@@ -196,6 +196,22 @@ stop_postgres() {
   rm -rf "$PG_DATADIR"
 }
 
+# Serves `upcommit` ($1, built) as scripts/run.sh does for a script's run: a fresh bucket
+# $UPCOMMIT_BUCKET (versioned, encrypted, CORS), our lifecycle rules, and `serve` with the
+# caller's environment, logging to $2/server.log, until /healthz answers (10 s at most).
+# Sets SERVED_PID; the caller stops it.
+serve_for_script() {
+  local bin=$1 work=$2
+  "$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" "$UPCOMMIT_CORS_ORIGINS"
+  "$bin" bucket apply-lifecycle --yes >/dev/null
+  "$bin" serve 2>"$work/server.log" &
+  SERVED_PID=$!
+  for _ in $(seq 1 100); do
+    curl -fsS "http://$UPCOMMIT_LISTEN/healthz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+}
+
 stop_localstack() {
   [ -n "${STARTED_LOCALSTACK_PID:-}" ] || return 0
   kill "$STARTED_LOCALSTACK_PID" 2>/dev/null || true

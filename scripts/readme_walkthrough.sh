@@ -64,18 +64,12 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/clone/data/dev-jwt-s
 UPCOMMIT_JWT_SECRET=$(cat "$work/clone/data/dev-jwt-secret")
 export UPCOMMIT_JWT_SECRET
 
-"$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "$UPCOMMIT_S3_ENDPOINT" "$UPCOMMIT_BUCKET" "$UPCOMMIT_CORS_ORIGINS"
 # The binary the integration tests built (same features: no second build of the dependencies).
 cargo build --locked --tests
 bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/upcommit"
 ln -s "$bin" "$work/clone/target/debug/upcommit"
-"$bin" bucket apply-lifecycle --yes >/dev/null
-"$bin" serve 2>"$work/server.log" &
-server_pid=$!
-for _ in $(seq 1 100); do
-  curl -fsS "http://$UPCOMMIT_LISTEN/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+serve_for_script "$bin" "$work"
+server_pid=$SERVED_PID
 
 log "README walkthrough against http://$UPCOMMIT_LISTEN"
 # A PATH without any installed upcommit: the README must name the binary it built.

@@ -116,7 +116,6 @@ fn mac(secret: &[u8]) -> Hmac<Sha256> {
 
 /// Mints a token (for `upcommit token` and tests).
 pub fn issue(secret: &[u8], sub: &str, admin: bool, ttl_secs: i64, now_unix: i64) -> String {
-    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
     let claims = Claims {
         sub: sub.to_owned(),
         exp: now_unix + ttl_secs,
@@ -124,8 +123,20 @@ pub fn issue(secret: &[u8], sub: &str, admin: bool, ttl_secs: i64, now_unix: i64
         iat: Some(now_unix),
         nbf: None,
     };
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap_or_default());
-    let signing_input = format!("{header}.{payload}");
+    sign_hs256(
+        secret,
+        br#"{"alg":"HS256","typ":"JWT"}"#,
+        &serde_json::to_vec(&claims).unwrap_or_default(),
+    )
+}
+
+/// A compact HS256 JWS of `header` and `payload` (JSON, as given).
+fn sign_hs256(secret: &[u8], header: &[u8], payload: &[u8]) -> String {
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header),
+        URL_SAFE_NO_PAD.encode(payload)
+    );
     let mut m = mac(secret);
     m.update(signing_input.as_bytes());
     let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
@@ -258,30 +269,22 @@ mod tests {
 
     #[test]
     fn a_crit_header_is_refused() {
-        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","crit":["exp"],"exp":1}"#);
-        let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"a","exp":{}}}"#, NOW + 60));
-        let input = format!("{header}.{payload}");
-        let mut m = mac(SECRET);
-        m.update(input.as_bytes());
-        let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
-        assert_eq!(
-            verify(SECRET, &format!("{input}.{sig}"), NOW),
-            Err(AuthError::Malformed)
+        let token = sign_hs256(
+            SECRET,
+            br#"{"alg":"HS256","crit":["exp"],"exp":1}"#,
+            format!(r#"{{"sub":"a","exp":{}}}"#, NOW + 60).as_bytes(),
         );
+        assert_eq!(verify(SECRET, &token, NOW), Err(AuthError::Malformed));
     }
 
     #[test]
     fn exp_is_required() {
-        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
-        let payload = URL_SAFE_NO_PAD.encode(br#"{"sub":"alice"}"#);
-        let input = format!("{header}.{payload}");
-        let mut m = mac(SECRET);
-        m.update(input.as_bytes());
-        let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
-        assert_eq!(
-            verify(SECRET, &format!("{input}.{sig}"), NOW),
-            Err(AuthError::Malformed)
+        let token = sign_hs256(
+            SECRET,
+            br#"{"alg":"HS256","typ":"JWT"}"#,
+            br#"{"sub":"alice"}"#,
         );
+        assert_eq!(verify(SECRET, &token, NOW), Err(AuthError::Malformed));
     }
 
     #[test]

@@ -6,72 +6,74 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// `true` when some object of `json`, at any depth, holds a key twice (keys compared after
 /// their escapes are decoded: `"allow"` and `"\u0061llow"` are one key). Text that is not JSON
 /// is `false`: whether it parses is the caller's question.
 pub fn repeats_a_key(json: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(json).is_ok()
-        && serde_json::from_slice::<Distinct>(json).is_err()
+    // One pass over the whole text: it must parse to the end, and it says whether it repeated.
+    serde_json::from_slice::<Repeats>(json).is_ok_and(|r| r.0)
 }
 
-/// Any JSON value whose objects each hold every key once.
-struct Distinct;
+/// Any JSON value, and whether some object in it holds a key twice.
+struct Repeats(bool);
 
-impl<'de> Deserialize<'de> for Distinct {
+impl<'de> Deserialize<'de> for Repeats {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(DistinctVisitor)
+        d.deserialize_any(RepeatsVisitor)
     }
 }
 
-struct DistinctVisitor;
+struct RepeatsVisitor;
 
-impl<'de> Visitor<'de> for DistinctVisitor {
-    type Value = Distinct;
+impl<'de> Visitor<'de> for RepeatsVisitor {
+    type Value = Repeats;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value without repeated keys")
+        f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Distinct, E> {
-        Ok(Distinct)
+    fn visit_bool<E>(self, _: bool) -> Result<Repeats, E> {
+        Ok(Repeats(false))
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Distinct, E> {
-        Ok(Distinct)
+    fn visit_i64<E>(self, _: i64) -> Result<Repeats, E> {
+        Ok(Repeats(false))
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<Distinct, E> {
-        Ok(Distinct)
+    fn visit_u64<E>(self, _: u64) -> Result<Repeats, E> {
+        Ok(Repeats(false))
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Distinct, E> {
-        Ok(Distinct)
+    fn visit_f64<E>(self, _: f64) -> Result<Repeats, E> {
+        Ok(Repeats(false))
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<Distinct, E> {
-        Ok(Distinct)
+    fn visit_str<E>(self, _: &str) -> Result<Repeats, E> {
+        Ok(Repeats(false))
     }
 
-    fn visit_unit<E>(self) -> Result<Distinct, E> {
-        Ok(Distinct)
+    fn visit_unit<E>(self) -> Result<Repeats, E> {
+        Ok(Repeats(false))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Distinct, A::Error> {
-        while seq.next_element::<Distinct>()?.is_some() {}
-        Ok(Distinct)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Distinct, A::Error> {
-        let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key) {
-                return Err(de::Error::custom("a key is repeated"));
-            }
-            map.next_value::<Distinct>()?;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Repeats, A::Error> {
+        let mut repeats = false;
+        while let Some(Repeats(r)) = seq.next_element::<Repeats>()? {
+            repeats |= r;
         }
-        Ok(Distinct)
+        Ok(Repeats(repeats))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Repeats, A::Error> {
+        let mut seen = HashSet::new();
+        let mut repeats = false;
+        while let Some(key) = map.next_key::<String>()? {
+            repeats |= !seen.insert(key);
+            repeats |= map.next_value::<Repeats>()?.0;
+        }
+        Ok(Repeats(repeats))
     }
 }
 

@@ -70,6 +70,17 @@ pub struct CopySource<'a> {
     pub version_id: Option<&'a str>,
 }
 
+impl<'a> CopySource<'a> {
+    /// The version of `key` that `head` read.
+    pub fn of(key: &'a str, head: &'a ObjectHead) -> Self {
+        Self {
+            key,
+            etag: &head.etag,
+            version_id: head.version_id.as_deref(),
+        }
+    }
+}
+
 /// The object a multipart upload (or multipart copy) will make.
 #[derive(Debug, Clone, Copy)]
 pub struct NewMultipart<'a> {
@@ -87,11 +98,8 @@ pub struct NewMultipart<'a> {
 /// A guarded CopyObject of a validated tmp object to its final key.
 #[derive(Debug, Clone)]
 pub struct PromoteRequest<'a> {
-    pub src: &'a str,
-    /// `x-amz-copy-source-if-match`: the ETag the validation read.
-    pub src_etag: &'a str,
-    /// The version the validation read (and the hook was given): the one copied.
-    pub src_version: Option<&'a str>,
+    /// The version the validation read (and the hook was given), guarded on its ETag.
+    pub src: CopySource<'a>,
     /// Written only if nothing is there (`If-None-Match: *` on the destination).
     pub dst: &'a FinalKey,
     pub upload_id: &'a str,
@@ -191,8 +199,9 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// is no such object. An empty object (no first bytes) is told by a HEAD.
     async fn sniff(&self, key: &str, len: u64) -> Result<Option<Sniffed>, StoreError>;
 
-    /// CopyObject of version `src_version` of `src` → `dst` guarded by
-    /// `x-amz-copy-source-if-match: src_etag` and, on the destination, `If-None-Match: *`, writing the upload id into the copy's metadata and
+    /// CopyObject of the version `src` names → `dst` guarded by `x-amz-copy-source-if-match`
+    /// on its ETag and, on the destination, `If-None-Match: *`, writing the upload id into the
+    /// copy's metadata and
     /// the declared Content-Type. Either guard failing is [`StoreError::PreconditionFailed`]
     /// (S3 answers 412 for both; the caller tells them apart).
     async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError>;

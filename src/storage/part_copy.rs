@@ -127,11 +127,7 @@ where
         .as_ref()
         .filter(|c| c.algorithm != ChecksumAlgorithm::Sha256 && !c.value.contains('-'));
     let job = PartCopy {
-        src: CopySource {
-            key: src,
-            etag: &head.etag,
-            version_id: head.version_id.as_deref(),
-        },
+        src: CopySource::of(src, head),
         size: u64::try_from(head.size).unwrap_or(0),
         dst: NewMultipart {
             key: dst,

@@ -172,15 +172,6 @@ impl S3Store {
             None => base,
         }
     }
-
-    /// A CopySource of the version `head` describes.
-    fn source_of<'a>(key: &'a str, head: &'a ObjectHead) -> CopySource<'a> {
-        CopySource {
-            key,
-            etag: &head.etag,
-            version_id: head.version_id.as_deref(),
-        }
-    }
 }
 
 /// The total size in a `Content-Range: bytes 0-63/5008` header.
@@ -419,12 +410,8 @@ impl ObjectStore for S3Store {
             .copy_object()
             .bucket(&self.bucket)
             .key(req.dst.as_str())
-            .copy_source(self.copy_source(&CopySource {
-                key: req.src,
-                etag: req.src_etag,
-                version_id: req.src_version,
-            }))
-            .copy_source_if_match(req.src_etag)
+            .copy_source(self.copy_source(&req.src))
+            .copy_source_if_match(req.src.etag)
             .if_none_match("*")
             .metadata_directive(MetadataDirective::Replace)
             .metadata(UPLOAD_ID_METADATA, req.upload_id)
@@ -616,7 +603,7 @@ impl ObjectStore for S3Store {
         if self.copy.in_parts(head.size) {
             part_copy::copy_like(self, src, &head, dst, None, None, self.copy).await?;
         } else {
-            let source = self.copy_source(&Self::source_of(src, &head));
+            let source = self.copy_source(&CopySource::of(src, &head));
             listing::copy_object(&self.client, &self.bucket, source, &head.etag, dst).await?;
         }
         Ok(head)
@@ -643,7 +630,7 @@ impl ObjectStore for S3Store {
                 .copy_object()
                 .bucket(&self.bucket)
                 .key(key)
-                .copy_source(self.copy_source(&Self::source_of(key, &before)))
+                .copy_source(self.copy_source(&CopySource::of(key, &before)))
                 .copy_source_if_match(&before.etag)
                 .metadata_directive(MetadataDirective::Copy)
                 .storage_class(aws_sdk_s3::types::StorageClass::from(class))

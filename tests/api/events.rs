@@ -772,11 +772,7 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
             .text()
             .await
             .expect("metrics");
-        let value = |series: &str| -> Option<f64> {
-            metrics
-                .lines()
-                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        };
+        let value = |series: &str| crate::helpers::series_value(&metrics, series);
         if value("upcommit_event_outbox_depth{stage=\"failed\"}") == Some(1.0)
             && value("upcommit_event_outbox_depth{stage=\"pending\"}") == Some(1.0)
         {

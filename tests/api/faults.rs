@@ -95,7 +95,7 @@ impl ObjectStore for FaultyStore {
             self.raw
                 .put_object()
                 .bucket(self.inner.bucket())
-                .key(req.src)
+                .key(req.src.key)
                 .content_type(req.content_type)
                 .body(bytes.into())
                 .send()

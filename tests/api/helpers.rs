@@ -770,6 +770,13 @@ impl TestApp {
 }
 
 /// `{"error": {"code": …}}` of a response, with its status.
+/// The value of exactly `series` (name and labels as written) in a `/metrics` text.
+pub fn series_value(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 pub async fn error_code(resp: reqwest::Response) -> (u16, String) {
     let status = resp.status().as_u16();
     let v: Value = resp.json().await.unwrap_or(Value::Null);

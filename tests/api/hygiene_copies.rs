@@ -204,3 +204,24 @@ async fn a_copy_the_latest_scan_saw_is_restorable_after_a_deletion_died_before_c
     assert_eq!(status(&app, first).await, "archived");
     assert_eq!(app.get_object(&key).await, media("image/png", 2000));
 }
+
+/// A scan vouches for the handles created after it began too: one opened before the files
+/// existed cannot complete while their deletion changes S3 (the busy check counted only the
+/// handles a scan's batches named).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_begun_before_the_files_cannot_complete_while_their_deletion_changes_s3() {
+    let app = spawn(DAY).await;
+    let id = scan_seeing(&app, &[]).await;
+    let (app, f, c, key) = pair_archived_on(app).await;
+    let paused = Paused::start(&app, in_days(6), "hygiene_delete_s3").await;
+    assert_eq!(
+        error_code(complete_scan(&app, &id).await).await,
+        (503, "file_busy".to_owned())
+    );
+    let run = paused.release();
+    assert_eq!(run["summary"]["deleted"], 1, "{run}");
+    assert_eq!(app.versions(&key).await, 0);
+    assert_eq!(status(&app, &f).await, "deleted");
+    assert_eq!(status(&app, &c).await, "deleted");
+    assert_eq!(complete_scan(&app, &id).await.status(), 200);
+}

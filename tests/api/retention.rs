@@ -506,12 +506,7 @@ async fn wait_for_metric(app: &TestApp, series: &str, value: f64) {
             .text()
             .await
             .expect("metrics");
-        let now = metrics.lines().find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .parse::<f64>()
-                .ok()
-        });
+        let now = crate::helpers::series_value(&metrics, series);
         if now == Some(value) {
             return;
         }

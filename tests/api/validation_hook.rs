@@ -38,12 +38,9 @@ enum Mode {
     Raw(&'static str),
     /// Answers "allow", too late.
     Slow(Duration),
-    /// Overwrites the tmp object (same size, still a PNG) with the S3 client, then allows:
-    /// a client racing the hook's answer.
-    Swap(aws_sdk_s3::Client, String),
-    /// Writes these bytes to the tmp key with the S3 client (a client re-posting its form
-    /// while the hook scans), then allows.
-    Put(aws_sdk_s3::Client, String, Vec<u8>),
+    /// Writes these bytes, of this type, to the tmp key with the S3 client (a client racing
+    /// the hook's answer, or re-posting its form while the hook scans), then allows.
+    Put(aws_sdk_s3::Client, String, &'static str, Vec<u8>),
 }
 
 struct Call {
@@ -98,7 +95,6 @@ impl Hook {
 async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let key = body["key"].as_str().unwrap_or_default().to_owned();
-    let size = body["size"].as_u64().unwrap_or(0);
     hook.calls.lock().expect("calls").push(Call {
         headers,
         raw: raw.to_vec(),
@@ -124,25 +120,11 @@ async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Res
             tokio::time::sleep(delay).await;
             Json(json!({"allow": true})).into_response()
         }
-        Mode::Swap(s3, bucket) => {
-            let mut other = media(PNG, usize::try_from(size).expect("size"));
-            let last = other.len() - 1;
-            other[last] = b'!';
+        Mode::Put(s3, bucket, content_type, bytes) => {
             s3.put_object()
                 .bucket(bucket)
                 .key(key)
-                .content_type(PNG)
-                .body(other.into())
-                .send()
-                .await
-                .expect("swap the tmp object");
-            Json(json!({"allow": true})).into_response()
-        }
-        Mode::Put(s3, bucket, bytes) => {
-            s3.put_object()
-                .bucket(bucket)
-                .key(key)
-                .content_type(PDF)
+                .content_type(content_type)
                 .body(bytes.into())
                 .send()
                 .await
@@ -150,6 +132,15 @@ async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Res
             Json(json!({"allow": true})).into_response()
         }
     }
+}
+
+/// The hook overwrites the tmp object with other bytes of the same size (still a PNG), then
+/// allows.
+fn swap(app: &TestApp, size: usize) -> Mode {
+    let mut other = media(PNG, size);
+    let last = other.len() - 1;
+    other[last] = b'!';
+    Mode::Put(app.s3.clone(), app.bucket.clone(), PNG, other)
 }
 
 /// A server whose `scan` profile asks `hook`; `extra` adds to the hook's table.
@@ -441,7 +432,7 @@ async fn bytes_swapped_while_the_hook_scans_are_never_committed() {
     let app = spawn_with_hook(&hook.url, "").await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
-    hook.set(Mode::Swap(app.s3.clone(), app.bucket.clone()));
+    hook.set(swap(&app, 2000));
 
     // The copy is of the version the hook was given, not of the bytes now current.
     let resp = app.commit(&token, &p.key, None).await;
@@ -527,7 +518,7 @@ async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
 
     // Bytes swapped while it scans are not what the parts are copied from.
     let swapped = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
-    hook.set(Mode::Swap(app.s3.clone(), app.bucket.clone()));
+    hook.set(swap(&app, 2000));
     assert_eq!(app.commit(&token, &swapped.key, None).await.status(), 201);
     assert_eq!(
         app.get_object(&final_key(&swapped.upload_id)).await,
@@ -584,7 +575,12 @@ async fn commit_while_an_md5_twin_is_re_posted(hook: &Hook, app: &TestApp) -> Ve
     assert!(app.upload(&p, benign.clone(), PDF).await.is_success());
     let before = app.s3.head_object().bucket(&app.bucket).key(&p.key);
     let scanned = before.send().await.expect("head tmp");
-    hook.set(Mode::Put(app.s3.clone(), app.bucket.clone(), evil.clone()));
+    hook.set(Mode::Put(
+        app.s3.clone(),
+        app.bucket.clone(),
+        PDF,
+        evil.clone(),
+    ));
 
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);

@@ -120,9 +120,7 @@ pub(super) async fn promote(
     // Of the version the validation read and the hook was given, guarded on its ETag.
     let copied = store
         .promote(&PromoteRequest {
-            src: &upload.key,
-            src_etag: &head.etag,
-            src_version: head.version_id.as_deref(),
+            src: CopySource::of(&upload.key, &head),
             dst: &lease.final_key,
             upload_id: upload.id.as_str(),
             content_type: &upload.content_type,
@@ -258,11 +256,7 @@ async fn promote_in_parts(
             // guarded on its ETag.
             super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
             let job = PartCopy {
-                src: CopySource {
-                    key: &upload.key,
-                    etag: &head.etag,
-                    version_id: head.version_id.as_deref(),
-                },
+                src: CopySource::of(&upload.key, &head),
                 size: u64::try_from(head.size).unwrap_or(u64::MAX),
                 dst: NewMultipart {
                     key: lease.final_key.as_str(),
