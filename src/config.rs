@@ -90,6 +90,10 @@ pub struct S3Settings {
     /// Browser origins that upload straight to the bucket; the bucket checks verify its CORS
     /// lets each of them (`UPCOMMIT_CORS_ORIGINS`, comma-separated, default none).
     pub cors_origins: Vec<String>,
+    /// Store capabilities the operator accepts running without, by name
+    /// (`UPCOMMIT_ACCEPT_STORE_GAPS`, comma-separated, default none): `serve` refuses to start
+    /// while the store lacks a capability a promise needs that is not named here.
+    pub accept_gaps: std::collections::BTreeSet<crate::domain::capabilities::Capability>,
 }
 
 #[derive(Debug, Clone)]
@@ -376,6 +380,7 @@ struct FileSettings {
     header_read_timeout_secs: Option<u64>,
     max_connections: Option<usize>,
     cors_origins: Option<Vec<String>>,
+    accept_store_gaps: Option<Vec<String>>,
     bucket_check_interval_secs: Option<u64>,
     bucket_check_fails_readiness: Option<bool>,
     demo: Option<bool>,
@@ -992,6 +997,11 @@ impl Settings {
 
         let legacy_raw = src.list("UPCOMMIT_LEGACY_PREFIXES", f.legacy_prefixes);
         let cors_origins = src.list("UPCOMMIT_CORS_ORIGINS", f.cors_origins);
+        let accept_gaps = crate::domain::capabilities::parse_accepted(
+            &src.list("UPCOMMIT_ACCEPT_STORE_GAPS", f.accept_store_gaps)
+                .join(","),
+        )
+        .map_err(|e| ConfigError(format!("UPCOMMIT_ACCEPT_STORE_GAPS: {e}")))?;
         if let Some(bad) = cors_origins
             .iter()
             .find(|o| !(o.starts_with("https://") || o.starts_with("http://") || *o == "*"))
@@ -1222,6 +1232,7 @@ impl Settings {
                 endpoint,
                 region,
                 cors_origins,
+                accept_gaps,
             },
             jobs: JobSettings {
                 sweep_grace_secs: src.number(
@@ -1392,6 +1403,19 @@ impl Settings {
             final_prefixes,
             temporary_tiers,
             cors_origins: self.s3.cors_origins.clone(),
+            accepted_gaps: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// [`Settings::bucket_expectations`] for a store judged `verdict`: the gaps the server
+    /// runs without are judged by what the store is.
+    pub fn bucket_expectations_for(
+        &self,
+        verdict: &crate::domain::capabilities::Verdict,
+    ) -> Expectations {
+        Expectations {
+            accepted_gaps: verdict.accepted().into_iter().collect(),
+            ..self.bucket_expectations()
         }
     }
 

@@ -92,6 +92,10 @@ pub enum AppError {
     ChecksumRequired(String),
     #[error("{0}")]
     ChecksumAlgorithmUnsupported(String),
+    /// The object store lacks what this request needs (found by the capability probe at start;
+    /// the gap was accepted with this fallback).
+    #[error("this deployment's object store cannot keep the promise this request needs ({}): {}", .0.name(), .0.without())]
+    StoreLacks(crate::domain::capabilities::Capability),
     #[error("this upload is not a multipart upload")]
     UploadNotMultipart,
     #[error("this multipart session has expired; start a new upload")]
@@ -213,7 +217,8 @@ impl AppError {
             | PartsInvalid(_)
             | ChecksumInvalid(_)
             | ChecksumRequired(_)
-            | ChecksumAlgorithmUnsupported(_) => StatusCode::BAD_REQUEST,
+            | ChecksumAlgorithmUnsupported(_)
+            | StoreLacks(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             WebhookExists | WebhookFromSettings => StatusCode::CONFLICT,
@@ -303,6 +308,10 @@ impl AppError {
             ChecksumInvalid(_) => "checksum_invalid",
             ChecksumRequired(_) => "checksum_required",
             ChecksumAlgorithmUnsupported(_) => "checksum_algorithm_unsupported",
+            StoreLacks(crate::domain::capabilities::Capability::PostSizeRange) => {
+                "post_upload_unavailable"
+            }
+            StoreLacks(_) => "checksum_algorithm_unavailable",
             UploadNotMultipart => "upload_not_multipart",
             MultipartSessionExpired => "multipart_session_expired",
             UploadAborted => "upload_aborted",

@@ -96,6 +96,8 @@ pub struct Metrics {
     delivery_latency: Mutex<BTreeMap<String, Histogram>>,
     /// The outbox's depth and age, as the delivery task last read them from the catalog.
     outbox: Mutex<Option<OutboxGauges>>,
+    /// (capability, standing) of the store as judged at start.
+    store: Mutex<Vec<(&'static str, &'static str)>>,
     quota_rejections: AtomicU64,
     bytes_committed: AtomicU64,
     files_committed: AtomicU64,
@@ -149,6 +151,26 @@ fn escape(value: &str) -> String {
 impl Metrics {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// What the store was found to do at start (`domain::capabilities`).
+    pub fn set_store_verdict(&self, verdict: &crate::domain::capabilities::Verdict) {
+        use crate::domain::capabilities::Standing;
+        if let Ok(mut store) = self.store.lock() {
+            *store = verdict
+                .lines
+                .iter()
+                .map(|l| {
+                    let standing = match l.standing {
+                        Standing::Present => "present",
+                        Standing::NotNeeded => "not_needed",
+                        Standing::Accepted => "accepted",
+                        Standing::Refused => "refused",
+                    };
+                    (l.capability.name(), standing)
+                })
+                .collect();
+        }
     }
 
     pub fn request(&self, method: &str, route: &str, status: u16, elapsed: Duration) {
@@ -434,6 +456,20 @@ impl Metrics {
             for ((operation, result), h) in map.iter() {
                 let labels = format!("operation=\"{operation}\",result=\"{result}\"");
                 h.render(out, "upcommit_db_query_duration_seconds", &labels);
+            }
+        }
+        header(
+            out,
+            "upcommit_store_capability",
+            "gauge",
+            "What the object store was found to do at start: 1 for each capability's standing (present, accepted: running without it, not_needed).",
+        );
+        if let Ok(store) = self.store.lock() {
+            for (capability, standing) in store.iter() {
+                let _ = writeln!(
+                    out,
+                    "upcommit_store_capability{{capability=\"{capability}\",standing=\"{standing}\"}} 1"
+                );
             }
         }
         self.render_events(out);

@@ -28,6 +28,9 @@ pub enum StartupError {
     Catalog(#[from] crate::catalog::CatalogError),
     #[error(transparent)]
     Store(#[from] crate::storage::StoreError),
+    /// The store lacks capabilities promises need, and the gaps were not accepted.
+    #[error("{0}")]
+    StoreGaps(String),
     #[error("event queue: {0}")]
     Queue(String),
     #[error("cannot listen on {addr}: {source}")]
@@ -84,6 +87,8 @@ impl Application {
         metrics: Arc<Metrics>,
     ) -> Result<Self, StartupError> {
         let catalog: Arc<dyn Catalog> = Arc::new(ObservedCatalog::new(catalog, metrics.clone()));
+        let store_verdict = Arc::new(judge_store(&settings, store.as_ref()).await?);
+        metrics.set_store_verdict(&store_verdict);
         let listener = crate::http::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Bind {
@@ -102,7 +107,7 @@ impl Application {
             0 => None,
             secs => Some(bucket_watch.clone().spawn(
                 store.clone(),
-                settings.bucket_expectations(),
+                settings.bucket_expectations_for(&store_verdict),
                 Duration::from_secs(secs),
             )),
         };
@@ -180,6 +185,7 @@ impl Application {
             metrics,
             readiness: Arc::new(Readiness::default()),
             job_gauges,
+            store_verdict,
         };
         let router = crate::http::router(state.clone());
         Ok(Self {
@@ -344,4 +350,39 @@ async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// Probes the store and judges it for these settings: the refusal when a capability a promise
+/// needs is missing and not accepted; otherwise every accepted gap logged, once, at start.
+pub async fn judge_store(
+    settings: &Settings,
+    store: &dyn ObjectStore,
+) -> Result<crate::domain::capabilities::Verdict, StartupError> {
+    use crate::domain::capabilities::{judge, Needs, Standing};
+    let findings = store.probe(&settings.jobs.archive_storage_class).await;
+    let needs = Needs {
+        archival: !settings.hygiene_profiles().is_empty(),
+    };
+    let verdict = judge(&findings, needs, &settings.s3.accept_gaps);
+    if let Some(refusal) = verdict.refusal() {
+        return Err(StartupError::StoreGaps(refusal));
+    }
+    for line in &verdict.lines {
+        match line.standing {
+            Standing::Accepted => tracing::warn!(
+                capability = line.capability.name(),
+                finding = ?line.finding,
+                promise = line.promise,
+                without = line.without.unwrap_or(""),
+                "running without a store capability: the gap is accepted (UPCOMMIT_ACCEPT_STORE_GAPS)"
+            ),
+            Standing::NotNeeded => tracing::info!(
+                capability = line.capability.name(),
+                finding = ?line.finding,
+                "the store lacks a capability nothing configured here relies on"
+            ),
+            Standing::Present | Standing::Refused => {}
+        }
+    }
+    Ok(verdict)
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use crate::auth::Verifier;
 use crate::catalog::Catalog;
 use crate::config::Settings;
+use crate::domain::capabilities::Verdict;
 use crate::domain::rate::RateLimiter;
 use crate::domain::reserved::ReservedKeys;
 use crate::metrics::Metrics;
@@ -30,6 +31,9 @@ pub struct AppState {
     pub job_gauges: Arc<JobGauges>,
     /// Checks bearer tokens; holds the identity provider's key cache.
     pub verifier: Arc<Verifier>,
+    /// What the store was found to do at start, and the gaps accepted
+    /// (`domain::capabilities`). Services ask it before relying on a capability.
+    pub store_verdict: Arc<Verdict>,
 }
 
 impl AppState {
@@ -54,6 +58,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::new(Readiness::default()),
             job_gauges: Arc::new(JobGauges::new()),
+            store_verdict: Arc::new(Verdict::unprobed()),
         }
     }
 

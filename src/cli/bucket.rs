@@ -2,11 +2,13 @@
 //! bucket. Both read the bucket through the S3 API with the service's own settings.
 
 use crate::config::Settings;
+use crate::domain::capabilities::{Finding, Standing, Verdict};
 use crate::domain::lifecycle::required_rules;
 use crate::services::{apply_lifecycle, bucket_watch};
-use crate::storage::S3Store;
+use crate::storage::{ObjectStore as _, S3Store};
 
-/// Exit codes: 0 every check passed, 1 a check failed, 2 cannot start.
+/// Exit codes: 0 every check passed and the store has what the promises need (or the gap is
+/// accepted), 1 a check failed or a gap is not accepted, 2 cannot start.
 pub async fn doctor(settings: &Settings, json: bool) -> i32 {
     let store = match S3Store::connect(&settings.s3).await {
         Ok(s) => s,
@@ -15,9 +17,28 @@ pub async fn doctor(settings: &Settings, json: bool) -> i32 {
             return 2;
         }
     };
-    let report = bucket_watch::check(&store, &settings.bucket_expectations()).await;
+    let verdict = match crate::startup::judge_store(settings, &store).await {
+        Ok(v) => v,
+        Err(crate::startup::StartupError::StoreGaps(_)) => {
+            // Shown line by line below; judged again without the refusal.
+            let findings = store.probe(&settings.jobs.archive_storage_class).await;
+            crate::domain::capabilities::judge(
+                &findings,
+                crate::domain::capabilities::Needs {
+                    archival: !settings.hygiene_profiles().is_empty(),
+                },
+                &settings.s3.accept_gaps,
+            )
+        }
+        Err(e) => {
+            eprintln!("upcommit doctor: {e}");
+            return 2;
+        }
+    };
+    let report = bucket_watch::check(&store, &settings.bucket_expectations_for(&verdict)).await;
+    let ok = report.ok() && verdict.may_start();
     if json {
-        let body = serde_json::json!({ "ok": report.ok(), "report": report });
+        let body = serde_json::json!({ "ok": ok, "report": report, "store": verdict });
         println!("{body:#}");
     } else {
         println!("upcommit doctor: bucket {}", report.bucket);
@@ -34,8 +55,74 @@ pub async fn doctor(settings: &Settings, json: bool) -> i32 {
         } else {
             println!("{failed} of {} checks failed", report.results.len());
         }
+        print!("{}", render_verdict(&verdict));
     }
-    i32::from(!report.ok())
+    i32::from(!ok)
+}
+
+/// One line per capability: its standing, what it guards and, when missing, what the server
+/// does without it.
+fn render_verdict(verdict: &Verdict) -> String {
+    let mut out =
+        String::from("store capabilities (probed under a fresh tmp/ prefix, then removed):\n");
+    for l in &verdict.lines {
+        let mark = match l.standing {
+            Standing::Present => "ok  ",
+            Standing::NotNeeded => "n/a ",
+            Standing::Accepted => "GAP ",
+            Standing::Refused => "FAIL",
+        };
+        out.push_str(&format!(
+            "  {mark}  {:<28} guards: {}\n",
+            l.capability.name(),
+            l.promise
+        ));
+        match &l.finding {
+            Finding::Present => {}
+            Finding::Missing(d) => out.push_str(&format!("        {:<28} missing: {d}\n", "")),
+            Finding::Unknown(d) => out.push_str(&format!("        {:<28} not probed: {d}\n", "")),
+        }
+        match l.standing {
+            Standing::Accepted => out.push_str(&format!("        {:<28} accepted, so: {}\n", "", l.without.unwrap_or(""))),
+            Standing::Refused => out.push_str(&format!(
+                "        {:<28} serve refuses to start; to accept: add {} to UPCOMMIT_ACCEPT_STORE_GAPS ({})\n",
+                "",
+                l.capability.name(),
+                l.without.unwrap_or("")
+            )),
+            Standing::Present | Standing::NotNeeded => {}
+        }
+    }
+    let refused = verdict.refused();
+    let accepted = verdict.accepted();
+    if refused.is_empty() && accepted.is_empty() {
+        out.push_str("the store has every capability upcommit's promises need\n");
+    } else {
+        if !accepted.is_empty() {
+            out.push_str(&format!(
+                "{} gap(s) accepted: {}\n",
+                accepted.len(),
+                accepted
+                    .iter()
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        if !refused.is_empty() {
+            out.push_str(&format!(
+                "{} gap(s) not accepted, serve refuses to start: UPCOMMIT_ACCEPT_STORE_GAPS={}\n",
+                refused.len(),
+                refused
+                    .iter()
+                    .chain(accepted.iter())
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+    }
+    out
 }
 
 /// Exit codes: 0 planned (dry run) or written and verified, 1 S3 refused or the read-back
@@ -49,7 +136,19 @@ pub async fn apply_lifecycle(settings: &Settings, write: bool) -> i32 {
         }
     };
     let finals = settings.bucket_expectations().final_prefixes;
-    match apply_lifecycle::apply(&store, required_rules(), &finals, write).await {
+    // A bucket never versioned holds no noncurrent version or delete marker: the rules are
+    // written without those elements, which stores without versioning (Garage) refuse.
+    let unversioned = matches!(
+        store.bucket_view().await.versioning,
+        Ok(crate::domain::bucket_check::Versioning::Never)
+    );
+    let ours = if unversioned {
+        println!("the bucket was never versioned: writing the rules without noncurrent-version and delete-marker elements");
+        crate::domain::lifecycle::for_unversioned(required_rules())
+    } else {
+        required_rules().to_vec()
+    };
+    match apply_lifecycle::apply(&store, &ours, &finals, write, unversioned).await {
         Ok(outcome) => {
             println!(
                 "lifecycle document of bucket {}: {} rules of ours, {} foreign rule(s) kept",

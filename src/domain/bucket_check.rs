@@ -4,6 +4,9 @@
 
 use serde::Serialize;
 
+use std::collections::BTreeSet;
+
+use super::capabilities::Capability;
 use super::lifecycle::{self, Problem, Rule};
 
 /// Where the fix for a bucket-configuration finding lives.
@@ -51,6 +54,9 @@ pub struct Expectations {
     pub temporary_tiers: Vec<(String, u32)>,
     /// Browser origins that upload straight to the bucket.
     pub cors_origins: Vec<String>,
+    /// Store capabilities the server runs without (missing, and accepted by name): the checks
+    /// judge the bucket by what the store is, not by what it cannot be.
+    pub accepted_gaps: BTreeSet<Capability>,
 }
 
 /// The checks, by stable name.
@@ -123,24 +129,42 @@ impl CheckResult {
 
 /// Runs every check, in [`Check::ALL`] order.
 pub fn evaluate(view: &BucketView, want: &Expectations) -> Vec<CheckResult> {
+    // No noncurrent version or delete marker can exist on a bucket never versioned: the rules
+    // are judged without those elements there (and the versioning check says why it is so).
+    let unversioned = matches!(view.versioning, Ok(Versioning::Never));
+    let required = if unversioned {
+        lifecycle::for_unversioned(&want.required_rules)
+    } else {
+        want.required_rules.clone()
+    };
     vec![
         reachable(view),
-        versioning(view),
+        versioning(view, want.accepted_gaps.contains(&Capability::Versioning)),
         lifecycle_check(view, Check::LifecycleRequiredRules, |rules| {
-            lifecycle::missing_required(rules, &want.required_rules)
+            lifecycle::missing_required(rules, &required)
         }),
         lifecycle_check(view, Check::LifecycleFinalPrefixes, |rules| {
             let mut problems = lifecycle::expiring_over_final(rules, &want.final_prefixes);
             problems.extend(lifecycle::expiring_before_ttl(rules, &want.temporary_tiers));
             problems
         }),
-        lifecycle_check(
-            view,
-            Check::LifecycleVersionedExpiry,
-            lifecycle::unpaired_expiry,
-        ),
+        if unversioned {
+            CheckResult::pass(
+                Check::LifecycleVersionedExpiry,
+                "the bucket was never versioned: there are no noncurrent versions to expire",
+            )
+        } else {
+            lifecycle_check(
+                view,
+                Check::LifecycleVersionedExpiry,
+                lifecycle::unpaired_expiry,
+            )
+        },
         cors(view, &want.cors_origins),
-        encryption(view),
+        encryption(
+            view,
+            want.accepted_gaps.contains(&Capability::EncryptionConfig),
+        ),
     ]
 }
 
@@ -155,7 +179,13 @@ fn reachable(view: &BucketView) -> CheckResult {
     }
 }
 
-fn versioning(view: &BucketView) -> CheckResult {
+fn versioning(view: &BucketView, gap_accepted: bool) -> CheckResult {
+    if gap_accepted && matches!(view.versioning, Ok(Versioning::Never) | Err(_)) {
+        return CheckResult::pass(
+            Check::Versioning,
+            "the store keeps no versions; the gap `versioning` is accepted: unversioned semantics (docs/stores.md)",
+        );
+    }
     let fix = "enable versioning on the bucket (module upload-bucket in infra/, or aws s3api put-bucket-versioning --versioning-configuration Status=Enabled)";
     match &view.versioning {
         Ok(Versioning::Enabled) => CheckResult::pass(Check::Versioning, "versioning is enabled"),
@@ -284,8 +314,12 @@ fn cors_rule_serves(rule: &CorsRule, origin: &str) -> bool {
             .any(|h| h.eq_ignore_ascii_case("etag"))
 }
 
-fn encryption(view: &BucketView) -> CheckResult {
+fn encryption(view: &BucketView, gap_accepted: bool) -> CheckResult {
     match &view.encryption {
+        Err(e) if gap_accepted => CheckResult::pass(
+            Check::Encryption,
+            format!("the store does not implement the bucket encryption configuration ({e}); the gap `encryption_config` is accepted: encryption at rest is not checked"),
+        ),
         Ok(algs) if algs.is_empty() => CheckResult::fail(
             Check::Encryption,
             "no default encryption is set",
@@ -333,6 +367,7 @@ mod tests {
             final_prefixes: vec!["media/images/".into()],
             temporary_tiers: Vec::new(),
             cors_origins: vec!["https://app.example.com".into()],
+            accepted_gaps: BTreeSet::new(),
         }
     }
 
@@ -482,5 +517,51 @@ mod tests {
             let json = serde_json::to_value(c).expect("serializes");
             assert_eq!(json.as_str(), Some(c.name()));
         }
+    }
+
+    #[test]
+    fn an_unversioned_store_with_the_gap_accepted_is_judged_by_what_it_is() {
+        // Garage: never versioned, the lifecycle holds only expiration and abort elements, no
+        // encryption configuration API.
+        let view = BucketView {
+            versioning: Ok(Versioning::Never),
+            lifecycle: Ok(lifecycle::for_unversioned(required_rules())),
+            encryption: Err("NotImplemented: not implemented".into()),
+            ..healthy()
+        };
+        let mut want = want();
+        // Without the gaps accepted: versioning and encryption fail, the rules do not.
+        assert_eq!(
+            failed(&view, &want),
+            vec![Check::Versioning, Check::Encryption]
+        );
+        want.accepted_gaps = BTreeSet::from([Capability::Versioning, Capability::EncryptionConfig]);
+        assert_eq!(failed(&view, &want), Vec::<Check>::new());
+        let results = evaluate(&view, &want);
+        assert!(
+            results[1].detail.contains("unversioned semantics"),
+            "{}",
+            results[1].detail
+        );
+        // A versioned bucket still needs the noncurrent elements, gap or not.
+        let versioned = BucketView {
+            versioning: Ok(Versioning::Enabled),
+            ..view.clone()
+        };
+        let failing = failed(&versioned, &want);
+        assert!(
+            failing.contains(&Check::LifecycleRequiredRules),
+            "{failing:?}"
+        );
+        assert!(
+            failing.contains(&Check::LifecycleVersionedExpiry),
+            "{failing:?}"
+        );
+        // Suspended: old versions may exist, so the gap does not excuse it.
+        let suspended = BucketView {
+            versioning: Ok(Versioning::Suspended),
+            ..view
+        };
+        assert!(failed(&suspended, &want).contains(&Check::Versioning));
     }
 }

@@ -9,7 +9,11 @@
 //! - S3 Inventory CSV files (`services::inventory`): "Key name – The object key name (or key)
 //!   that uniquely identifies the object in the bucket. When you're using the CSV file format,
 //!   the key name is URL-encoded and must be decoded before you can use it." (User Guide,
-//!   "Amazon S3 Inventory list").
+//!   "Amazon S3 Inventory list"). The page does not say how a space is spelled; in practice it
+//!   is `+` (cloud-custodian's inventory reader, issue #1997 "The S3 object key value supplied
+//!   in S3 Inventory is URL-encoded with space encoded as plus", fixed by decoding every key
+//!   with Python's `unquote_plus`, PR #1998). `%20` is decoded to a space as well, so either
+//!   spelling gives the same key.
 //! - The same encoder, with its example, in the event notification docs: "The s3 key provides
 //!   information about the bucket and object involved in the event. The object key name value
 //!   is URL encoded. For example, "red flower.jpg" becomes "red+flower.jpg" (Amazon S3 returns

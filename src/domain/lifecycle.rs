@@ -91,6 +91,22 @@ pub fn required_rules() -> &'static [Rule] {
     })
 }
 
+/// The rules as an unversioned bucket needs them: no noncurrent version and no delete marker
+/// can exist there, so those elements go, and a rule left with nothing to do goes too. Stores
+/// without versioning (Garage) accept only what is left: expiration by days and the abort of
+/// incomplete multipart uploads.
+pub fn for_unversioned(rules: &[Rule]) -> Vec<Rule> {
+    rules
+        .iter()
+        .map(|r| Rule {
+            noncurrent_expiration_days: None,
+            expired_object_delete_marker: false,
+            ..r.clone()
+        })
+        .filter(|r| !r.actions().is_empty())
+        .collect()
+}
+
 /// What a rule does to the objects it reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -678,5 +694,30 @@ mod tests {
             ..rule("temp/7d/", 1)
         };
         assert!(expiring_before_ttl(&[disabled], &tiers).is_empty());
+    }
+
+    #[test]
+    fn an_unversioned_bucket_needs_no_noncurrent_or_delete_marker_element() {
+        let rules = for_unversioned(required_rules());
+        assert!(rules
+            .iter()
+            .all(|r| r.noncurrent_expiration_days.is_none() && !r.expired_object_delete_marker));
+        let ids: Vec<&str> = rules.iter().map(|r| r.id.as_str()).collect();
+        assert!(ids.contains(&"upcommit-tmp-expire"), "{ids:?}");
+        assert!(
+            ids.contains(&"upcommit-abort-incomplete-multipart"),
+            "{ids:?}"
+        );
+        // Rules that only removed delete markers have nothing left to do.
+        assert!(
+            !ids.contains(&"upcommit-tmp-expired-delete-markers"),
+            "{ids:?}"
+        );
+        let tmp = rules
+            .iter()
+            .find(|r| r.id == "upcommit-tmp-expire")
+            .unwrap();
+        assert_eq!(tmp.expiration_days, Some(7));
+        assert_eq!(tmp.prefix, "tmp/");
     }
 }

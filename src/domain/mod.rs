@@ -2,6 +2,7 @@
 //! rule can be tested exhaustively next to its code.
 
 pub mod bucket_check;
+pub mod capabilities;
 pub mod checksum;
 pub mod content;
 pub mod duration;

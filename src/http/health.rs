@@ -1,5 +1,6 @@
 //! `GET /healthz` (the process answers), `GET /readyz` (database and bucket reachable, judged at
-//! most a second ago, and the latest check of the bucket's configuration in detail).
+//! most a second ago, the latest check of the bucket's configuration in detail, and the store
+//! capabilities the server runs without).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -7,6 +8,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use crate::domain::capabilities::Standing;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -34,10 +36,27 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
         None if state.settings.bucket_check.interval_secs == 0 => "disabled",
         None => "pending",
     };
+    let verdict = &state.store_verdict;
+    let gaps: Vec<Value> = verdict
+        .lines
+        .iter()
+        .filter(|l| l.standing == Standing::Accepted)
+        .map(|l| {
+            json!({
+                "capability": l.capability,
+                "finding": l.finding,
+                "promise": l.promise,
+                "without": l.without,
+            })
+        })
+        .collect();
     let checks = json!({
         "database": show(db),
         "bucket": show(bucket),
         "bucket_config": config_status,
+        // Every capability a promise needs is present, or its gap accepted (`gaps_accepted`):
+        // a server whose store lacks one unaccepted does not start.
+        "store": if gaps.is_empty() { "ok" } else { "gaps_accepted" },
     });
     let config_blocks = state.settings.bucket_check.fails_readiness && config_status == "failing";
     let mut body = if db && bucket && !config_blocks {
@@ -51,6 +70,7 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     if let Some(r) = report {
         body["bucket_config"] = json!(r.as_ref());
     }
+    body["store_gaps"] = json!(gaps);
     let status = if body.get("error").is_some() {
         StatusCode::SERVICE_UNAVAILABLE
     } else {

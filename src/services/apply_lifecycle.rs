@@ -24,6 +24,7 @@ pub async fn apply(
     ours: &[Rule],
     final_prefixes: &[String],
     write: bool,
+    unversioned: bool,
 ) -> Result<Outcome, StoreError> {
     let raw = store.lifecycle_rules().await?;
     let live: Vec<Rule> = raw.iter().map(rule_view).collect();
@@ -50,7 +51,9 @@ pub async fn apply(
         }
     }
     let mut warnings = expiring_over_final(&result, final_prefixes);
-    warnings.extend(unpaired_expiry(&result));
+    if !unversioned {
+        warnings.extend(unpaired_expiry(&result));
+    }
 
     let written = write && plan.writes();
     if written {

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::auth::Identity;
 use crate::catalog::CatalogError;
+use crate::domain::capabilities::Capability;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm, ChecksumError};
 use crate::domain::filename::OriginalName;
 use crate::domain::ids::UploadId;
@@ -87,6 +88,16 @@ pub async fn presign(
         uploads.multipart_threshold_bytes,
     )?;
     let checksum = accept_checksum(cmd.checksum.as_ref(), profile.require_checksum, method)?;
+    // What the store cannot enforce is not offered (the fallbacks of docs/stores.md).
+    if let Some(c) = &checksum {
+        let needs = Capability::checksum(c.algorithm);
+        if !state.store_verdict.has(needs) {
+            return Err(AppError::StoreLacks(needs));
+        }
+    }
+    if method == UploadMethod::Post && !state.store_verdict.has(Capability::PostSizeRange) {
+        return Err(AppError::StoreLacks(Capability::PostSizeRange));
+    }
     // The token is taken only for a request that passed validation: refused presigns cost the
     // caller nothing, so a client's mistakes cannot lock it out.
     let limited = match state.presign_limiter.lock() {

@@ -68,6 +68,8 @@ pub async fn recover_stale_commits(
         readiness: Arc::default(),
         job_gauges: Arc::default(),
         verifier: Arc::new(crate::auth::Verifier::new(&settings.auth)),
+        // Nothing probed here: every capability-dependent step takes its fallback.
+        store_verdict: Arc::new(crate::domain::capabilities::Verdict::unprobed()),
     };
     for upload in stale {
         let item = |action: &str, reason: String| JobItem {

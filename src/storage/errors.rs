@@ -25,6 +25,10 @@ pub enum StoreError {
     /// Timeouts, throttling, 5xx, connection failures: retryable; answered 503.
     #[error("object store unavailable: {0}")]
     Unavailable(String),
+    /// The store does not implement the operation (501 NotImplemented): Garage's answer to
+    /// ListObjectVersions, GetObjectTagging, GetBucketEncryption.
+    #[error("not implemented by the object store: {0}")]
+    NotImplemented(String),
     #[error("object store error: {0}")]
     Other(String),
 }
@@ -56,6 +60,9 @@ where
                     StoreError::ChecksumMismatch(describe(&err))
                 }
                 (Some(404), _) | (_, "NoSuchKey" | "NotFound") => StoreError::NotFound,
+                (Some(501), _) | (_, "NotImplemented") => {
+                    StoreError::NotImplemented(describe(&err))
+                }
                 (_, "SlowDown" | "ServiceUnavailable" | "InternalError" | "RequestTimeout") => {
                     StoreError::Unavailable(describe(&err))
                 }

@@ -8,6 +8,7 @@ mod listing;
 mod multipart;
 mod observe;
 mod part_copy;
+pub mod probe;
 mod s3;
 pub mod sqs;
 
@@ -295,6 +296,10 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// by its ETag) to `dst`, keeping metadata and type — in parts above the single-copy
     /// limit. Returns the HEAD of the version copied.
     async fn copy_object(&self, src: &str, dst: &str) -> Result<ObjectHead, StoreError>;
+
+    /// What the store really does, by real calls under a fresh probe prefix
+    /// ([`probe`]), `archive_class` being the class archival writes.
+    async fn probe(&self, archive_class: &str) -> crate::domain::capabilities::Findings;
 
     /// Rewrites `key` in place with `class` and exactly the given tags (none clears them),
     /// verifies the new version, then removes the version it replaced, so the bytes are held

@@ -464,6 +464,10 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
+    async fn probe(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
+        super::probe::run(self, archive_class).await
+    }
+
     async fn bucket_view(&self) -> BucketView {
         super::bucket::read_view(&self.client, &self.bucket).await
     }
@@ -567,7 +571,35 @@ impl ObjectStore for S3Store {
         prefix: &str,
         from: Option<(String, Option<String>)>,
     ) -> Result<VersionPage, StoreError> {
-        listing::versions(&self.client, &self.bucket, prefix, from).await
+        match listing::versions(&self.client, &self.bucket, prefix, from.clone()).await {
+            // A store without versioning (Garage) has one object per key: listed as such,
+            // each a version with no id, which every caller deletes as the object itself.
+            Err(StoreError::NotImplemented(_)) => {
+                let start_after = from.map(|(key, _)| key);
+                let page =
+                    listing::objects(&self.client, &self.bucket, prefix, start_after, None, 1000)
+                        .await?;
+                let next = match (&page.next, page.objects.last()) {
+                    (Some(_), Some(last)) => Some((last.key.clone(), None)),
+                    _ => None,
+                };
+                Ok(VersionPage {
+                    versions: page
+                        .objects
+                        .into_iter()
+                        .map(|o| super::ObjectVersion {
+                            key: o.key,
+                            version_id: None,
+                            size: o.size,
+                            delete_marker: false,
+                            last_modified: o.last_modified,
+                        })
+                        .collect(),
+                    next,
+                })
+            }
+            other => other,
+        }
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "ListObjectsV2"))]

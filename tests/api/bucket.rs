@@ -18,15 +18,15 @@ use crate::helpers::{
     put_lifecycle, restore_bucket, set_versioning, spawn_app, spawn_app_with, Spawn, TestApp,
 };
 
-struct CliRun {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Runs the `upcommit` binary with the test server's environment, less the JWT secret: the
 /// operator commands must not need it.
-fn upcommit(app: &TestApp, args: &[&str]) -> CliRun {
+pub fn upcommit(app: &TestApp, args: &[&str]) -> CliRun {
     let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(args)
         .envs(app.env.iter().filter(|(k, _)| *k != "UPCOMMIT_JWT_SECRET"))

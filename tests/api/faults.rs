@@ -37,6 +37,8 @@ pub struct Faults {
     /// CompleteMultipartUpload: something arriving at the final key while a large object's
     /// parts are copied.
     pub put_before_complete: Mutex<Option<(String, Vec<u8>)>>,
+    /// Capabilities the probe reports missing, whatever the real store answers.
+    pub hide_capabilities: Mutex<Vec<upcommit::domain::capabilities::Capability>>,
 }
 
 fn take(counter: &AtomicU32) -> bool {
@@ -55,6 +57,18 @@ pub struct FaultyStore {
 impl ObjectStore for FaultyStore {
     fn bucket(&self) -> &str {
         self.inner.bucket()
+    }
+    async fn probe(&self, archive_class: &str) -> upcommit::domain::capabilities::Findings {
+        let mut found = self.inner.probe(archive_class).await;
+        let hidden = self.faults.hide_capabilities.lock().unwrap().clone();
+        for (cap, finding) in &mut found.0 {
+            if hidden.contains(cap) {
+                *finding = upcommit::domain::capabilities::Finding::Missing(
+                    "hidden by the test's fault wrapper".into(),
+                );
+            }
+        }
+        found
     }
     async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError> {
         self.inner.presign_put(input).await

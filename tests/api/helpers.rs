@@ -176,6 +176,19 @@ pub fn s3_endpoint() -> String {
     std::env::var("UPCOMMIT_TEST_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
 }
 
+/// The object store the suite runs against (`UPCOMMIT_TEST_STORE`): `localstack` (the
+/// default) or `garage`.
+pub fn store_kind() -> String {
+    std::env::var("UPCOMMIT_TEST_STORE").unwrap_or_else(|_| "localstack".into())
+}
+
+/// The store gaps test servers accept, as an operator of that store would
+/// (`UPCOMMIT_TEST_ACCEPT_STORE_GAPS`; by default LocalStack's one: it does not verify POST
+/// signatures). `tests/api/store_capabilities.rs` checks the probe finds exactly these.
+pub fn accepted_store_gaps() -> String {
+    std::env::var("UPCOMMIT_TEST_ACCEPT_STORE_GAPS").unwrap_or_else(|_| "post_signature".into())
+}
+
 pub fn on_postgres() -> bool {
     std::env::var("UPCOMMIT_TEST_DATABASE").is_ok_and(|v| v == "postgres")
 }
@@ -223,6 +236,7 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         ("UPCOMMIT_CORS_ORIGINS", TEST_ORIGIN.to_owned()),
         // Tests presign in bursts; the rate limit has its own test.
         ("UPCOMMIT_PRESIGN_RATE_PER_SEC", "0".to_owned()),
+        ("UPCOMMIT_ACCEPT_STORE_GAPS", accepted_store_gaps()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

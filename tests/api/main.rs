@@ -49,6 +49,7 @@ mod security_cases;
 mod single_use;
 mod sqs_sink;
 mod statuses;
+mod store_capabilities;
 mod sweep;
 mod temporary;
 mod tracing;

@@ -25,6 +25,7 @@ async fn sender_at(endpoint: Option<String>) -> SqsSender {
         endpoint,
         region: "us-east-1".into(),
         cors_origins: Vec::new(),
+        accept_gaps: Default::default(),
     })
     .await
     .expect("SQS sender")

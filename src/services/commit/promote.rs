@@ -1,6 +1,7 @@
 //! Steps 2–5 of a commit, run under the upload's lease, and what each failure does to it.
 
 use super::{CommitOutcome, Lease};
+use crate::domain::capabilities::Capability;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
@@ -116,6 +117,20 @@ pub(super) async fn promote(
             }
         }
         super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
+    }
+    // A store that ignores If-None-Match on CopyObject (the gap `conditional_copy`,
+    // docs/stores.md): the final key is read right before the copy instead. Final keys are
+    // reserved in the catalog, so only a writer other than upcommit could slip in between.
+    if !state.store_verdict.has(Capability::ConditionalCopy) {
+        match store.head(lease.final_key.as_str()).await {
+            Ok(Some(fin)) if is_ours(&fin, upload) => {
+                tracing::info!("final object already copied by an earlier attempt");
+                return roll_forward(state, upload, lease, fin, Some(head)).await;
+            }
+            Ok(Some(_)) => return Err(Failure::Release(AppError::FinalKeyConflict)),
+            Ok(None) => {}
+            Err(e) => return Err(Failure::Release(e.into())),
+        }
     }
     // Of the version the validation read and the hook was given, guarded on its ETag.
     let copied = store

@@ -1,0 +1,528 @@
+//! What the object store does, as far as upcommit's promises rest on it, and the verdict on a
+//! store that lacks some of it.
+//!
+//! Every promise upcommit makes is kept by something the store does: a single-use upload URL by
+//! `If-None-Match: *` on PutObject, validate-then-copy by `x-amz-copy-source-if-match`, and so
+//! on. Stores differ exactly there (Garage ignores conditional writes; LocalStack does not verify
+//! POST signatures), so the server finds out by real calls (`storage::probe`) and judges the
+//! findings here: a capability a promise needs that the store lacks (or that could not be probed)
+//! makes `serve` refuse to start, until the operator accepts the gap by name
+//! (`UPCOMMIT_ACCEPT_STORE_GAPS`). The server then runs with that promise weakened as
+//! [`Capability::without`] says — or kept another way, where a fallback exists — and says so in
+//! `doctor`, `/readyz`, `/metrics` and its startup log. Never a silent gap.
+//!
+//! Pure: the probe's findings and the settings come in as data.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+/// One thing the store may or may not do, by stable snake_case name (the name an operator
+/// writes in `UPCOMMIT_ACCEPT_STORE_GAPS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    ConditionalPut,
+    ConditionalPutIfMatch,
+    ConditionalCopy,
+    ConditionalComplete,
+    CopySourceIfMatch,
+    ChecksumSha256,
+    ChecksumCrc32c,
+    ChecksumCrc64nvme,
+    PostSizeRange,
+    PostSignature,
+    Versioning,
+    StorageClass,
+    ObjectTags,
+    EncryptionConfig,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 14] = [
+        Capability::ConditionalPut,
+        Capability::ConditionalPutIfMatch,
+        Capability::ConditionalCopy,
+        Capability::ConditionalComplete,
+        Capability::CopySourceIfMatch,
+        Capability::ChecksumSha256,
+        Capability::ChecksumCrc32c,
+        Capability::ChecksumCrc64nvme,
+        Capability::PostSizeRange,
+        Capability::PostSignature,
+        Capability::Versioning,
+        Capability::StorageClass,
+        Capability::ObjectTags,
+        Capability::EncryptionConfig,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::ConditionalPut => "conditional_put",
+            Capability::ConditionalPutIfMatch => "conditional_put_if_match",
+            Capability::ConditionalCopy => "conditional_copy",
+            Capability::ConditionalComplete => "conditional_complete",
+            Capability::CopySourceIfMatch => "copy_source_if_match",
+            Capability::ChecksumSha256 => "checksum_sha256",
+            Capability::ChecksumCrc32c => "checksum_crc32c",
+            Capability::ChecksumCrc64nvme => "checksum_crc64nvme",
+            Capability::PostSizeRange => "post_size_range",
+            Capability::PostSignature => "post_signature",
+            Capability::Versioning => "versioning",
+            Capability::StorageClass => "storage_class",
+            Capability::ObjectTags => "object_tags",
+            Capability::EncryptionConfig => "encryption_config",
+        }
+    }
+
+    /// The capability that keeps a declared checksum of `alg`.
+    pub fn checksum(alg: super::checksum::ChecksumAlgorithm) -> Self {
+        use super::checksum::ChecksumAlgorithm as A;
+        match alg {
+            A::Sha256 => Capability::ChecksumSha256,
+            A::Crc32c => Capability::ChecksumCrc32c,
+            A::Crc64Nvme => Capability::ChecksumCrc64nvme,
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// What the store does when it has this capability, as the probe tests it.
+    pub fn what(self) -> &'static str {
+        match self {
+            Capability::ConditionalPut => "PutObject with If-None-Match: * refuses (412) when the key exists",
+            Capability::ConditionalPutIfMatch => "PutObject with If-Match refuses (412) another ETag",
+            Capability::ConditionalCopy => "CopyObject with If-None-Match: * refuses (412) when the destination exists",
+            Capability::ConditionalComplete => "CompleteMultipartUpload with If-None-Match: * refuses (412) when the key exists",
+            Capability::CopySourceIfMatch => "CopyObject with x-amz-copy-source-if-match refuses (412) another source ETag",
+            Capability::ChecksumSha256 => "PutObject with a wrong x-amz-checksum-sha256 is refused, a right one is returned on HEAD",
+            Capability::ChecksumCrc32c => "PutObject with a wrong x-amz-checksum-crc32c is refused, a right one is returned on HEAD",
+            Capability::ChecksumCrc64nvme => "PutObject with a wrong x-amz-checksum-crc64nvme is refused, a right one is returned on HEAD",
+            Capability::PostSizeRange => "a POST form's body outside the policy's content-length-range is refused",
+            Capability::PostSignature => "a POST form whose policy was altered after signing is refused",
+            Capability::Versioning => "the bucket keeps versions (versioning Enabled, HEAD returns a version id)",
+            Capability::StorageClass => "PutObject with the archive storage class is stored in it and HEAD reports it",
+            Capability::ObjectTags => "object tags written with PutObject are read back by GetObjectTagging",
+            Capability::EncryptionConfig => "GetBucketEncryption is implemented",
+        }
+    }
+
+    /// The promise that rests on it.
+    pub fn promise(self) -> &'static str {
+        match self {
+            Capability::ConditionalPut => "an upload URL stores bytes once (single-use)",
+            Capability::ConditionalPutIfMatch => "none: upcommit sends no If-Match on PutObject (probed for docs/stores.md)",
+            Capability::ConditionalCopy => "a commit never overwrites an object at its final key (admin keys included)",
+            Capability::ConditionalComplete => "a commit copied in parts never overwrites an object at its final key",
+            Capability::CopySourceIfMatch => "a commit copies exactly the bytes it validated and the validation hook scanned",
+            Capability::ChecksumSha256 => "an upload declaring a SHA256 checksum is stored only with those bytes",
+            Capability::ChecksumCrc32c => "an upload declaring a CRC32C checksum is stored only with those bytes",
+            Capability::ChecksumCrc64nvme => "an upload declaring a CRC64NVME checksum is stored only with those bytes",
+            Capability::PostSizeRange => "a browser POST form stores at most the size declared and charged",
+            Capability::PostSignature => "a POST form writes only the key, type and size upcommit signed it for",
+            Capability::Versioning => "a commit copies one exact version; deletions remove every version; an overwritten object stays recoverable until the lifecycle expires it",
+            Capability::StorageClass => "hygiene archival moves an unlinked file's object to the archive storage class",
+            Capability::ObjectTags => "an archived object carries the tag upcommit-status=archived",
+            Capability::EncryptionConfig => "doctor verifies that the bucket encrypts new objects by default",
+        }
+    }
+
+    /// What upcommit does without it, once the gap is accepted: the fallback that keeps the
+    /// promise another way (and the window it leaves), or how the promise is weakened.
+    pub fn without(self) -> &'static str {
+        match self {
+            Capability::ConditionalPut => "weakened: an upload URL may store bytes again until it expires, each time exactly the declared size and type (signed); on an unversioned bucket new bytes replace the old, on a versioned one they add versions the tmp cleanup removes; a commit promotes only bytes it validated",
+            Capability::ConditionalPutIfMatch => "nothing changes",
+            Capability::ConditionalCopy => "fallback: final keys are reserved in the catalog before any copy (no two commits write one key) and the commit reads the final key right before it copies; only an object written there by something other than upcommit between that read and the copy can be overwritten",
+            Capability::ConditionalComplete => "fallback: as conditional_copy, for copies in parts (the final key is read right before the copy starts)",
+            Capability::CopySourceIfMatch => "weakened on an unversioned bucket: bytes written to the tmp key between validation and copy may be promoted unvalidated; on a versioned bucket the copy names the validated version id, which keeps the promise",
+            Capability::ChecksumSha256 => "fallback: presign refuses SHA256 checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
+            Capability::ChecksumCrc32c => "fallback: presign refuses CRC32C checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
+            Capability::ChecksumCrc64nvme => "fallback: presign refuses CRC64NVME checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
+            Capability::PostSizeRange => "fallback: presign refuses POST forms (400 post_upload_unavailable); clients use PUT URLs, whose signed Content-Length binds the size",
+            Capability::PostSignature => "weakened, and outside upcommit's reach: anyone who reaches the store's endpoint can write any key with a form of their own, live assets included; put the store behind a proxy that admits only upcommit's forms, or keep it off public networks",
+            Capability::Versioning => "unversioned semantics: copies are guarded by the ETag alone, the validation hook reads the key's current bytes, a deletion removes the object for good, and no noncurrent-version lifecycle rule is needed",
+            Capability::StorageClass => "archival leaves the object in its storage class: the file is archived in the catalog only (downloads work, the storage cost does not change)",
+            Capability::ObjectTags => "archival writes no tags: nothing outside upcommit's catalog tells an archived object",
+            Capability::EncryptionConfig => "the encryption check reports that the store does not implement the configuration; whether bytes are encrypted at rest is not checked",
+        }
+    }
+}
+
+/// What the probe found for one capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "found", content = "detail", rename_all = "snake_case")]
+pub enum Finding {
+    Present,
+    /// The store answered, and not as the capability needs (what it did).
+    Missing(String),
+    /// The probe could not tell (the call failed: why).
+    Unknown(String),
+}
+
+/// The probe's findings, one per capability it tested.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Findings(pub Vec<(Capability, Finding)>);
+
+impl Findings {
+    pub fn get(&self, cap: Capability) -> Option<&Finding> {
+        self.0.iter().find(|(c, _)| *c == cap).map(|(_, f)| f)
+    }
+
+    /// Whether the store was found to have `cap` (a capability not probed counts as absent).
+    pub fn has(&self, cap: Capability) -> bool {
+        matches!(self.get(cap), Some(Finding::Present))
+    }
+}
+
+/// What this deployment uses, so which capabilities it needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Hygiene may archive files (some profile is tracked): storage classes and tags matter.
+    pub archival: bool,
+}
+
+impl Needs {
+    pub fn needs(self, cap: Capability) -> bool {
+        match cap {
+            Capability::ConditionalPutIfMatch => false,
+            Capability::StorageClass | Capability::ObjectTags => self.archival,
+            _ => true,
+        }
+    }
+}
+
+/// Where one capability leaves the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// The store does it.
+    Present,
+    /// Missing (or not probed) and nothing this deployment uses rests on it.
+    NotNeeded,
+    /// Missing (or not probed), accepted by name: the server runs as [`Capability::without`].
+    Accepted,
+    /// Missing (or not probed) and not accepted: `serve` refuses to start.
+    Refused,
+}
+
+/// One line of the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Line {
+    pub capability: Capability,
+    pub standing: Standing,
+    pub finding: Finding,
+    pub what: &'static str,
+    pub promise: &'static str,
+    /// What the server does without it (present only when it is missing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub without: Option<&'static str>,
+}
+
+/// The verdict on a store: one line per capability, in [`Capability::ALL`] order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub lines: Vec<Line>,
+}
+
+impl Verdict {
+    /// The verdict of a store nothing probed (an operator tool that relies on no capability):
+    /// every capability unknown, none relied on.
+    pub fn unprobed() -> Self {
+        judge(&Findings::default(), Needs::default(), &BTreeSet::new())
+    }
+
+    /// Whether the store was found to do `cap`: where not, the server runs as
+    /// [`Capability::without`] says.
+    pub fn has(&self, cap: Capability) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l.capability == cap && l.standing == Standing::Present)
+    }
+
+    /// The gaps that keep `serve` from starting.
+    pub fn refused(&self) -> Vec<Capability> {
+        self.with(Standing::Refused)
+    }
+
+    /// The gaps the server runs with.
+    pub fn accepted(&self) -> Vec<Capability> {
+        self.with(Standing::Accepted)
+    }
+
+    fn with(&self, standing: Standing) -> Vec<Capability> {
+        self.lines
+            .iter()
+            .filter(|l| l.standing == standing)
+            .map(|l| l.capability)
+            .collect()
+    }
+
+    /// Whether the server may start.
+    pub fn may_start(&self) -> bool {
+        self.refused().is_empty()
+    }
+
+    /// The message `serve` refuses to start with: each gap, the promise it breaks, and the
+    /// setting that accepts it.
+    pub fn refusal(&self) -> Option<String> {
+        let refused: Vec<&Line> = self
+            .lines
+            .iter()
+            .filter(|l| l.standing == Standing::Refused)
+            .collect();
+        if refused.is_empty() {
+            return None;
+        }
+        let mut text = String::from("the object store lacks what these promises need:\n");
+        for l in &refused {
+            let found = match &l.finding {
+                Finding::Missing(d) => format!("missing: {d}"),
+                Finding::Unknown(d) => format!("could not be probed: {d}"),
+                Finding::Present => "present".into(),
+            };
+            text.push_str(&format!(
+                "  {} ({found})\n    promise: {}\n    if accepted: {}\n",
+                l.capability.name(),
+                l.promise,
+                l.without.unwrap_or("")
+            ));
+        }
+        let names: Vec<&str> = refused.iter().map(|l| l.capability.name()).collect();
+        text.push_str(&format!(
+            "to run with these gaps, accept them by name: UPCOMMIT_ACCEPT_STORE_GAPS={} (docs/stores.md)",
+            names.join(",")
+        ));
+        Some(text)
+    }
+}
+
+/// Judges the probe's findings for a deployment that needs `needs` and accepted `accepted`.
+pub fn judge(findings: &Findings, needs: Needs, accepted: &BTreeSet<Capability>) -> Verdict {
+    let lines = Capability::ALL
+        .into_iter()
+        .map(|cap| {
+            let finding = findings
+                .get(cap)
+                .cloned()
+                .unwrap_or_else(|| Finding::Unknown("not probed".into()));
+            let standing = match finding {
+                Finding::Present => Standing::Present,
+                _ if !needs.needs(cap) => Standing::NotNeeded,
+                _ if accepted.contains(&cap) => Standing::Accepted,
+                _ => Standing::Refused,
+            };
+            Line {
+                capability: cap,
+                standing,
+                without: (standing != Standing::Present).then(|| cap.without()),
+                finding,
+                what: cap.what(),
+                promise: cap.promise(),
+            }
+        })
+        .collect();
+    Verdict { lines }
+}
+
+/// `UPCOMMIT_ACCEPT_STORE_GAPS`: capability names, comma-separated. An unknown name is an
+/// error that lists the known ones (a typo must not leave a gap refused for a reason the
+/// operator cannot see, nor accept nothing silently).
+pub fn parse_accepted(text: &str) -> Result<BTreeSet<Capability>, String> {
+    let mut out = BTreeSet::new();
+    for raw in text.split(',') {
+        let name = raw.trim();
+        if name.is_empty() {
+            continue;
+        }
+        match Capability::parse(name) {
+            Some(c) => {
+                out.insert(c);
+            }
+            None => {
+                let known: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
+                return Err(format!(
+                    "unknown store capability {name:?}; known: {}",
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_present() -> Findings {
+        Findings(
+            Capability::ALL
+                .into_iter()
+                .map(|c| (c, Finding::Present))
+                .collect(),
+        )
+    }
+
+    fn missing(caps: &[Capability]) -> Findings {
+        let mut f = all_present();
+        for (c, found) in &mut f.0 {
+            if caps.contains(c) {
+                *found = Finding::Missing("wrote anyway (200)".into());
+            }
+        }
+        f
+    }
+
+    fn needs_all() -> Needs {
+        Needs { archival: true }
+    }
+
+    #[test]
+    fn names_are_stable_snake_case_and_parse_back() {
+        let names: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "conditional_put",
+                "conditional_put_if_match",
+                "conditional_copy",
+                "conditional_complete",
+                "copy_source_if_match",
+                "checksum_sha256",
+                "checksum_crc32c",
+                "checksum_crc64nvme",
+                "post_size_range",
+                "post_signature",
+                "versioning",
+                "storage_class",
+                "object_tags",
+                "encryption_config",
+            ]
+        );
+        for c in Capability::ALL {
+            assert_eq!(Capability::parse(c.name()), Some(c));
+            let json = serde_json::to_value(c).expect("serializes");
+            assert_eq!(json, serde_json::json!(c.name()));
+        }
+    }
+
+    #[test]
+    fn a_store_with_everything_starts_with_no_gap() {
+        let v = judge(&all_present(), needs_all(), &BTreeSet::new());
+        assert!(v.may_start());
+        assert!(v.refusal().is_none());
+        assert!(v.accepted().is_empty());
+        assert!(v.lines.iter().all(|l| l.without.is_none()));
+        assert_eq!(v.lines.len(), Capability::ALL.len());
+    }
+
+    #[test]
+    fn a_missing_capability_refuses_until_accepted_by_name() {
+        let f = missing(&[Capability::ConditionalPut, Capability::ConditionalCopy]);
+        let v = judge(&f, needs_all(), &BTreeSet::new());
+        assert_eq!(
+            v.refused(),
+            [Capability::ConditionalPut, Capability::ConditionalCopy]
+        );
+        let msg = v.refusal().expect("refuses");
+        assert!(
+            msg.contains("conditional_put (missing: wrote anyway (200))"),
+            "{msg}"
+        );
+        assert!(msg.contains(Capability::ConditionalPut.promise()), "{msg}");
+        assert!(
+            msg.contains("UPCOMMIT_ACCEPT_STORE_GAPS=conditional_put,conditional_copy"),
+            "{msg}"
+        );
+
+        // Accepting one of two still refuses for the other.
+        let one = BTreeSet::from([Capability::ConditionalPut]);
+        let v = judge(&f, needs_all(), &one);
+        assert_eq!(v.refused(), [Capability::ConditionalCopy]);
+        assert_eq!(v.accepted(), [Capability::ConditionalPut]);
+
+        let both = BTreeSet::from([Capability::ConditionalPut, Capability::ConditionalCopy]);
+        let v = judge(&f, needs_all(), &both);
+        assert!(v.may_start());
+        let line = v
+            .lines
+            .iter()
+            .find(|l| l.capability == Capability::ConditionalCopy)
+            .expect("line");
+        assert_eq!(line.standing, Standing::Accepted);
+        assert_eq!(line.without, Some(Capability::ConditionalCopy.without()));
+    }
+
+    #[test]
+    fn a_capability_the_probe_could_not_tell_is_refused_like_a_missing_one() {
+        let mut f = all_present();
+        f.0.retain(|(c, _)| *c != Capability::Versioning);
+        f.0.push((
+            Capability::ChecksumSha256,
+            Finding::Unknown("AccessDenied".into()),
+        ));
+        f.0.retain(|(c, found)| !(*c == Capability::ChecksumSha256 && *found == Finding::Present));
+        let v = judge(&f, needs_all(), &BTreeSet::new());
+        assert_eq!(
+            v.refused(),
+            [Capability::ChecksumSha256, Capability::Versioning]
+        );
+        let msg = v.refusal().expect("refuses");
+        assert!(msg.contains("could not be probed: AccessDenied"), "{msg}");
+        assert!(msg.contains("could not be probed: not probed"), "{msg}");
+    }
+
+    #[test]
+    fn what_a_deployment_does_not_use_is_not_needed() {
+        let f = missing(&[
+            Capability::ConditionalPutIfMatch,
+            Capability::StorageClass,
+            Capability::ObjectTags,
+        ]);
+        let v = judge(&f, Needs { archival: false }, &BTreeSet::new());
+        assert!(v.may_start());
+        let standing = |c| v.lines.iter().find(|l| l.capability == c).unwrap().standing;
+        assert_eq!(standing(Capability::StorageClass), Standing::NotNeeded);
+        assert_eq!(
+            standing(Capability::ConditionalPutIfMatch),
+            Standing::NotNeeded
+        );
+        // Archival on: classes and tags are needed; If-Match on PUT never is.
+        let v = judge(&f, needs_all(), &BTreeSet::new());
+        assert_eq!(
+            v.refused(),
+            [Capability::StorageClass, Capability::ObjectTags]
+        );
+    }
+
+    #[test]
+    fn accepting_what_the_store_has_changes_nothing() {
+        let v = judge(
+            &all_present(),
+            needs_all(),
+            &BTreeSet::from([Capability::Versioning]),
+        );
+        assert!(v.accepted().is_empty());
+        assert!(v.lines.iter().all(|l| l.standing == Standing::Present));
+    }
+
+    #[test]
+    fn the_accepted_list_is_names_only() {
+        assert_eq!(
+            parse_accepted(" conditional_put , versioning,,").expect("parses"),
+            BTreeSet::from([Capability::ConditionalPut, Capability::Versioning])
+        );
+        assert_eq!(parse_accepted("").expect("empty"), BTreeSet::new());
+        let err = parse_accepted("conditional_put,versionning").expect_err("typo");
+        assert!(err.contains("\"versionning\""), "{err}");
+        assert!(err.contains("versioning"), "{err}");
+        assert!(
+            parse_accepted("Conditional_Put").is_err(),
+            "exact names only"
+        );
+        assert!(parse_accepted("all").is_err(), "no wildcard");
+    }
+}

@@ -1,0 +1,684 @@
+//! The capability probe: what the store really does, found by real calls, each made as
+//! upcommit makes it (presigned PUT URLs and POST forms sent over HTTP as a client sends them,
+//! CopyObject and CompleteMultipartUpload as a commit sends them).
+//!
+//! Every key it writes is under one fresh probe prefix, `tmp/YYYY/MM/DD/<32 hex>/`: a tmp
+//! partition key of an upload id no upload holds. The probe removes every version and multipart
+//! upload under it before it returns; if it cannot (a crash, an outage), what is left is an
+//! unrecorded tmp object, which the bucket's tmp expiry rule and the tmp sweep both remove.
+//! Nothing outside that prefix is written or read, the bucket's configuration documents
+//! included: lifecycle elements are not probed by writing the one lifecycle document (its owner
+//! is infra/ or `bucket apply-lifecycle`), so `doctor` judges the rules the bucket holds.
+//!
+//! Bounded: at most [`BUDGET`] in all; a capability whose calls did not finish is `Unknown`.
+
+use std::time::Duration;
+
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use chrono::{Datelike, Utc};
+
+use super::{NewMultipart, ObjectStore, PartInput, PresignInput, PresignedPut, S3Store};
+use crate::domain::capabilities::{Capability, Finding, Findings};
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
+use crate::domain::keys::TMP_PREFIX;
+use crate::signing::post_policy::PostForm;
+
+/// The whole probe's time limit.
+pub const BUDGET: Duration = Duration::from_secs(30);
+/// One HTTP call's time limit.
+const CALL: Duration = Duration::from_secs(10);
+const BODY: &[u8] = b"upcommit capability probe";
+const TYPE: &str = "application/octet-stream";
+
+/// A fresh probe prefix under today's tmp partition.
+pub fn probe_prefix() -> String {
+    let today = Utc::now().date_naive();
+    format!(
+        "{TMP_PREFIX}{:04}/{:02}/{:02}/{}/",
+        today.year(),
+        today.month(),
+        today.day(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Runs every probe under a fresh prefix, then removes what it wrote.
+pub async fn run(store: &S3Store, archive_class: &str) -> Findings {
+    let probe = Probe {
+        store,
+        http: match reqwest::Client::builder().timeout(CALL).build() {
+            Ok(c) => c,
+            Err(e) => return all_unknown(&format!("no HTTP client: {e}")),
+        },
+        prefix: probe_prefix(),
+    };
+    let findings = match tokio::time::timeout(BUDGET, probe.everything(archive_class)).await {
+        Ok(f) => f,
+        Err(_) => all_unknown(&format!(
+            "the probe did not finish in {}s",
+            BUDGET.as_secs()
+        )),
+    };
+    if let Err(e) = probe.clean().await {
+        tracing::warn!(prefix = %probe.prefix, error.detail = %e, "probe objects left behind; the tmp expiry rule and the sweep remove them");
+    }
+    findings
+}
+
+fn all_unknown(why: &str) -> Findings {
+    Findings(
+        Capability::ALL
+            .into_iter()
+            .map(|c| (c, Finding::Unknown(why.to_owned())))
+            .collect(),
+    )
+}
+
+struct Probe<'a> {
+    store: &'a S3Store,
+    http: reqwest::Client,
+    prefix: String,
+}
+
+/// How a call the probe made ended: a 2xx, or the status and code of a refusal, or no answer.
+#[derive(Debug)]
+enum Answer {
+    Stored,
+    Refused(u16, String),
+    NoAnswer(String),
+}
+
+impl Answer {
+    /// The finding for a call the capability needs refused with `want` (412, or any 4xx).
+    fn refused_as(self, want: impl Fn(u16) -> bool, stored: &str) -> Finding {
+        match self {
+            Answer::Refused(s, _) if want(s) => Finding::Present,
+            Answer::Stored => Finding::Missing(stored.to_owned()),
+            Answer::Refused(s, code) if s == 501 || code == "NotImplemented" => {
+                Finding::Missing(format!("not implemented ({s} {code})"))
+            }
+            Answer::Refused(s, code) => Finding::Unknown(format!("answered {s} {code}")),
+            Answer::NoAnswer(why) => Finding::Unknown(why),
+        }
+    }
+}
+
+fn sdk_answer<T, E>(r: Result<T, SdkError<E, HttpResponse>>) -> Answer
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match r {
+        Ok(_) => Answer::Stored,
+        Err(SdkError::ServiceError(se)) => Answer::Refused(
+            se.raw().status().as_u16(),
+            se.err().code().unwrap_or("").to_owned(),
+        ),
+        Err(e) => Answer::NoAnswer(format!("{e}")),
+    }
+}
+
+async fn http_answer(r: Result<reqwest::Response, reqwest::Error>) -> Answer {
+    match r {
+        Ok(resp) if resp.status().is_success() => Answer::Stored,
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            let body = resp.text().await.unwrap_or_default();
+            let code = body
+                .split_once("<Code>")
+                .and_then(|(_, rest)| rest.split_once("</Code>"))
+                .map(|(c, _)| c.to_owned())
+                .unwrap_or_default();
+            Answer::Refused(status, code)
+        }
+        Err(e) => Answer::NoAnswer(format!("{e}")),
+    }
+}
+
+const PRECONDITION: fn(u16) -> bool = |s| s == 412;
+const CLIENT_ERROR: fn(u16) -> bool = |s| (400..500).contains(&s) && s != 403;
+
+impl Probe<'_> {
+    fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    async fn everything(&self, archive_class: &str) -> Findings {
+        let mut out = Vec::new();
+        // Every other probe copies or overwrites this object: without it nothing can be told.
+        let seed = self.key("seed");
+        let url = match self.presign_put(&seed, None).await {
+            Ok(u) => u,
+            Err(why) => return all_unknown(&why),
+        };
+        match self.send_put(&url, BODY).await {
+            Answer::Stored => {}
+            other => {
+                return all_unknown(&format!("a probe object could not be written: {other:?}"))
+            }
+        }
+        out.push((
+            Capability::ConditionalPut,
+            self.send_put(&url, BODY).await.refused_as(
+                PRECONDITION,
+                "a second PUT of a URL signed with If-None-Match: * was stored over the first",
+            ),
+        ));
+        out.push((
+            Capability::ConditionalPutIfMatch,
+            self.put_if_match(&seed).await,
+        ));
+        out.push((
+            Capability::ConditionalCopy,
+            self.conditional_copy(&seed).await,
+        ));
+        out.push((
+            Capability::CopySourceIfMatch,
+            self.copy_source_if_match(&seed).await,
+        ));
+        out.push((
+            Capability::ConditionalComplete,
+            self.conditional_complete().await,
+        ));
+        for alg in ChecksumAlgorithm::ALL {
+            out.push((Capability::checksum(alg), self.checksum(alg).await));
+        }
+        let (size, signature) = self.post_forms().await;
+        out.push((Capability::PostSizeRange, size));
+        out.push((Capability::PostSignature, signature));
+        out.push((Capability::Versioning, self.versioning(&seed).await));
+        out.push((
+            Capability::StorageClass,
+            self.storage_class(archive_class).await,
+        ));
+        out.push((Capability::ObjectTags, self.tags().await));
+        out.push((Capability::EncryptionConfig, self.encryption().await));
+        Findings(out)
+    }
+
+    async fn presign_put(
+        &self,
+        key: &str,
+        checksum: Option<&Checksum>,
+    ) -> Result<PresignedPut, String> {
+        let now = Utc::now();
+        self.store
+            .presign_put(&PresignInput {
+                key,
+                content_type: TYPE,
+                size: BODY.len() as u64,
+                now,
+                expires_at: now + chrono::Duration::minutes(5),
+                checksum,
+            })
+            .await
+            .map_err(|e| format!("presigning a probe URL: {e}"))
+    }
+
+    async fn send_put(&self, url: &PresignedPut, body: &[u8]) -> Answer {
+        let mut req = self.http.put(&url.url).body(body.to_vec());
+        for (k, v) in &url.headers {
+            req = req.header(k, v);
+        }
+        http_answer(req.send().await).await
+    }
+
+    async fn put_if_match(&self, seed: &str) -> Finding {
+        let r = self
+            .store
+            .client()
+            .put_object()
+            .bucket(self.store.bucket())
+            .key(seed)
+            .if_match("\"00000000000000000000000000000000\"")
+            .body(BODY.to_vec().into())
+            .send()
+            .await;
+        sdk_answer(r).refused_as(
+            PRECONDITION,
+            "a PUT with If-Match naming another ETag was stored",
+        )
+    }
+
+    async fn copy(
+        &self,
+        src: &str,
+        dst: &str,
+    ) -> aws_sdk_s3::operation::copy_object::builders::CopyObjectFluentBuilder {
+        self.store
+            .client()
+            .copy_object()
+            .bucket(self.store.bucket())
+            .key(dst)
+            .copy_source(format!(
+                "{}/{}",
+                self.store.bucket(),
+                crate::signing::uri_encode(src, true)
+            ))
+    }
+
+    async fn conditional_copy(&self, seed: &str) -> Finding {
+        let dst = self.key("copy-target");
+        if let Answer::NoAnswer(why) | Answer::Refused(_, why) = sdk_answer(
+            self.store
+                .client()
+                .put_object()
+                .bucket(self.store.bucket())
+                .key(&dst)
+                .body(BODY.to_vec().into())
+                .send()
+                .await,
+        ) {
+            return Finding::Unknown(format!("writing the copy target: {why}"));
+        }
+        let r = self.copy(seed, &dst).await.if_none_match("*").send().await;
+        sdk_answer(r).refused_as(
+            PRECONDITION,
+            "CopyObject with If-None-Match: * overwrote the object at its destination",
+        )
+    }
+
+    async fn copy_source_if_match(&self, seed: &str) -> Finding {
+        let r = self
+            .copy(seed, &self.key("copy-guarded"))
+            .await
+            .copy_source_if_match("\"00000000000000000000000000000000\"")
+            .send()
+            .await;
+        sdk_answer(r).refused_as(
+            PRECONDITION,
+            "CopyObject copied a source whose ETag is not the one x-amz-copy-source-if-match named",
+        )
+    }
+
+    async fn conditional_complete(&self) -> Finding {
+        // The copy target exists (written by the conditional copy probe, or now).
+        let dst = self.key("copy-target");
+        let _ = self
+            .store
+            .client()
+            .put_object()
+            .bucket(self.store.bucket())
+            .key(&dst)
+            .body(BODY.to_vec().into())
+            .send()
+            .await;
+        let id = match self
+            .store
+            .create_multipart(&NewMultipart {
+                key: &dst,
+                content_type: TYPE,
+                metadata: &[],
+                checksum: None,
+                storage_class: None,
+                tagging: None,
+            })
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => return Finding::Unknown(format!("CreateMultipartUpload: {e}")),
+        };
+        let finding = async {
+            let now = Utc::now();
+            let url = self
+                .store
+                .presign_part(&PartInput {
+                    key: &dst,
+                    multipart_id: &id,
+                    part_number: 1,
+                    size: BODY.len() as u64,
+                    now,
+                    expires_at: now + chrono::Duration::minutes(5),
+                    checksum: None,
+                })
+                .await
+                .map_err(|e| format!("presigning a part: {e}"))?;
+            let mut req = self.http.put(&url.url).body(BODY.to_vec());
+            for (k, v) in &url.headers {
+                req = req.header(k, v);
+            }
+            let resp = req.send().await.map_err(|e| format!("uploading a part: {e}"))?;
+            let etag = resp
+                .headers()
+                .get("etag")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .ok_or_else(|| format!("the part upload answered {} with no ETag", resp.status()))?;
+            Ok::<_, String>(
+                match self
+                    .store
+                    .complete_multipart(&dst, &id, &[(1, etag)], None, true)
+                    .await
+                {
+                    Err(super::StoreError::PreconditionFailed) => Finding::Present,
+                    Ok(()) => Finding::Missing(
+                        "CompleteMultipartUpload with If-None-Match: * overwrote the object at its key".into(),
+                    ),
+                    Err(e) => Finding::Unknown(format!("CompleteMultipartUpload: {e}")),
+                },
+            )
+        }
+        .await
+        .unwrap_or_else(Finding::Unknown);
+        let _ = self.store.abort_multipart(&dst, &id).await;
+        finding
+    }
+
+    async fn checksum(&self, alg: ChecksumAlgorithm) -> Finding {
+        let right = Checksum::of(alg, BODY);
+        let wrong = Checksum::of(alg, b"not the bytes sent");
+        let key = self.key(&format!("checksum-{}", alg.as_str().to_ascii_lowercase()));
+        let url = match self.presign_put(&key, Some(&wrong)).await {
+            Ok(u) => u,
+            Err(why) => return Finding::Unknown(why),
+        };
+        let refused = self.send_put(&url, BODY).await.refused_as(
+            CLIENT_ERROR,
+            &format!(
+                "bytes whose {} checksum differs from the signed header were stored",
+                alg.as_str()
+            ),
+        );
+        if refused != Finding::Present {
+            return refused;
+        }
+        let url = match self.presign_put(&key, Some(&right)).await {
+            Ok(u) => u,
+            Err(why) => return Finding::Unknown(why),
+        };
+        match self.send_put(&url, BODY).await {
+            Answer::Stored => {}
+            other => {
+                return Finding::Missing(format!(
+                    "bytes with the right {} checksum were refused: {other:?}",
+                    alg.as_str()
+                ))
+            }
+        }
+        match self.store.head(&key).await {
+            Ok(Some(h)) if h.checksum.as_ref() == Some(&right) => Finding::Present,
+            Ok(Some(h)) => Finding::Missing(format!(
+                "HEAD does not return the stored {} checksum (it returned {:?})",
+                alg.as_str(),
+                h.checksum.map(|c| c.value)
+            )),
+            Ok(None) => Finding::Unknown("the object just stored is not there".into()),
+            Err(e) => Finding::Unknown(format!("HEAD: {e}")),
+        }
+    }
+
+    async fn form(&self, name: &str) -> Result<PostForm, String> {
+        let now = Utc::now();
+        self.store
+            .presign_post(&PresignInput {
+                key: &self.key(name),
+                content_type: TYPE,
+                size: BODY.len() as u64,
+                now,
+                expires_at: now + chrono::Duration::minutes(5),
+                checksum: None,
+            })
+            .await
+            .map_err(|e| format!("signing a probe form: {e}"))
+    }
+
+    async fn send_form(&self, form: &PostForm, body: &[u8]) -> Answer {
+        let mut multipart = reqwest::multipart::Form::new();
+        for (k, v) in &form.fields {
+            multipart = multipart.text(k.clone(), v.clone());
+        }
+        multipart = multipart.part(
+            "file",
+            reqwest::multipart::Part::bytes(body.to_vec()).file_name("probe"),
+        );
+        http_answer(self.http.post(&form.url).multipart(multipart).send().await).await
+    }
+
+    /// `(post_size_range, post_signature)`.
+    async fn post_forms(&self) -> (Finding, Finding) {
+        let both = |why: String| (Finding::Unknown(why.clone()), Finding::Unknown(why));
+        // A form as signed, with the bytes it was signed for, must work first.
+        let ok = match self.form("post-ok").await {
+            Ok(f) => f,
+            Err(why) => return both(why),
+        };
+        match self.send_form(&ok, BODY).await {
+            Answer::Stored => {}
+            other => return both(format!("a form as signed was refused: {other:?}")),
+        }
+        let size = match self.form("post-size").await {
+            Ok(f) => {
+                let mut more = BODY.to_vec();
+                more.extend_from_slice(BODY);
+                self.send_form(&f, &more).await.refused_as(
+                    CLIENT_ERROR,
+                    "a form bound to one size stored a body of twice that size",
+                )
+            }
+            Err(why) => Finding::Unknown(why),
+        };
+        let signature = match self.form("post-signature").await {
+            Ok(mut f) => match widen_policy(&mut f) {
+                // The same bytes pass the signed policy and the altered one: only the
+                // signature can refuse them.
+                Some(()) => self.send_form(&f, BODY).await.refused_as(
+                    |s| s == 403 || s == 400,
+                    "a form whose policy was altered after signing was stored",
+                ),
+                None => Finding::Unknown("the form has no policy to alter".into()),
+            },
+            Err(why) => Finding::Unknown(why),
+        };
+        (size, signature)
+    }
+
+    async fn versioning(&self, seed: &str) -> Finding {
+        let status = match self
+            .store
+            .client()
+            .get_bucket_versioning()
+            .bucket(self.store.bucket())
+            .send()
+            .await
+        {
+            Ok(out) => out.status().map(|s| s.as_str().to_owned()),
+            Err(e) => {
+                return sdk_answer::<(), _>(Err(e)).refused_as(|_| false, "");
+            }
+        };
+        let version = self
+            .store
+            .head(seed)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|h| h.version_id);
+        match (status.as_deref(), version.as_deref()) {
+            (Some("Enabled"), Some(v)) if v != "null" => Finding::Present,
+            (Some("Enabled"), _) => {
+                Finding::Missing("versioning is Enabled but HEAD returns no version id".into())
+            }
+            (Some(s), _) => Finding::Missing(format!("versioning is {s}")),
+            (None, _) => Finding::Missing("versioning was never enabled".into()),
+        }
+    }
+
+    async fn storage_class(&self, class: &str) -> Finding {
+        let key = self.key("storage-class");
+        let r = self
+            .store
+            .client()
+            .put_object()
+            .bucket(self.store.bucket())
+            .key(&key)
+            .storage_class(class.into())
+            .body(BODY.to_vec().into())
+            .send()
+            .await;
+        match sdk_answer(r) {
+            Answer::Stored => {}
+            Answer::Refused(s, code) => {
+                return Finding::Missing(format!("a PUT in {class} was refused ({s} {code})"))
+            }
+            Answer::NoAnswer(why) => return Finding::Unknown(why),
+        }
+        match self.store.head(&key).await {
+            Ok(Some(h)) if h.storage_class.as_deref() == Some(class) => Finding::Present,
+            Ok(Some(h)) => Finding::Missing(format!(
+                "a PUT in {class} was stored, and HEAD reports {}",
+                h.storage_class.as_deref().unwrap_or("STANDARD")
+            )),
+            Ok(None) => Finding::Unknown("the object just stored is not there".into()),
+            Err(e) => Finding::Unknown(format!("HEAD: {e}")),
+        }
+    }
+
+    async fn tags(&self) -> Finding {
+        let key = self.key("tags");
+        let r = self
+            .store
+            .client()
+            .put_object()
+            .bucket(self.store.bucket())
+            .key(&key)
+            .tagging("upcommit-probe=1")
+            .body(BODY.to_vec().into())
+            .send()
+            .await;
+        match sdk_answer(r) {
+            Answer::Stored => {}
+            Answer::Refused(s, code) => {
+                return Finding::Missing(format!("a PUT with tags was refused ({s} {code})"))
+            }
+            Answer::NoAnswer(why) => return Finding::Unknown(why),
+        }
+        match self
+            .store
+            .client()
+            .get_object_tagging()
+            .bucket(self.store.bucket())
+            .key(&key)
+            .send()
+            .await
+        {
+            Ok(out)
+                if out
+                    .tag_set()
+                    .iter()
+                    .any(|t| t.key() == "upcommit-probe" && t.value() == "1") =>
+            {
+                Finding::Present
+            }
+            Ok(_) => Finding::Missing("tags written with the object are not read back".into()),
+            Err(e) => sdk_answer::<(), _>(Err(e)).refused_as(|_| false, ""),
+        }
+    }
+
+    async fn encryption(&self) -> Finding {
+        match self
+            .store
+            .client()
+            .get_bucket_encryption()
+            .bucket(self.store.bucket())
+            .send()
+            .await
+        {
+            Ok(_) => Finding::Present,
+            Err(e) => match sdk_answer::<(), _>(Err(e)) {
+                // Implemented, with nothing configured: the encryption check says so.
+                Answer::Refused(404, _) => Finding::Present,
+                Answer::Refused(_, code)
+                    if code == "ServerSideEncryptionConfigurationNotFoundError" =>
+                {
+                    Finding::Present
+                }
+                other => other.refused_as(|_| false, ""),
+            },
+        }
+    }
+
+    /// Removes every version and multipart upload under the probe prefix.
+    async fn clean(&self) -> Result<(), super::StoreError> {
+        for (key, id) in self.store.list_multipart_uploads(&self.prefix).await? {
+            self.store.abort_multipart(&key, &id).await?;
+        }
+        let mut from = None;
+        let mut all = Vec::new();
+        loop {
+            let page = self.store.list_versions(&self.prefix, from.take()).await?;
+            all.extend(page.versions.into_iter().map(|v| (v.key, v.version_id)));
+            match page.next {
+                Some(next) => from = Some(next),
+                None => break,
+            }
+        }
+        for batch in all.chunks(super::DELETE_BATCH) {
+            let failed = self.store.delete_versions(batch).await?;
+            if let Some(f) = failed.first() {
+                return Err(super::StoreError::Other(format!(
+                    "{} not deleted: {f:?}",
+                    failed.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Alters a signed form's policy so that the same body still meets it: the size range is
+/// widened. Only a store that checks the signature over the policy can tell.
+fn widen_policy(form: &mut PostForm) -> Option<()> {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let (_, value) = form.fields.iter_mut().find(|(k, _)| k == "policy")?;
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&engine.decode(value.as_bytes()).ok()?).ok()?;
+    for c in doc.get_mut("conditions")?.as_array_mut()? {
+        if c.get(0).and_then(|v| v.as_str()) == Some("content-length-range") {
+            *c = serde_json::json!(["content-length-range", 1, 1_000_000]);
+        }
+    }
+    *value = engine.encode(doc.to_string());
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_probe_prefix_is_a_tmp_partition_key_of_a_fresh_id() {
+        let a = probe_prefix();
+        let b = probe_prefix();
+        assert_ne!(a, b);
+        let day = crate::domain::sweep::partition_day(&a[..TMP_PREFIX.len() + 11]);
+        assert!(day.is_some(), "{a}");
+        let id = a[TMP_PREFIX.len() + 11..].trim_end_matches('/');
+        assert_eq!(id.len(), 32, "{a}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{a}");
+        // A probe object is a tmp key the sweep recognizes (and, unrecorded, removes).
+        assert!(
+            crate::domain::keys::TmpKey::parse(&format!("{a}seed")).is_some(),
+            "{a}"
+        );
+    }
+
+    #[test]
+    fn widening_keeps_every_condition_but_the_size() {
+        use base64::Engine as _;
+        let engine = base64::engine::general_purpose::STANDARD;
+        let policy = serde_json::json!({"expiration": "x", "conditions": [
+            {"bucket": "b"}, ["eq", "$key", "k"], ["content-length-range", 4, 4]]});
+        let mut form = PostForm {
+            url: "http://s3/b".into(),
+            fields: vec![("policy".into(), engine.encode(policy.to_string()))],
+        };
+        widen_policy(&mut form).expect("widened");
+        let got: serde_json::Value =
+            serde_json::from_slice(&engine.decode(&form.fields[0].1).unwrap()).unwrap();
+        assert_eq!(
+            got["conditions"],
+            serde_json::json!([{"bucket": "b"}, ["eq", "$key", "k"], ["content-length-range", 1, 1_000_000]])
+        );
+    }
+}
