@@ -13,6 +13,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
+use crate::domain::capabilities::Capability;
 use crate::catalog::{Catalog, CatalogError, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
@@ -333,6 +334,7 @@ async fn archive(
         key_retired: false,
     };
     let mut after = String::new();
+    let mut keeps_classes: Option<bool> = None;
     loop {
         // The previous page's items go to the report now: a run holds one page of them.
         items.flush(catalog).await?;
@@ -353,7 +355,28 @@ async fn archive(
                 items.push(item("blocked", &h, "an available handle shares its key"));
                 continue;
             }
+            // A store that keeps no storage classes or tags (Garage: the probe's
+            // `storage_class`, `object_tags`) archives in the catalog only: the object is not
+            // rewritten, as for a small one (docs/stores.md). Asked once per run, when there is
+            // something to archive, so a store that gained the capability is used at once.
+            let classes = match keeps_classes {
+                Some(k) => k,
+                None => {
+                    let found = store.probe(class).await;
+                    let k = found.has(Capability::StorageClass) && found.has(Capability::ObjectTags);
+                    if !k {
+                        tracing::warn!(class, "the store keeps no storage classes or tags: archival records files as archived without rewriting their objects");
+                    }
+                    *keeps_classes.insert(k)
+                }
+            };
             let small = u64::try_from(h.size).unwrap_or(0) < settings.jobs.archive_min_bytes;
+            let kept_reason = if small {
+                "kept in its class (small)"
+            } else {
+                "kept in its class (the store has no storage classes)"
+            };
+            let small = small || !classes;
             let current = catalog.storage_class_of(&h.id).await?;
             let already = current.as_deref() == Some(class);
             if dry_run {
@@ -361,11 +384,7 @@ async fn archive(
                 items.push(item(
                     "would_archive",
                     &h,
-                    if small {
-                        "kept in its class (small)"
-                    } else {
-                        class
-                    },
+                    if small { kept_reason } else { class },
                 ));
                 continue;
             }
