@@ -58,6 +58,7 @@ export DATABASE_URL="sqlite://$work/upcommit.db"
 export UPCOMMIT_LISTEN="127.0.0.1:$port"
 export UPCOMMIT_CORS_ORIGINS="http://$UPCOMMIT_LISTEN"
 export UPCOMMIT_DEMO=true UPCOMMIT_DEMO_MINT_TOKENS=true
+export UPCOMMIT_ACCEPT_STORE_GAPS="$LOCALSTACK_GAPS"
 export RUST_LOG="${RUST_LOG:-warn}"
 mkdir -p "$work/clone/data" "$work/clone/target/debug"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/clone/data/dev-jwt-secret"

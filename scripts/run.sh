@@ -15,6 +15,8 @@ export UPCOMMIT_S3_ENDPOINT="${UPCOMMIT_S3_ENDPOINT:-http://$LOCALSTACK_ADDR}"
 export DATABASE_URL="${DATABASE_URL:-sqlite://data/upcommit.db}"
 export UPCOMMIT_LISTEN="${UPCOMMIT_LISTEN:-127.0.0.1:8080}"
 export UPCOMMIT_CORS_ORIGINS="${UPCOMMIT_CORS_ORIGINS:-http://$UPCOMMIT_LISTEN}"
+# LocalStack does not verify POST signatures: the one store gap this dev setup accepts.
+export UPCOMMIT_ACCEPT_STORE_GAPS="${UPCOMMIT_ACCEPT_STORE_GAPS-$LOCALSTACK_GAPS}"
 # The browser upload page, with dev-mode token minting: this is a development setup only.
 export UPCOMMIT_DEMO="${UPCOMMIT_DEMO:-true}"
 export UPCOMMIT_DEMO_MINT_TOKENS="${UPCOMMIT_DEMO_MINT_TOKENS:-true}"

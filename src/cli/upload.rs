@@ -665,9 +665,15 @@ async fn put_whole(
         .as_deref()
         .ok_or_else(|| upload_failed("PUT", "the service sent no URL"))?;
     let mut headers = p.headers.clone().unwrap_or_default();
-    headers
-        .entry("content-type".into())
-        .or_insert_with(|| content_type.to_owned());
+    // The service names it `Content-Type`: a second, lower-case entry would send the header
+    // twice, which a store signs as "a,a" (Garage and S3 refuse that signature; LocalStack
+    // did not).
+    if !headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("content-type"))
+    {
+        headers.insert("content-type".into(), content_type.to_owned());
+    }
     put_range(http, url, &headers, file, 0, size, bar)
         .await
         .map(|_| ())

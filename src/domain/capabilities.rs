@@ -30,6 +30,7 @@ pub enum Capability {
     ChecksumSha256,
     ChecksumCrc32c,
     ChecksumCrc64nvme,
+    MultipartChecksum,
     PostSizeRange,
     PostSignature,
     Versioning,
@@ -39,7 +40,7 @@ pub enum Capability {
 }
 
 impl Capability {
-    pub const ALL: [Capability; 14] = [
+    pub const ALL: [Capability; 15] = [
         Capability::ConditionalPut,
         Capability::ConditionalPutIfMatch,
         Capability::ConditionalCopy,
@@ -48,6 +49,7 @@ impl Capability {
         Capability::ChecksumSha256,
         Capability::ChecksumCrc32c,
         Capability::ChecksumCrc64nvme,
+        Capability::MultipartChecksum,
         Capability::PostSizeRange,
         Capability::PostSignature,
         Capability::Versioning,
@@ -66,6 +68,7 @@ impl Capability {
             Capability::ChecksumSha256 => "checksum_sha256",
             Capability::ChecksumCrc32c => "checksum_crc32c",
             Capability::ChecksumCrc64nvme => "checksum_crc64nvme",
+            Capability::MultipartChecksum => "multipart_checksum",
             Capability::PostSizeRange => "post_size_range",
             Capability::PostSignature => "post_signature",
             Capability::Versioning => "versioning",
@@ -100,6 +103,7 @@ impl Capability {
             Capability::ChecksumSha256 => "PutObject with a wrong x-amz-checksum-sha256 is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc32c => "PutObject with a wrong x-amz-checksum-crc32c is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc64nvme => "PutObject with a wrong x-amz-checksum-crc64nvme is refused, a right one is returned on HEAD",
+            Capability::MultipartChecksum => "a multipart upload created with a full-object CRC64NVME keeps that checksum of the whole object, returned on HEAD",
             Capability::PostSizeRange => "a POST form's body outside the policy's content-length-range is refused",
             Capability::PostSignature => "a POST form whose policy was altered after signing is refused",
             Capability::Versioning => "the bucket keeps versions (versioning Enabled, HEAD returns a version id)",
@@ -120,6 +124,7 @@ impl Capability {
             Capability::ChecksumSha256 => "an upload declaring a SHA256 checksum is stored only with those bytes",
             Capability::ChecksumCrc32c => "an upload declaring a CRC32C checksum is stored only with those bytes",
             Capability::ChecksumCrc64nvme => "an upload declaring a CRC64NVME checksum is stored only with those bytes",
+            Capability::MultipartChecksum => "a multipart upload declaring the whole file's checksum commits only with those bytes",
             Capability::PostSizeRange => "a browser POST form stores at most the size declared and charged",
             Capability::PostSignature => "a POST form writes only the key, type and size upcommit signed it for",
             Capability::Versioning => "a commit copies one exact version; deletions remove every version; an overwritten object stays recoverable until the lifecycle expires it",
@@ -141,6 +146,7 @@ impl Capability {
             Capability::ChecksumSha256 => "fallback: presign refuses SHA256 checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
             Capability::ChecksumCrc32c => "fallback: presign refuses CRC32C checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
             Capability::ChecksumCrc64nvme => "fallback: presign refuses CRC64NVME checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
+            Capability::MultipartChecksum => "fallback: presign refuses a checksum on multipart uploads (400 checksum_algorithm_unavailable); large files upload without one, or in one request with one",
             Capability::PostSizeRange => "fallback: presign refuses POST forms (400 post_upload_unavailable); clients use PUT URLs, whose signed Content-Length binds the size",
             Capability::PostSignature => "weakened, and outside upcommit's reach: anyone who reaches the store's endpoint can write any key with a form of their own, live assets included; put the store behind a proxy that admits only upcommit's forms, or keep it off public networks",
             Capability::Versioning => "unversioned semantics: copies are guarded by the ETag alone, the validation hook reads the key's current bytes, a deletion removes the object for good, and no noncurrent-version lifecycle rule is needed",
@@ -394,6 +400,7 @@ mod tests {
                 "checksum_sha256",
                 "checksum_crc32c",
                 "checksum_crc64nvme",
+                "multipart_checksum",
                 "post_size_range",
                 "post_signature",
                 "versioning",

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use crate::domain::capabilities::Capability;
 use crate::catalog::{Catalog, CatalogError, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
+use crate::domain::capabilities::Capability;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::records::{FileHandle, HandleStatus};
 use crate::services::jobs::{self, Begin};
@@ -363,7 +363,8 @@ async fn archive(
                 Some(k) => k,
                 None => {
                     let found = store.probe(class).await;
-                    let k = found.has(Capability::StorageClass) && found.has(Capability::ObjectTags);
+                    let k =
+                        found.has(Capability::StorageClass) && found.has(Capability::ObjectTags);
                     if !k {
                         tracing::warn!(class, "the store keeps no storage classes or tags: archival records files as archived without rewriting their objects");
                     }

@@ -94,6 +94,11 @@ pub async fn presign(
         if !state.store_verdict.has(needs) {
             return Err(AppError::StoreLacks(needs));
         }
+        if method == UploadMethod::Multipart
+            && !state.store_verdict.has(Capability::MultipartChecksum)
+        {
+            return Err(AppError::StoreLacks(Capability::MultipartChecksum));
+        }
     }
     if method == UploadMethod::Post && !state.store_verdict.has(Capability::PostSizeRange) {
         return Err(AppError::StoreLacks(Capability::PostSizeRange));

@@ -53,7 +53,8 @@ where
                 (Some(412), _) | (_, "PreconditionFailed") => StoreError::PreconditionFailed,
                 (_, "InvalidPart" | "InvalidPartOrder") => StoreError::InvalidPart,
                 (Some(416), _) | (_, "InvalidRange") => StoreError::RangeNotSatisfiable,
-                (_, "BadDigest") => StoreError::ChecksumMismatch(describe(&err)),
+                // Garage answers a checksum that does not match the bytes with InvalidDigest.
+                (_, "BadDigest" | "InvalidDigest") => StoreError::ChecksumMismatch(describe(&err)),
                 (Some(400), "InvalidRequest")
                     if se.err().message().is_some_and(|m| m.contains("hecksum")) =>
                 {

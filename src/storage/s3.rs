@@ -29,6 +29,9 @@ use crate::signing::{uri_encode, S3Location, SigningCredentials};
 
 pub struct S3Store {
     client: Client,
+    /// The same client without the timing interceptor: the capability probe's calls are a
+    /// self-test, not the service's traffic, and stay out of `/metrics`.
+    quiet: Client,
     bucket: String,
     region: String,
     location: S3Location,
@@ -72,9 +75,6 @@ impl S3Store {
             .credentials_provider()
             .ok_or_else(|| StoreError::Other("no AWS credentials found (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile, or instance role)".into()))?;
         let mut config = aws_sdk_s3::config::Builder::from(&sdk);
-        if let Some(metrics) = metrics {
-            config = config.interceptor(super::observe::TimingInterceptor::new(metrics));
-        }
         let location = match &settings.endpoint {
             Some(endpoint) => {
                 config = config.endpoint_url(endpoint).force_path_style(true);
@@ -83,8 +83,13 @@ impl S3Store {
             }
             None => S3Location::virtual_hosted(&settings.bucket, &settings.region),
         };
+        let quiet = Client::from_conf(config.clone().build());
+        if let Some(metrics) = metrics {
+            config = config.interceptor(super::observe::TimingInterceptor::new(metrics));
+        }
         Ok(Self {
             client: Client::from_conf(config.build()),
+            quiet,
             bucket: settings.bucket.clone(),
             region: settings.region.clone(),
             location,
@@ -465,7 +470,16 @@ impl ObjectStore for S3Store {
     }
 
     async fn probe(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
-        super::probe::run(self, archive_class).await
+        let quiet = S3Store {
+            client: self.quiet.clone(),
+            quiet: self.quiet.clone(),
+            bucket: self.bucket.clone(),
+            region: self.region.clone(),
+            location: self.location.clone(),
+            credentials: self.credentials.clone(),
+            copy: self.copy,
+        };
+        super::probe::run(&quiet, archive_class).await
     }
 
     async fn bucket_view(&self) -> BucketView {

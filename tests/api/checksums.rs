@@ -120,20 +120,20 @@ async fn a_put_url_with_a_checksum_stores_only_the_declared_bytes() {
         400,
         "other bytes: BadDigest"
     );
-    assert_eq!(
+    crate::helpers::assert_refused(
         put(other.clone(), Some("x-amz-checksum-sha256"), None).await,
         403,
-        "the signed checksum header left out"
+        "the signed checksum header left out",
     );
-    assert_eq!(
+    crate::helpers::assert_refused(
         put(
             other.clone(),
             None,
-            Some(("x-amz-checksum-sha256", sha256(&other).value))
+            Some(("x-amz-checksum-sha256", sha256(&other).value)),
         )
         .await,
         403,
-        "the header changed to match other bytes"
+        "the header changed to match other bytes",
     );
     assert_eq!(app.version_sizes(&p.key).await, vec![], "nothing stored");
 
@@ -216,10 +216,10 @@ async fn a_post_form_with_a_checksum_stores_only_the_declared_bytes() {
     let other = other_media("image/png", 3000);
     let mut changed = fields.clone();
     changed.insert("x-amz-checksum-sha256".into(), sha256(&other).value);
-    assert_eq!(
+    crate::helpers::assert_refused(
         post(other.clone(), changed).await,
         403,
-        "field changed: the policy refuses"
+        "field changed: the policy refuses",
     );
     // LocalStack 4.14.0 checks the form's checksum field against the bytes (measured: 400);
     // S3 does too.
@@ -310,6 +310,12 @@ async fn an_undeclared_upload_records_a_crc64nvme_s3_computed() {
     let (_, handle) = app
         .upload_and_commit(&token, "image", "image/png", 1234)
         .await;
+    if crate::helpers::store_kind() == "garage" {
+        // Measured on Garage 2.5.0: CopyObject computes no checksum, so a handle records one
+        // only where the upload declared it (docs/api.md: "may carry"; docs/stores.md).
+        assert_eq!(handle["checksum"], Value::Null, "{handle}");
+        return;
+    }
     assert_eq!(handle["checksum"], body(&crc64(&media("image/png", 1234))));
 
     let p = app
@@ -388,15 +394,7 @@ async fn an_object_arriving_at_the_final_key_during_a_copy_in_parts_is_kept() {
 
 /// Every version under the final prefixes.
 async fn final_versions(app: &TestApp) -> usize {
-    let v = app
-        .s3
-        .list_object_versions()
-        .bucket(&app.bucket)
-        .prefix("media/")
-        .send()
-        .await
-        .expect("versions");
-    v.versions().len() + v.delete_markers().len()
+    app.versions_under("media/").await
 }
 
 /// A commit whose copy happened but whose answer was lost leaves a copy at the final key; if
@@ -802,6 +800,15 @@ async fn a_completion_refused_for_its_whole_checksum_can_be_completed_with_the_r
         done.text().await.unwrap_or_default()
     );
     let commit = app.commit(&token, &key, None).await;
+    if crate::helpers::store_kind() == "garage" {
+        // Measured on Garage 2.5.0: after a completion refused for its whole checksum, the
+        // parts sent again complete, but the object does not carry the whole's checksum; the
+        // commit refuses it rather than record bytes it cannot verify (docs/stores.md).
+        let (status, code) = error_code(commit).await;
+        assert_eq!((status, code.as_str()), (422, "checksum_mismatch"));
+        assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+        return;
+    }
     assert_eq!(commit.status(), 201);
     let handle: Value = commit.json().await.expect("handle");
     assert_eq!(handle["checksum"], body(&crc64(&bytes)));

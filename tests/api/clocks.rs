@@ -148,15 +148,6 @@ async fn a_commit_slower_than_its_lease_keeps_it() {
         200,
         "the retry waited and answers A's handle"
     );
-    let copies = app
-        .s3
-        .list_object_versions()
-        .bucket(&app.bucket)
-        .prefix("media/")
-        .send()
-        .await
-        .expect("versions")
-        .versions()
-        .len();
+    let copies = app.versions_under("media/").await;
     assert_eq!(copies, 1, "one copy at the final key");
 }

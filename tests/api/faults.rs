@@ -384,6 +384,17 @@ async fn bytes_replaced_after_validation_are_never_promoted() {
     evil.resize(900, b' ');
     *faults.replace_before_copy.lock().expect("lock") = Some(evil);
 
+    if crate::helpers::gap_accepted("versioning") {
+        // Unversioned (Garage): no validated version to name; the ETag guard refuses the
+        // replaced bytes and nothing reaches the final key (docs/stores.md).
+        let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+        assert_eq!((status, code.as_str()), (409, "object_changed"));
+        assert!(
+            !app.object_exists(&format!("media/images/{}/clip.bin", p.upload_id))
+                .await
+        );
+        return;
+    }
     // The copy is of the version validated (the bucket is versioned), not of the bytes now
     // current.
     assert_eq!(app.commit(&token, &p.key, None).await.status(), 201);

@@ -72,13 +72,20 @@ async fn part_urls(app: &TestApp, token: &str, id: &str, numbers: Value) -> reqw
 
 /// PUTs one part to its presigned URL; returns the status and the ETag.
 async fn put_part(app: &TestApp, url: &Value, body: Vec<u8>) -> (u16, Option<String>) {
-    let resp = app
+    let resp = match app
         .http
         .put(url["url"].as_str().expect("url"))
         .body(body)
         .send()
         .await
-        .expect("part PUT");
+    {
+        Ok(resp) => resp,
+        // A store that refuses by closing the connection mid-body (Garage).
+        Err(e) if e.is_request() && crate::helpers::store_kind() != "localstack" => {
+            return (crate::helpers::CUT, None)
+        }
+        Err(e) => panic!("part PUT: {e}"),
+    };
     let etag = resp
         .headers()
         .get("etag")
@@ -335,7 +342,7 @@ async fn a_part_longer_than_signed_is_refused_by_s3() {
     let mut longer = s.part(1);
     longer.push(0);
     let (status, _) = put_part(&app, url, longer).await;
-    assert_eq!(status, 403, "the signature binds Content-Length");
+    crate::helpers::assert_refused(status, 403, "the signature binds Content-Length");
     let listed: Value = app
         .get(&format!("/v1/uploads/{}/parts", s.id()), Some(&token))
         .await

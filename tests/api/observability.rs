@@ -103,8 +103,18 @@ async fn metrics_count_what_happened() {
             ),
         )
     };
-    assert_eq!(s3("HeadObject", "ok"), None, "{text}");
-    assert_eq!(s3("HeadObject", "error"), None, "{text}");
+    if crate::helpers::gap_accepted("conditional_copy") {
+        // The fallback where CopyObject ignores If-None-Match (Garage): one read of the final
+        // key (absent: 404) right before the copy.
+        assert_eq!(
+            s3("HeadObject", "ok").unwrap_or(0.0) + s3("HeadObject", "error").unwrap_or(0.0),
+            1.0,
+            "{text}"
+        );
+    } else {
+        assert_eq!(s3("HeadObject", "ok"), None, "{text}");
+        assert_eq!(s3("HeadObject", "error"), None, "{text}");
+    }
     assert_eq!(s3("GetObject", "ok"), Some(1.0));
     assert_eq!(s3("CopyObject", "ok"), Some(1.0));
     assert_eq!(

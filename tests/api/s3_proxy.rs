@@ -120,6 +120,8 @@ async fn slow_down_is_retried_with_backoff() {
     let (app, plan) = spawn_behind_proxy().await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "image", "image/png", 900, "PUT").await;
+    // Count the commit's copies only (the start's capability probe copies too).
+    plan.copies.store(0, Ordering::SeqCst);
     plan.slowdowns.store(2, Ordering::SeqCst);
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201, "the third attempt succeeds");
@@ -136,6 +138,7 @@ async fn slow_down_to_exhaustion_answers_503_and_changes_nothing() {
     let (app, plan) = spawn_behind_proxy().await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "image", "image/png", 900, "PUT").await;
+    plan.copies.store(0, Ordering::SeqCst);
     plan.slowdowns.store(100, Ordering::SeqCst);
     let resp = app.commit(&token, &p.key, None).await;
     assert!(resp.headers().contains_key("retry-after"));
