@@ -298,6 +298,7 @@ stop_garage() {
   kill "$STARTED_GARAGE_PID" 2>/dev/null || true
   wait "$STARTED_GARAGE_PID" 2>/dev/null || true
   rm -rf "$GARAGE_DIR"
+  STARTED_GARAGE_PID=""
 }
 
 stop_localstack() {

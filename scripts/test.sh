@@ -4,7 +4,8 @@
 # validation on) on SQLite and then on PostgreSQL, the browser test of the demo page
 # (Playwright driving Debian's chromium), the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
-# status-coverage check. Installs and starts what it needs from nothing: LocalStack, checkov and
+# status-coverage check, and the store-facing integration suite on Garage 2.5.0 (a second S3
+# implementation). Installs and starts what it needs from nothing: LocalStack, Garage, checkov and
 # schemathesis, PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
 # throwaway PostgreSQL cluster; stops what it started.
 set -euo pipefail
@@ -12,6 +13,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 cleanup() {
+  stop_garage
   stop_postgres
   stop_localstack
 }
@@ -61,6 +63,7 @@ export UPCOMMIT_TEST_OTLP_PYTHON="$OTEL_VENV/bin/python"
 ensure_webhook_receiver_installed
 export UPCOMMIT_TEST_WEBHOOK_PYTHON="$WEBHOOK_VENV/bin/python"
 export UPCOMMIT_TEST_S3_ENDPOINT="http://$LOCALSTACK_ADDR"
+export UPCOMMIT_TEST_ACCEPT_STORE_GAPS="$LOCALSTACK_GAPS"
 export UPCOMMIT_TEST_PG_URL="$PG_URL"
 
 # Every test server leaves the (method, route, status) triples it answered here; the last step
@@ -83,6 +86,37 @@ bash scripts/readme_walkthrough.sh
 
 log "integration tests on PostgreSQL"
 UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api
+
+# The store-facing suite again on a second S3 implementation. Left out, and why (docs/stores.md,
+# "The Garage run"): the SQS sink (SQS is LocalStack's, not the store's); the S3 fault proxy
+# (the SDK's retries, whatever the store); the bucket-document tests (Garage implements neither
+# versioning nor encryption documents); archival and its copies and model schedules (they assert
+# storage classes, tags and versions; archival is catalog-only on Garage: not yet adapted);
+# copies in parts of objects under 5 MiB (Garage's UploadPartCopy refuses a source that small; the
+# tests lower the limit to 1,000 bytes); the sweep tests that count versions and delete markers;
+# and the validation-hook tests of version-pinned reads (not yet adapted).
+GARAGE_SKIPS=(
+  --skip sqs_sink --skip s3_proxy --skip bucket:: --skip hygiene --skip copies --skip model
+  --skip archive_class
+  --skip checksums::an_object_arriving_at_the_final_key_during_a_copy_in_parts_is_kept
+  --skip reconcile::quarantine_moves_an_object_over_the_single_copy_limit_in_parts
+  --skip validation_hook::every_part_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile
+  --skip validation_hook::objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too
+  --skip sweep::old_abandoned_partitions_go_with_every_version_and_the_rest_stays
+  --skip sweep::a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_lookups
+  --skip validation_hook::a_refusal_rejects_the_upload_for_good_and_nothing_reaches_the_final_key
+  --skip validation_hook::bytes_swapped_while_the_hook_scans_are_never_committed
+  --skip validation_hook::the_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile
+)
+start_garage
+log "integration tests on Garage $GARAGE_VERSION (single node, SQLite): the store-facing suite with Garage's gaps accepted"
+(
+  export AWS_ACCESS_KEY_ID="$GARAGE_KEY_ID" AWS_SECRET_ACCESS_KEY="$GARAGE_SECRET"
+  export UPCOMMIT_TEST_S3_ENDPOINT="$GARAGE_ENDPOINT" UPCOMMIT_TEST_STORE=garage
+  export UPCOMMIT_TEST_ACCEPT_STORE_GAPS="$GARAGE_GAPS"
+  UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api -- "${GARAGE_SKIPS[@]}"
+)
+stop_garage
 
 log "OpenAPI conformance: schemathesis against the running server"
 bash scripts/conformance.sh
