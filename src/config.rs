@@ -1613,6 +1613,9 @@ fn validation_hook(h: FileValidationHook) -> Result<ValidationHook, String> {
     {
         return Err(format!("url: expected an http(s) URL, got {:?}", h.url));
     }
+    // Parsed as the request will be, so that a URL no request can reach (a port past 65535,
+    // an unclosed `[`) stops the start instead of failing every commit (open or closed).
+    crate::domain::webhooks::check_reachable(&url).map_err(|e| format!("url: {e}"))?;
     let timeout_ms = h.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
     if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
         return Err(format!(
@@ -1884,6 +1887,12 @@ mod tests {
         for (hook, says) in [
             (r#"{ url = "ftp://x/" }"#, "url"),
             (r#"{ url = "scanner:9000" }"#, "url"),
+            // Review 26: a URL no request can reach stops the start (it used to pass a prefix
+            // check and fail every commit, open or closed).
+            (r#"{ url = "http://127.0.0.1:99999/check" }"#, "url"),
+            (r#"{ url = "http://[::1/check" }"#, "url"),
+            (r#"{ url = "http://%zz/" }"#, "url"),
+            (r#"{ url = "http://:0/" }"#, "url"),
             (r#"{ url = "http://x/", timeout_ms = 0 }"#, "timeout_ms"),
             (r#"{ url = "http://x/", timeout_ms = 60001 }"#, "timeout_ms"),
             (

@@ -97,10 +97,13 @@ pub enum AnswerError {
 }
 
 impl AnswerError {
-    /// An answer that could be read as a yes by another parser: never acted on, whatever the
-    /// profile's `on_error` says.
+    /// Every 2xx answer that is not a clean verdict is ambiguous: the hook did answer, and what
+    /// it meant is unknown — a refusal whose reason was built from a file's name (an unescaped
+    /// quote, a second object, a repeated `allow`), a byte-order mark, an oversize reason. Never
+    /// acted on as a yes, whatever the profile's `on_error` says; failing open is for a hook
+    /// that gave no answer (timeout, connection error, non-2xx).
     pub fn is_ambiguous(self) -> bool {
-        self == Self::RepeatedKey
+        true
     }
 }
 

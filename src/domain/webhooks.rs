@@ -57,13 +57,15 @@ pub fn check_endpoint_id(id: &str) -> Result<(), String> {
 /// An endpoint URL: `http://` or `https://` and a host, no whitespace or control characters,
 /// at most 2048 bytes.
 pub fn check_url(url: &str) -> Result<(), String> {
-    let lower = url
-        .get(..8)
-        .map(str::to_ascii_lowercase)
-        .unwrap_or_default();
+    // The scheme compared as bytes: slicing the text at a fixed length could fall inside a
+    // multi-byte character (`http://ü.example/` was refused, `http://bü.example/` not).
     let rest = ["http://", "https://"]
         .iter()
-        .find(|scheme| lower.starts_with(**scheme))
+        .find(|scheme| {
+            url.as_bytes()
+                .get(..scheme.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(scheme.as_bytes()))
+        })
         .and_then(|scheme| url.get(scheme.len()..));
     let ok = url.len() <= 2048
         && rest.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
@@ -92,6 +94,12 @@ pub fn check_url(url: &str) -> Result<(), String> {
 /// only [`check_url`]ed: it names the queue, the request goes to the SQS endpoint.)
 pub fn check_webhook_url(url: &str) -> Result<(), String> {
     check_url(url)?;
+    check_reachable(url)
+}
+
+/// Parsed as the HTTP client parses it, with a host and a port other than 0: a URL a request
+/// can be sent to (webhooks, the validation hook).
+pub fn check_reachable(url: &str) -> Result<(), String> {
     let parsed =
         reqwest::Url::parse(url).map_err(|e| format!("not a URL a request can go to: {e}"))?;
     if parsed.host_str().map_or(true, str::is_empty) || parsed.port() == Some(0) {
@@ -300,5 +308,16 @@ mod tests {
         assert_eq!(unit_draw(0), 0.0);
         assert!(unit_draw(u64::MAX) < 1.0);
         assert!((unit_draw(1 << 63) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_host_starting_with_a_multibyte_character_is_judged_like_any_other() {
+        // The scheme check used to slice 8 bytes, which falls inside "ü" here.
+        assert_eq!(check_url("http://ü.example/x"), Ok(()));
+        assert_eq!(check_url("http://bü.example/x"), Ok(()));
+        assert_eq!(check_webhook_url("http://ü.example/x"), Ok(()));
+        assert_eq!(check_url("HTTPS://example.com/x"), Ok(()));
+        assert!(check_url("ftp://ü.example/x").is_err());
+        assert!(check_url("http:/ü.example").is_err());
     }
 }

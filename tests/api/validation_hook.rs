@@ -382,7 +382,8 @@ async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
 }
 
 /// An answer that repeats a key is ambiguous — JSON parsers disagree on which one wins (ours
-/// took the last) — so it is never read as a yes: the commit answers 503
+/// took the last) — and so is every 2xx body that is not a clean verdict; it is never read as a
+/// yes: the commit answers 503
 /// `validation_hook_unavailable` and the upload stays committable, even for a profile that fails
 /// open (a reason built from the file's name could smuggle a second `allow` in).
 #[tokio::test]
@@ -392,12 +393,27 @@ async fn an_answer_with_a_repeated_key_never_commits_even_when_the_profile_fails
     let token = app.token("alice");
     let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
 
+    // Refusals a hook could send when it builds its reason from the file's name, or a proxy
+    // alters (review 26): a quote left unescaped, a second object after the first, a byte-order
+    // mark, a reason over the 16 KiB limit. Each failed open (201) before.
+    let oversize: &'static str = Box::leak(
+        format!(
+            r#"{{"allow": false, "reason": "{}"}}"#,
+            "v".repeat(17 * 1024)
+        )
+        .into_boxed_str(),
+    );
     for body in [
         r#"{"allow": false, "allow": true}"#,
         r#"{"allow": true, "allow": true}"#,
         r#"{"allow": false, "reason": "EICAR", "allow": true}"#,
         r#"{"allow": true, "reason": "a", "reason": "b"}"#,
         r#"{"allow": true, "details": {"engine": "x", "engine": "y"}}"#,
+        r#"{"allow": false, "reason": "virus in x".png"}"#,
+        r#"{"allow": false, "reason": "virus"}{"allow": true}"#,
+        "\u{feff}{\"allow\": false, \"reason\": \"virus\"}",
+        oversize,
+        "yes, fine",
     ] {
         hook.set(Mode::Raw(body));
         let resp = app.commit(&token, &p.key, None).await;
