@@ -380,6 +380,49 @@ async fn an_admin_final_key_for_an_upload_committed_already_names_its_handle() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
+/// Review 26: an admin's commit with a `final_key` while the owner's commit of the same upload
+/// is running found the upload held for the owner's key and answered 409 `final_key_conflict`,
+/// "already taken by another file", though no file held the admin's key. It now waits like any
+/// concurrent commit: `upload_already_committed` with the owner's handle once that commit is done
+/// (or 503 `commit_in_progress` while it runs), and nothing is written at the admin's key.
+#[tokio::test]
+async fn an_admin_final_key_during_the_owners_commit_is_not_a_key_conflict() {
+    let app = spawn_app().await;
+    let alice = app.token("alice");
+    let admin = app.admin_token("root");
+    let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
+    // The owner's commit holds its lease for 3 s in this process.
+    let (mut holder, base) = crate::helpers::server_process(
+        &app,
+        &[("UPCOMMIT_PAUSE_AT", "after_lease"), ("RUST_LOG", "warn")],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let owner = app.commit_at(&base, &alice, &p.key, None);
+    let admin_commit = async {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        app.commit(&admin, &p.key, Some("avatars/alice/during.png"))
+            .await
+    };
+    let (owner, admin_commit) = tokio::join!(owner, admin_commit);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(owner.status(), 201);
+    let handle: Value = owner.json().await.expect("handle");
+    let status = admin_commit.status().as_u16();
+    let body: Value = admin_commit.json().await.expect("error body");
+    let code = body["error"]["code"].as_str().expect("code");
+    match (status, code) {
+        (409, "upload_already_committed") => {
+            assert_eq!(body["error"]["file_id"], handle["id"], "{body}")
+        }
+        (503, "commit_in_progress") => {}
+        other => panic!("{other:?}: {body}"),
+    }
+    assert!(!app.object_exists("avatars/alice/during.png").await);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
 #[tokio::test]
 async fn handles_are_readable_by_owner_and_admin_only_and_download_as_attachment() {
     let app = spawn_app().await;

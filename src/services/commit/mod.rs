@@ -170,12 +170,19 @@ pub async fn commit(
                 // succeeds on an expired lease.
                 let looks_expired = !upload.lease_until.is_some_and(|until| until > now);
                 let due = !last_try.is_some_and(|t| t.elapsed() < Duration::from_secs(1));
-                if looks_expired || due {
+                // A commit to another final key holds the upload (an admin's `final_key` while
+                // the owner's commit runs): never taken over to a different key — an earlier
+                // attempt may have copied to the held one. Wait for it like any concurrent
+                // commit: once it is committed the answer is `upload_already_committed` with
+                // its handle; while it runs, 503 `commit_in_progress` (review 26: it answered
+                // `final_key_conflict`, "taken by another file", for a free key).
+                let other_key = matches!(
+                    (&upload.final_key, &custom),
+                    (Some(held), Some(wanted)) if held != wanted.as_str()
+                );
+                if (looks_expired || due) && !other_key {
                     last_try = Some(Instant::now());
                     let target = match (&upload.final_key, &custom) {
-                        (Some(held), Some(wanted)) if held != wanted.as_str() => {
-                            return Err(AppError::FinalKeyConflict)
-                        }
                         (Some(held), _) => FinalKey::from_trusted(held.clone()),
                         (None, _) => target_key(state, &upload, custom.as_ref(), legacy)?,
                     };
