@@ -116,6 +116,15 @@ pub async fn run(settings: &Settings, command: EventsCommand) -> i32 {
                 );
                 return 3;
             };
+            if !c.enabled {
+                // Nothing delivers to a disabled endpoint: the rows would only wait for the
+                // retention and then count as discarded (review 26).
+                eprintln!(
+                    "upcommit events replay: endpoint {} is disabled, so nothing would send these; enable it (the settings, or POST /v1/admin/webhooks) first",
+                    c.id
+                );
+                return 3;
+            }
             let window = i64::try_from(settings.events.retry_window_secs).unwrap_or(i64::MAX / 4);
             // As the feed does: say so when events after the cursor were pruned.
             if let Ok(Some((first, _))) = catalog.event_positions().await {
@@ -153,6 +162,13 @@ pub async fn run(settings: &Settings, command: EventsCommand) -> i32 {
                 );
                 return 3;
             };
+            if !c.enabled {
+                eprintln!(
+                    "upcommit events retry: endpoint {} is disabled, so nothing would send these; enable it (the settings, or POST /v1/admin/webhooks) first",
+                    c.id
+                );
+                return 3;
+            }
             if !yes {
                 println!(
                     "{} failed deliveries of {} would be sent again (dry run; --yes sends them)",

@@ -1264,6 +1264,55 @@ async fn webhook_urls_no_request_can_reach_are_refused_by_the_api_and_the_settin
     );
 }
 
+/// Review 26: `events replay` (and `retry`) into a disabled endpoint said "17 events … are due
+/// again" though nothing delivers there; the rows only held back pruning and were then counted
+/// as discarded. Both now refuse (exit 3) and change nothing.
+#[tokio::test]
+async fn replay_and_retry_into_a_disabled_endpoint_are_refused_and_change_nothing() {
+    let app = crate::helpers::spawn_app().await;
+    let root = app.admin_token("root");
+    let created = app
+        .http
+        .post(format!("{}/v1/admin/webhooks", app.address))
+        .bearer_auth(&root)
+        .json(&json!({ "id": "gone", "url": "http://127.0.0.1:9/x", "types": ["*"] }))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(created.status(), 201);
+    let token = app.token("alice");
+    app.upload_and_commit(&token, "image", "image/png", 300)
+        .await;
+    let deleted = app
+        .http
+        .delete(format!("{}/v1/admin/webhooks/gone", app.address))
+        .bearer_auth(&root)
+        .send()
+        .await
+        .expect("DELETE");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let before = app.db.count("SELECT COUNT(*) FROM event_deliveries").await;
+    for args in [
+        &["replay", "--endpoint", "gone", "--after", "0", "--yes"][..],
+        &["retry", "--endpoint", "gone", "--yes"][..],
+    ] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+        command
+            .arg("events")
+            .args(args)
+            .envs(&app.env)
+            .env("RUST_LOG", "warn");
+        let out = run_cli(command).await;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains("is disabled"), "{err}");
+    }
+    assert_eq!(
+        app.db.count("SELECT COUNT(*) FROM event_deliveries").await,
+        before
+    );
+}
+
 /// Issue 26 (7): `events replay` while an attempt of a later event of the same file is in
 /// flight. The replay makes that delivery pending again and takes its lease away, so the
 /// in-flight attempt's outcome is not recorded (`lease_lost`) and both events are sent again,
