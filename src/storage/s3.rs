@@ -663,12 +663,22 @@ impl ObjectStore for S3Store {
         tags: &[(&str, &str)],
     ) -> Result<(), StoreError> {
         let before = self.head(key).await?.ok_or(StoreError::NotFound)?;
+        // An earlier rewrite to this class that died before its cleanup (review 26: a kill -9
+        // between the copy and the delete) left the object rewritten: it is not copied again,
+        // only cleaned up below. (The class and the tags are set by one copy.)
+        let rewritten = before.storage_class.as_deref().unwrap_or("STANDARD") == class;
         let tagging = tags
             .iter()
             .map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true)))
             .collect::<Vec<_>>()
             .join("&");
-        if self.copy.in_parts(before.size) {
+        if rewritten {
+            tracing::info!(
+                key,
+                class,
+                "already in the class: an earlier rewrite's copy is kept"
+            );
+        } else if self.copy.in_parts(before.size) {
             let tagging = (!tagging.is_empty()).then_some(tagging.as_str());
             part_copy::copy_like(self, key, &before, key, Some(class), tagging, self.copy).await?;
         } else {
@@ -693,12 +703,19 @@ impl ObjectStore for S3Store {
                 after.size, before.size
             )));
         }
-        match (&before.version_id, &after.version_id) {
-            (Some(old), Some(new)) if old != new && old != "null" => {
-                self.delete_version(key, Some(old)).await
+        crate::services::pause::point("class_rewritten").await;
+        // Every older version of the key goes: the one this rewrite replaced, and any an
+        // interrupted earlier rewrite left behind. A final key is written by upcommit only (its
+        // commit, then these rewrites), so its older versions are exactly those.
+        let Some(current) = after.version_id.as_deref().filter(|v| *v != "null") else {
+            return Ok(());
+        };
+        for (k, version) in super::every_version_of(self, key).await? {
+            if let Some(v) = version.as_deref().filter(|v| *v != current && *v != "null") {
+                self.delete_version(&k, Some(v)).await?;
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 }
 

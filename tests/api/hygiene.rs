@@ -895,6 +895,50 @@ pub(crate) async fn spawn_short_lease() -> TestApp {
     .await
 }
 
+/// Review 26: archival killed (kill -9) after its in-place copy and before it removed the
+/// version it replaced. The next run took the file again, copied the whole object a second
+/// time and removed only the version between, so the original STANDARD version stayed as a
+/// noncurrent version (the bytes held twice, one copy out of the archive class). Now the next
+/// run finds the object already in the class, copies nothing, and removes every older version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archival_killed_between_its_copy_and_its_cleanup_leaves_one_version_in_the_class() {
+    let app = spawn_short_lease().await;
+    let (f, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+    let at = in_days(3) + chrono::Duration::seconds(5);
+    let crashed = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
+        .envs(&app.env)
+        .env("UPCOMMIT_CRASH_AT", "class_rewritten")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit hygiene");
+    assert!(!crashed.status.success(), "the run was killed");
+    assert_eq!(
+        app.versions(&key).await,
+        2,
+        "the copy landed, the original stayed"
+    );
+    // Waiting out the 2 s leases (a state to reach, not a timing assertion).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let copies_before = app.versions(&key).await;
+    let run = hygiene(&app, Some(at + chrono::Duration::seconds(10)));
+    assert_eq!(run["summary"]["archived"], 1, "{run}");
+    assert_eq!(status(&app, &f).await, "archived");
+    assert_eq!(copies_before, 2);
+    assert_eq!(
+        app.version_sizes(&key).await,
+        vec![(2000, false)],
+        "one version, the archived one"
+    );
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert_eq!(class.as_deref(), Some("GLACIER_IR"));
+    assert_eq!(
+        tags,
+        vec![("upcommit-status".to_owned(), "archived".to_owned())]
+    );
+}
+
 /// Holds archival at `point` past its claim's lease; a restore and a link take the file back.
 async fn restore_after_the_archive_lease(point: &str) -> (TestApp, String, String, Value) {
     let app = spawn_short_lease().await;
