@@ -115,6 +115,9 @@ log "integration tests on Garage $GARAGE_VERSION (single node, SQLite): the stor
   export UPCOMMIT_TEST_S3_ENDPOINT="$GARAGE_ENDPOINT" UPCOMMIT_TEST_STORE=garage
   export UPCOMMIT_TEST_ACCEPT_STORE_GAPS="$GARAGE_GAPS"
   UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api -- "${GARAGE_SKIPS[@]}"
+  log "Garage: three nodes, one killed mid-run (tests/api/garage_cluster.rs)"
+  UPCOMMIT_TEST_GARAGE_BIN="$GARAGE_ROOT/bin/garage" UPCOMMIT_TEST_DATABASE=sqlite \
+    cargo test --locked --test api garage_cluster -- --ignored
 )
 stop_garage
 

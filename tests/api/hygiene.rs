@@ -14,7 +14,7 @@ use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp, TestDb};
 pub(crate) const DAY: i64 = 86_400;
 
 /// Short hygiene periods; the `image` profile tracks links (hygiene acts on nothing else).
-fn hygiene_env(grace_secs: i64) -> Vec<(&'static str, String)> {
+pub(crate) fn hygiene_env(grace_secs: i64) -> Vec<(&'static str, String)> {
     vec![
         ("UPCOMMIT_UNLINKED_GRACE_SECS", grace_secs.to_string()),
         ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),

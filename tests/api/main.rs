@@ -25,6 +25,7 @@ mod events;
 mod events_feed;
 mod faults;
 mod filenames;
+mod garage_cluster;
 mod helpers;
 mod history;
 mod http_contract;
