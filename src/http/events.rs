@@ -39,9 +39,15 @@ async fn list(
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(bad());
     }
+    // The page is read first, the positions held after it: a prune only ever removes a leading
+    // run, so if the oldest position still held then is at most one past the cursor, nothing
+    // after the cursor was gone when the page was read (review 26: read the other way round, a
+    // prune committing between the two reads gave a page that skipped what it removed).
     // Positions are contiguous: a cursor more than one before the oldest position held means
     // events after it were pruned, and one past the newest was never given; reading on from
     // either would skip events without a word.
+    let page = feed::page(&state.catalog, after, limit).await?;
+    crate::services::pause::point("feed_between_reads").await;
     let (first, last) = state.catalog.event_positions().await?.unwrap_or((1, 0));
     if after > last {
         return Err(bad());
@@ -49,5 +55,5 @@ async fn list(
     if after < first - 1 {
         return Err(AppError::CursorExpired(first - 1));
     }
-    Ok(Json(feed::page(&state.catalog, after, limit).await?))
+    Ok(Json(page))
 }

@@ -377,3 +377,71 @@ async fn an_alarm_recorded_again_under_its_id_is_one_event() {
     let ids: Vec<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ids, vec!["evt_reconcile_run1", "evt_reconcile_run2"]);
 }
+
+/// Review 26: the feed read the positions it holds, then the page. A prune committing between
+/// the two reads (the retention removing the leading run) gave a 200 page that started after
+/// what it removed: a consumer lagging by about the retention silently lost those events. The
+/// page is now read first and the positions after it, so the same prune answers 410
+/// `cursor_expired`. The reader is held between its two reads (`feed_between_reads`) while the
+/// prune runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_between_the_feeds_two_reads_answers_410_never_a_page_with_a_gap() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    for _ in 0..3 {
+        app.upload_and_commit(&token, "image", "image/png", 300).await;
+    }
+    let events = all_events(&app).await;
+    assert!(events.len() >= 3, "{events:?}");
+
+    let dir = tempfile::tempdir().expect("gate dir");
+    let gate = dir.path().join("gate");
+    let (mut reader, base) = crate::helpers::server_process(
+        &app,
+        &[
+            ("UPCOMMIT_PAUSE_AT", "feed_between_reads"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let read = {
+        let (http, admin) = (app.http.clone(), app.admin_token("ops"));
+        tokio::spawn(async move {
+            http.get(format!("{base}/v1/events?after=0&limit=100"))
+                .bearer_auth(admin)
+                .send()
+                .await
+                .expect("GET /v1/events")
+        })
+    };
+    let reached = gate.with_extension("reached");
+    for _ in 0..500 {
+        if reached.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reached.exists(), "the reader never reached the point between its reads");
+    // The retention removes every event but the last (no endpoint is owed any).
+    let settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
+    let at = chrono::Utc::now() + chrono::Duration::days(400);
+    let pruned = upcommit::services::prune::prune_at(&app.catalog, &settings, false, at)
+        .await
+        .expect("prune");
+    assert!(
+        matches!(pruned, upcommit::services::prune::PruneOutcome::Ran { .. }),
+        "prune ran"
+    );
+    assert!(
+        app.db.count("SELECT COUNT(*) FROM events").await < events.len() as i64,
+        "the leading events were pruned"
+    );
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let resp = read.await.expect("reader");
+    let _ = reader.kill();
+    let _ = reader.wait();
+    let (status, code) = error_code(resp).await;
+    assert_eq!((status, code.as_str()), (410, "cursor_expired"));
+}
