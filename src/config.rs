@@ -754,6 +754,10 @@ fn file_issuer(t: FileIssuer, timings: &ProviderTimings) -> Result<ProviderSetti
             t.jwks_url
         )));
     }
+    // Parsed as the fetch will be (review 26): a URL no request can reach stops the start
+    // instead of answering 503 to every token of the provider.
+    crate::domain::webhooks::check_reachable(&t.jwks_url)
+        .map_err(|e| bad(&format!("jwks_url: {e}")))?;
     if t.audience.is_empty() {
         return Err(bad(
             "audience: required (the aud this service's tokens carry)",
@@ -854,6 +858,8 @@ fn provider(
             "UPCOMMIT_JWKS_URL: expected an http(s) URL, got {jwks_url:?}"
         )));
     }
+    crate::domain::webhooks::check_reachable(&jwks_url)
+        .map_err(|e| ConfigError(format!("UPCOMMIT_JWKS_URL: {e}")))?;
     if issuer.is_empty() {
         return Err(ConfigError(
             "UPCOMMIT_JWT_ISSUER: required with UPCOMMIT_JWKS_URL (the exact iss of the provider's tokens)".into(),
@@ -2305,6 +2311,15 @@ mod tests {
             Some(("roles".to_owned(), "upcommit-admin".to_owned()))
         );
         assert!(with(&[("UPCOMMIT_JWKS_URL", "file:///etc/jwks.json")]).is_err());
+        // Review 26b: URLs no fetch can reach stop the start (they passed a prefix check).
+        for unreachable in [
+            "http://127.0.0.1:99999/jwks",
+            "http://[::1/jwks",
+            "http://:0/jwks",
+        ] {
+            let err = with(&[("UPCOMMIT_JWKS_URL", unreachable)]).expect_err(unreachable);
+            assert!(err.to_string().contains("UPCOMMIT_JWKS_URL"), "{err}");
+        }
         assert!(with(&[("UPCOMMIT_JWT_LEEWAY_SECS", "3600")]).is_err());
         assert!(
             with(&[("UPCOMMIT_JWKS_MAX_AGE_SECS", "10")]).is_err(),
@@ -2404,6 +2419,13 @@ mod tests {
         assert!(err(&table("https://a/", Some("bad\\u0001"))).contains("user_prefix"));
         assert!(err(&table("https://a/", Some(&"p".repeat(33)))).contains("user_prefix"));
         assert!(err("issuers = []").contains("empty list"));
+        let unreachable = table("https://a/", None)
+            .replace("https://x.example/jwks", "http://127.0.0.1:99999/jwks");
+        assert!(
+            err(&unreachable).contains("jwks_url: not a URL a request can go to"),
+            "{}",
+            err(&unreachable)
+        );
         assert!(
             err(&table("", None)).contains("issuer: required"),
             "an issuer with no iss"

@@ -120,7 +120,7 @@ pub async fn run(settings: &Settings, command: EventsCommand) -> i32 {
                 // Nothing delivers to a disabled endpoint: the rows would only wait for the
                 // retention and then count as discarded (review 26).
                 eprintln!(
-                    "upcommit events replay: endpoint {} is disabled, so nothing would send these; enable it (the settings, or POST /v1/admin/webhooks) first",
+                    "upcommit events replay: endpoint {} is disabled, so nothing would send these. One removed from the settings comes back when it is listed there again; one removed through the API cannot be enabled again: create an endpoint with another id and replay into it",
                     c.id
                 );
                 return 3;
@@ -164,7 +164,7 @@ pub async fn run(settings: &Settings, command: EventsCommand) -> i32 {
             };
             if !c.enabled {
                 eprintln!(
-                    "upcommit events retry: endpoint {} is disabled, so nothing would send these; enable it (the settings, or POST /v1/admin/webhooks) first",
+                    "upcommit events retry: endpoint {} is disabled, so nothing would send these. One removed from the settings comes back when it is listed there again; one removed through the API cannot be enabled again: create an endpoint with another id and replay into it",
                     c.id
                 );
                 return 3;

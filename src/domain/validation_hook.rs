@@ -94,6 +94,9 @@ pub enum AnswerError {
     /// disagree on which one counts, so it is no answer — and one a profile that fails open
     /// does not go on from either (`services::commit::hook`).
     RepeatedKey,
+    /// A 2xx status, then the body broke off (the connection closed or the timeout passed
+    /// before its end): what arrived may be a refusal (review 26).
+    Cut,
 }
 
 impl AnswerError {
@@ -231,7 +234,8 @@ mod tests {
             assert_eq!(got, Err(AnswerError::RepeatedKey), "{repeated:?}");
             assert!(got.is_err_and(AnswerError::is_ambiguous));
         }
-        assert!(!AnswerError::NotJson.is_ambiguous());
+        assert!(AnswerError::NotJson.is_ambiguous());
+        assert!(AnswerError::Cut.is_ambiguous());
         let huge = format!(
             r#"{{"allow": true, "pad": "{}"}}"#,
             "x".repeat(MAX_ANSWER_BYTES)

@@ -115,6 +115,20 @@ impl S3Store {
         super::bucket::write_lifecycle(&self.client, &self.bucket, rules).await
     }
 
+    /// Every version and delete marker of exactly `key`, newest first (S3's listing order).
+    async fn versions_of(&self, key: &str) -> Result<Vec<super::ObjectVersion>, StoreError> {
+        let mut out = Vec::new();
+        let mut from = None;
+        loop {
+            let page = self.list_versions(key, from.take()).await?;
+            out.extend(page.versions.into_iter().filter(|v| v.key == key));
+            match page.next {
+                Some(next) => from = Some(next),
+                None => return Ok(out),
+            }
+        }
+    }
+
     /// The raw client, for operator tools and tests that arrange the bucket.
     pub fn client(&self) -> &Client {
         &self.client
@@ -704,18 +718,32 @@ impl ObjectStore for S3Store {
             )));
         }
         crate::services::pause::point("class_rewritten").await;
-        // Every older version of the key goes: the one this rewrite replaced, and any an
-        // interrupted earlier rewrite left behind. A final key is written by upcommit only (its
-        // commit, then these rewrites), so its older versions are exactly those.
         let Some(current) = after.version_id.as_deref().filter(|v| *v != "null") else {
             return Ok(());
         };
-        for (k, version) in super::every_version_of(self, key).await? {
-            if let Some(v) = version.as_deref().filter(|v| *v != current && *v != "null") {
-                self.delete_version(&k, Some(v)).await?;
-            }
+        if !rewritten {
+            // The version this copy replaced, and only it: older versions may be the key's own
+            // history (a legacy key committed in place keeps what was written before).
+            return match before.version_id.as_deref() {
+                Some(old) if old != current && old != "null" => {
+                    self.delete_version(key, Some(old)).await
+                }
+                _ => Ok(()),
+            };
         }
-        Ok(())
+        // An earlier rewrite died before its cleanup: the version it replaced is the one right
+        // behind the current one (versions are listed newest first), holding the same bytes.
+        let versions = self.versions_of(key).await?;
+        let behind = versions
+            .iter()
+            .skip_while(|v| v.version_id.as_deref() != Some(current))
+            .nth(1);
+        match behind {
+            Some(v) if !v.delete_marker && v.size == after.size => {
+                self.delete_version(key, v.version_id.as_deref()).await
+            }
+            _ => Ok(()),
+        }
     }
 }
 

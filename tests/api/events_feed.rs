@@ -389,7 +389,8 @@ async fn a_prune_between_the_feeds_two_reads_answers_410_never_a_page_with_a_gap
     let app = spawn_app().await;
     let token = app.token("alice");
     for _ in 0..3 {
-        app.upload_and_commit(&token, "image", "image/png", 300).await;
+        app.upload_and_commit(&token, "image", "image/png", 300)
+            .await;
     }
     let events = all_events(&app).await;
     assert!(events.len() >= 3, "{events:?}");
@@ -423,7 +424,10 @@ async fn a_prune_between_the_feeds_two_reads_answers_410_never_a_page_with_a_gap
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(reached.exists(), "the reader never reached the point between its reads");
+    assert!(
+        reached.exists(),
+        "the reader never reached the point between its reads"
+    );
     // The retention removes every event but the last (no endpoint is owed any).
     let settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
     let at = chrono::Utc::now() + chrono::Duration::days(400);

@@ -1084,3 +1084,43 @@ async fn the_text_report_escapes_control_characters_in_keys() {
         run.body
     );
 }
+
+/// Review 26b: archiving a legacy key (committed in place) removed every older version of it —
+/// versions written before upcommit ever saw the key — because the in-place rewrite's cleanup
+/// took "every version but the current one" to be its own leftovers. It removes the version it
+/// replaced only: the key's earlier history stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archiving_a_legacy_key_keeps_the_versions_written_before_upcommit_saw_it() {
+    let mut env = crate::hygiene::hygiene_env(crate::hygiene::DAY);
+    env.push(("UPCOMMIT_LEGACY_PREFIXES", "uploads/".to_owned()));
+    let app = spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await;
+    let key = "uploads/bob/avatar.png";
+    app.put_object(key, media("image/png", 2100), "image/png")
+        .await;
+    app.put_object(key, media("image/png", 2000), "image/png")
+        .await;
+    assert_eq!(
+        app.version_sizes(key).await,
+        vec![(2000, false), (2100, false)]
+    );
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let at = |days| crate::hygiene::in_days(days) + chrono::Duration::seconds(5);
+    assert_eq!(
+        crate::hygiene::hygiene(&app, Some(at(2)))["summary"]["unlinked"],
+        1
+    );
+    let archived = crate::hygiene::hygiene(&app, Some(at(3)));
+    assert_eq!(archived["summary"]["archived"], 1, "{archived}");
+    // The archived copy of the 2,000 bytes, and the 2,100-byte version from before the import.
+    assert_eq!(
+        app.version_sizes(key).await,
+        vec![(2000, false), (2100, false)]
+    );
+    let (class, _) = crate::hygiene::head_class_and_tags(&app, key).await;
+    assert_eq!(class.as_deref(), Some("GLACIER_IR"));
+}

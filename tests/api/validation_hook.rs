@@ -635,3 +635,72 @@ async fn every_part_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_me
         "the final object holds the re-posted twin, not the bytes the hook allowed"
     );
 }
+
+/// A hook speaking raw HTTP: it reads the request head, then writes `answer` as it is and
+/// closes (or, with `hold`, keeps the connection open without another byte).
+async fn raw_hook(answer: &'static [u8], hold: bool) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/check", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = sock.write_all(answer).await;
+                if hold {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Review 26b: a 2xx answer whose body broke off (the connection closed before the declared
+/// length, or the timeout passed after the status line) was taken as no answer, and a profile
+/// that fails open committed the file although the bytes that arrived were a refusal. Such an
+/// answer is unreadable: 503 `validation_hook_unavailable`, whatever `on_error` says.
+#[tokio::test]
+async fn a_2xx_answer_that_breaks_off_never_commits_even_when_the_profile_fails_open() {
+    for (answer, hold) in [
+        (
+            &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"allow\": false, \"reason\": \"virus\"}"[..],
+            false,
+        ),
+        (
+            &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n24\r\n{\"allow\": false, \"reason\": \"virus\"}\r\nzz\r\n"[..],
+            false,
+        ),
+        (
+            &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 36\r\n\r\n"[..],
+            true,
+        ),
+    ] {
+        let url = raw_hook(answer, hold).await;
+        let app = spawn_with_hook(&url, r#", on_error = "allow", timeout_ms = 1000"#).await;
+        let token = app.token("alice");
+        let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+        let resp = app.commit(&token, &p.key, None).await;
+        let (status, code) = error_code(resp).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (503, "validation_hook_unavailable"),
+            "{}",
+            String::from_utf8_lossy(answer)
+        );
+        assert!(!app.object_exists(&final_key(&p.upload_id)).await);
+        assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
+    }
+}

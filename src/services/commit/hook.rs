@@ -186,7 +186,12 @@ async fn call(hook: &ValidationHook, body: &serde_json::Value) -> Result<Verdict
         return Err(HookError::Status(status.as_u16()));
     }
     let mut answer = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(transport)? {
+    // The hook answered 2xx: a body that breaks off is an unreadable answer, not no answer.
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|_| HookError::Malformed(AnswerError::Cut))?
+    {
         answer.extend_from_slice(&chunk);
         if answer.len() > MAX_ANSWER_BYTES {
             return Err(HookError::Malformed(AnswerError::TooLarge));
