@@ -165,6 +165,7 @@ pub async fn presign(
                     checksum: checksum.as_ref().map(|c| c.algorithm),
                     storage_class: None,
                     tagging: None,
+                    headers: None,
                 })
                 .await?;
             session = Some(MultipartSession {

@@ -36,6 +36,16 @@ pub use s3::S3Store;
 /// own final object by it (and nothing else's).
 pub const UPLOAD_ID_METADATA: &str = "upcommit-upload-id";
 
+/// The headers an object is served with, besides its type: a copy in parts writes them again
+/// (CopyObject keeps them on its own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredHeaders {
+    pub content_encoding: Option<String>,
+    pub cache_control: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_language: Option<String>,
+}
+
 /// What a HEAD tells.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectHead {
@@ -50,6 +60,8 @@ pub struct ObjectHead {
     /// The full-object checksum S3 holds, when it reports one (HEAD with checksum mode; a
     /// ranged GET reports none).
     pub checksum: Option<Checksum>,
+    /// Content-Encoding, Cache-Control, Content-Disposition, Content-Language.
+    pub headers: StoredHeaders,
 }
 
 /// What one ranged GET of an object's first bytes tells: the object's facts from the same
@@ -94,6 +106,8 @@ pub struct NewMultipart<'a> {
     pub storage_class: Option<&'a str>,
     /// Archival in parts: the object's tags, URL-query encoded (`None`: no tags).
     pub tagging: Option<&'a str>,
+    /// A copy in parts: the source's serving headers, written again.
+    pub headers: Option<&'a StoredHeaders>,
 }
 
 /// A guarded CopyObject of a validated tmp object to its final key.

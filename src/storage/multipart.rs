@@ -23,6 +23,13 @@ pub(super) async fn create(
         .content_type(spec.content_type)
         .set_storage_class(spec.storage_class.map(StorageClass::from))
         .set_tagging(spec.tagging.map(str::to_owned));
+    if let Some(h) = spec.headers {
+        req = req
+            .set_content_encoding(h.content_encoding.clone())
+            .set_cache_control(h.cache_control.clone())
+            .set_content_disposition(h.content_disposition.clone())
+            .set_content_language(h.content_language.clone());
+    }
     if let Some(a) = checksum {
         // A full-object checksum: CompleteMultipartUpload then names the whole object's CRC,
         // and S3 refuses a completion whose parts do not add up to it.

@@ -140,6 +140,7 @@ where
             checksum: checksum.map(|c| c.algorithm),
             storage_class,
             tagging,
+            headers: Some(&head.headers),
         },
         if_absent: false,
         checksum,

@@ -350,6 +350,7 @@ impl Probe<'_> {
                 checksum: None,
                 storage_class: None,
                 tagging: None,
+                headers: None,
             })
             .await
         {
@@ -461,6 +462,7 @@ impl Probe<'_> {
                 checksum: Some(alg),
                 storage_class: None,
                 tagging: None,
+                headers: None,
             })
             .await
         {

@@ -115,6 +115,42 @@ impl S3Store {
         super::bucket::write_lifecycle(&self.client, &self.bucket, rules).await
     }
 
+    /// The tags of one version of `key`, URL-query encoded (`None`: no tags, or a store that
+    /// keeps none).
+    async fn tagging_of(
+        &self,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
+        match self
+            .client
+            .get_object_tagging()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_version_id(version_id.filter(|v| *v != "null").map(str::to_owned))
+            .send()
+            .await
+            .map_err(classify)
+        {
+            Ok(out) if out.tag_set().is_empty() => Ok(None),
+            Ok(out) => Ok(Some(
+                out.tag_set()
+                    .iter()
+                    .map(|t| {
+                        format!(
+                            "{}={}",
+                            uri_encode(t.key(), true),
+                            uri_encode(t.value(), true)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("&"),
+            )),
+            Err(StoreError::NotImplemented(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Every version and delete marker of exactly `key`, newest first (S3's listing order).
     async fn versions_of(&self, key: &str) -> Result<Vec<super::ObjectVersion>, StoreError> {
         let mut out = Vec::new();
@@ -352,6 +388,12 @@ impl ObjectStore for S3Store {
             .await
         {
             Ok(out) => Ok(Some(ObjectHead {
+                headers: super::StoredHeaders {
+                    content_encoding: out.content_encoding().map(str::to_owned),
+                    cache_control: out.cache_control().map(str::to_owned),
+                    content_disposition: out.content_disposition().map(str::to_owned),
+                    content_language: out.content_language().map(str::to_owned),
+                },
                 size: out.content_length().unwrap_or(0),
                 content_type: out.content_type().map(str::to_owned),
                 etag: out.e_tag().unwrap_or_default().to_owned(),
@@ -404,6 +446,12 @@ impl ObjectStore for S3Store {
             None => out.content_length().unwrap_or(0),
         };
         let head = ObjectHead {
+            headers: super::StoredHeaders {
+                content_encoding: out.content_encoding().map(str::to_owned),
+                cache_control: out.cache_control().map(str::to_owned),
+                content_disposition: out.content_disposition().map(str::to_owned),
+                content_language: out.content_language().map(str::to_owned),
+            },
             size,
             content_type: out.content_type().map(str::to_owned),
             etag: out.e_tag().unwrap_or_default().to_owned(),
@@ -661,7 +709,10 @@ impl ObjectStore for S3Store {
     async fn copy_object(&self, src: &str, dst: &str) -> Result<ObjectHead, StoreError> {
         let head = self.head(src).await?.ok_or(StoreError::NotFound)?;
         if self.copy.in_parts(head.size) {
-            part_copy::copy_like(self, src, &head, dst, None, None, self.copy).await?;
+            // CopyObject keeps the source's tags; a copy in parts writes them again.
+            let tagging = self.tagging_of(src, head.version_id.as_deref()).await?;
+            part_copy::copy_like(self, src, &head, dst, None, tagging.as_deref(), self.copy)
+                .await?;
         } else {
             let source = self.copy_source(&CopySource::of(src, &head));
             listing::copy_object(&self.client, &self.bucket, source, &head.etag, dst).await?;

@@ -494,7 +494,22 @@ async fn quarantine_moves_an_object_over_the_single_copy_limit_in_parts() {
     let app = spawn_app().await;
     let stray = "media/images/stray/large.png";
     let bytes = media("image/png", 3000);
-    app.put_object(stray, bytes.clone(), "image/png").await;
+    // Served with headers and tags of its own, which a copy in parts must write again (review
+    // 26: they were dropped, where the single CopyObject keeps them).
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key(stray)
+        .body(bytes.clone().into())
+        .content_type("image/png")
+        .content_encoding("identity")
+        .cache_control("max-age=60")
+        .content_disposition("inline; filename=\"large.png\"")
+        .content_language("en")
+        .tagging("team=media&kind=large")
+        .send()
+        .await
+        .expect("put the stray object");
 
     let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
@@ -515,6 +530,34 @@ async fn quarantine_moves_an_object_over_the_single_copy_limit_in_parts() {
         head.e_tag()
     );
     assert_eq!(head.content_type(), Some("image/png"));
+    assert_eq!(head.content_encoding(), Some("identity"));
+    assert_eq!(head.cache_control(), Some("max-age=60"));
+    assert_eq!(
+        head.content_disposition(),
+        Some("inline; filename=\"large.png\"")
+    );
+    assert_eq!(head.content_language(), Some("en"));
+    let tags = app
+        .s3
+        .get_object_tagging()
+        .bucket(&app.bucket)
+        .key(&moved)
+        .send()
+        .await
+        .expect("tags");
+    let mut tags: Vec<(String, String)> = tags
+        .tag_set()
+        .iter()
+        .map(|t| (t.key().to_owned(), t.value().to_owned()))
+        .collect();
+    tags.sort();
+    assert_eq!(
+        tags,
+        vec![
+            ("kind".to_owned(), "large".to_owned()),
+            ("team".to_owned(), "media".to_owned())
+        ]
+    );
     assert_eq!(app.get_object(&moved).await, bytes, "moved, byte for byte");
 }
 

@@ -280,6 +280,7 @@ async fn promote_in_parts(
                     checksum: None,
                     storage_class: None,
                     tagging: None,
+                    headers: None,
                 },
                 if_absent: true,
                 checksum: None,
