@@ -35,6 +35,7 @@ async fn run() {
         endpoint: Some(endpoint.clone()),
         region: "us-east-1".into(),
         cors_origins: vec![],
+        accept_gaps: Default::default(),
     };
     let metrics = std::sync::Arc::new(upcommit::metrics::Metrics::new());
     let store = S3Store::connect_observed(&settings, metrics)

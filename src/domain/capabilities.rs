@@ -491,7 +491,13 @@ mod tests {
         ]);
         let v = judge(&f, Needs { archival: false }, &BTreeSet::new());
         assert!(v.may_start());
-        let standing = |c| v.lines.iter().find(|l| l.capability == c).unwrap().standing;
+        let standing = |c| {
+            v.lines
+                .iter()
+                .find(|l| l.capability == c)
+                .expect("a line per capability")
+                .standing
+        };
         assert_eq!(standing(Capability::StorageClass), Standing::NotNeeded);
         assert_eq!(
             standing(Capability::ConditionalPutIfMatch),

@@ -716,7 +716,7 @@ mod tests {
         let tmp = rules
             .iter()
             .find(|r| r.id == "upcommit-tmp-expire")
-            .unwrap();
+            .expect("the tmp rule");
         assert_eq!(tmp.expiration_days, Some(7));
         assert_eq!(tmp.prefix, "tmp/");
     }

@@ -105,6 +105,12 @@ pub fn check_reachable(url: &str) -> Result<(), String> {
     if parsed.host_str().map_or(true, str::is_empty) || parsed.port() == Some(0) {
         return Err("not a URL a request can go to: no host, or port 0".into());
     }
+    // The URL parser takes hosts the request builder then refuses (`"`, `{`, `}`, a backtick:
+    // "builder error" on every request, review 26): the URL must also be a request URI.
+    parsed
+        .as_str()
+        .parse::<axum::http::Uri>()
+        .map_err(|e| format!("not a URL a request can go to: {e}"))?;
     Ok(())
 }
 
@@ -319,5 +325,25 @@ mod tests {
         assert_eq!(check_url("HTTPS://example.com/x"), Ok(()));
         assert!(check_url("ftp://ü.example/x").is_err());
         assert!(check_url("http:/ü.example").is_err());
+    }
+
+    #[test]
+    fn hosts_the_request_builder_refuses_are_refused_here_too() {
+        for url in [
+            "http://a\"b.example/x",
+            "http://a{b}.example/x",
+            "http://a`b.example/x",
+            "http://a%22b.example/x",
+            "http://recv{1}.internal/hook",
+        ] {
+            assert!(check_reachable(url).is_err(), "{url}");
+            assert!(check_webhook_url(url).is_err(), "{url}");
+        }
+        assert_eq!(
+            check_reachable("http://recv-1.internal:8080/hook?a=b"),
+            Ok(())
+        );
+        assert_eq!(check_reachable("http://[::1]:9000/x"), Ok(()));
+        assert_eq!(check_reachable("https://bü.example/x"), Ok(()));
     }
 }

@@ -20,6 +20,8 @@ pub struct ObjectVersion {
     pub size: i64,
     pub delete_marker: bool,
     pub last_modified: Option<DateTime<Utc>>,
+    /// As S3 lists it (with quotes); `None` for a delete marker.
+    pub etag: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -166,6 +168,7 @@ pub(super) async fn versions(
             size: v.size().unwrap_or(0),
             delete_marker: false,
             last_modified: time(v.last_modified()),
+            etag: v.e_tag().map(str::to_owned),
         });
     }
     for m in out.delete_markers() {
@@ -176,6 +179,7 @@ pub(super) async fn versions(
             size: 0,
             delete_marker: true,
             last_modified: time(m.last_modified()),
+            etag: None,
         });
     }
     // The next key marker comes back encoded too; the request takes the key itself.

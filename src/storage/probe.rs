@@ -116,7 +116,7 @@ struct Probe<'a> {
 enum Answer {
     Stored,
     Refused(u16, String),
-    NoAnswer(String),
+    Silent(String),
 }
 
 impl Answer {
@@ -129,7 +129,7 @@ impl Answer {
                 Finding::Missing(format!("not implemented ({s} {code})"))
             }
             Answer::Refused(s, code) => Finding::Unknown(format!("answered {s} {code}")),
-            Answer::NoAnswer(why) => Finding::Unknown(why),
+            Answer::Silent(why) => Finding::Unknown(why),
         }
     }
 }
@@ -144,7 +144,7 @@ where
             se.raw().status().as_u16(),
             se.err().code().unwrap_or("").to_owned(),
         ),
-        Err(e) => Answer::NoAnswer(format!("{e}")),
+        Err(e) => Answer::Silent(format!("{e}")),
     }
 }
 
@@ -161,7 +161,7 @@ async fn http_answer(r: Result<reqwest::Response, reqwest::Error>) -> Answer {
                 .unwrap_or_default();
             Answer::Refused(status, code)
         }
-        Err(e) => Answer::NoAnswer(format!("{e}")),
+        Err(e) => Answer::Silent(format!("{e}")),
     }
 }
 
@@ -297,7 +297,7 @@ impl Probe<'_> {
 
     async fn conditional_copy(&self, seed: &str) -> Finding {
         let dst = self.key("copy-target");
-        if let Answer::NoAnswer(why) | Answer::Refused(_, why) = sdk_answer(
+        if let Answer::Silent(why) | Answer::Refused(_, why) = sdk_answer(
             self.store
                 .client()
                 .put_object()
@@ -637,7 +637,7 @@ impl Probe<'_> {
             Answer::Refused(s, code) => {
                 return Finding::Missing(format!("a PUT in {class} was refused ({s} {code})"))
             }
-            Answer::NoAnswer(why) => return Finding::Unknown(why),
+            Answer::Silent(why) => return Finding::Unknown(why),
         }
         match self.store.head(&key).await {
             Ok(Some(h)) if h.storage_class.as_deref() == Some(class) => Finding::Present,
@@ -667,7 +667,7 @@ impl Probe<'_> {
             Answer::Refused(s, code) => {
                 return Finding::Missing(format!("a PUT with tags was refused ({s} {code})"))
             }
-            Answer::NoAnswer(why) => return Finding::Unknown(why),
+            Answer::Silent(why) => return Finding::Unknown(why),
         }
         match self
             .store
@@ -792,7 +792,8 @@ mod tests {
         };
         widen_policy(&mut form).expect("widened");
         let got: serde_json::Value =
-            serde_json::from_slice(&engine.decode(&form.fields[0].1).unwrap()).unwrap();
+            serde_json::from_slice(&engine.decode(&form.fields[0].1).expect("base64"))
+                .expect("JSON");
         assert_eq!(
             got["conditions"],
             serde_json::json!([{"bucket": "b"}, ["eq", "$key", "k"], ["content-length-range", 1, 1_000_000]])

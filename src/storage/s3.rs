@@ -669,6 +669,7 @@ impl ObjectStore for S3Store {
                             size: o.size,
                             delete_marker: false,
                             last_modified: o.last_modified,
+                            etag: None,
                         })
                         .collect(),
                     next,
@@ -782,15 +783,23 @@ impl ObjectStore for S3Store {
                 _ => Ok(()),
             };
         }
-        // An earlier rewrite died before its cleanup: the version it replaced is the one right
-        // behind the current one (versions are listed newest first), holding the same bytes.
+        // Already in the class: an earlier rewrite may have died before its cleanup, leaving the
+        // version it replaced right behind the current one (versions are listed newest first).
+        // Only positive evidence deletes it: the same ETag, which a single CopyObject of an
+        // object keeps — the very bytes the current version holds. Anything else (a version of
+        // other bytes, a class the bucket's lifecycle set, a copy in parts, whose ETag is its
+        // own) stays (review 26: a legacy key's older version of the same size was deleted).
         let versions = self.versions_of(key).await?;
         let behind = versions
             .iter()
             .skip_while(|v| v.version_id.as_deref() != Some(current))
             .nth(1);
         match behind {
-            Some(v) if !v.delete_marker && v.size == after.size => {
+            Some(v)
+                if !v.delete_marker
+                    && v.size == after.size
+                    && v.etag.as_deref() == Some(after.etag.as_str()) =>
+            {
                 self.delete_version(key, v.version_id.as_deref()).await
             }
             _ => Ok(()),

@@ -60,7 +60,7 @@ impl ObjectStore for FaultyStore {
     }
     async fn probe(&self, archive_class: &str) -> upcommit::domain::capabilities::Findings {
         let mut found = self.inner.probe(archive_class).await;
-        let hidden = self.faults.hide_capabilities.lock().unwrap().clone();
+        let hidden = self.faults.hide_capabilities.lock().expect("lock").clone();
         for (cap, finding) in &mut found.0 {
             if hidden.contains(cap) {
                 *finding = upcommit::domain::capabilities::Finding::Missing(

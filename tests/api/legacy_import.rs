@@ -1124,3 +1124,52 @@ async fn archiving_a_legacy_key_keeps_the_versions_written_before_upcommit_saw_i
     let (class, _) = crate::hygiene::head_class_and_tags(&app, key).await;
     assert_eq!(class.as_deref(), Some("GLACIER_IR"));
 }
+
+/// Review 26c: a legacy key whose current version is already in the archive class (written so,
+/// or moved by the bucket's lifecycle) looked like an archival interrupted before its cleanup,
+/// and the older version of the same size right behind it was deleted — other bytes, never
+/// written by upcommit. Only a version with the current one's ETag (the very bytes a single
+/// CopyObject copied) is an interrupted rewrite's leftover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_version_of_other_bytes_survives_archiving_a_key_already_in_the_class() {
+    let mut env = crate::hygiene::hygiene_env(crate::hygiene::DAY);
+    env.push(("UPCOMMIT_LEGACY_PREFIXES", "uploads/".to_owned()));
+    let app = spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await;
+    let key = "uploads/bob/x.png";
+    app.put_object(key, media("image/png", 2000), "image/png")
+        .await;
+    let mut other = media("image/png", 2000);
+    other[1000] = b'!';
+    app.s3
+        .put_object()
+        .bucket(&app.bucket)
+        .key(key)
+        .body(other.into())
+        .content_type("image/png")
+        .storage_class(aws_sdk_s3::types::StorageClass::GlacierIr)
+        .send()
+        .await
+        .expect("put in GLACIER_IR");
+    assert_eq!(
+        app.version_sizes(key).await,
+        vec![(2000, false), (2000, false)]
+    );
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let at = |days| crate::hygiene::in_days(days) + chrono::Duration::seconds(5);
+    assert_eq!(
+        crate::hygiene::hygiene(&app, Some(at(2)))["summary"]["unlinked"],
+        1
+    );
+    let archived = crate::hygiene::hygiene(&app, Some(at(3)));
+    assert_eq!(archived["summary"]["archived"], 1, "{archived}");
+    assert_eq!(
+        app.version_sizes(key).await,
+        vec![(2000, false), (2000, false)],
+        "the older version is the key's own history"
+    );
+}

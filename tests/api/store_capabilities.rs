@@ -332,7 +332,7 @@ async fn serve_refuses_to_start_until_every_gap_is_accepted_by_name() {
         .map(|g| g["capability"].as_str().expect("name").to_owned())
         .collect();
     assert_eq!(shown, gaps, "{readyz}");
-    for g in readyz["store_gaps"].as_array().unwrap() {
+    for g in readyz["store_gaps"].as_array().expect("store_gaps") {
         assert!(g["without"].as_str().is_some_and(|w| !w.is_empty()), "{g}");
     }
     let metrics = out["metrics"].as_str().expect("metrics");
@@ -417,7 +417,7 @@ async fn doctor_prints_one_line_per_capability_and_fails_on_a_gap_not_accepted()
 /// the server's fallbacks for a store that lacks them, on top of the real one.
 fn hiding(hidden: &'static [Capability]) -> crate::helpers::StoreWrapper {
     let faults = Arc::new(crate::faults::Faults::default());
-    *faults.hide_capabilities.lock().unwrap() = hidden.to_vec();
+    *faults.hide_capabilities.lock().expect("lock") = hidden.to_vec();
     crate::faults::faulty_store(faults)
 }
 
@@ -439,7 +439,8 @@ async fn what_the_store_cannot_enforce_is_not_offered() {
             "filename": "a.png", "method": method});
         if let Some(alg) = alg {
             let bytes = crate::helpers::media("image/png", 900);
-            let alg_t = upcommit::domain::checksum::ChecksumAlgorithm::parse(alg).unwrap();
+            let alg_t =
+                upcommit::domain::checksum::ChecksumAlgorithm::parse(alg).expect("an algorithm");
             let c = upcommit::domain::checksum::Checksum::of(alg_t, &bytes);
             b["checksum"] = json!({"algorithm": alg, "value": c.value});
         }

@@ -141,7 +141,7 @@ pub(super) async fn ask(
             tracing::info!(duration_ms, reason = %reason, "the validation hook refused the upload");
             Err(Failure::Reject(
                 AppError::RejectedByHook(reason),
-                Some(head.clone()),
+                Some(Box::new(head.clone())),
             ))
         }
         Err(e) => match hook.on_error {

@@ -19,7 +19,7 @@ pub(super) enum Failure {
     /// Nothing was copied: hand the upload back (`issued`) so a retry starts afresh.
     Release(AppError),
     /// The bytes are not what was declared: mark the upload rejected and drop the tmp object.
-    Reject(AppError, Option<ObjectHead>),
+    Reject(AppError, Option<Box<ObjectHead>>),
     /// A copy may have happened: keep `promoting` and the final key, expire the lease now, so
     /// a retry takes over at once and rolls forward.
     Abandon(AppError),
@@ -97,7 +97,7 @@ pub(super) async fn promote(
         };
     };
     if let Err(e) = validate(upload, &head, &first) {
-        return Err(Failure::Reject(e, Some(head)));
+        return Err(Failure::Reject(e, Some(Box::new(head))));
     }
     // Validated, so the magic bytes either showed the declared type or it has no signature.
     let sniffed_type = (sniff(&upload.content_type, &first) == Sniff::Matches)
@@ -255,7 +255,10 @@ async fn promote_in_parts(
         Err(e) => return Err(Failure::Release(e.into())),
     };
     if !stored_checksum_holds(upload, &head) {
-        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
+        return Err(Failure::Reject(
+            AppError::ChecksumMismatch,
+            Some(Box::new(head)),
+        ));
     }
     match store
         .head(lease.final_key.as_str())
@@ -346,10 +349,13 @@ async fn promote_in_place(
         Err(e) => return Err(Failure::Release(e.into())),
     };
     if let Err(e) = validate(upload, &head, &first) {
-        return Err(Failure::Reject(e, Some(head)));
+        return Err(Failure::Reject(e, Some(Box::new(head))));
     }
     if !stored_checksum_holds(upload, &head) {
-        return Err(Failure::Reject(AppError::ChecksumMismatch, Some(head)));
+        return Err(Failure::Reject(
+            AppError::ChecksumMismatch,
+            Some(Box::new(head)),
+        ));
     }
     record(state, upload, lease, head.into(), None).await
 }
@@ -411,7 +417,10 @@ async fn verify_then_record(
                 // removes it then.
                 return Err(Failure::Abandon(e.into()));
             }
-            Err(Failure::Reject(AppError::ChecksumMismatch, source))
+            Err(Failure::Reject(
+                AppError::ChecksumMismatch,
+                source.map(Box::new),
+            ))
         }
     }
 }
