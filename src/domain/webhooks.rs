@@ -111,7 +111,35 @@ pub fn check_reachable(url: &str) -> Result<(), String> {
         .as_str()
         .parse::<axum::http::Uri>()
         .map_err(|e| format!("not a URL a request can go to: {e}"))?;
+    // An https request also needs the host as a TLS server name (review 26: `-scan.internal`,
+    // `a..b`, a 64-byte label failed before connecting, and a hook failed open).
+    if parsed.scheme() == "https" {
+        if let Some(name) = parsed.domain() {
+            if !is_server_name(name) {
+                return Err(format!(
+                    "not a URL a request can go to: {name:?} is not a TLS server name"
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// A DNS name as TLS takes it: at most 253 bytes, labels of 1–63 bytes that neither start nor
+/// end with `-` (a trailing dot allowed).
+fn is_server_name(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
 }
 
 /// A new secret from `key` (32 random bytes from the caller): `whsec_` and its base64.
@@ -345,5 +373,23 @@ mod tests {
         );
         assert_eq!(check_reachable("http://[::1]:9000/x"), Ok(()));
         assert_eq!(check_reachable("https://bü.example/x"), Ok(()));
+        // https: the host must also be a TLS server name (review 26d).
+        let long = "a".repeat(64);
+        for url in [
+            "https://-scan.internal/check".to_owned(),
+            "https://recv-.internal/x".to_owned(),
+            "https://a..b.example/x".to_owned(),
+            format!("https://{long}.example/x"),
+        ] {
+            assert!(check_reachable(&url).is_err(), "{url}");
+        }
+        assert_eq!(check_reachable("https://a_b.example/x"), Ok(()));
+        assert_eq!(check_reachable("https://example.com./x"), Ok(()));
+        assert_eq!(check_reachable("https://127.0.0.1:8443/x"), Ok(()));
+        assert_eq!(
+            check_reachable("http://-plain.internal/x"),
+            Ok(()),
+            "no TLS, no server name"
+        );
     }
 }

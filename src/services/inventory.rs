@@ -93,6 +93,11 @@ struct Columns {
     key: usize,
     size: Option<usize>,
     modified: Option<usize>,
+    /// An inventory of every version has these: only a current version that is not a delete
+    /// marker is an object the bucket holds (review 26: a deleted asset's delete marker, or an
+    /// older version, counted as present).
+    is_latest: Option<usize>,
+    is_delete_marker: Option<usize>,
 }
 
 pub struct InventorySource {
@@ -157,6 +162,8 @@ impl InventorySource {
             })?,
             size: col("Size"),
             modified: col("LastModifiedDate"),
+            is_latest: col("IsLatest"),
+            is_delete_marker: col("IsDeleteMarker"),
         };
         let data_bucket = manifest
             .destination_bucket
@@ -207,33 +214,44 @@ impl InventorySource {
         Ok(true)
     }
 
-    fn parse(&self, line: &str) -> Result<BucketKey, StoreError> {
-        let f = csv_fields(line);
-        let raw = f
-            .get(self.columns.key)
-            .ok_or_else(|| StoreError::Other(format!("inventory line without a key: {line:?}")))?;
-        // Form-encoded, as S3 writes it (`domain::encoded_keys`): a `+` is a space.
-        let key = decode_form(raw).ok_or_else(|| {
-            StoreError::Other(format!("inventory key {raw:?} is not UTF-8 once decoded"))
-        })?;
-        let size = self
-            .columns
-            .size
-            .and_then(|i| f.get(i))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let last_modified = self
-            .columns
-            .modified
-            .and_then(|i| f.get(i))
-            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-            .map(|t| t.with_timezone(&Utc));
-        Ok(BucketKey {
-            key,
-            size,
-            last_modified,
-        })
+    fn parse(&self, line: &str) -> Result<Option<BucketKey>, StoreError> {
+        parse_line(&self.columns, line)
     }
+}
+
+/// The object a line names, or `None` for a line of an all-versions inventory that is not a
+/// current object (an older version, or a delete marker).
+fn parse_line(columns: &Columns, line: &str) -> Result<Option<BucketKey>, StoreError> {
+    let f = csv_fields(line);
+    let flag = |col: Option<usize>| {
+        col.and_then(|i| f.get(i))
+            .map(|v| v.eq_ignore_ascii_case("true"))
+    };
+    if flag(columns.is_latest) == Some(false) || flag(columns.is_delete_marker) == Some(true) {
+        return Ok(None);
+    }
+    let raw = f
+        .get(columns.key)
+        .ok_or_else(|| StoreError::Other(format!("inventory line without a key: {line:?}")))?;
+    // Form-encoded, as S3 writes it (`domain::encoded_keys`): a `+` is a space.
+    let key = decode_form(raw).ok_or_else(|| {
+        StoreError::Other(format!("inventory key {raw:?} is not UTF-8 once decoded"))
+    })?;
+    let size = columns
+        .size
+        .and_then(|i| f.get(i))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let last_modified = columns
+        .modified
+        .and_then(|i| f.get(i))
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc));
+    Ok(Some(BucketKey {
+        key,
+        size,
+        last_modified,
+    }))
 }
 
 impl Drop for InventorySource {
@@ -267,7 +285,9 @@ impl BucketSource for InventorySource {
             }
             let line = line.trim_end_matches(['\r', '\n']);
             if !line.is_empty() {
-                page.push(self.parse(line)?);
+                if let Some(object) = self.parse(line)? {
+                    page.push(object);
+                }
             }
         }
         Ok((!page.is_empty()).then_some(page))
@@ -339,5 +359,48 @@ mod tests {
         );
         assert_eq!(parse_s3_url("https://x/y"), None);
         assert_eq!(parse_s3_url("s3://bucket"), None);
+    }
+
+    #[test]
+    fn an_all_versions_inventory_lists_only_current_objects() {
+        // Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate
+        let columns = Columns {
+            key: 1,
+            size: Some(5),
+            modified: Some(6),
+            is_latest: Some(3),
+            is_delete_marker: Some(4),
+        };
+        let line = |latest: &str, marker: &str, size: &str| {
+            format!(
+                r#""b","media/images/a.png","v1","{latest}","{marker}","{size}","2026-11-01T00:00:00.000Z""#
+            )
+        };
+        let current = parse_line(&columns, &line("true", "false", "69")).expect("parses");
+        assert_eq!(
+            current.map(|k| (k.key, k.size)),
+            Some(("media/images/a.png".to_owned(), 69))
+        );
+        // A deleted asset's delete marker, and an older version: not objects the bucket holds.
+        assert!(parse_line(&columns, &line("true", "true", ""))
+            .expect("parses")
+            .is_none());
+        assert!(parse_line(&columns, &line("false", "false", "69"))
+            .expect("parses")
+            .is_none());
+        // A current-versions inventory has neither column: every line is an object.
+        let plain = Columns {
+            key: 1,
+            size: Some(2),
+            modified: Some(3),
+            is_latest: None,
+            is_delete_marker: None,
+        };
+        assert!(parse_line(
+            &plain,
+            r#""b","media/images/a.png","69","2026-11-01T00:00:00.000Z""#
+        )
+        .expect("parses")
+        .is_some());
     }
 }
