@@ -128,9 +128,13 @@ pub fn check_reachable(url: &str) -> Result<(), String> {
 /// A DNS name as TLS takes it: at most 253 bytes, labels of 1–63 bytes that neither start nor
 /// end with `-` (a trailing dot allowed).
 fn is_server_name(name: &str) -> bool {
+    // The length counts a trailing dot, as TLS counts it (review 26e: 253 bytes and a dot
+    // passed here and failed every request).
+    if name.len() > 253 {
+        return false;
+    }
     let name = name.strip_suffix('.').unwrap_or(name);
     !name.is_empty()
-        && name.len() <= 253
         && name.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
@@ -384,6 +388,14 @@ mod tests {
             assert!(check_reachable(&url).is_err(), "{url}");
         }
         assert_eq!(check_reachable("https://a_b.example/x"), Ok(()));
+        let label = "a".repeat(63);
+        let at_limit = format!("{label}.{label}.{label}.{}", "b".repeat(61));
+        assert_eq!(at_limit.len(), 253);
+        assert_eq!(check_reachable(&format!("https://{at_limit}/x")), Ok(()));
+        assert!(
+            check_reachable(&format!("https://{at_limit}./x")).is_err(),
+            "253 bytes and a trailing dot"
+        );
         assert_eq!(check_reachable("https://example.com./x"), Ok(()));
         assert_eq!(check_reachable("https://127.0.0.1:8443/x"), Ok(()));
         assert_eq!(
