@@ -93,8 +93,8 @@ UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api
 # versioning nor encryption documents); archival (also of legacy keys), its copies and model schedules (they assert
 # storage classes, tags and versions; archival is catalog-only on Garage: not yet adapted);
 # copies in parts of objects under 5 MiB (Garage's UploadPartCopy refuses a source that small; the
-# tests lower the limit to 1,000 bytes); the sweep tests that count versions and delete markers;
-# and the validation-hook tests of version-pinned reads (not yet adapted).
+# tests lower the limit to 1,000 bytes); and the sweep tests that count versions and delete
+# markers.
 GARAGE_SKIPS=(
   --skip sqs_sink --skip s3_proxy --skip bucket:: --skip hygiene --skip copies --skip model
   --skip archive_class
@@ -106,9 +106,6 @@ GARAGE_SKIPS=(
   --skip validation_hook::objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too
   --skip sweep::old_abandoned_partitions_go_with_every_version_and_the_rest_stays
   --skip sweep::a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_lookups
-  --skip validation_hook::a_refusal_rejects_the_upload_for_good_and_nothing_reaches_the_final_key
-  --skip validation_hook::bytes_swapped_while_the_hook_scans_are_never_committed
-  --skip validation_hook::the_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile
 )
 start_garage
 log "integration tests on Garage $GARAGE_VERSION (single node, SQLite): the store-facing suite with Garage's gaps accepted"

@@ -307,7 +307,15 @@ async fn a_refusal_rejects_the_upload_for_good_and_nothing_reaches_the_final_key
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
     // The URL is single-use while it lives; then the sweep deletes the refused bytes.
     let second = app.upload(&p, media(PNG, 2000), PNG).await;
-    assert_eq!(second.as_u16(), 412, "the URL cannot store other bytes");
+    if crate::helpers::gap_accepted("conditional_put") {
+        // The documented gap (Garage): the URL stores again, but the upload stays rejected.
+        assert!(second.is_success(), "{second}");
+        let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+        assert_eq!((status, code.as_str()), (422, "rejected_by_hook"));
+        assert_eq!(hook.count(), 1, "never asked again");
+    } else {
+        assert_eq!(second.as_u16(), 412, "the URL cannot store other bytes");
+    }
     app.sweep_after_urls_expire().await;
     assert!(app.keys().await.is_empty(), "{:?}", app.keys().await);
 }
@@ -450,6 +458,14 @@ async fn bytes_swapped_while_the_hook_scans_are_never_committed() {
     let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
     hook.set(swap(&app, 2000));
 
+    if crate::helpers::gap_accepted("versioning") {
+        // Unversioned (Garage): no version to pin; the ETag guard refuses the swapped bytes and
+        // nothing reaches the final key (docs/stores.md).
+        let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+        assert_eq!((status, code.as_str()), (409, "object_changed"));
+        assert!(!app.object_exists(&final_key(&p.upload_id)).await);
+        return;
+    }
     // The copy is of the version the hook was given, not of the bytes now current.
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);
@@ -607,7 +623,9 @@ async fn commit_while_an_md5_twin_is_re_posted(hook: &Hook, app: &TestApp) -> Ve
         scanned.e_tag(),
         "the re-posted twin has the ETag the hook was told: the ETag guard alone lets it pass"
     );
-    assert_ne!(current.version_id(), scanned.version_id(), "a new version");
+    if !crate::helpers::gap_accepted("versioning") {
+        assert_ne!(current.version_id(), scanned.version_id(), "a new version");
+    }
     assert_eq!(app.get_object(&p.key).await, evil, "the twin is current");
     assert_eq!(hook.body(0)["etag"], scanned.e_tag().expect("etag"));
     app.get_object(&final_key(&p.upload_id)).await
@@ -618,6 +636,16 @@ async fn the_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile
     let hook = Hook::start().await;
     let app = spawn_with_hook(&hook.url, "").await;
     let committed = commit_while_an_md5_twin_is_re_posted(&hook, &app).await;
+    if crate::helpers::gap_accepted("versioning") {
+        // The documented weakening of an unversioned store (docs/stores.md, `versioning`): with
+        // no version to pin, the ETag is the only guard, and an MD5-colliding twin posted while
+        // the hook scans is what gets copied. Asserted so that the gap stays visible.
+        assert!(
+            committed == md5_twins().1,
+            "on an unversioned store the twin passes the ETag guard"
+        );
+        return;
+    }
     assert!(
         committed == md5_twins().0,
         "the final object holds the re-posted twin, not the bytes the hook allowed"
