@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
-use crate::domain::capabilities::Capability;
+use crate::domain::capabilities::{Capability, Finding};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::records::{FileHandle, HandleStatus};
 use crate::services::jobs::{self, Begin};
@@ -359,16 +359,39 @@ async fn archive(
             // `storage_class`, `object_tags`) archives in the catalog only: the object is not
             // rewritten, as for a small one (docs/stores.md). Asked once per run, when there is
             // something to archive, so a store that gained the capability is used at once.
+            // Judged as `serve` judges it: present, or missing and accepted by name (then the
+            // catalog-only fallback); missing and not accepted, or not known (a call that got no
+            // answer), and this run archives nothing (review 27: one failed probe call turned a
+            // whole run catalog-only, a gap nobody accepted).
             let classes = match keeps_classes {
                 Some(k) => k,
                 None => {
                     let found = store.probe(class).await;
-                    let k =
-                        found.has(Capability::StorageClass) && found.has(Capability::ObjectTags);
-                    if !k {
-                        tracing::warn!(class, "the store keeps no storage classes or tags: archival records files as archived without rewriting their objects");
+                    let needed = [Capability::StorageClass, Capability::ObjectTags];
+                    let mode = if needed.iter().all(|c| found.has(*c)) {
+                        Some(true)
+                    } else if needed.iter().all(|c| {
+                        matches!(found.get(*c), Some(Finding::Missing(_)))
+                            && settings.s3.accept_gaps.contains(c)
+                    }) {
+                        tracing::warn!(class, "the store keeps no storage classes or tags (accepted): archival records files as archived without rewriting their objects");
+                        Some(false)
+                    } else {
+                        None
+                    };
+                    match mode {
+                        Some(k) => *keeps_classes.insert(k),
+                        None => {
+                            let why = "archive: the store was not found to keep storage classes \
+                                       and tags (storage_class, object_tags) and the gap is not \
+                                       accepted (UPCOMMIT_ACCEPT_STORE_GAPS): nothing archived \
+                                       this run";
+                            tracing::error!(class, "{why}");
+                            summary.failed += 1;
+                            items.push(item("failed", &h, why));
+                            return Ok(());
+                        }
                     }
-                    *keeps_classes.insert(k)
                 }
             };
             let small = u64::try_from(h.size).unwrap_or(0) < settings.jobs.archive_min_bytes;
@@ -473,11 +496,7 @@ async fn archive(
             summary.archived += 1;
             if small {
                 summary.archived_in_place += 1;
-                items.push(item(
-                    "archived",
-                    &h,
-                    "below the archive threshold: class kept",
-                ));
+                items.push(item("archived", &h, kept_reason));
             } else if already {
                 // A copy of its key was archived first: the shared object moved once.
                 items.push(item(

@@ -1163,3 +1163,62 @@ async fn a_run_writes_its_report_a_page_at_a_time_not_all_at_the_end() {
         .await;
     assert_eq!(stored, 450);
 }
+
+/// Review 27: archival probed the store at each run and went catalog-only whenever storage
+/// classes or tags were not found, accepted or not, and a single probe call that got no answer
+/// was enough. It is now judged as `serve` judges it: a store found without them archives
+/// nothing unless the gap is accepted by name; accepted, the files are archived in the catalog
+/// only, with the reason said. Here the real store (LocalStack) keeps classes; the wrapper's
+/// probe reports them missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archival_without_storage_classes_needs_the_gap_accepted() {
+    let faults = std::sync::Arc::new(crate::faults::Faults::default());
+    *faults.hide_capabilities.lock().expect("lock") = vec![
+        upcommit::domain::capabilities::Capability::StorageClass,
+        upcommit::domain::capabilities::Capability::ObjectTags,
+    ];
+    let app = spawn(DAY).await;
+    let (id, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+
+    let mut settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
+    let real = upcommit::storage::S3Store::connect(&settings.s3)
+        .await
+        .expect("store");
+    let raw = real.client().clone();
+    let store = crate::faults::faulty_store(faults)(std::sync::Arc::new(real), raw);
+    let at = in_days(3) + chrono::Duration::seconds(5);
+    let run = |settings: upcommit::config::Settings| {
+        let (catalog, store) = (app.catalog.clone(), store.clone());
+        async move {
+            match upcommit::services::hygiene::run(&catalog, &store, &settings, false, at)
+                .await
+                .expect("hygiene")
+            {
+                upcommit::services::hygiene::HygieneOutcome::Ran { summary, .. } => summary,
+                upcommit::services::hygiene::HygieneOutcome::Busy => panic!("busy"),
+            }
+        }
+    };
+    // Not accepted: nothing archived, and the run says why.
+    let refused = run(settings.clone()).await;
+    assert_eq!(refused.archived, 0, "{refused:?}");
+    assert_eq!(refused.failed, 1, "{refused:?}");
+    assert_eq!(status(&app, &id).await, "unlinked");
+
+    // Accepted: archived in the catalog only; the object keeps its class.
+    settings.s3.accept_gaps.extend([
+        upcommit::domain::capabilities::Capability::StorageClass,
+        upcommit::domain::capabilities::Capability::ObjectTags,
+    ]);
+    let archived = run(settings).await;
+    assert_eq!(archived.archived, 1, "{archived:?}");
+    assert_eq!(archived.archived_in_place, 1, "{archived:?}");
+    assert_eq!(status(&app, &id).await, "archived");
+    let (class, tags) = head_class_and_tags(&app, &key).await;
+    assert!(
+        class.is_none() || class.as_deref() == Some("STANDARD"),
+        "{class:?}"
+    );
+    assert!(tags.is_empty(), "{tags:?}");
+}
