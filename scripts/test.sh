@@ -95,18 +95,6 @@ UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api
 # copies in parts of objects under 5 MiB (Garage's UploadPartCopy refuses a source that small; the
 # tests lower the limit to 1,000 bytes); and the sweep tests that count versions and delete
 # markers.
-GARAGE_SKIPS=(
-  --skip sqs_sink --skip s3_proxy --skip bucket:: --skip hygiene --skip copies --skip model
-  --skip archive_class
-  --skip legacy_import::archiving_a_legacy_key_keeps_the_versions_written_before_upcommit_saw_it
-  --skip legacy_import::an_older_version_of_other_bytes_survives_archiving_a_key_already_in_the_class
-  --skip checksums::an_object_arriving_at_the_final_key_during_a_copy_in_parts_is_kept
-  --skip reconcile::quarantine_moves_an_object_over_the_single_copy_limit_in_parts
-  --skip validation_hook::every_part_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile
-  --skip validation_hook::objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too
-  --skip sweep::old_abandoned_partitions_go_with_every_version_and_the_rest_stays
-  --skip sweep::a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_lookups
-)
 start_garage
 log "integration tests on Garage $GARAGE_VERSION (single node, SQLite): the store-facing suite with Garage's gaps accepted"
 (

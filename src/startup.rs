@@ -352,18 +352,27 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
-/// Probes the store and judges it for these settings: the refusal when a capability a promise
-/// needs is missing and not accepted; otherwise every accepted gap logged, once, at start.
-pub async fn judge_store(
+/// Probes the store and judges it for these settings (`doctor` shows every line of it).
+pub async fn store_verdict(
     settings: &Settings,
     store: &dyn ObjectStore,
-) -> Result<crate::domain::capabilities::Verdict, StartupError> {
-    use crate::domain::capabilities::{judge, Needs, Standing};
+) -> crate::domain::capabilities::Verdict {
+    use crate::domain::capabilities::{judge, Needs};
     let findings = store.probe(&settings.jobs.archive_storage_class).await;
     let needs = Needs {
         archival: !settings.hygiene_profiles().is_empty(),
     };
-    let verdict = judge(&findings, needs, &settings.s3.accept_gaps);
+    judge(&findings, needs, &settings.s3.accept_gaps)
+}
+
+/// [`store_verdict`], as `serve` takes it: the refusal when a capability a promise needs is
+/// missing and not accepted; otherwise every accepted gap logged, once, at start.
+pub async fn judge_store(
+    settings: &Settings,
+    store: &dyn ObjectStore,
+) -> Result<crate::domain::capabilities::Verdict, StartupError> {
+    use crate::domain::capabilities::Standing;
+    let verdict = store_verdict(settings, store).await;
     if let Some(refusal) = verdict.refusal() {
         return Err(StartupError::StoreGaps(refusal));
     }

@@ -17,24 +17,8 @@ pub async fn doctor(settings: &Settings, json: bool) -> i32 {
             return 2;
         }
     };
-    let verdict = match crate::startup::judge_store(settings, &store).await {
-        Ok(v) => v,
-        Err(crate::startup::StartupError::StoreGaps(_)) => {
-            // Shown line by line below; judged again without the refusal.
-            let findings = store.probe(&settings.jobs.archive_storage_class).await;
-            crate::domain::capabilities::judge(
-                &findings,
-                crate::domain::capabilities::Needs {
-                    archival: !settings.hygiene_profiles().is_empty(),
-                },
-                &settings.s3.accept_gaps,
-            )
-        }
-        Err(e) => {
-            eprintln!("upcommit doctor: {e}");
-            return 2;
-        }
-    };
+    // One probe: every line is shown, refused ones included.
+    let verdict = crate::startup::store_verdict(settings, &store).await;
     let report = bucket_watch::check(&store, &settings.bucket_expectations_for(&verdict)).await;
     let ok = report.ok() && verdict.may_start();
     if json {

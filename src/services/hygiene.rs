@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
-use crate::domain::capabilities::{Capability, Finding};
+use crate::domain::capabilities::{judge, Capability, Needs};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::records::{FileHandle, HandleStatus};
 use crate::services::jobs::{self, Begin};
@@ -366,14 +366,19 @@ async fn archive(
             let classes = match keeps_classes {
                 Some(k) => k,
                 None => {
-                    let found = store.probe(class).await;
+                    // The same verdict `serve` reaches, for the two capabilities archival uses.
+                    let verdict = judge(
+                        &store.probe(class).await,
+                        Needs { archival: true },
+                        &settings.s3.accept_gaps,
+                    );
                     let needed = [Capability::StorageClass, Capability::ObjectTags];
-                    let mode = if needed.iter().all(|c| found.has(*c)) {
+                    let mode = if needed.iter().all(|c| verdict.has(*c)) {
                         Some(true)
-                    } else if needed.iter().all(|c| {
-                        matches!(found.get(*c), Some(Finding::Missing(_)))
-                            && settings.s3.accept_gaps.contains(c)
-                    }) {
+                    } else if needed
+                        .iter()
+                        .all(|c| verdict.has(*c) || verdict.accepted().contains(c))
+                    {
                         tracing::warn!(class, "the store keeps no storage classes or tags (accepted): archival records files as archived without rewriting their objects");
                         Some(false)
                     } else {

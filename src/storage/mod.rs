@@ -327,22 +327,29 @@ pub trait ObjectStore: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 }
 
-/// (key, version id) of every version and delete marker of exactly `key` — a prefix listing
-/// also returns longer keys, which are left out.
+/// (key, version id) of every version and delete marker of exactly `key`.
 pub async fn every_version_of(
     store: &dyn ObjectStore,
     key: &str,
 ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+    Ok(versions_of(store, key)
+        .await?
+        .into_iter()
+        .map(|v| (v.key, v.version_id))
+        .collect())
+}
+
+/// Every version and delete marker of exactly `key`, as listed (versions newest first, then
+/// delete markers) — a prefix listing also returns longer keys, which are left out.
+pub async fn versions_of(
+    store: &(impl ObjectStore + ?Sized),
+    key: &str,
+) -> Result<Vec<ObjectVersion>, StoreError> {
     let mut out = Vec::new();
     let mut from = None;
     loop {
         let page = store.list_versions(key, from.take()).await?;
-        out.extend(
-            page.versions
-                .into_iter()
-                .filter(|v| v.key == key)
-                .map(|v| (v.key, v.version_id)),
-        );
+        out.extend(page.versions.into_iter().filter(|v| v.key == key));
         match page.next {
             Some(next) => from = Some(next),
             None => return Ok(out),

@@ -253,23 +253,39 @@ impl Probe<'_> {
             .map_err(|e| format!("presigning a probe URL: {e}"))
     }
 
-    async fn send_put(&self, url: &PresignedPut, body: &[u8]) -> Answer {
+    /// A PUT of `body` to a presigned URL with its headers, as a client sends it (the length
+    /// is the body's own).
+    fn presigned(&self, url: &PresignedPut, body: &[u8]) -> reqwest::RequestBuilder {
         let mut req = self.http.put(&url.url).body(body.to_vec());
         for (k, v) in &url.headers {
-            req = req.header(k, v);
+            if !k.eq_ignore_ascii_case("content-length") {
+                req = req.header(k, v);
+            }
         }
-        http_answer(req.send().await).await
+        req
+    }
+
+    async fn send_put(&self, url: &PresignedPut, body: &[u8]) -> Answer {
+        http_answer(self.presigned(url, body).send().await).await
+    }
+
+    /// A PutObject of the probe's body at `key`, through the SDK.
+    fn put(
+        &self,
+        key: &str,
+    ) -> aws_sdk_s3::operation::put_object::builders::PutObjectFluentBuilder {
+        self.store
+            .client()
+            .put_object()
+            .bucket(self.store.bucket())
+            .key(key)
+            .body(BODY.to_vec().into())
     }
 
     async fn put_if_match(&self, seed: &str) -> Finding {
         let r = self
-            .store
-            .client()
-            .put_object()
-            .bucket(self.store.bucket())
-            .key(seed)
+            .put(seed)
             .if_match("\"00000000000000000000000000000000\"")
-            .body(BODY.to_vec().into())
             .send()
             .await;
         sdk_answer(r).refused_as(
@@ -278,7 +294,7 @@ impl Probe<'_> {
         )
     }
 
-    async fn copy(
+    fn copy(
         &self,
         src: &str,
         dst: &str,
@@ -297,19 +313,12 @@ impl Probe<'_> {
 
     async fn conditional_copy(&self, seed: &str) -> Finding {
         let dst = self.key("copy-target");
-        if let Answer::Silent(why) | Answer::Refused(_, why) = sdk_answer(
-            self.store
-                .client()
-                .put_object()
-                .bucket(self.store.bucket())
-                .key(&dst)
-                .body(BODY.to_vec().into())
-                .send()
-                .await,
-        ) {
+        if let Answer::Silent(why) | Answer::Refused(_, why) =
+            sdk_answer(self.put(&dst).send().await)
+        {
             return Finding::Unknown(format!("writing the copy target: {why}"));
         }
-        let r = self.copy(seed, &dst).await.if_none_match("*").send().await;
+        let r = self.copy(seed, &dst).if_none_match("*").send().await;
         sdk_answer(r).refused_as(
             PRECONDITION,
             "CopyObject with If-None-Match: * overwrote the object at its destination",
@@ -319,7 +328,6 @@ impl Probe<'_> {
     async fn copy_source_if_match(&self, seed: &str) -> Finding {
         let r = self
             .copy(seed, &self.key("copy-guarded"))
-            .await
             .copy_source_if_match("\"00000000000000000000000000000000\"")
             .send()
             .await;
@@ -332,15 +340,7 @@ impl Probe<'_> {
     async fn conditional_complete(&self) -> Finding {
         // The copy target exists (written by the conditional copy probe, or now).
         let dst = self.key("copy-target");
-        let _ = self
-            .store
-            .client()
-            .put_object()
-            .bucket(self.store.bucket())
-            .key(&dst)
-            .body(BODY.to_vec().into())
-            .send()
-            .await;
+        let _ = self.put(&dst).send().await;
         let id = match self
             .store
             .create_multipart(&NewMultipart {
@@ -372,11 +372,11 @@ impl Probe<'_> {
                 })
                 .await
                 .map_err(|e| format!("presigning a part: {e}"))?;
-            let mut req = self.http.put(&url.url).body(BODY.to_vec());
-            for (k, v) in &url.headers {
-                req = req.header(k, v);
-            }
-            let resp = req.send().await.map_err(|e| format!("uploading a part: {e}"))?;
+            let resp = self
+                .presigned(&url, BODY)
+                .send()
+                .await
+                .map_err(|e| format!("uploading a part: {e}"))?;
             let etag = resp
                 .headers()
                 .get("etag")
@@ -491,13 +491,11 @@ impl Probe<'_> {
                     })
                     .await
                     .map_err(|e| format!("presigning a part: {e}"))?;
-                let mut req = self.http.put(&url.url).body(bytes.to_vec());
-                for (k, v) in &url.headers {
-                    if !k.eq_ignore_ascii_case("content-length") {
-                        req = req.header(k, v);
-                    }
-                }
-                let resp = req.send().await.map_err(|e| format!("uploading a part: {e}"))?;
+                let resp = self
+                    .presigned(&url, bytes)
+                    .send()
+                    .await
+                    .map_err(|e| format!("uploading a part: {e}"))?;
                 if !resp.status().is_success() {
                     return Ok(Finding::Missing(format!("a part with its CRC64NVME was refused ({})", resp.status())));
                 }
@@ -622,16 +620,7 @@ impl Probe<'_> {
 
     async fn storage_class(&self, class: &str) -> Finding {
         let key = self.key("storage-class");
-        let r = self
-            .store
-            .client()
-            .put_object()
-            .bucket(self.store.bucket())
-            .key(&key)
-            .storage_class(class.into())
-            .body(BODY.to_vec().into())
-            .send()
-            .await;
+        let r = self.put(&key).storage_class(class.into()).send().await;
         match sdk_answer(r) {
             Answer::Stored => {}
             Answer::Refused(s, code) => {
@@ -652,16 +641,7 @@ impl Probe<'_> {
 
     async fn tags(&self) -> Finding {
         let key = self.key("tags");
-        let r = self
-            .store
-            .client()
-            .put_object()
-            .bucket(self.store.bucket())
-            .key(&key)
-            .tagging("upcommit-probe=1")
-            .body(BODY.to_vec().into())
-            .send()
-            .await;
+        let r = self.put(&key).tagging("upcommit-probe=1").send().await;
         match sdk_answer(r) {
             Answer::Stored => {}
             Answer::Refused(s, code) => {

@@ -151,20 +151,6 @@ impl S3Store {
         }
     }
 
-    /// Every version and delete marker of exactly `key`, newest first (S3's listing order).
-    async fn versions_of(&self, key: &str) -> Result<Vec<super::ObjectVersion>, StoreError> {
-        let mut out = Vec::new();
-        let mut from = None;
-        loop {
-            let page = self.list_versions(key, from.take()).await?;
-            out.extend(page.versions.into_iter().filter(|v| v.key == key));
-            match page.next {
-                Some(next) => from = Some(next),
-                None => return Ok(out),
-            }
-        }
-    }
-
     /// The raw client, for operator tools and tests that arrange the bucket.
     pub fn client(&self) -> &Client {
         &self.client
@@ -789,7 +775,7 @@ impl ObjectStore for S3Store {
         // object keeps — the very bytes the current version holds. Anything else (a version of
         // other bytes, a class the bucket's lifecycle set, a copy in parts, whose ETag is its
         // own) stays (review 26: a legacy key's older version of the same size was deleted).
-        let versions = self.versions_of(key).await?;
+        let versions = super::versions_of(self, key).await?;
         let behind = versions
             .iter()
             .skip_while(|v| v.version_id.as_deref() != Some(current))

@@ -1091,13 +1091,7 @@ async fn the_text_report_escapes_control_characters_in_keys() {
 /// replaced only: the key's earlier history stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archiving_a_legacy_key_keeps_the_versions_written_before_upcommit_saw_it() {
-    let mut env = crate::hygiene::hygiene_env(crate::hygiene::DAY);
-    env.push(("UPCOMMIT_LEGACY_PREFIXES", "uploads/".to_owned()));
-    let app = spawn_app_with(Spawn {
-        env,
-        ..Spawn::default()
-    })
-    .await;
+    let app = legacy_hygiene_app().await;
     let key = "uploads/bob/avatar.png";
     app.put_object(key, media("image/png", 2100), "image/png")
         .await;
@@ -1107,15 +1101,7 @@ async fn archiving_a_legacy_key_keeps_the_versions_written_before_upcommit_saw_i
         app.version_sizes(key).await,
         vec![(2000, false), (2100, false)]
     );
-    let run = by_pattern(&app, &["--yes"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let at = |days| crate::hygiene::in_days(days) + chrono::Duration::seconds(5);
-    assert_eq!(
-        crate::hygiene::hygiene(&app, Some(at(2)))["summary"]["unlinked"],
-        1
-    );
-    let archived = crate::hygiene::hygiene(&app, Some(at(3)));
-    assert_eq!(archived["summary"]["archived"], 1, "{archived}");
+    import_and_archive(&app);
     // The archived copy of the 2,000 bytes, and the 2,100-byte version from before the import.
     assert_eq!(
         app.version_sizes(key).await,
@@ -1132,13 +1118,7 @@ async fn archiving_a_legacy_key_keeps_the_versions_written_before_upcommit_saw_i
 /// CopyObject copied) is an interrupted rewrite's leftover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_version_of_other_bytes_survives_archiving_a_key_already_in_the_class() {
-    let mut env = crate::hygiene::hygiene_env(crate::hygiene::DAY);
-    env.push(("UPCOMMIT_LEGACY_PREFIXES", "uploads/".to_owned()));
-    let app = spawn_app_with(Spawn {
-        env,
-        ..Spawn::default()
-    })
-    .await;
+    let app = legacy_hygiene_app().await;
     let key = "uploads/bob/x.png";
     app.put_object(key, media("image/png", 2000), "image/png")
         .await;
@@ -1158,18 +1138,34 @@ async fn an_older_version_of_other_bytes_survives_archiving_a_key_already_in_the
         app.version_sizes(key).await,
         vec![(2000, false), (2000, false)]
     );
-    let run = by_pattern(&app, &["--yes"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let at = |days| crate::hygiene::in_days(days) + chrono::Duration::seconds(5);
-    assert_eq!(
-        crate::hygiene::hygiene(&app, Some(at(2)))["summary"]["unlinked"],
-        1
-    );
-    let archived = crate::hygiene::hygiene(&app, Some(at(3)));
-    assert_eq!(archived["summary"]["archived"], 1, "{archived}");
+    import_and_archive(&app);
     assert_eq!(
         app.version_sizes(key).await,
         vec![(2000, false), (2000, false)],
         "the older version is the key's own history"
     );
+}
+
+/// A server whose legacy prefix is `uploads/` and whose `image` files hygiene acts on.
+async fn legacy_hygiene_app() -> TestApp {
+    let mut env = crate::hygiene::hygiene_env(crate::hygiene::DAY);
+    env.push(("UPCOMMIT_LEGACY_PREFIXES", "uploads/".to_owned()));
+    spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await
+}
+
+/// Imports `uploads/<owner>/…` for its owners, then lets hygiene unlink and archive the file.
+fn import_and_archive(app: &TestApp) {
+    let run = by_pattern(app, &["--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let at = |days| crate::hygiene::in_days(days) + chrono::Duration::seconds(5);
+    assert_eq!(
+        crate::hygiene::hygiene(app, Some(at(2)))["summary"]["unlinked"],
+        1
+    );
+    let archived = crate::hygiene::hygiene(app, Some(at(3)));
+    assert_eq!(archived["summary"]["archived"], 1, "{archived}");
 }

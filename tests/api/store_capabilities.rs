@@ -131,6 +131,7 @@ async fn the_probe_touches_nothing_outside_its_prefix_and_leaves_nothing_behind(
         app.put_object(k, b"sentinel".to_vec(), "image/png").await;
     }
     let before = all_versions(&app).await;
+    let documents = bucket_documents(&app).await;
     for _ in 0..2 {
         let findings = probe(&app).await;
         assert!(findings.0.len() == Capability::ALL.len(), "{findings:?}");
@@ -139,6 +140,11 @@ async fn the_probe_touches_nothing_outside_its_prefix_and_leaves_nothing_behind(
         all_versions(&app).await,
         before,
         "the probe left or changed objects"
+    );
+    assert_eq!(
+        bucket_documents(&app).await,
+        documents,
+        "the probe writes no bucket configuration document"
     );
     let uploads = app
         .s3
@@ -151,6 +157,27 @@ async fn the_probe_touches_nothing_outside_its_prefix_and_leaves_nothing_behind(
     for k in &sentinels {
         assert_eq!(app.get_object(k).await, b"sentinel", "{k}");
     }
+}
+
+/// The bucket's lifecycle and CORS documents, as S3 returns them.
+async fn bucket_documents(app: &TestApp) -> String {
+    let lifecycle = app
+        .s3
+        .get_bucket_lifecycle_configuration()
+        .bucket(&app.bucket)
+        .send()
+        .await
+        .map(|o| format!("{:?}", o.rules()))
+        .unwrap_or_else(|e| format!("status {:?}", e.raw_response().map(|r| r.status().as_u16())));
+    let cors = app
+        .s3
+        .get_bucket_cors()
+        .bucket(&app.bucket)
+        .send()
+        .await
+        .map(|o| format!("{:?}", o.cors_rules()))
+        .unwrap_or_else(|e| format!("status {:?}", e.raw_response().map(|r| r.status().as_u16())));
+    format!("{lifecycle}\n{cors}")
 }
 
 /// (key, version id, ETag) of every object version (or, unversioned, every object).
