@@ -821,3 +821,15 @@ pub async fn connect(
 pub async fn migrate(url: &str) -> Result<(), CatalogError> {
     connect(url, 1).await.map(|_| ())
 }
+
+/// Closes `pool` and waits until every one of its connections is closed. sqlx 0.8's
+/// `Pool::close` can return while a connection checked out before it is still open (closing an
+/// idle connection hands back a permit it never held, so its wait for every permit ends early);
+/// the pool's size, which drops only once a connection has closed, is what is waited for here.
+/// The caller bounds the whole (the graceful stop waits a few seconds at most).
+async fn pool_closed<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) {
+    pool.close().await;
+    while pool.size() > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

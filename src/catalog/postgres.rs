@@ -26,6 +26,11 @@ pub struct PostgresCatalog {
 }
 
 impl PostgresCatalog {
+    /// The graceful stop's close: see [`super::pool_closed`].
+    async fn close_pool(&self) {
+        super::pool_closed(&self.pool).await;
+    }
+
     /// The database's clock (the time of the statement, not of its transaction).
     const DB_NOW: &'static str = "clock_timestamp()";
 

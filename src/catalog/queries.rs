@@ -533,7 +533,7 @@ macro_rules! impl_catalog {
             }
 
             async fn close(&self) {
-                self.pool.close().await;
+                self.close_pool().await;
             }
 
             #[tracing::instrument(skip_all, fields(upload.id = %upload.id, size_bytes = upload.declared_size))]

@@ -21,6 +21,8 @@ use super::CatalogError;
 
 pub struct SqliteCatalog {
     pool: Pool<Sqlite>,
+    /// How the pool's connections are opened: the graceful stop opens one more, alone.
+    options: SqliteConnectOptions,
     /// Presigns' writes, grouped into shared transactions.
     writer: GroupCommit,
     /// WAL checkpoints in the background, not inside a request's `COMMIT`.
@@ -64,7 +66,7 @@ impl SqliteCatalog {
             // fails the query itself, which answers 503 like any database error.
             .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
         sqlx::migrate!("./migrations/sqlite")
             .run(&pool)
@@ -78,9 +80,37 @@ impl SqliteCatalog {
         let _checkpointer = Checkpointer::spawn(pool.clone());
         Ok(Self {
             pool,
+            options,
             writer,
             _checkpointer,
         })
+    }
+
+    /// The graceful stop's close, which leaves the database one whole file. SQLite merges the
+    /// WAL into the database file and removes it when its last connection closes, but a
+    /// connection sees itself as the last only when no other is open in the process: two of the
+    /// pool's closing at the same moment (one returned by a task that was aborted, one idle) each
+    /// see the other, and the WAL stays. So once every pooled connection is closed
+    /// ([`super::pool_closed`]), one more is opened alone and closed: that one is the last.
+    async fn close_pool(&self) {
+        use sqlx::{ConnectOptions, Connection};
+        super::pool_closed(&self.pool).await;
+        match self.options.connect().await {
+            Ok(last) => {
+                if let Err(e) = last.close().await {
+                    tracing::warn!(error = %e, "closing the database's last connection failed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not open the database to merge its WAL"),
+        }
+        let mut wal = self.options.get_filename().as_os_str().to_owned();
+        wal.push("-wal");
+        if std::path::Path::new(&wal).exists() {
+            tracing::warn!(
+                wal = %std::path::Path::new(&wal).display(),
+                "the WAL is still beside the database after the stop: copy both files for a backup"
+            );
+        }
     }
 
     /// The upload rows of up to [`super::KEY_BATCH`] keys: `IN (…)` with one bound parameter
