@@ -114,7 +114,12 @@ async fn a_scan_completed_while_an_archival_rewrites_the_object_undoes_it() {
     scan(&app, &[other]).await;
     let run = paused.release();
     assert_eq!(run["summary"]["archived"], 0, "{run}");
-    assert_eq!(run["summary"]["undone"], 1, "{run}");
+    if crate::hygiene::archival_moves_objects() {
+        assert_eq!(run["summary"]["undone"], 1, "{run}");
+    } else {
+        // Catalog-only: the settle is refused with nothing changed in S3, nothing to undo.
+        assert_eq!(run["summary"]["undone"], 0, "{run}");
+    }
     let (class, tags) = head_class_and_tags(&app, &key).await;
     assert!(standard(class.as_deref()), "{class:?}: {run}");
     assert!(tags.is_empty(), "{tags:?}");
@@ -160,10 +165,7 @@ async fn a_copy_the_latest_scan_saw_comes_back_with_its_object_out_of_the_archiv
     assert_eq!(run["summary"]["archived"], 1, "{run}");
     assert_eq!(status(&app, &f).await, "archived");
     assert_eq!(status(&app, &c).await, "unlinked");
-    assert_eq!(
-        head_class_and_tags(&app, &key).await.0.as_deref(),
-        Some("GLACIER_IR")
-    );
+    crate::hygiene::assert_archived_in_s3(&app, &key).await;
     // The app still uses C.
     scan(&app, &[&c]).await;
     let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(10)));

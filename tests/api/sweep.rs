@@ -94,18 +94,23 @@ async fn swept_at_set(app: &TestApp, key: &str) -> bool {
 async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
     let app = spawn_app().await;
     let token = app.token("alice");
-    // Abandoned, with three versions: two writes and a delete marker.
+    // Abandoned, with three versions: two writes and a delete marker. (On a store without
+    // versioning, Garage: one object, the second write.)
+    let versioned = !crate::helpers::gap_accepted("versioning");
     let abandoned = plant(&app, "2026/10/01", Some(UploadState::Issued)).await;
     app.put_object(&abandoned, media("image/png", 200), "image/png")
         .await;
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&abandoned)
-        .send()
-        .await
-        .expect("delete marker");
-    assert_eq!(app.versions(&abandoned).await, 3);
+    if versioned {
+        app.s3
+            .delete_object()
+            .bucket(&app.bucket)
+            .key(&abandoned)
+            .send()
+            .await
+            .expect("delete marker");
+    }
+    let written = if versioned { 3 } else { 1 };
+    assert_eq!(app.versions(&abandoned).await, written);
     let unrecorded = plant(&app, "2026/10/01", None).await;
     let mid_commit = plant(&app, "2026/10/02", Some(UploadState::Promoting)).await;
     let multipart_key = format!("tmp/2026/10/02/{}/big.png", UploadId::generate());
@@ -144,7 +149,7 @@ async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
             .iter()
             .filter(|i| i["key"] == abandoned.as_str())
             .count(),
-        3
+        written
     );
     assert!(deleted
         .iter()
@@ -412,6 +417,13 @@ async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_l
         .await;
     app.put_object(&straddling, media("image/png", 300), "image/png")
         .await;
+    // On a store without versioning (Garage) the three writes are one object, and a listing
+    // page holds 1,000 objects: the key is the page's last, the rest on the next two.
+    let straddling_versions = if crate::helpers::gap_accepted("versioning") {
+        1
+    } else {
+        3
+    };
     let mid_commit = plant(&app, "2026/10/01", Some(UploadState::Promoting)).await;
 
     let metrics = std::sync::Arc::new(upcommit::metrics::Metrics::new());
@@ -432,7 +444,7 @@ async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_l
     };
 
     assert!(summary.error.is_none(), "{summary:?}");
-    assert_eq!(summary.deleted_versions, 999 + 1200 + 3);
+    assert_eq!(summary.deleted_versions, 999 + 1200 + straddling_versions);
     assert_eq!(summary.skipped_keys, 1);
     assert_eq!(app.keys().await, vec![mid_commit.clone()]);
     assert_eq!(app.versions(&straddling).await, 0);
@@ -454,5 +466,5 @@ async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_l
             run.id
         ))
         .await;
-    assert_eq!(stored, 999 + 1200 + 3 + 1);
+    assert_eq!(stored, 999 + 1200 + straddling_versions as i64 + 1);
 }
