@@ -48,10 +48,6 @@ GARAGE_SKIPS=(
   --skip hygiene::a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_links
   --skip legacy_import::archiving_a_legacy_key_keeps_the_versions_written_before_upcommit_saw_it
   --skip legacy_import::an_older_version_of_other_bytes_survives_archiving_a_key_already_in_the_class
-  --skip checksums::an_object_arriving_at_the_final_key_during_a_copy_in_parts_is_kept
-  --skip reconcile::quarantine_moves_an_object_over_the_single_copy_limit_in_parts
-  --skip validation_hook::every_part_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile
-  --skip validation_hook::objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too
 )
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"

@@ -370,7 +370,9 @@ async fn a_large_object_without_the_declared_checksum_is_refused_before_its_copy
 /// A large object's parts take long to copy; an object that arrives at the final key meanwhile
 /// (an admin's custom key here) is not overwritten by the completion: it carries
 /// `If-None-Match: *` too. Mutation: complete the copy without it — the other writer's object is
-/// replaced and the commit answers 201 (review 13, defect 4).
+/// replaced and the commit answers 201 (review 13, defect 4). On Garage, which ignores that
+/// header, the other writer's PUT ends the multipart upload instead (the completion answers
+/// NoSuchUpload): the commit answered 500 `internal_error` until it read the final key then too.
 #[tokio::test]
 async fn an_object_arriving_at_the_final_key_during_a_copy_in_parts_is_kept() {
     let (app, faults) = spawn_faulty_with(copy_env()).await;

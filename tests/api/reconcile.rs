@@ -493,7 +493,8 @@ async fn quarantine_moves_unindexed_objects_and_loses_nothing() {
 async fn quarantine_moves_an_object_over_the_single_copy_limit_in_parts() {
     let app = spawn_app().await;
     let stray = "media/images/stray/large.png";
-    let bytes = media("image/png", 3000);
+    // Over 5 MiB: the smallest source a store must copy in parts (Garage refuses a smaller one).
+    let bytes = media("image/png", 5 * 1024 * 1024 + 3000);
     // Served with headers and tags of its own, which a copy in parts must write again (review
     // 26: they were dropped, where the single CopyObject keeps them).
     app.s3
@@ -525,8 +526,8 @@ async fn quarantine_moves_an_object_over_the_single_copy_limit_in_parts() {
     let head = app.s3.head_object().bucket(&app.bucket).key(&moved);
     let head = head.send().await.expect("HEAD");
     assert!(
-        head.e_tag().expect("etag").ends_with("-1\""),
-        "assembled from one copied part: {:?}",
+        head.e_tag().expect("etag").ends_with("-2\""),
+        "assembled from two copied parts: {:?}",
         head.e_tag()
     );
     assert_eq!(head.content_type(), Some("image/png"));
@@ -537,6 +538,11 @@ async fn quarantine_moves_an_object_over_the_single_copy_limit_in_parts() {
         Some("inline; filename=\"large.png\"")
     );
     assert_eq!(head.content_language(), Some("en"));
+    if crate::helpers::gap_accepted("object_tags") {
+        // Garage keeps no tags: there are none to carry.
+        assert_eq!(app.get_object(&moved).await, bytes, "moved, byte for byte");
+        return;
+    }
     let tags = app
         .s3
         .get_object_tagging()

@@ -295,12 +295,25 @@ async fn promote_in_parts(
                 // key during the copy (the completion's `If-None-Match`): the final key tells.
                 // (A copy naming this upload cannot be checked here: one assembled from parts
                 // has no full-object checksum. The retry's HEAD before copying records it.)
-                Err(StoreError::PreconditionFailed) => {
+                //
+                // A store without conditional completion (Garage) ends the multipart upload
+                // when another object is written at its key meanwhile: the completion answers
+                // NoSuchUpload, and the final key tells too. Nothing foreign there: the upload
+                // went for another reason (or the source did), and a retry starts over.
+                Err(refused @ (StoreError::PreconditionFailed | StoreError::NotFound)) => {
                     return Err(match store.head(lease.final_key.as_str()).await {
                         Ok(Some(fin)) if !is_ours(&fin, upload) => {
                             Failure::Release(AppError::FinalKeyConflict)
                         }
-                        Ok(_) => Failure::Release(AppError::ObjectChanged),
+                        Ok(_) if matches!(refused, StoreError::PreconditionFailed) => {
+                            Failure::Release(AppError::ObjectChanged)
+                        }
+                        Ok(_) => Failure::Release(
+                            StoreError::Unavailable(
+                                "the copy's multipart upload was gone at its completion".into(),
+                            )
+                            .into(),
+                        ),
                         Err(e) => Failure::Release(e.into()),
                     })
                 }
