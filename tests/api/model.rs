@@ -218,7 +218,11 @@ impl Model {
         self.log
             .push(format!("{} #{i} (bad bytes: {bad}) → {status}", p.method));
         assert!(status < 500, "upload answered {status}: {}", self.ctx());
-        if p.method == "PUT" && before > 0 {
+        // A store without conditional PUTs (Garage, the gap `conditional_put` accepted) stores
+        // a URL's bytes again, as documented: exactly the declared size and type (signed), as a
+        // post is; the model then holds such a URL to what it holds a post to.
+        let single_use = !crate::helpers::gap_accepted("conditional_put");
+        if p.method == "PUT" && before > 0 && single_use {
             assert!(
                 status == 412 || status == 403,
                 "a PUT URL stored bytes a second time ({status}): {}",
@@ -702,10 +706,15 @@ impl Model {
             "{ctx}"
         );
         // 4: what tmp/ holds per upload.
+        let single_use = !crate::helpers::gap_accepted("conditional_put");
         for (i, up) in self.ups.iter().enumerate() {
             let versions = self.object_versions(i).await;
             let copies = versions.iter().filter(|s| **s >= 0).count();
-            let bound = if up.p.method == "PUT" { 1 } else { up.stored };
+            let bound = if up.p.method == "PUT" && single_use {
+                1
+            } else {
+                up.stored
+            };
             assert!(
                 copies <= bound,
                 "upload #{i} ({}) holds {copies} copies under tmp/, bound {bound} ({ctx})",
