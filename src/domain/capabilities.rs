@@ -99,7 +99,7 @@ impl Capability {
             Capability::ConditionalPutIfMatch => "PutObject with If-Match refuses (412) another ETag",
             Capability::ConditionalCopy => "CopyObject with If-None-Match: * refuses (412) when the destination exists",
             Capability::ConditionalComplete => "CompleteMultipartUpload with If-None-Match: * refuses (412) when the key exists",
-            Capability::CopySourceIfMatch => "CopyObject with x-amz-copy-source-if-match refuses (412) another source ETag",
+            Capability::CopySourceIfMatch => "CopyObject and UploadPartCopy with x-amz-copy-source-if-match refuse (412) another source ETag",
             Capability::ChecksumSha256 => "PutObject with a wrong x-amz-checksum-sha256 is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc32c => "PutObject with a wrong x-amz-checksum-crc32c is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc64nvme => "PutObject with a wrong x-amz-checksum-crc64nvme is refused, a right one is returned on HEAD",

@@ -134,6 +134,16 @@ impl Answer {
     }
 }
 
+/// One capability found by two calls: missing if either call shows it missing, unknown if
+/// either could not tell, present only when both refused.
+fn both(a: Finding, b: Finding) -> Finding {
+    match (a, b) {
+        (m @ Finding::Missing(_), _) | (_, m @ Finding::Missing(_)) => m,
+        (u @ Finding::Unknown(_), _) | (_, u @ Finding::Unknown(_)) => u,
+        (Finding::Present, Finding::Present) => Finding::Present,
+    }
+}
+
 fn sdk_answer<T, E>(r: Result<T, SdkError<E, HttpResponse>>) -> Answer
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -206,10 +216,7 @@ impl Probe<'_> {
             Capability::ConditionalCopy,
             self.conditional_copy(&seed).await,
         ));
-        out.push((
-            Capability::CopySourceIfMatch,
-            self.copy_source_if_match(&seed).await,
-        ));
+        let copy_guard = self.copy_source_if_match(&seed).await;
         out.push((
             Capability::ConditionalComplete,
             self.conditional_complete().await,
@@ -221,6 +228,10 @@ impl Probe<'_> {
             Capability::MultipartChecksum,
             self.multipart_checksum().await,
         ));
+        // Copies in parts rely on the same guard on UploadPartCopy (R2 is documented to
+        // ignore it there while honouring it on CopyObject): both must refuse.
+        let part_guard = self.part_copy_source_if_match().await;
+        out.push((Capability::CopySourceIfMatch, both(copy_guard, part_guard)));
         let (size, signature) = self.post_forms().await;
         out.push((Capability::PostSizeRange, size));
         out.push((Capability::PostSignature, signature));
@@ -335,6 +346,66 @@ impl Probe<'_> {
             PRECONDITION,
             "CopyObject copied a source whose ETag is not the one x-amz-copy-source-if-match named",
         )
+    }
+
+    /// UploadPartCopy of a source over 5 MiB (Garage refuses to copy a smaller one in parts)
+    /// guarded on an ETag it does not have.
+    async fn part_copy_source_if_match(&self) -> Finding {
+        let src = self.key("part-source");
+        let body = vec![b'p'; 5 * 1024 * 1024 + BODY.len()];
+        let put = self
+            .store
+            .client()
+            .put_object()
+            .bucket(self.store.bucket())
+            .key(&src)
+            .content_type(TYPE)
+            .body(body.into())
+            .send()
+            .await;
+        if let Answer::Silent(why) | Answer::Refused(_, why) = sdk_answer(put) {
+            return Finding::Unknown(format!("writing a part copy's source: {why}"));
+        }
+        let dst = self.key("part-copy-guarded");
+        let id = match self
+            .store
+            .create_multipart(&NewMultipart {
+                key: &dst,
+                content_type: TYPE,
+                metadata: &[],
+                checksum: None,
+                storage_class: None,
+                tagging: None,
+                headers: None,
+            })
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => return Finding::Unknown(format!("CreateMultipartUpload: {e}")),
+        };
+        let r = self
+            .store
+            .client()
+            .upload_part_copy()
+            .bucket(self.store.bucket())
+            .key(&dst)
+            .upload_id(&id)
+            .part_number(1)
+            .copy_source(format!(
+                "{}/{}",
+                self.store.bucket(),
+                crate::signing::uri_encode(&src, true)
+            ))
+            .copy_source_if_match("\"00000000000000000000000000000000\"")
+            .send()
+            .await;
+        let finding = sdk_answer(r).refused_as(
+            PRECONDITION,
+            "UploadPartCopy copied a part of a source whose ETag is not the one \
+             x-amz-copy-source-if-match named",
+        );
+        let _ = self.store.abort_multipart(&dst, &id).await;
+        finding
     }
 
     async fn conditional_complete(&self) -> Finding {

@@ -41,6 +41,8 @@ enum Mode {
     /// Writes these bytes, of this type, to the tmp key with the S3 client (a client racing
     /// the hook's answer, or re-posting its form while the hook scans), then allows.
     Put(aws_sdk_s3::Client, String, &'static str, Vec<u8>),
+    /// Writes these bytes at this key (another writer), then allows.
+    PutAt(aws_sdk_s3::Client, String, String, Vec<u8>),
 }
 
 struct Call {
@@ -131,15 +133,26 @@ async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Res
                 .expect("re-post the tmp object");
             Json(json!({"allow": true})).into_response()
         }
+        Mode::PutAt(s3, bucket, at, bytes) => {
+            s3.put_object()
+                .bucket(bucket)
+                .key(at)
+                .content_type("image/jpeg")
+                .body(bytes.into())
+                .send()
+                .await
+                .expect("another writer's object");
+            Json(json!({"allow": true})).into_response()
+        }
     }
 }
 
-/// The hook overwrites the tmp object with other bytes of the same size (still a PNG), then
-/// allows.
 /// Over 5 MiB: the smallest source every store copies in parts (Garage's UploadPartCopy refuses
 /// a smaller one). With `small_copy_limit()`, two parts.
 const OVER_A_PART: usize = 5 * 1024 * 1024 + 2000;
 
+/// The hook overwrites the tmp object with other bytes of the same size (still a PNG), then
+/// allows.
 fn swap(app: &TestApp, size: usize) -> Mode {
     let mut other = media(PNG, size);
     let last = other.len() - 1;
@@ -675,6 +688,33 @@ async fn the_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile
         committed == md5_twins().0,
         "the final object holds the re-posted twin, not the bytes the hook allowed"
     );
+}
+
+/// Review 27 (S2): while the hook scans an object to be copied in parts, another writer puts an
+/// object at the final key (an admin's custom key). Where the completion's `If-None-Match` is
+/// honoured (LocalStack) the completion refuses; where it is ignored (Garage, the gap
+/// `conditional_complete` accepted) the final key is read again after the hook. Either way 409
+/// `final_key_conflict`, the other object intact. Before, on Garage: 201, the object replaced
+/// (the final key was read only before the hook).
+#[tokio::test]
+async fn an_object_written_at_the_final_key_while_the_hook_scans_a_copy_in_parts_is_kept() {
+    let hook = Hook::start().await;
+    let app = spawn_with_hook_env(&hook.url, "", small_copy_limit()).await;
+    let admin = app.admin_token("root");
+    let p = app.uploaded(&admin, "scan", PNG, OVER_A_PART, "PUT").await;
+    let at = "scanned/custom/arrived.png";
+    let theirs = media("image/jpeg", 4321);
+    hook.set(Mode::PutAt(
+        app.s3.clone(),
+        app.bucket.clone(),
+        at.into(),
+        theirs.clone(),
+    ));
+    let (status, code) = error_code(app.commit(&admin, &p.key, Some(at)).await).await;
+    assert_eq!((status, code.as_str()), (409, "final_key_conflict"));
+    assert_eq!(hook.count(), 1, "the hook was asked");
+    assert_eq!(app.get_object(at).await, theirs);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
 }
 
 #[tokio::test]

@@ -273,6 +273,19 @@ async fn promote_in_parts(
             // Only before a copy; every part copy is of the version the hook was given,
             // guarded on its ETag.
             super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
+            // The hook may have taken its whole timeout: where the completion's
+            // `If-None-Match` is ignored (the gap `conditional_complete`), the final key is read
+            // again right before the copy starts, as docs/stores.md says.
+            if has_hook(state, upload) && !state.store_verdict.has(Capability::ConditionalComplete)
+            {
+                match store.head(lease.final_key.as_str()).await {
+                    Ok(Some(fin)) if !is_ours(&fin, upload) => {
+                        return Err(Failure::Release(AppError::FinalKeyConflict))
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(Failure::Release(e.into())),
+                }
+            }
             let job = PartCopy {
                 src: CopySource::of(&upload.key, &head),
                 size: u64::try_from(head.size).unwrap_or(u64::MAX),
