@@ -368,7 +368,7 @@ async fn archive(
                 None => {
                     // The same verdict `serve` reaches, for the two capabilities archival uses.
                     let verdict = judge(
-                        &store.probe(class).await,
+                        &store.probe_archival(class).await,
                         Needs { archival: true },
                         &settings.s3.accept_gaps,
                     );

@@ -315,6 +315,13 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// ([`probe`]), `archive_class` being the class archival writes.
     async fn probe(&self, archive_class: &str) -> crate::domain::capabilities::Findings;
 
+    /// Only what archival uses (`storage_class`, `object_tags`), as [`Self::probe`] finds them:
+    /// each hygiene run that archives asks, so it costs two writes, not the whole probe (whose
+    /// multipart checks upload 10 MiB). By default, the whole probe.
+    async fn probe_archival(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
+        self.probe(archive_class).await
+    }
+
     /// Rewrites `key` in place with `class` and exactly the given tags (none clears them),
     /// verifies the new version, then removes the version it replaced, so the bytes are held
     /// once, in the new class. The copy is of the version a HEAD just read, guarded by its

@@ -43,8 +43,22 @@ pub fn probe_prefix() -> String {
     )
 }
 
+/// What a run probes.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope {
+    /// Every capability (`serve`, `doctor`).
+    All,
+    /// What archival uses: `storage_class` and `object_tags` (each hygiene run that archives).
+    Archival,
+}
+
 /// Runs every probe under a fresh prefix, then removes what it wrote.
 pub async fn run(store: &S3Store, archive_class: &str) -> Findings {
+    run_scoped(store, archive_class, Scope::All).await
+}
+
+/// Runs the probes of `scope` under a fresh prefix, then removes what it wrote.
+pub async fn run_scoped(store: &S3Store, archive_class: &str, scope: Scope) -> Findings {
     let probe = Probe {
         store,
         http: match reqwest::Client::builder().timeout(CALL).build() {
@@ -57,7 +71,7 @@ pub async fn run(store: &S3Store, archive_class: &str) -> Findings {
     // A call that got no answer (a dropped connection, a store busy starting) is asked again:
     // up to three rounds within the budget, each capability keeping its first real answer.
     let rounds = async {
-        let mut found = probe.everything(archive_class).await;
+        let mut found = probe.findings(scope, archive_class).await;
         for _ in 0..2 {
             if !found
                 .0
@@ -70,7 +84,7 @@ pub async fn run(store: &S3Store, archive_class: &str) -> Findings {
             probe
                 .round
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let again = probe.everything(archive_class).await;
+            let again = probe.findings(scope, archive_class).await;
             for (cap, f) in &mut found.0 {
                 if matches!(f, Finding::Unknown(_)) {
                     if let Some(better) = again.get(*cap) {
@@ -185,6 +199,19 @@ impl Probe<'_> {
             self.prefix,
             self.round.load(std::sync::atomic::Ordering::Relaxed)
         )
+    }
+
+    async fn findings(&self, scope: Scope, archive_class: &str) -> Findings {
+        match scope {
+            Scope::All => self.everything(archive_class).await,
+            Scope::Archival => Findings(vec![
+                (
+                    Capability::StorageClass,
+                    self.storage_class(archive_class).await,
+                ),
+                (Capability::ObjectTags, self.tags().await),
+            ]),
+        }
     }
 
     async fn everything(&self, archive_class: &str) -> Findings {

@@ -41,6 +41,19 @@ pub struct S3Store {
 }
 
 impl S3Store {
+    /// This store on the quiet client (its calls out of the request metrics): the probe's.
+    fn quiet_twin(&self) -> S3Store {
+        S3Store {
+            client: self.quiet.clone(),
+            quiet: self.quiet.clone(),
+            bucket: self.bucket.clone(),
+            region: self.region.clone(),
+            location: self.location.clone(),
+            credentials: self.credentials.clone(),
+            copy: self.copy,
+        }
+    }
+
     /// Builds the client from the standard AWS credential and region chain. A custom endpoint
     /// selects path-style addressing.
     pub async fn connect(settings: &S3Settings) -> Result<Self, StoreError> {
@@ -518,16 +531,16 @@ impl ObjectStore for S3Store {
     }
 
     async fn probe(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
-        let quiet = S3Store {
-            client: self.quiet.clone(),
-            quiet: self.quiet.clone(),
-            bucket: self.bucket.clone(),
-            region: self.region.clone(),
-            location: self.location.clone(),
-            credentials: self.credentials.clone(),
-            copy: self.copy,
-        };
-        super::probe::run(&quiet, archive_class).await
+        super::probe::run(&self.quiet_twin(), archive_class).await
+    }
+
+    async fn probe_archival(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
+        super::probe::run_scoped(
+            &self.quiet_twin(),
+            archive_class,
+            super::probe::Scope::Archival,
+        )
+        .await
     }
 
     async fn bucket_view(&self) -> BucketView {

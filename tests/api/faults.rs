@@ -53,13 +53,12 @@ pub struct FaultyStore {
     faults: Arc<Faults>,
 }
 
-#[async_trait]
-impl ObjectStore for FaultyStore {
-    fn bucket(&self) -> &str {
-        self.inner.bucket()
-    }
-    async fn probe(&self, archive_class: &str) -> upcommit::domain::capabilities::Findings {
-        let mut found = self.inner.probe(archive_class).await;
+impl FaultyStore {
+    /// The findings with the capabilities the test hides reported missing.
+    fn hide(
+        &self,
+        mut found: upcommit::domain::capabilities::Findings,
+    ) -> upcommit::domain::capabilities::Findings {
         let hidden = self.faults.hide_capabilities.lock().expect("lock").clone();
         for (cap, finding) in &mut found.0 {
             if hidden.contains(cap) {
@@ -69,6 +68,22 @@ impl ObjectStore for FaultyStore {
             }
         }
         found
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FaultyStore {
+    fn bucket(&self) -> &str {
+        self.inner.bucket()
+    }
+    async fn probe(&self, archive_class: &str) -> upcommit::domain::capabilities::Findings {
+        self.hide(self.inner.probe(archive_class).await)
+    }
+    async fn probe_archival(
+        &self,
+        archive_class: &str,
+    ) -> upcommit::domain::capabilities::Findings {
+        self.hide(self.inner.probe_archival(archive_class).await)
     }
     async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError> {
         self.inner.presign_put(input).await
