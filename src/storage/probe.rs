@@ -148,6 +148,12 @@ impl Answer {
     }
 }
 
+/// A refusal that says nothing of the capability: the store was busy or failing (5xx other than
+/// 501 NotImplemented, after the SDK's own retries). The probe asks again in its next round.
+fn transient(status: u16) -> bool {
+    status >= 500 && status != 501
+}
+
 /// One capability found by two calls: missing if either call shows it missing, unknown if
 /// either could not tell, present only when both refused.
 fn both(a: Finding, b: Finding) -> Finding {
@@ -525,6 +531,10 @@ impl Probe<'_> {
         };
         match self.send_put(&url, BODY).await {
             Answer::Stored => {}
+            Answer::Silent(why) => return Finding::Unknown(why),
+            Answer::Refused(s, code) if transient(s) => {
+                return Finding::Unknown(format!("answered {s} {code}"))
+            }
             other => {
                 return Finding::Missing(format!(
                     "bytes with the right {} checksum were refused: {other:?}",
@@ -565,6 +575,11 @@ impl Probe<'_> {
             .await
         {
             Ok(id) => id,
+            Err(e @ super::StoreError::Unavailable(_)) => {
+                return Finding::Unknown(format!(
+                    "CreateMultipartUpload with a full-object CRC64NVME: {e}"
+                ))
+            }
             Err(e) => {
                 return Finding::Missing(format!(
                     "CreateMultipartUpload with a full-object CRC64NVME: {e}"
@@ -594,6 +609,9 @@ impl Probe<'_> {
                     .send()
                     .await
                     .map_err(|e| format!("uploading a part: {e}"))?;
+                if transient(resp.status().as_u16()) {
+                    return Ok(Finding::Unknown(format!("a part upload answered {}", resp.status())));
+                }
                 if !resp.status().is_success() {
                     return Ok(Finding::Missing(format!("a part with its CRC64NVME was refused ({})", resp.status())));
                 }
@@ -721,6 +739,9 @@ impl Probe<'_> {
         let r = self.put(&key).storage_class(class.into()).send().await;
         match sdk_answer(r) {
             Answer::Stored => {}
+            Answer::Refused(s, code) if transient(s) => {
+                return Finding::Unknown(format!("a PUT in {class} answered {s} {code}"))
+            }
             Answer::Refused(s, code) => {
                 return Finding::Missing(format!("a PUT in {class} was refused ({s} {code})"))
             }
@@ -742,6 +763,9 @@ impl Probe<'_> {
         let r = self.put(&key).tagging("upcommit-probe=1").send().await;
         match sdk_answer(r) {
             Answer::Stored => {}
+            Answer::Refused(s, code) if transient(s) => {
+                return Finding::Unknown(format!("a PUT with tags answered {s} {code}"))
+            }
             Answer::Refused(s, code) => {
                 return Finding::Missing(format!("a PUT with tags was refused ({s} {code})"))
             }

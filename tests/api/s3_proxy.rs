@@ -53,6 +53,12 @@ async fn forward(
                 .expect("response");
         }
     }
+    relay(&http, req).await
+}
+
+/// Forwards `req` to the store under test unchanged (the Host header too, so signatures still
+/// verify) and its answer back.
+pub(crate) async fn relay(http: &reqwest::Client, req: Request) -> Response {
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes()).expect("method");
     let url = format!(
         "{}{}",

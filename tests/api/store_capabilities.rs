@@ -541,3 +541,101 @@ async fn a_post_form_altered_after_signing_is_refused_where_the_store_verifies_s
         assert!(!app.object_exists(&p.key).await, "nothing stored");
     }
 }
+
+/// A proxy in front of the store under test that answers 503 SlowDown to every request whose
+/// path contains `fail` (the probe's keys name their round: `…/r0-storage-class`), relaying the
+/// rest; returns its address and the paths it failed.
+async fn failing_proxy(fail: &'static str) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::extract::{Request, State};
+    use axum::response::{IntoResponse, Response};
+    type Shared = (
+        reqwest::Client,
+        &'static str,
+        Arc<std::sync::Mutex<Vec<String>>>,
+    );
+    async fn handle(State((http, fail, failed)): State<Shared>, req: Request) -> Response {
+        let path = req.uri().path().to_owned();
+        if path.contains(fail) {
+            failed.lock().expect("lock").push(path);
+            return (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                [("content-type", "application/xml")],
+                "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>",
+            )
+                .into_response();
+        }
+        crate::s3_proxy::relay(&http, req).await
+    }
+    let failed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let router = axum::Router::new()
+        .fallback(handle)
+        .with_state((http, fail, failed.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (format!("http://{addr}"), failed)
+}
+
+/// The probe's storage_class finding through a proxy that fails the calls matching `fail`.
+async fn probe_through(app: &TestApp, fail: &'static str) -> (Finding, Vec<String>) {
+    let (endpoint, failed) = failing_proxy(fail).await;
+    let mut env = app.env.clone();
+    env.insert("UPCOMMIT_S3_ENDPOINT".into(), endpoint);
+    let settings = Settings::from_sources(None, &|k| env.get(k).cloned()).expect("settings");
+    let store = S3Store::connect(&settings.s3).await.expect("S3 client");
+    let found = store.probe_archival("GLACIER_IR").await;
+    let failed = failed.lock().expect("lock").clone();
+    (
+        found
+            .get(Capability::StorageClass)
+            .cloned()
+            .expect("storage_class probed"),
+        failed,
+    )
+}
+
+/// Review 27: a store busy for a moment (503 SlowDown after the SDK's own retries) made a
+/// capability *missing*, final, with no second round: the probe's rounds only asked again after
+/// no answer at all. A 5xx now says nothing of the capability: the next round asks again and
+/// finds what the store really does; a store that keeps failing leaves it unknown after three
+/// rounds, which `serve` refuses like a missing one.
+#[tokio::test]
+async fn a_store_busy_during_the_probe_is_asked_again_and_never_judged_by_its_5xx() {
+    let app = spawn_app().await;
+    let direct = probe(&app).await;
+    let truth = direct
+        .get(Capability::StorageClass)
+        .cloned()
+        .expect("storage_class");
+    assert!(!matches!(truth, Finding::Unknown(_)), "{truth:?}");
+
+    // The first round's storage-class calls fail; the second round's go through.
+    let (found, failed) = probe_through(&app, "r0-storage-class").await;
+    assert_eq!(found, truth, "failed calls: {failed:?}");
+    assert!(!failed.is_empty(), "the proxy failed the first round's call");
+    assert!(failed.iter().all(|p| p.contains("/r0-")), "{failed:?}");
+}
+
+#[tokio::test]
+async fn a_store_failing_every_round_leaves_the_capability_unknown() {
+    let app = spawn_app().await;
+    let (found, failed) = probe_through(&app, "-storage-class").await;
+    assert!(
+        matches!(&found, Finding::Unknown(why) if why.contains("503")),
+        "{found:?}"
+    );
+    for round in ["/r0-", "/r1-", "/r2-"] {
+        assert!(
+            failed.iter().any(|p| p.contains(round)),
+            "three rounds asked: {failed:?}"
+        );
+    }
+}
