@@ -629,6 +629,24 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
             copy.size, original.size
         )));
     }
+    crate::services::pause::point("quarantine_copied").await;
+    if original.version_id.is_none() {
+        // Unversioned (Garage): the delete would remove whatever is at the key by then. The
+        // key is read again and its object deleted only if it is still the one copied
+        // (review 27: a newer object written meanwhile was deleted, never copied anywhere).
+        // What remains is the moment between this read and the delete.
+        match store.head(&b.key).await? {
+            None => return Ok(()),
+            Some(now) if now.etag == original.etag && now.size == original.size => {}
+            Some(_) => {
+                return Err(StoreError::Other(
+                    "the object was replaced while it was copied: the newer one is kept in \
+                     place, the quarantine holds the one copied"
+                        .into(),
+                ))
+            }
+        }
+    }
     store
         .delete_version(&b.key, original.version_id.as_deref())
         .await

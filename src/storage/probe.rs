@@ -26,6 +26,8 @@ use crate::signing::post_policy::PostForm;
 
 /// The whole probe's time limit.
 pub const BUDGET: Duration = Duration::from_secs(30);
+/// The cleanup's time limit, after the probe's.
+const CLEAN_BUDGET: Duration = Duration::from_secs(10);
 /// One HTTP call's time limit.
 const CALL: Duration = Duration::from_secs(10);
 const BODY: &[u8] = b"upcommit capability probe";
@@ -102,7 +104,13 @@ pub async fn run_scoped(store: &S3Store, archive_class: &str, scope: Scope) -> F
             BUDGET.as_secs()
         )),
     };
-    if let Err(e) = probe.clean().await {
+    // The cleanup has a budget of its own: a store that stopped answering must not hold the
+    // start for the SDK's 30 s per call (review 27: a hanging store took 60 s, not 30).
+    let cleaned = match tokio::time::timeout(CLEAN_BUDGET, probe.clean()).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("not done in {}s", CLEAN_BUDGET.as_secs())),
+    };
+    if let Err(e) = cleaned {
         tracing::warn!(prefix = %probe.prefix, error.detail = %e, "probe objects left behind; the tmp expiry rule and the sweep remove them");
     }
     findings
@@ -134,10 +142,16 @@ enum Answer {
 }
 
 impl Answer {
-    /// The finding for a call the capability needs refused with `want` (412, or any 4xx).
-    fn refused_as(self, want: impl Fn(u16) -> bool, stored: &str) -> Finding {
+    /// The finding for a call the capability needs refused, `want` saying which refusals
+    /// (status and error code) mean that. A refusal for a passing reason (throttled, timed
+    /// out, failing: [`transient`]) says nothing and leaves it unknown, asked again in the next
+    /// round; so does any refusal `want` does not name.
+    fn refused_as(self, want: impl Fn(u16, &str) -> bool, stored: &str) -> Finding {
         match self {
-            Answer::Refused(s, _) if want(s) => Finding::Present,
+            Answer::Refused(s, code) if transient(s, &code) => {
+                Finding::Unknown(format!("answered {s} {code}"))
+            }
+            Answer::Refused(s, code) if want(s, &code) => Finding::Present,
             Answer::Stored => Finding::Missing(stored.to_owned()),
             Answer::Refused(s, code) if s == 501 || code == "NotImplemented" => {
                 Finding::Missing(format!("not implemented ({s} {code})"))
@@ -148,10 +162,26 @@ impl Answer {
     }
 }
 
-/// A refusal that says nothing of the capability: the store was busy or failing (5xx other than
-/// 501 NotImplemented, after the SDK's own retries). The probe asks again in its next round.
-fn transient(status: u16) -> bool {
-    status >= 500 && status != 501
+/// A refusal that says nothing of the capability: the store was busy, slow or failing (5xx
+/// other than 501 NotImplemented, 408, 429, or a throttling or timeout code on any status,
+/// such as S3's `400 RequestTimeout`), after the SDK's own retries. The probe asks again in its
+/// next round (review 27: one 429 on the oversize form made `post_size_range` present).
+fn transient(status: u16, code: &str) -> bool {
+    (status >= 500 && status != 501)
+        || status == 408
+        || status == 429
+        || matches!(
+            code,
+            "RequestTimeout"
+                | "SlowDown"
+                | "Throttling"
+                | "ThrottlingException"
+                | "TooManyRequests"
+                | "RequestTimeTooSkewed"
+                | "ServiceUnavailable"
+                | "InternalError"
+                | "OperationAborted"
+        )
 }
 
 /// One capability found by two calls: missing if either call shows it missing, unknown if
@@ -195,8 +225,21 @@ async fn http_answer(r: Result<reqwest::Response, reqwest::Error>) -> Answer {
     }
 }
 
-const PRECONDITION: fn(u16) -> bool = |s| s == 412;
-const CLIENT_ERROR: fn(u16) -> bool = |s| (400..500).contains(&s) && s != 403;
+/// A condition refused the request: 412 (PreconditionFailed).
+const PRECONDITION: fn(u16, &str) -> bool = |s, _| s == 412;
+/// Bytes refused for their checksum: S3 and LocalStack answer 400 BadDigest, Garage 400
+/// InvalidDigest.
+const CHECKSUM_REFUSED: fn(u16, &str) -> bool = |s, code| {
+    s == 400 && matches!(code, "BadDigest" | "InvalidDigest" | "XAmzContentChecksumMismatch")
+};
+/// A POST body refused for the policy's size range: S3 and LocalStack answer 400
+/// EntityTooLarge, Garage 400 InvalidRequest.
+const SIZE_REFUSED: fn(u16, &str) -> bool = |s, code| {
+    s == 400 && matches!(code, "EntityTooLarge" | "EntityTooSmall" | "InvalidRequest")
+};
+/// A form refused for its signature: 403 AccessDenied (Garage) or SignatureDoesNotMatch (S3).
+const SIGNATURE_REFUSED: fn(u16, &str) -> bool =
+    |s, code| (s == 403 || s == 400) && matches!(code, "AccessDenied" | "SignatureDoesNotMatch");
 
 impl Probe<'_> {
     fn key(&self, name: &str) -> String {
@@ -516,7 +559,7 @@ impl Probe<'_> {
             Err(why) => return Finding::Unknown(why),
         };
         let refused = self.send_put(&url, BODY).await.refused_as(
-            CLIENT_ERROR,
+            CHECKSUM_REFUSED,
             &format!(
                 "bytes whose {} checksum differs from the signed header were stored",
                 alg.as_str()
@@ -532,7 +575,7 @@ impl Probe<'_> {
         match self.send_put(&url, BODY).await {
             Answer::Stored => {}
             Answer::Silent(why) => return Finding::Unknown(why),
-            Answer::Refused(s, code) if transient(s) => {
+            Answer::Refused(s, code) if transient(s, &code) => {
                 return Finding::Unknown(format!("answered {s} {code}"))
             }
             other => {
@@ -609,7 +652,7 @@ impl Probe<'_> {
                     .send()
                     .await
                     .map_err(|e| format!("uploading a part: {e}"))?;
-                if transient(resp.status().as_u16()) {
+                if transient(resp.status().as_u16(), "") {
                     return Ok(Finding::Unknown(format!("a part upload answered {}", resp.status())));
                 }
                 if !resp.status().is_success() {
@@ -682,7 +725,7 @@ impl Probe<'_> {
                 let mut more = BODY.to_vec();
                 more.extend_from_slice(BODY);
                 self.send_form(&f, &more).await.refused_as(
-                    CLIENT_ERROR,
+                    SIZE_REFUSED,
                     "a form bound to one size stored a body of twice that size",
                 )
             }
@@ -693,7 +736,7 @@ impl Probe<'_> {
                 // The same bytes pass the signed policy and the altered one: only the
                 // signature can refuse them.
                 Some(()) => self.send_form(&f, BODY).await.refused_as(
-                    |s| s == 403 || s == 400,
+                    SIGNATURE_REFUSED,
                     "a form whose policy was altered after signing was stored",
                 ),
                 None => Finding::Unknown("the form has no policy to alter".into()),
@@ -714,7 +757,7 @@ impl Probe<'_> {
         {
             Ok(out) => out.status().map(|s| s.as_str().to_owned()),
             Err(e) => {
-                return sdk_answer::<(), _>(Err(e)).refused_as(|_| false, "");
+                return sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, "");
             }
         };
         let version = self
@@ -739,7 +782,7 @@ impl Probe<'_> {
         let r = self.put(&key).storage_class(class.into()).send().await;
         match sdk_answer(r) {
             Answer::Stored => {}
-            Answer::Refused(s, code) if transient(s) => {
+            Answer::Refused(s, code) if transient(s, &code) => {
                 return Finding::Unknown(format!("a PUT in {class} answered {s} {code}"))
             }
             Answer::Refused(s, code) => {
@@ -763,7 +806,7 @@ impl Probe<'_> {
         let r = self.put(&key).tagging("upcommit-probe=1").send().await;
         match sdk_answer(r) {
             Answer::Stored => {}
-            Answer::Refused(s, code) if transient(s) => {
+            Answer::Refused(s, code) if transient(s, &code) => {
                 return Finding::Unknown(format!("a PUT with tags answered {s} {code}"))
             }
             Answer::Refused(s, code) => {
@@ -789,7 +832,7 @@ impl Probe<'_> {
                 Finding::Present
             }
             Ok(_) => Finding::Missing("tags written with the object are not read back".into()),
-            Err(e) => sdk_answer::<(), _>(Err(e)).refused_as(|_| false, ""),
+            Err(e) => sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, ""),
         }
     }
 
@@ -811,7 +854,7 @@ impl Probe<'_> {
                 {
                     Finding::Present
                 }
-                other => other.refused_as(|_| false, ""),
+                other => other.refused_as(|_, _| false, ""),
             },
         }
     }
@@ -879,6 +922,60 @@ mod tests {
         assert!(
             crate::domain::keys::TmpKey::parse(&format!("{a}seed")).is_some(),
             "{a}"
+        );
+    }
+
+    /// Review 27, round 2: a throttled or timed-out call on the one test request made a
+    /// missing capability present (any 4xx but 403 counted as the refusal). Only the refusals
+    /// that mean the check count; passing failures and any other refusal leave it unknown.
+    #[test]
+    fn only_the_refusal_a_check_means_makes_a_capability_present() {
+        let judge = |status: u16, code: &str, want: fn(u16, &str) -> bool| {
+            Answer::Refused(status, code.into()).refused_as(want, "stored")
+        };
+        for (status, code) in [
+            (429, "SlowDown"),
+            (503, "SlowDown"),
+            (400, "RequestTimeout"),
+            (408, ""),
+            (500, "InternalError"),
+            (400, "RequestTimeTooSkewed"),
+        ] {
+            for want in [CHECKSUM_REFUSED, SIZE_REFUSED, SIGNATURE_REFUSED, PRECONDITION] {
+                assert!(
+                    matches!(judge(status, code, want), Finding::Unknown(_)),
+                    "{status} {code}"
+                );
+            }
+        }
+        // Other refusals say nothing either.
+        assert!(matches!(
+            judge(400, "InvalidArgument", CHECKSUM_REFUSED),
+            Finding::Unknown(_)
+        ));
+        assert!(matches!(
+            judge(403, "AccessDenied", SIZE_REFUSED),
+            Finding::Unknown(_)
+        ));
+        assert!(matches!(
+            judge(400, "EntityTooLarge", SIGNATURE_REFUSED),
+            Finding::Unknown(_)
+        ));
+        // The refusals each check means, as LocalStack, S3 and Garage answer them.
+        for (status, code, want) in [
+            (400, "BadDigest", CHECKSUM_REFUSED),
+            (400, "InvalidDigest", CHECKSUM_REFUSED),
+            (400, "EntityTooLarge", SIZE_REFUSED),
+            (400, "InvalidRequest", SIZE_REFUSED),
+            (403, "AccessDenied", SIGNATURE_REFUSED),
+            (403, "SignatureDoesNotMatch", SIGNATURE_REFUSED),
+            (412, "PreconditionFailed", PRECONDITION),
+        ] {
+            assert_eq!(judge(status, code, want), Finding::Present, "{status} {code}");
+        }
+        assert_eq!(
+            Answer::Stored.refused_as(SIZE_REFUSED, "stored"),
+            Finding::Missing("stored".into())
         );
     }
 

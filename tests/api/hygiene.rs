@@ -580,10 +580,15 @@ pub(crate) struct Paused {
 
 impl Paused {
     pub(crate) async fn start(app: &TestApp, at: DateTime<Utc>, point: &str) -> Self {
+        Self::start_with(app, &["hygiene", "--json", "--at", &at.to_rfc3339()], point).await
+    }
+
+    /// `upcommit <args>` started in the background, holding at `point`.
+    pub(crate) async fn start_with(app: &TestApp, args: &[&str], point: &str) -> Self {
         let gate =
             std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
         let child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-            .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
+            .args(args)
             .envs(&app.env)
             .env("RUST_LOG", "warn")
             .env("UPCOMMIT_PAUSE_AT", point)
@@ -602,7 +607,7 @@ impl Paused {
         }
         let _ = paused.child.kill();
         let _ = paused.child.wait();
-        panic!("hygiene never reached {point}");
+        panic!("{args:?} never reached {point}");
     }
 
     /// Ends the run where it holds, as a crash would.
