@@ -542,8 +542,8 @@ async fn a_post_form_altered_after_signing_is_refused_where_the_store_verifies_s
     }
 }
 
-/// A proxy in front of the store under test that answers `answer` (status, error code) to every
-/// request whose path contains `fail` (the probe's keys name their round:
+/// A proxy in front of the store under test that answers `answer` (status, error code; status 0:
+/// no answer) to every request whose URI contains `fail` (the probe's keys name their round:
 /// `…/r0-storage-class`), relaying the rest; returns its address and the paths it failed.
 async fn failing_proxy(
     fail: &'static str,
@@ -561,8 +561,13 @@ async fn failing_proxy(
         req: Request,
     ) -> Response {
         let path = req.uri().path().to_owned();
-        if path.contains(fail) {
+        let whole = req.uri().to_string();
+        if whole.contains(fail) {
             failed.lock().expect("lock").push(path);
+            if status == 0 {
+                // No answer at all: the store hangs.
+                tokio::time::sleep(Duration::from_secs(300)).await;
+            }
             return (
                 axum::http::StatusCode::from_u16(status).expect("status"),
                 [("content-type", "application/xml")],
@@ -652,4 +657,20 @@ async fn a_store_failing_every_round_leaves_the_capability_unknown() {
             "three rounds asked: {failed:?}"
         );
     }
+}
+
+/// Review 27, round 2: a store that stopped answering during the probe's cleanup held the
+/// start for the SDK's 30 s per call. The cleanup has a budget of its own (10 s): here every
+/// listing hangs, and the probe still returns with its findings, well before one SDK call's
+/// 30 s would have ended. What is left is an unrecorded tmp object, removed by the tmp expiry
+/// rule and the sweep.
+#[tokio::test]
+async fn a_store_hanging_during_the_cleanup_does_not_hold_the_probe() {
+    let app = spawn_app().await;
+    let started = std::time::Instant::now();
+    let (found, hung) = probe_through(&app, "prefix=", (0, "")).await;
+    let took = started.elapsed();
+    assert!(!hung.is_empty(), "the cleanup listed under the probe prefix");
+    assert!(!matches!(found, Finding::Unknown(_)), "{found:?}");
+    assert!(took < Duration::from_secs(25), "{took:?}");
 }
