@@ -89,8 +89,8 @@ UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api
 
 # The store-facing suite again on a second S3 implementation. Left out, and why (docs/stores.md,
 # "The Garage run"): the SQS sink (SQS is LocalStack's, not the store's); the S3 fault proxy
-# (the SDK's retries, whatever the store); five bucket-document tests that set up versioned-bucket
-# faults Garage cannot hold; and the tests whose subject is archival rewriting an object in S3
+# (the SDK's retries, whatever the store); three bucket-document tests whose faults are documents
+# Garage does not implement (versioning, encryption); and the tests whose subject is archival rewriting an object in S3
 # (archival is catalog-only on Garage).
 start_garage
 log "integration tests on Garage $GARAGE_VERSION (single node, SQLite): the store-facing suite with Garage's gaps accepted"

@@ -165,7 +165,16 @@ impl Fault {
 async fn doctor_passes_on_a_correct_bucket_and_names_each_fault() {
     let app = spawn_app().await;
     assert_eq!(doctor_failures(&app), (0, BTreeSet::new()));
-    for fault in Fault::ALL {
+    // On Garage, the faults of documents it does not implement (versioning, encryption) or of
+    // rule elements it drops (noncurrent expiry) cannot be set up: the others are.
+    let faults = Fault::ALL.into_iter().filter(|f| {
+        crate::helpers::store_kind() != "garage"
+            || matches!(
+                f,
+                Fault::TmpRuleDeleted | Fault::ExpiryOverMedia | Fault::SecondOwnerOverwrote
+            )
+    });
+    for fault in faults {
         fault.apply(&app).await;
         assert_eq!(doctor_failures(&app), (1, fault.failing()), "{fault:?}");
         fault.repair(&app).await;
@@ -221,11 +230,14 @@ async fn a_second_owner_overwriting_the_lifecycle_document_is_caught() {
         .clone();
     assert_eq!(required["ok"], false);
     let detail = required["detail"].as_str().expect("detail");
-    // The temporary profiles' tiers (`temp/`) are required only while a profile uses them.
-    for rule in required_rules()
-        .iter()
-        .filter(|r| !r.prefix.starts_with("temp/"))
-    {
+    // The temporary profiles' tiers (`temp/`) are required only while a profile uses them; a
+    // bucket never versioned (Garage) needs no delete-marker rule.
+    let needed = if crate::helpers::gap_accepted("versioning") {
+        upcommit::domain::lifecycle::for_unversioned(required_rules())
+    } else {
+        required_rules().to_vec()
+    };
+    for rule in needed.iter().filter(|r| !r.prefix.starts_with("temp/")) {
         assert!(
             detail.contains(&rule.id),
             "{} not named in {detail}",
