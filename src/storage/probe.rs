@@ -230,13 +230,16 @@ const PRECONDITION: fn(u16, &str) -> bool = |s, _| s == 412;
 /// Bytes refused for their checksum: S3 and LocalStack answer 400 BadDigest, Garage 400
 /// InvalidDigest.
 const CHECKSUM_REFUSED: fn(u16, &str) -> bool = |s, code| {
-    s == 400 && matches!(code, "BadDigest" | "InvalidDigest" | "XAmzContentChecksumMismatch")
+    s == 400
+        && matches!(
+            code,
+            "BadDigest" | "InvalidDigest" | "XAmzContentChecksumMismatch"
+        )
 };
 /// A POST body refused for the policy's size range: S3 and LocalStack answer 400
 /// EntityTooLarge, Garage 400 InvalidRequest.
-const SIZE_REFUSED: fn(u16, &str) -> bool = |s, code| {
-    s == 400 && matches!(code, "EntityTooLarge" | "EntityTooSmall" | "InvalidRequest")
-};
+const SIZE_REFUSED: fn(u16, &str) -> bool =
+    |s, code| s == 400 && matches!(code, "EntityTooLarge" | "EntityTooSmall" | "InvalidRequest");
 /// A form refused for its signature: 403 AccessDenied (Garage) or SignatureDoesNotMatch (S3).
 const SIGNATURE_REFUSED: fn(u16, &str) -> bool =
     |s, code| (s == 403 || s == 400) && matches!(code, "AccessDenied" | "SignatureDoesNotMatch");
@@ -941,7 +944,12 @@ mod tests {
             (500, "InternalError"),
             (400, "RequestTimeTooSkewed"),
         ] {
-            for want in [CHECKSUM_REFUSED, SIZE_REFUSED, SIGNATURE_REFUSED, PRECONDITION] {
+            for want in [
+                CHECKSUM_REFUSED,
+                SIZE_REFUSED,
+                SIGNATURE_REFUSED,
+                PRECONDITION,
+            ] {
                 assert!(
                     matches!(judge(status, code, want), Finding::Unknown(_)),
                     "{status} {code}"
@@ -971,7 +979,11 @@ mod tests {
             (403, "SignatureDoesNotMatch", SIGNATURE_REFUSED),
             (412, "PreconditionFailed", PRECONDITION),
         ] {
-            assert_eq!(judge(status, code, want), Finding::Present, "{status} {code}");
+            assert_eq!(
+                judge(status, code, want),
+                Finding::Present,
+                "{status} {code}"
+            );
         }
         assert_eq!(
             Answer::Stored.refused_as(SIZE_REFUSED, "stored"),

@@ -468,7 +468,10 @@ async fn apply_lifecycle_plans_then_writes_our_rules_and_keeps_a_foreign_rule_in
         assert_eq!(stored_foreign.len(), 1);
         let filter = stored_foreign[0].filter().expect("filter");
         assert_eq!(filter.prefix(), Some("cache/"), "{stored_foreign:?}");
-        assert!(filter.and().is_none() && filter.tag().is_none(), "{stored_foreign:?}");
+        assert!(
+            filter.and().is_none() && filter.tag().is_none(),
+            "{stored_foreign:?}"
+        );
         assert!(stored_foreign[0].noncurrent_version_expiration().is_none());
     } else {
         assert_eq!(stored_foreign, vec![foreign_rule()]);

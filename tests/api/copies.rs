@@ -708,11 +708,7 @@ async fn a_copy_restored_while_an_archival_of_its_key_changes_s3_gets_the_object
     let run = paused.release();
     // The archival changed S3, then could not settle beside an available copy: it put the
     // object back. (Where archival is catalog-only, it changed nothing in S3: nothing to undo.)
-    assert_eq!(
-        run["summary"]["undone"],
-        crate::hygiene::moved(1),
-        "{run}"
-    );
+    assert_eq!(run["summary"]["undone"], crate::hygiene::moved(1), "{run}");
     assert_eq!(run["summary"]["archived"], 0, "{run}");
     assert_eq!(status(&app, &other).await, "available");
     assert_eq!(status(&app, &first).await, "unlinked");

@@ -124,7 +124,10 @@ pub(crate) async fn head_class_and_tags(
         .await
         .expect("HEAD");
     if crate::helpers::gap_accepted("object_tags") {
-        return (head.storage_class().map(|c| c.as_str().to_owned()), Vec::new());
+        return (
+            head.storage_class().map(|c| c.as_str().to_owned()),
+            Vec::new(),
+        );
     }
     let tags = app
         .s3

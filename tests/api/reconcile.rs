@@ -858,7 +858,11 @@ async fn an_object_replaced_while_quarantine_copies_it_is_kept_in_place() {
     let newer = media("image/jpeg", 4000);
     app.put_object(stray, newer.clone(), "image/jpeg").await;
     let body = paused.release();
-    assert_eq!(app.get_object(stray).await, newer, "the newer object: {body}");
+    assert_eq!(
+        app.get_object(stray).await,
+        newer,
+        "the newer object: {body}"
+    );
     assert_eq!(
         app.get_object(&format!("quarantine/{stray}")).await,
         old,

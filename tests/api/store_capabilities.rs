@@ -582,9 +582,10 @@ async fn failing_proxy(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client");
-    let router = axum::Router::new()
-        .fallback(handle)
-        .with_state((http, (fail, answer), failed.clone()));
+    let router =
+        axum::Router::new()
+            .fallback(handle)
+            .with_state((http, (fail, answer), failed.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -635,10 +636,17 @@ async fn a_store_busy_during_the_probe_is_asked_again_and_never_judged_by_its_5x
     // The first round's storage-class calls fail; the second round's go through. Throttled
     // (503 or 429 SlowDown) or timed out (S3's 400 RequestTimeout): none of them is an answer
     // about the capability (review 27, round 2: a 429 made a missing capability present).
-    for answer in [(503, "SlowDown"), (429, "SlowDown"), (400, "RequestTimeout")] {
+    for answer in [
+        (503, "SlowDown"),
+        (429, "SlowDown"),
+        (400, "RequestTimeout"),
+    ] {
         let (found, failed) = probe_through(&app, "r0-storage-class", answer).await;
         assert_eq!(found, truth, "{answer:?}; failed calls: {failed:?}");
-        assert!(!failed.is_empty(), "the proxy failed the first round's call");
+        assert!(
+            !failed.is_empty(),
+            "the proxy failed the first round's call"
+        );
         assert!(failed.iter().all(|p| p.contains("/r0-")), "{failed:?}");
     }
 }
@@ -670,7 +678,10 @@ async fn a_store_hanging_during_the_cleanup_does_not_hold_the_probe() {
     let started = std::time::Instant::now();
     let (found, hung) = probe_through(&app, "prefix=", (0, "")).await;
     let took = started.elapsed();
-    assert!(!hung.is_empty(), "the cleanup listed under the probe prefix");
+    assert!(
+        !hung.is_empty(),
+        "the cleanup listed under the probe prefix"
+    );
     assert!(!matches!(found, Finding::Unknown(_)), "{found:?}");
     assert!(took < Duration::from_secs(25), "{took:?}");
 }
