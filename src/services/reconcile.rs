@@ -618,10 +618,24 @@ async fn quarantine(
 }
 
 /// Copy under `quarantine/` (in parts above the single-copy limit), verify the copy, then
-/// remove the version copied.
+/// remove the version copied. An object already at the quarantine key (an earlier quarantine of
+/// the same key) is never overwritten: on an unversioned store it would be gone, on a versioned
+/// one left to the one-day noncurrent expiry instead of the quarantine's 30 days (review 27).
+/// Only a copy of these very bytes (an earlier run that stopped before its delete) is taken as
+/// done.
 async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreError> {
     let dst = format!("{QUARANTINE_PREFIX}{}", b.key);
-    let original = store.copy_object(&b.key, &dst).await?;
+    let source = store.head(&b.key).await?.ok_or(StoreError::NotFound)?;
+    let original = match store.head(&dst).await? {
+        Some(earlier) if earlier.etag == source.etag && earlier.size == source.size => source,
+        Some(_) => {
+            return Err(StoreError::Other(format!(
+                "{dst} already holds another object (an earlier quarantine of this key): \
+                 nothing moved; move that one away first"
+            )))
+        }
+        None => store.copy_object(&b.key, &dst).await?,
+    };
     let copy = store.head(&dst).await?.ok_or(StoreError::NotFound)?;
     if copy.size != original.size {
         return Err(StoreError::Other(format!(
@@ -630,7 +644,9 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
         )));
     }
     crate::services::pause::point("quarantine_copied").await;
-    if original.version_id.is_none() {
+    // A suspended bucket's objects carry the version id "null", which names no version a
+    // delete could keep apart from a newer write: unversioned, like no id at all.
+    if original.version_id.as_deref().map_or(true, |v| v == "null") {
         // Unversioned (Garage): the delete would remove whatever is at the key by then. The
         // key is read again and its object deleted only if it is still the one copied
         // (review 27: a newer object written meanwhile was deleted, never copied anywhere).
