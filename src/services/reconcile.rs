@@ -617,24 +617,81 @@ async fn quarantine(
     item
 }
 
+/// Whether two objects (key, version) hold the same bytes, read side by side through
+/// short-lived GET URLs: only for an earlier quarantine copy whose ETag cannot tell.
+async fn same_bytes(
+    store: &dyn ObjectStore,
+    a: (&str, Option<&str>),
+    b: (&str, Option<&str>),
+) -> Result<bool, StoreError> {
+    let http = reqwest::Client::new();
+    let unavailable = |e: reqwest::Error| StoreError::Unavailable(e.to_string());
+    let mut open = Vec::new();
+    for (key, version) in [a, b] {
+        let version = version.filter(|v| *v != "null");
+        let url = store.presign_get_version(key, version, 900).await?;
+        let resp = http.get(url).send().await.map_err(unavailable)?;
+        open.push(resp.error_for_status().map_err(unavailable)?);
+    }
+    let (mut rb, mut ra) = (open.pop().expect("two"), open.pop().expect("two"));
+    // Refills an empty buffer from its body (skipping empty chunks); stays empty at its end.
+    async fn fill(resp: &mut reqwest::Response, buf: &mut Vec<u8>) -> Result<(), reqwest::Error> {
+        while buf.is_empty() {
+            match resp.chunk().await? {
+                Some(chunk) => buf.extend_from_slice(&chunk),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+    let (mut left, mut right) = (Vec::new(), Vec::new());
+    loop {
+        fill(&mut ra, &mut left).await.map_err(unavailable)?;
+        fill(&mut rb, &mut right).await.map_err(unavailable)?;
+        let n = left.len().min(right.len());
+        if n == 0 {
+            // One of them ended: the same only if both did.
+            return Ok(left.is_empty() && right.is_empty());
+        }
+        if left[..n] != right[..n] {
+            return Ok(false);
+        }
+        left.drain(..n);
+        right.drain(..n);
+    }
+}
+
 /// Copy under `quarantine/` (in parts above the single-copy limit), verify the copy, then
 /// remove the version copied. An object already at the quarantine key (an earlier quarantine of
 /// the same key) is never overwritten: on an unversioned store it would be gone, on a versioned
 /// one left to the one-day noncurrent expiry instead of the quarantine's 30 days (review 27).
 /// Only a copy of these very bytes (an earlier run that stopped before its delete) is taken as
-/// done.
+/// done, whatever its ETag.
 async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreError> {
     let dst = format!("{QUARANTINE_PREFIX}{}", b.key);
     let source = store.head(&b.key).await?.ok_or(StoreError::NotFound)?;
     let original = match store.head(&dst).await? {
-        Some(earlier) if earlier.etag == source.etag && earlier.size == source.size => source,
-        Some(_) => {
-            return Err(StoreError::Other(format!(
-                "{dst} already holds another object (an earlier quarantine of this key): \
-                 nothing moved; move that one away first"
-            )))
-        }
         None => store.copy_object(&b.key, &dst).await?,
+        Some(earlier) => {
+            // The same ETag says the same bytes; a copy in parts, or a single copy of an
+            // object uploaded in parts, has an ETag of its own (review 27): then the two are
+            // read side by side.
+            let same = earlier.size == source.size
+                && (earlier.etag == source.etag
+                    || same_bytes(
+                        store,
+                        (&b.key, source.version_id.as_deref()),
+                        (&dst, earlier.version_id.as_deref()),
+                    )
+                    .await?);
+            if !same {
+                return Err(StoreError::Other(format!(
+                    "{dst} already holds another object (an earlier quarantine of this key): \
+                     nothing moved; move that one away first"
+                )));
+            }
+            source
+        }
     };
     let copy = store.head(&dst).await?.ok_or(StoreError::NotFound)?;
     if copy.size != original.size {
