@@ -619,11 +619,27 @@ async fn quarantine(
 
 /// Whether two objects (key, version) hold the same bytes, read side by side through
 /// short-lived GET URLs: only for an earlier quarantine copy whose ETag cannot tell.
+/// Both must deliver `size` bytes, the size their HEADs reported: a body cut short, empty, or
+/// an error page served with 200 is no evidence (review 27: two reads cut at the same point
+/// counted as the same bytes, and the source was deleted).
 async fn same_bytes(
     store: &dyn ObjectStore,
     a: (&str, Option<&str>),
     b: (&str, Option<&str>),
+    size: i64,
 ) -> Result<bool, StoreError> {
+    // A URL's path loses its `.` and `..` segments on the way (RFC 3986 normalization): such a
+    // key would be read from another key. Not compared, so never counted as the same.
+    if [a.0, b.0]
+        .iter()
+        .any(|k| k.split('/').any(|seg| seg == "." || seg == ".."))
+    {
+        return Err(StoreError::Other(
+            "a key with `.` or `..` segments cannot be read back by URL to compare; compare the \
+             two objects by hand"
+                .into(),
+        ));
+    }
     let http = reqwest::Client::new();
     let unavailable = |e: reqwest::Error| StoreError::Unavailable(e.to_string());
     let mut open = Vec::new();
@@ -645,16 +661,31 @@ async fn same_bytes(
         Ok(())
     }
     let (mut left, mut right) = (Vec::new(), Vec::new());
+    let mut compared: i64 = 0;
     loop {
         fill(&mut ra, &mut left).await.map_err(unavailable)?;
         fill(&mut rb, &mut right).await.map_err(unavailable)?;
         let n = left.len().min(right.len());
         if n == 0 {
-            // One of them ended: the same only if both did.
-            return Ok(left.is_empty() && right.is_empty());
+            // One of them ended: the same only if both did, after every byte.
+            if left.is_empty() && right.is_empty() && compared == size {
+                return Ok(true);
+            }
+            if compared != size {
+                return Err(StoreError::Unavailable(format!(
+                    "comparing with the earlier copy: read {compared} of {size} bytes"
+                )));
+            }
+            return Ok(false);
         }
         if left[..n] != right[..n] {
             return Ok(false);
+        }
+        compared += i64::try_from(n).unwrap_or(i64::MAX);
+        if compared > size {
+            return Err(StoreError::Unavailable(format!(
+                "comparing with the earlier copy: more than the {size} bytes its HEAD reported"
+            )));
         }
         left.drain(..n);
         right.drain(..n);
@@ -682,6 +713,7 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
                         store,
                         (&b.key, source.version_id.as_deref()),
                         (&dst, earlier.version_id.as_deref()),
+                        source.size,
                     )
                     .await?);
             if !same {
