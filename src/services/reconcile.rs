@@ -617,15 +617,24 @@ async fn quarantine(
     item
 }
 
+/// An ETag that can tell objects apart: a store (or a gateway before it) that answers none
+/// gives "", which two different objects share (review 27).
+fn known_etag(etag: &str) -> bool {
+    !etag.is_empty() && etag != "\"\""
+}
+
 /// Whether two objects (key, version) hold the same bytes, read side by side through
 /// short-lived GET URLs: only for an earlier quarantine copy whose ETag cannot tell.
 /// Both must deliver `size` bytes, the size their HEADs reported: a body cut short, empty, or
 /// an error page served with 200 is no evidence (review 27: two reads cut at the same point
 /// counted as the same bytes, and the source was deleted).
+/// Each body must also come from the object its HEAD described: its answer names the same ETag
+/// (and version), asked with `Cache-Control: no-cache` (review 27: a cache serving signed URLs
+/// answered with an older object's body).
 async fn same_bytes(
     store: &dyn ObjectStore,
-    a: (&str, Option<&str>),
-    b: (&str, Option<&str>),
+    a: (&str, &crate::storage::ObjectHead),
+    b: (&str, &crate::storage::ObjectHead),
     size: i64,
 ) -> Result<bool, StoreError> {
     // A URL's path loses its `.` and `..` segments on the way (RFC 3986 normalization): such a
@@ -643,11 +652,30 @@ async fn same_bytes(
     let http = reqwest::Client::new();
     let unavailable = |e: reqwest::Error| StoreError::Unavailable(e.to_string());
     let mut open = Vec::new();
-    for (key, version) in [a, b] {
-        let version = version.filter(|v| *v != "null");
+    for (key, head) in [a, b] {
+        let version = head.version_id.as_deref().filter(|v| *v != "null");
         let url = store.presign_get_version(key, version, 900).await?;
-        let resp = http.get(url).send().await.map_err(unavailable)?;
-        open.push(resp.error_for_status().map_err(unavailable)?);
+        let resp = http
+            .get(url)
+            .header("cache-control", "no-cache")
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let resp = resp.error_for_status().map_err(unavailable)?;
+        let named = |h: &str| resp.headers().get(h).and_then(|v| v.to_str().ok());
+        if !known_etag(&head.etag) || named("etag") != Some(head.etag.as_str()) {
+            return Err(StoreError::Unavailable(format!(
+                "comparing with the earlier copy: the GET of {key} answered ETag {:?}, its HEAD {:?}",
+                named("etag"),
+                head.etag
+            )));
+        }
+        if version.is_some() && named("x-amz-version-id") != version {
+            return Err(StoreError::Unavailable(format!(
+                "comparing with the earlier copy: the GET of {key} answered another version"
+            )));
+        }
+        open.push(resp);
     }
     let (mut rb, mut ra) = (open.pop().expect("two"), open.pop().expect("two"));
     // Refills an empty buffer from its body (skipping empty chunks); stays empty at its end.
@@ -708,14 +736,8 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
             // object uploaded in parts, has an ETag of its own (review 27): then the two are
             // read side by side.
             let same = earlier.size == source.size
-                && (earlier.etag == source.etag
-                    || same_bytes(
-                        store,
-                        (&b.key, source.version_id.as_deref()),
-                        (&dst, earlier.version_id.as_deref()),
-                        source.size,
-                    )
-                    .await?);
+                && ((known_etag(&earlier.etag) && earlier.etag == source.etag)
+                    || same_bytes(store, (&b.key, &source), (&dst, &earlier), source.size).await?);
             if !same {
                 return Err(StoreError::Other(format!(
                     "{dst} already holds another object (an earlier quarantine of this key): \
@@ -742,7 +764,10 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
         // What remains is the moment between this read and the delete.
         match store.head(&b.key).await? {
             None => return Ok(()),
-            Some(now) if now.etag == original.etag && now.size == original.size => {}
+            Some(now)
+                if known_etag(&now.etag)
+                    && now.etag == original.etag
+                    && now.size == original.size => {}
             Some(_) => {
                 return Err(StoreError::Other(
                     "the object was replaced while it was copied: the newer one is kept in \

@@ -990,13 +990,25 @@ async fn a_quarantine_killed_after_a_copy_in_parts_is_finished_by_the_next_run()
     assert_eq!(app.get_object(&moved).await, bytes);
 }
 
-/// A proxy in front of the store under test that relays everything but cuts the body of every
-/// presigned GET (a `X-Amz-Signature` in its query) to its first `keep` bytes; its address.
-async fn cutting_proxy(keep: usize) -> String {
+/// How [`tampering_proxy`] lies.
+#[derive(Clone)]
+enum Tamper {
+    /// Cuts the body of every presigned GET to its first bytes.
+    Cut(usize),
+    /// Removes the ETag header from every answer.
+    StripEtag,
+    /// Answers every presigned GET with this object's body and ETag instead (a cache serving
+    /// signed URLs, or the same body for both).
+    ServeObject(aws_sdk_s3::Client, String, String),
+}
+
+/// A proxy in front of the store under test that relays everything but tampers as `how` says
+/// (a presigned GET has `X-Amz-Signature` in its query); its address.
+async fn tampering_proxy(how: Tamper) -> String {
     use axum::extract::{Request, State};
     use axum::response::Response;
     async fn handle(
-        State((http, keep)): State<(reqwest::Client, usize)>,
+        State((http, how)): State<(reqwest::Client, Tamper)>,
         req: Request,
     ) -> Response {
         let presigned_get = req.method() == "GET"
@@ -1004,27 +1016,42 @@ async fn cutting_proxy(keep: usize) -> String {
                 .uri()
                 .query()
                 .is_some_and(|q| q.contains("X-Amz-Signature"));
-        let resp = crate::s3_proxy::relay(&http, req).await;
-        if !presigned_get {
-            return resp;
+        if let (true, Tamper::ServeObject(s3, bucket, key)) = (presigned_get, &how) {
+            let got = s3.get_object().bucket(bucket).key(key).send().await;
+            let got = got.expect("the object served instead");
+            let etag = got.e_tag().expect("etag").to_owned();
+            let bytes = got.body.collect().await.expect("body").into_bytes();
+            return Response::builder()
+                .status(200)
+                .header("etag", etag)
+                .body(axum::body::Body::from(bytes))
+                .expect("response");
         }
-        let (mut parts, body) = resp.into_parts();
-        let bytes = axum::body::to_bytes(body, 64 * 1024 * 1024)
-            .await
-            .expect("body");
-        parts.headers.remove("content-length");
-        Response::from_parts(
-            parts,
-            axum::body::Body::from(bytes.slice(..keep.min(bytes.len()))),
-        )
+        let mut resp = crate::s3_proxy::relay(&http, req).await;
+        match how {
+            Tamper::StripEtag => {
+                resp.headers_mut().remove("etag");
+                resp
+            }
+            Tamper::Cut(keep) if presigned_get => {
+                let (mut parts, body) = resp.into_parts();
+                let bytes = axum::body::to_bytes(body, 64 * 1024 * 1024)
+                    .await
+                    .expect("body");
+                parts.headers.remove("content-length");
+                Response::from_parts(
+                    parts,
+                    axum::body::Body::from(bytes.slice(..keep.min(bytes.len()))),
+                )
+            }
+            _ => resp,
+        }
     }
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client");
-    let router = axum::Router::new()
-        .fallback(handle)
-        .with_state((http, keep));
+    let router = axum::Router::new().fallback(handle).with_state((http, how));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -1035,14 +1062,11 @@ async fn cutting_proxy(keep: usize) -> String {
     format!("http://{addr}")
 }
 
-/// Review 27, round 5: the comparison with an earlier quarantine copy took two bodies cut at
-/// the same point for the same bytes, and the source — other bytes — was deleted. Both must
-/// now deliver the size their HEADs reported: here every GET is cut after 1,000 of 2,000 bytes,
-/// the two differ only after that, and nothing is moved.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_comparison_cut_short_never_counts_as_the_same_bytes() {
+/// A stray object and an earlier quarantine copy of the same size, other bytes (the second half
+/// differs); `reconcile --quarantine` through a proxy lying as `how` says must move nothing.
+async fn quarantine_through_a_lying_proxy(how: impl FnOnce(&TestApp, &str) -> Tamper) {
     let app = spawn_app().await;
-    let stray = "media/images/stray/cut.png";
+    let stray = "media/images/stray/lied.png";
     let mut ours = media("image/png", 2000);
     ours[1000..].fill(b'X');
     let mut earlier = ours.clone();
@@ -1050,7 +1074,7 @@ async fn a_comparison_cut_short_never_counts_as_the_same_bytes() {
     app.put_object(stray, ours.clone(), "image/png").await;
     let moved = format!("quarantine/{stray}");
     app.put_object(&moved, earlier.clone(), "image/png").await;
-    let endpoint = cutting_proxy(1000).await;
+    let endpoint = tampering_proxy(how(&app, &moved)).await;
     let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
         .envs(&app.env)
@@ -1062,6 +1086,32 @@ async fn a_comparison_cut_short_never_counts_as_the_same_bytes() {
     assert!(keys(&body, "quarantined").is_empty(), "{body}");
     assert_eq!(app.get_object(stray).await, ours, "{body}");
     assert_eq!(app.get_object(&moved).await, earlier);
+}
+
+/// Review 27, round 6: an answer without an ETag (a gateway that drops the header) gave both
+/// objects the ETag "", which counted as the same bytes: the source was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_whose_etags_the_path_drops_are_never_taken_for_the_same() {
+    quarantine_through_a_lying_proxy(|_, _| Tamper::StripEtag).await;
+}
+
+/// Review 27, round 6: a GET answered with another object's body (a cache serving signed URLs)
+/// was compared as if it were the source's. Each answer must name the ETag its HEAD read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_answered_with_another_objects_body_is_no_evidence() {
+    quarantine_through_a_lying_proxy(|app, moved| {
+        Tamper::ServeObject(app.s3.clone(), app.bucket.clone(), moved.to_owned())
+    })
+    .await;
+}
+
+/// Review 27, round 5: the comparison with an earlier quarantine copy took two bodies cut at
+/// the same point for the same bytes, and the source — other bytes — was deleted. Both must
+/// now deliver the size their HEADs reported: here every GET is cut after 1,000 of 2,000 bytes,
+/// the two differ only after that, and nothing is moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comparison_cut_short_never_counts_as_the_same_bytes() {
+    quarantine_through_a_lying_proxy(|_, _| Tamper::Cut(1000)).await;
 }
 
 /// Review 27, round 5: a key with `..` segments was compared through a URL whose path lost
