@@ -103,7 +103,7 @@ impl Capability {
             Capability::ChecksumSha256 => "PutObject with a wrong x-amz-checksum-sha256 is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc32c => "PutObject with a wrong x-amz-checksum-crc32c is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc64nvme => "PutObject with a wrong x-amz-checksum-crc64nvme is refused, a right one is returned on HEAD",
-            Capability::MultipartChecksum => "a multipart upload created with a full-object CRC64NVME keeps that checksum of the whole object, returned on HEAD",
+            Capability::MultipartChecksum => "a multipart upload created with a full-object CRC64NVME refuses a completion declaring another one, and keeps the right one, returned on HEAD",
             Capability::PostSizeRange => "a POST form's body outside the policy's content-length-range is refused",
             Capability::PostSignature => "a POST form whose policy was altered after signing is refused",
             Capability::Versioning => "the bucket keeps versions (versioning Enabled, HEAD returns a version id)",

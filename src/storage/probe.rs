@@ -303,9 +303,11 @@ impl Probe<'_> {
         for alg in ChecksumAlgorithm::ALL {
             out.push((Capability::checksum(alg), self.checksum(alg).await));
         }
+        let right_whole = self.multipart_checksum().await;
+        let wrong_whole = self.multipart_checksum_refused().await;
         out.push((
             Capability::MultipartChecksum,
-            self.multipart_checksum().await,
+            both(right_whole, wrong_whole),
         ));
         // Copies in parts rely on the same guard on UploadPartCopy (R2 is documented to
         // ignore it there while honouring it on CopyObject): both must refuse.
@@ -677,6 +679,82 @@ impl Probe<'_> {
                 Err(super::StoreError::ChecksumMismatch(e)) => Finding::Missing(format!("the right whole-object checksum was refused: {e}")),
                 Err(e) => Finding::Unknown(format!("CompleteMultipartUpload: {e}")),
             })
+        }
+        .await
+        .unwrap_or_else(Finding::Unknown);
+        let _ = self.store.abort_multipart(&key, &id).await;
+        finding
+    }
+
+    /// A one-part multipart upload completed with another whole-object CRC64NVME must be
+    /// refused: a store that kept whatever whole checksum it is told would pass the check above
+    /// (review 27).
+    async fn multipart_checksum_refused(&self) -> Finding {
+        let alg = ChecksumAlgorithm::Crc64Nvme;
+        let key = self.key("multipart-checksum-wrong");
+        let id = match self
+            .store
+            .create_multipart(&NewMultipart {
+                key: &key,
+                content_type: TYPE,
+                metadata: &[],
+                checksum: Some(alg),
+                storage_class: None,
+                tagging: None,
+                headers: None,
+            })
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => return Finding::Unknown(format!("CreateMultipartUpload: {e}")),
+        };
+        let finding = async {
+            let part = Checksum::of(alg, BODY);
+            let now = Utc::now();
+            let url = self
+                .store
+                .presign_part(&PartInput {
+                    key: &key,
+                    multipart_id: &id,
+                    part_number: 1,
+                    size: BODY.len() as u64,
+                    now,
+                    expires_at: now + chrono::Duration::minutes(5),
+                    checksum: Some(&part),
+                })
+                .await
+                .map_err(|e| format!("presigning a part: {e}"))?;
+            let resp = self
+                .presigned(&url, BODY)
+                .send()
+                .await
+                .map_err(|e| format!("uploading a part: {e}"))?;
+            if !resp.status().is_success() {
+                return Err(format!(
+                    "a part with its CRC64NVME answered {}",
+                    resp.status()
+                ));
+            }
+            let etag = resp
+                .headers()
+                .get("etag")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let wrong = Checksum::of(alg, b"not the bytes sent");
+            Ok::<_, String>(
+                match self
+                    .store
+                    .complete_multipart(&key, &id, &[(1, etag)], Some(&wrong), false)
+                    .await
+                {
+                    Err(super::StoreError::ChecksumMismatch(_)) => Finding::Present,
+                    Ok(()) => Finding::Missing(
+                        "a completion declaring another whole-object CRC64NVME was accepted".into(),
+                    ),
+                    Err(e) => Finding::Unknown(format!("CompleteMultipartUpload: {e}")),
+                },
+            )
         }
         .await
         .unwrap_or_else(Finding::Unknown);
