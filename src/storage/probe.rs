@@ -928,8 +928,8 @@ impl Probe<'_> {
         {
             Ok(_) => Finding::Present,
             Err(e) => match sdk_answer::<(), _>(Err(e)) {
-                // Implemented, with nothing configured: the encryption check says so.
-                Answer::Refused(404, _) => Finding::Present,
+                // Implemented, with nothing configured: the encryption check says so. (Only
+                // that answer: a gateway's bare 404 for a subresource it does not know is none.)
                 Answer::Refused(_, code)
                     if code == "ServerSideEncryptionConfigurationNotFoundError" =>
                 {
