@@ -18,7 +18,10 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use chrono::{Datelike, Utc};
 
-use super::{NewMultipart, ObjectStore, PartInput, PresignInput, PresignedPut, S3Store};
+use super::{
+    CopySource, NewMultipart, ObjectHead, ObjectStore, PartInput, PresignInput, PresignedPut,
+    S3Store,
+};
 use crate::domain::capabilities::{Capability, Finding, Findings};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::keys::TMP_PREFIX;
@@ -32,6 +35,10 @@ const CLEAN_BUDGET: Duration = Duration::from_secs(10);
 const CALL: Duration = Duration::from_secs(10);
 const BODY: &[u8] = b"upcommit capability probe";
 const TYPE: &str = "application/octet-stream";
+/// An ETag no probe object has: the guard every conditional check names.
+const WRONG_ETAG: &str = "\"00000000000000000000000000000000\"";
+/// S3's smallest part but the last, and Garage's smallest source for UploadPartCopy.
+const PART_MIN: usize = 5 * 1024 * 1024;
 
 /// A fresh probe prefix under today's tmp partition.
 pub fn probe_prefix() -> String {
@@ -182,6 +189,22 @@ fn transient(status: u16, code: &str) -> bool {
                 | "InternalError"
                 | "OperationAborted"
         )
+}
+
+/// The ETag a part upload answered with.
+fn etag_of(resp: &reqwest::Response) -> Option<String> {
+    resp.headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// The finding for a store call the capability needed refused, when it failed otherwise.
+fn store_error_finding(e: super::StoreError, call: &str) -> Finding {
+    match e {
+        super::StoreError::NotImplemented(_) => Finding::Missing(format!("not implemented: {e}")),
+        e => Finding::Unknown(format!("{call}: {e}")),
+    }
 }
 
 /// One capability found by two calls: missing if either call shows it missing, unknown if
@@ -375,11 +398,7 @@ impl Probe<'_> {
     }
 
     async fn put_if_match(&self, seed: &str) -> Finding {
-        let r = self
-            .put(seed)
-            .if_match("\"00000000000000000000000000000000\"")
-            .send()
-            .await;
+        let r = self.put(seed).if_match(WRONG_ETAG).send().await;
         sdk_answer(r).refused_as(
             PRECONDITION,
             "a PUT with If-Match naming another ETag was stored",
@@ -396,11 +415,11 @@ impl Probe<'_> {
             .copy_object()
             .bucket(self.store.bucket())
             .key(dst)
-            .copy_source(format!(
-                "{}/{}",
-                self.store.bucket(),
-                crate::signing::uri_encode(src, true)
-            ))
+            .copy_source(self.store.copy_source(&CopySource {
+                key: src,
+                etag: "",
+                version_id: None,
+            }))
     }
 
     async fn conditional_copy(&self, seed: &str) -> Finding {
@@ -420,7 +439,7 @@ impl Probe<'_> {
     async fn copy_source_if_match(&self, seed: &str) -> Finding {
         let r = self
             .copy(seed, &self.key("copy-guarded"))
-            .copy_source_if_match("\"00000000000000000000000000000000\"")
+            .copy_source_if_match(WRONG_ETAG)
             .send()
             .await;
         sdk_answer(r).refused_as(
@@ -429,62 +448,105 @@ impl Probe<'_> {
         )
     }
 
-    /// UploadPartCopy of a source over 5 MiB (Garage refuses to copy a smaller one in parts)
-    /// guarded on an ETag it does not have.
-    async fn part_copy_source_if_match(&self) -> Finding {
-        let src = self.key("part-source");
-        let body = vec![b'p'; 5 * 1024 * 1024 + BODY.len()];
-        let put = self
-            .store
-            .client()
-            .put_object()
-            .bucket(self.store.bucket())
-            .key(&src)
-            .content_type(TYPE)
-            .body(body.into())
-            .send()
-            .await;
-        if let Answer::Silent(why) | Answer::Refused(_, why) = sdk_answer(put) {
-            return Finding::Unknown(format!("writing a part copy's source: {why}"));
-        }
-        let dst = self.key("part-copy-guarded");
-        let id = match self
-            .store
+    /// A multipart upload at `key`, with a full-object checksum of `checksum` if any.
+    async fn new_multipart(
+        &self,
+        key: &str,
+        checksum: Option<ChecksumAlgorithm>,
+    ) -> Result<String, super::StoreError> {
+        self.store
             .create_multipart(&NewMultipart {
-                key: &dst,
+                key,
                 content_type: TYPE,
                 metadata: &[],
-                checksum: None,
+                checksum,
                 storage_class: None,
                 tagging: None,
                 headers: None,
             })
             .await
-        {
+    }
+
+    /// Part `n` of the upload `id` at `key`, sent as a client sends it: a presigned PUT.
+    async fn send_part(
+        &self,
+        key: &str,
+        id: &str,
+        n: u32,
+        bytes: &[u8],
+        checksum: Option<&Checksum>,
+    ) -> Result<reqwest::Response, String> {
+        let now = Utc::now();
+        let url = self
+            .store
+            .presign_part(&PartInput {
+                key,
+                multipart_id: id,
+                part_number: n,
+                size: bytes.len() as u64,
+                now,
+                expires_at: now + chrono::Duration::minutes(5),
+                checksum,
+            })
+            .await
+            .map_err(|e| format!("presigning a part: {e}"))?;
+        self.presigned(&url, bytes)
+            .send()
+            .await
+            .map_err(|e| format!("uploading a part: {e}"))
+    }
+
+    /// UploadPartCopy guarded on an ETag its source does not have. The source must be over
+    /// 5 MiB (Garage copies nothing smaller in parts): the multipart-checksum probe's object,
+    /// or, where that upload did not complete, one written now.
+    async fn part_copy_source_if_match(&self) -> Finding {
+        let mut src = self.key("multipart-checksum");
+        let big = |h: Option<ObjectHead>| h.is_some_and(|h| h.size > PART_MIN as i64);
+        if !big(self.store.head(&src).await.ok().flatten()) {
+            src = self.key("part-source");
+            let put = self
+                .store
+                .client()
+                .put_object()
+                .bucket(self.store.bucket())
+                .key(&src)
+                .content_type(TYPE)
+                .body(vec![b'p'; PART_MIN + BODY.len()].into())
+                .send()
+                .await;
+            if let Answer::Silent(why) | Answer::Refused(_, why) = sdk_answer(put) {
+                return Finding::Unknown(format!("writing a part copy's source: {why}"));
+            }
+        }
+        let dst = self.key("part-copy-guarded");
+        let id = match self.new_multipart(&dst, None).await {
             Ok(id) => id,
             Err(e) => return Finding::Unknown(format!("CreateMultipartUpload: {e}")),
         };
-        let r = self
+        let wrong = CopySource {
+            key: &src,
+            etag: WRONG_ETAG,
+            version_id: None,
+        };
+        let finding = match self
             .store
-            .client()
-            .upload_part_copy()
-            .bucket(self.store.bucket())
-            .key(&dst)
-            .upload_id(&id)
-            .part_number(1)
-            .copy_source(format!(
-                "{}/{}",
-                self.store.bucket(),
-                crate::signing::uri_encode(&src, true)
-            ))
-            .copy_source_if_match("\"00000000000000000000000000000000\"")
-            .send()
-            .await;
-        let finding = sdk_answer(r).refused_as(
-            PRECONDITION,
-            "UploadPartCopy copied a part of a source whose ETag is not the one \
-             x-amz-copy-source-if-match named",
-        );
+            .copy_part(
+                &wrong,
+                &dst,
+                &id,
+                1,
+                (0, (PART_MIN + BODY.len() - 1) as u64),
+            )
+            .await
+        {
+            Err(super::StoreError::PreconditionFailed) => Finding::Present,
+            Ok(_) => Finding::Missing(
+                "UploadPartCopy copied a part of a source whose ETag is not the one \
+                 x-amz-copy-source-if-match named"
+                    .into(),
+            ),
+            Err(e) => store_error_finding(e, "UploadPartCopy"),
+        };
         let _ = self.store.abort_multipart(&dst, &id).await;
         finding
     }
@@ -493,48 +555,15 @@ impl Probe<'_> {
         // The copy target exists (written by the conditional copy probe, or now).
         let dst = self.key("copy-target");
         let _ = self.put(&dst).send().await;
-        let id = match self
-            .store
-            .create_multipart(&NewMultipart {
-                key: &dst,
-                content_type: TYPE,
-                metadata: &[],
-                checksum: None,
-                storage_class: None,
-                tagging: None,
-                headers: None,
-            })
-            .await
-        {
+        let id = match self.new_multipart(&dst, None).await {
             Ok(id) => id,
             Err(e) => return Finding::Unknown(format!("CreateMultipartUpload: {e}")),
         };
         let finding = async {
-            let now = Utc::now();
-            let url = self
-                .store
-                .presign_part(&PartInput {
-                    key: &dst,
-                    multipart_id: &id,
-                    part_number: 1,
-                    size: BODY.len() as u64,
-                    now,
-                    expires_at: now + chrono::Duration::minutes(5),
-                    checksum: None,
-                })
-                .await
-                .map_err(|e| format!("presigning a part: {e}"))?;
-            let resp = self
-                .presigned(&url, BODY)
-                .send()
-                .await
-                .map_err(|e| format!("uploading a part: {e}"))?;
-            let etag = resp
-                .headers()
-                .get("etag")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-                .ok_or_else(|| format!("the part upload answered {} with no ETag", resp.status()))?;
+            let resp = self.send_part(&dst, &id, 1, BODY, None).await?;
+            let etag = etag_of(&resp).ok_or_else(|| {
+                format!("the part upload answered {} with no ETag", resp.status())
+            })?;
             Ok::<_, String>(
                 match self
                     .store
@@ -607,21 +636,9 @@ impl Probe<'_> {
     async fn multipart_checksum(&self) -> Finding {
         let alg = ChecksumAlgorithm::Crc64Nvme;
         let key = self.key("multipart-checksum");
-        let first = vec![b'u'; 5 * 1024 * 1024];
+        let first = vec![b'u'; PART_MIN];
         let whole: Vec<u8> = first.iter().chain(BODY).copied().collect();
-        let id = match self
-            .store
-            .create_multipart(&NewMultipart {
-                key: &key,
-                content_type: TYPE,
-                metadata: &[],
-                checksum: Some(alg),
-                storage_class: None,
-                tagging: None,
-                headers: None,
-            })
-            .await
-        {
+        let id = match self.new_multipart(&key, Some(alg)).await {
             Ok(id) => id,
             Err(e @ super::StoreError::Unavailable(_)) => {
                 return Finding::Unknown(format!(
@@ -638,32 +655,14 @@ impl Probe<'_> {
             let mut etags = Vec::new();
             for (n, bytes) in [(1u32, &first[..]), (2, BODY)] {
                 let part = Checksum::of(alg, bytes);
-                let now = Utc::now();
-                let url = self
-                    .store
-                    .presign_part(&PartInput {
-                        key: &key,
-                        multipart_id: &id,
-                        part_number: n,
-                        size: bytes.len() as u64,
-                        now,
-                        expires_at: now + chrono::Duration::minutes(5),
-                        checksum: Some(&part),
-                    })
-                    .await
-                    .map_err(|e| format!("presigning a part: {e}"))?;
-                let resp = self
-                    .presigned(&url, bytes)
-                    .send()
-                    .await
-                    .map_err(|e| format!("uploading a part: {e}"))?;
+                let resp = self.send_part(&key, &id, n, bytes, Some(&part)).await?;
                 if transient(resp.status().as_u16(), "") {
                     return Ok(Finding::Unknown(format!("a part upload answered {}", resp.status())));
                 }
                 if !resp.status().is_success() {
                     return Ok(Finding::Missing(format!("a part with its CRC64NVME was refused ({})", resp.status())));
                 }
-                etags.push((n, resp.headers().get("etag").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()));
+                etags.push((n, etag_of(&resp).unwrap_or_default()));
             }
             let expect = Checksum::of(alg, &whole);
             Ok::<_, String>(match self.store.complete_multipart(&key, &id, &etags, Some(&expect), false).await {
@@ -692,55 +691,20 @@ impl Probe<'_> {
     async fn multipart_checksum_refused(&self) -> Finding {
         let alg = ChecksumAlgorithm::Crc64Nvme;
         let key = self.key("multipart-checksum-wrong");
-        let id = match self
-            .store
-            .create_multipart(&NewMultipart {
-                key: &key,
-                content_type: TYPE,
-                metadata: &[],
-                checksum: Some(alg),
-                storage_class: None,
-                tagging: None,
-                headers: None,
-            })
-            .await
-        {
+        let id = match self.new_multipart(&key, Some(alg)).await {
             Ok(id) => id,
             Err(e) => return Finding::Unknown(format!("CreateMultipartUpload: {e}")),
         };
         let finding = async {
             let part = Checksum::of(alg, BODY);
-            let now = Utc::now();
-            let url = self
-                .store
-                .presign_part(&PartInput {
-                    key: &key,
-                    multipart_id: &id,
-                    part_number: 1,
-                    size: BODY.len() as u64,
-                    now,
-                    expires_at: now + chrono::Duration::minutes(5),
-                    checksum: Some(&part),
-                })
-                .await
-                .map_err(|e| format!("presigning a part: {e}"))?;
-            let resp = self
-                .presigned(&url, BODY)
-                .send()
-                .await
-                .map_err(|e| format!("uploading a part: {e}"))?;
+            let resp = self.send_part(&key, &id, 1, BODY, Some(&part)).await?;
             if !resp.status().is_success() {
                 return Err(format!(
                     "a part with its CRC64NVME answered {}",
                     resp.status()
                 ));
             }
-            let etag = resp
-                .headers()
-                .get("etag")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
+            let etag = etag_of(&resp).unwrap_or_default();
             let wrong = Checksum::of(alg, b"not the bytes sent");
             Ok::<_, String>(
                 match self

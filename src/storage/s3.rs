@@ -218,7 +218,7 @@ impl S3Store {
     /// the key since — the ETag guard alone would pass other bytes with the same ETag (an MD5
     /// collision under SSE-S3). Without a version (an unversioned bucket) the key's current
     /// object is copied and the ETag guard is all there is.
-    fn copy_source(&self, src: &CopySource<'_>) -> String {
+    pub(super) fn copy_source(&self, src: &CopySource<'_>) -> String {
         // aws-sdk-rust sends CopySource as given: the key must be URL-encoded here.
         let base = format!("{}/{}", self.bucket, uri_encode(src.key, true));
         match src.version_id.filter(|v| *v != "null") {
