@@ -512,13 +512,7 @@ async fn quarantine_moves_an_object_over_the_single_copy_limit_in_parts() {
         .await
         .expect("put the stray object");
 
-    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
-        .envs(&app.env)
-        .envs(small_copy_limit())
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run upcommit reconcile");
+    let out = quarantine_with(&app, &small_copy_limit());
     let body: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(keys(&body, "quarantined"), set(&[stray]), "{body}");
     assert!(!app.object_exists(stray).await);
@@ -846,11 +840,22 @@ async fn keys_that_xml_cannot_carry_are_listed_exactly_and_quarantined_intact() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_replaced_while_quarantine_copies_it_is_kept_in_place() {
     let app = spawn_app().await;
+    let (stray, body) = replaced_while_quarantine_copies(&app).await;
+    if crate::helpers::gap_accepted("versioning") {
+        assert!(keys(&body, "quarantined").is_empty(), "{body}");
+        assert_eq!(keys(&body, "unindexed"), set(&[stray]), "{body}");
+    }
+}
+
+/// A stray object; `reconcile --quarantine` held right after its copy while another writer
+/// puts a newer object at the key; then released. Asserts the newer object stayed in place and
+/// the quarantine holds the one copied; returns the key and the run's JSON.
+async fn replaced_while_quarantine_copies(app: &TestApp) -> (&'static str, Value) {
     let stray = "media/images/stray/replaced.png";
     let old = media("image/png", 3000);
     app.put_object(stray, old.clone(), "image/png").await;
     let paused = crate::hygiene::Paused::start_with(
-        &app,
+        app,
         &["reconcile", "--json", "--grace", "0", "--quarantine"],
         "quarantine_copied",
     )
@@ -868,21 +873,24 @@ async fn an_object_replaced_while_quarantine_copies_it_is_kept_in_place() {
         old,
         "the quarantine holds the object copied"
     );
-    if crate::helpers::gap_accepted("versioning") {
-        assert!(keys(&body, "quarantined").is_empty(), "{body}");
-        assert_eq!(keys(&body, "unindexed"), set(&[stray]), "{body}");
-    }
+    (stray, body)
 }
 
-/// `upcommit reconcile --json --grace 0 --quarantine`, its JSON.
-fn quarantine_run(app: &TestApp) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+/// `upcommit reconcile --json --grace 0 --quarantine` with the test server's settings and
+/// `extra` on top; its output.
+fn quarantine_with(app: &TestApp, extra: &[(&str, String)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
         .envs(&app.env)
+        .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
         .env("RUST_LOG", "warn")
         .output()
-        .expect("run upcommit reconcile");
-    serde_json::from_slice(&out.stdout).expect("JSON")
+        .expect("run upcommit reconcile")
+}
+
+/// [`quarantine_with`] the test server's settings alone, its JSON.
+fn quarantine_run(app: &TestApp) -> Value {
+    serde_json::from_slice(&quarantine_with(app, &[]).stdout).expect("JSON")
 }
 
 /// Review 27, round 3: quarantining a key a second time copied over the first quarantined
@@ -929,24 +937,7 @@ async fn on_a_suspended_bucket_an_object_replaced_while_quarantine_copies_it_is_
         aws_sdk_s3::types::BucketVersioningStatus::Suspended,
     )
     .await;
-    let stray = "media/images/stray/suspended.png";
-    let old = media("image/png", 3000);
-    app.put_object(stray, old.clone(), "image/png").await;
-    let paused = crate::hygiene::Paused::start_with(
-        &app,
-        &["reconcile", "--json", "--grace", "0", "--quarantine"],
-        "quarantine_copied",
-    )
-    .await;
-    let newer = media("image/jpeg", 4000);
-    app.put_object(stray, newer.clone(), "image/jpeg").await;
-    let body = paused.release();
-    assert_eq!(
-        app.get_object(stray).await,
-        newer,
-        "the newer object: {body}"
-    );
-    assert_eq!(app.get_object(&format!("quarantine/{stray}")).await, old);
+    let (_, body) = replaced_while_quarantine_copies(&app).await;
     assert!(keys(&body, "quarantined").is_empty(), "{body}");
 }
 
@@ -961,16 +952,12 @@ async fn a_quarantine_killed_after_a_copy_in_parts_is_finished_by_the_next_run()
     let bytes = media("image/png", 5 * 1024 * 1024 + 3000);
     app.put_object(stray, bytes.clone(), "image/png").await;
     let run = |crash: bool| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_upcommit"));
-        cmd.args(["reconcile", "--json", "--grace", "0", "--quarantine"])
-            .envs(&app.env)
-            .envs(small_copy_limit())
-            .env("UPCOMMIT_JOB_LEASE_SECS", "2")
-            .env("RUST_LOG", "warn");
+        let mut extra = small_copy_limit();
+        extra.push(("UPCOMMIT_JOB_LEASE_SECS", "2".into()));
         if crash {
-            cmd.env("UPCOMMIT_CRASH_AT", "quarantine_copied");
+            extra.push(("UPCOMMIT_CRASH_AT", "quarantine_copied".into()));
         }
-        cmd.output().expect("run upcommit reconcile")
+        quarantine_with(&app, &extra)
     };
     assert!(!run(true).status.success(), "the run was killed");
     let moved = format!("quarantine/{stray}");
@@ -1047,19 +1034,10 @@ async fn tampering_proxy(how: Tamper) -> String {
             _ => resp,
         }
     }
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let router = axum::Router::new().fallback(handle).with_state((http, how));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    format!("http://{addr}")
+    let router = axum::Router::new()
+        .fallback(handle)
+        .with_state((crate::s3_proxy::relay_client(), how));
+    crate::s3_proxy::serve_proxy(router).await
 }
 
 /// A stray object and an earlier quarantine copy of the same size, other bytes (the second half
@@ -1075,13 +1053,7 @@ async fn quarantine_through_a_lying_proxy(how: impl FnOnce(&TestApp, &str) -> Ta
     let moved = format!("quarantine/{stray}");
     app.put_object(&moved, earlier.clone(), "image/png").await;
     let endpoint = tampering_proxy(how(&app, &moved)).await;
-    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
-        .envs(&app.env)
-        .env("UPCOMMIT_S3_ENDPOINT", &endpoint)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run upcommit reconcile");
+    let out = quarantine_with(&app, &[("UPCOMMIT_S3_ENDPOINT", endpoint)]);
     let body: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert!(keys(&body, "quarantined").is_empty(), "{body}");
     assert_eq!(app.get_object(stray).await, ours, "{body}");

@@ -96,16 +96,16 @@ pub(crate) async fn relay(http: &reqwest::Client, req: Request) -> Response {
     builder.body(Body::from(bytes)).expect("response")
 }
 
-/// A server whose S3 traffic goes through the faulty proxy.
-async fn spawn_behind_proxy() -> (TestApp, Arc<Plan>) {
-    let plan = Arc::new(Plan::default());
-    let http = reqwest::Client::builder()
+/// The client a proxy relays with: it follows no redirect (the store's answer goes back as is).
+pub(crate) fn relay_client() -> reqwest::Client {
+    reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .expect("client");
-    let router = axum::Router::new()
-        .fallback(forward)
-        .with_state((plan.clone(), http));
+        .expect("client")
+}
+
+/// Serves `router` on a free loopback port for the rest of the test; its base URL.
+pub(crate) async fn serve_proxy(router: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -113,8 +113,17 @@ async fn spawn_behind_proxy() -> (TestApp, Arc<Plan>) {
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
     });
+    format!("http://{addr}")
+}
+
+/// A server whose S3 traffic goes through the faulty proxy.
+async fn spawn_behind_proxy() -> (TestApp, Arc<Plan>) {
+    let plan = Arc::new(Plan::default());
+    let router = axum::Router::new()
+        .fallback(forward)
+        .with_state((plan.clone(), relay_client()));
     let app = spawn_app_with(Spawn {
-        env: vec![("UPCOMMIT_S3_ENDPOINT", format!("http://{addr}"))],
+        env: vec![("UPCOMMIT_S3_ENDPOINT", serve_proxy(router).await)],
         ..Spawn::default()
     })
     .await;

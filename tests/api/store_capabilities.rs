@@ -578,22 +578,12 @@ async fn failing_proxy(
         crate::s3_proxy::relay(&http, req).await
     }
     let failed = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let router =
-        axum::Router::new()
-            .fallback(handle)
-            .with_state((http, (fail, answer), failed.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    (format!("http://{addr}"), failed)
+    let router = axum::Router::new().fallback(handle).with_state((
+        crate::s3_proxy::relay_client(),
+        (fail, answer),
+        failed.clone(),
+    ));
+    (crate::s3_proxy::serve_proxy(router).await, failed)
 }
 
 /// The probe's storage_class finding through a proxy that fails the calls matching `fail`.
