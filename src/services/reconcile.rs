@@ -728,10 +728,16 @@ async fn same_bytes(
 /// done, whatever its ETag.
 async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreError> {
     let dst = format!("{QUARANTINE_PREFIX}{}", b.key);
-    let source = store.head(&b.key).await?.ok_or(StoreError::NotFound)?;
-    let original = match store.head(&dst).await? {
-        None => store.copy_object(&b.key, &dst).await?,
+    // (The copy reads its source itself; the source is read here only to compare it with an
+    // earlier copy, which is the copy then.)
+    let (original, copy) = match store.head(&dst).await? {
+        None => {
+            let original = store.copy_object(&b.key, &dst).await?;
+            let copy = store.head(&dst).await?.ok_or(StoreError::NotFound)?;
+            (original, copy)
+        }
         Some(earlier) => {
+            let source = store.head(&b.key).await?.ok_or(StoreError::NotFound)?;
             // The same ETag says the same bytes; a copy in parts, or a single copy of an
             // object uploaded in parts, has an ETag of its own (review 27): then the two are
             // read side by side.
@@ -744,10 +750,9 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
                      nothing moved; move that one away first"
                 )));
             }
-            source
+            (source, earlier)
         }
     };
-    let copy = store.head(&dst).await?.ok_or(StoreError::NotFound)?;
     if copy.size != original.size {
         return Err(StoreError::Other(format!(
             "the quarantine copy has {} bytes, the original {}",
