@@ -617,12 +617,6 @@ async fn quarantine(
     item
 }
 
-/// An ETag that can tell objects apart: a store (or a gateway before it) that answers none
-/// gives "", which two different objects share (review 27).
-fn known_etag(etag: &str) -> bool {
-    !etag.is_empty() && etag != "\"\""
-}
-
 /// Whether two objects (key, version) hold the same bytes, read side by side through
 /// short-lived GET URLs: only for an earlier quarantine copy whose ETag cannot tell.
 /// Both must deliver `size` bytes, the size their HEADs reported: a body cut short, empty, or
@@ -663,7 +657,7 @@ async fn same_bytes(
             .map_err(unavailable)?;
         let resp = resp.error_for_status().map_err(unavailable)?;
         let named = |h: &str| resp.headers().get(h).and_then(|v| v.to_str().ok());
-        if !known_etag(&head.etag) || named("etag") != Some(head.etag.as_str()) {
+        if !crate::storage::known_etag(&head.etag) || named("etag") != Some(head.etag.as_str()) {
             return Err(StoreError::Unavailable(format!(
                 "comparing with the earlier copy: the GET of {key} answered ETag {:?}, its HEAD {:?}",
                 named("etag"),
@@ -742,7 +736,7 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
             // object uploaded in parts, has an ETag of its own (review 27): then the two are
             // read side by side.
             let same = earlier.size == source.size
-                && ((known_etag(&earlier.etag) && earlier.etag == source.etag)
+                && ((crate::storage::known_etag(&earlier.etag) && earlier.etag == source.etag)
                     || same_bytes(store, (&b.key, &source), (&dst, &earlier), source.size).await?);
             if !same {
                 return Err(StoreError::Other(format!(
@@ -770,7 +764,7 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
         match store.head(&b.key).await? {
             None => return Ok(()),
             Some(now)
-                if known_etag(&now.etag)
+                if crate::storage::known_etag(&now.etag)
                     && now.etag == original.etag
                     && now.size == original.size => {}
             Some(_) => {

@@ -46,6 +46,30 @@ pub struct StoredHeaders {
     pub content_language: Option<String>,
 }
 
+impl StoredHeaders {
+    /// From a HEAD's or a GET's answer.
+    pub fn of(
+        content_encoding: Option<&str>,
+        cache_control: Option<&str>,
+        content_disposition: Option<&str>,
+        content_language: Option<&str>,
+    ) -> Self {
+        Self {
+            content_encoding: content_encoding.map(str::to_owned),
+            cache_control: cache_control.map(str::to_owned),
+            content_disposition: content_disposition.map(str::to_owned),
+            content_language: content_language.map(str::to_owned),
+        }
+    }
+}
+
+/// An ETag that can tell objects apart, so an equal one is evidence of equal bytes: a store
+/// (or a gateway before it) that answers none gives "", which any two objects share (review
+/// 27: two objects of the same size and no ETag were taken for the same).
+pub fn known_etag(etag: &str) -> bool {
+    !etag.is_empty() && etag != "\"\""
+}
+
 /// What a HEAD tells.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectHead {
@@ -317,7 +341,7 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// Only what archival uses (`storage_class`, `object_tags`), as [`Self::probe`] finds them:
     /// each hygiene run that archives asks, so it costs two writes, not the whole probe (whose
-    /// multipart checks upload 10 MiB). By default, the whole probe.
+    /// multipart checks upload 5 MiB). By default, the whole probe.
     async fn probe_archival(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
         self.probe(archive_class).await
     }

@@ -387,12 +387,12 @@ impl ObjectStore for S3Store {
             .await
         {
             Ok(out) => Ok(Some(ObjectHead {
-                headers: super::StoredHeaders {
-                    content_encoding: out.content_encoding().map(str::to_owned),
-                    cache_control: out.cache_control().map(str::to_owned),
-                    content_disposition: out.content_disposition().map(str::to_owned),
-                    content_language: out.content_language().map(str::to_owned),
-                },
+                headers: super::StoredHeaders::of(
+                    out.content_encoding(),
+                    out.cache_control(),
+                    out.content_disposition(),
+                    out.content_language(),
+                ),
                 size: out.content_length().unwrap_or(0),
                 content_type: out.content_type().map(str::to_owned),
                 etag: out.e_tag().unwrap_or_default().to_owned(),
@@ -445,12 +445,12 @@ impl ObjectStore for S3Store {
             None => out.content_length().unwrap_or(0),
         };
         let head = ObjectHead {
-            headers: super::StoredHeaders {
-                content_encoding: out.content_encoding().map(str::to_owned),
-                cache_control: out.cache_control().map(str::to_owned),
-                content_disposition: out.content_disposition().map(str::to_owned),
-                content_language: out.content_language().map(str::to_owned),
-            },
+            headers: super::StoredHeaders::of(
+                out.content_encoding(),
+                out.cache_control(),
+                out.content_disposition(),
+                out.content_language(),
+            ),
             size,
             content_type: out.content_type().map(str::to_owned),
             etag: out.e_tag().unwrap_or_default().to_owned(),
@@ -797,6 +797,7 @@ impl ObjectStore for S3Store {
             Some(v)
                 if !v.delete_marker
                     && v.size == after.size
+                    && super::known_etag(&after.etag)
                     && v.etag.as_deref() == Some(after.etag.as_str()) =>
             {
                 self.delete_version(key, v.version_id.as_deref()).await
