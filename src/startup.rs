@@ -11,9 +11,9 @@ use tracing::Instrument as _;
 use crate::catalog::{self, Catalog, ObservedCatalog};
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::services::bucket_watch::BucketWatch;
-use crate::services::job_gauges::{self, JobGauges};
-use crate::services::readiness::Readiness;
+use crate::state::bucket_watch::BucketWatch;
+use crate::state::job_gauges::{self, JobGauges};
+use crate::state::readiness::Readiness;
 use crate::state::AppState;
 use crate::storage::{CopyLimits, ObjectStore, S3Store};
 

@@ -4,7 +4,8 @@
 use crate::config::Settings;
 use crate::domain::capabilities::{Finding, Standing, Verdict};
 use crate::domain::lifecycle::required_rules;
-use crate::services::{apply_lifecycle, bucket_watch};
+use crate::services::apply_lifecycle;
+use crate::state::bucket_watch;
 use crate::storage::{ObjectStore as _, S3Store};
 
 /// Exit codes: 0 every check passed and the store has what the promises need (or the gap is

@@ -4,6 +4,13 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+/// The jobs' names, as runs, leases and checkpoints record them.
+pub const SWEEP: &str = "sweep";
+pub const RECONCILE: &str = "reconcile";
+pub const HYGIENE: &str = "hygiene";
+pub const PRUNE: &str = "prune";
+pub const LEGACY_IMPORT: &str = "legacy_import";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {

@@ -19,12 +19,11 @@ use unicode_normalization::UnicodeNormalization;
 
 use super::ids::UploadId;
 use super::lifecycle::required_rules;
+pub use super::prefixes::TMP_PREFIX;
 pub use super::reserved::resolves_under_tmp;
 use super::reserved::{is_invisible, Reservation, ReservedKeys};
 use super::temporary::TtlDays;
 
-/// Everything under this prefix is temporary and expired by the bucket's lifecycle rule.
-pub const TMP_PREFIX: &str = "tmp/";
 /// S3's limit on the length of a key, in bytes.
 pub const MAX_KEY_BYTES: usize = 1024;
 /// Longest client filename accepted at all (bytes); longer requests are refused, not truncated.
@@ -330,6 +329,12 @@ impl FinalPrefix {
     }
 
     pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for FinalPrefix {
+    fn as_ref(&self) -> &str {
         &self.0
     }
 }

@@ -9,10 +9,8 @@ use std::collections::VecDeque;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::keys::TMP_PREFIX;
-
-/// Where quarantined objects go; it has an expiring lifecycle rule of its own.
-pub const QUARANTINE_PREFIX: &str = "quarantine/";
+pub use super::prefixes::QUARANTINE_PREFIX;
+use super::prefixes::TMP_PREFIX;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketKey {

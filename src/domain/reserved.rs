@@ -24,10 +24,8 @@
 
 use percent_encoding::percent_decode_str;
 
-use super::keys::{FinalPrefix, TMP_PREFIX};
 use super::lifecycle::Rule;
-use super::reconcile::QUARANTINE_PREFIX;
-use super::temporary::TEMP_PREFIX;
+use super::prefixes::{QUARANTINE_PREFIX, TEMP_PREFIX, TMP_PREFIX};
 
 /// Why a key is reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +51,11 @@ const UPLOAD_ID_LEN: usize = 32;
 
 impl ReservedKeys {
     /// `tmp/`, `quarantine/`, the given expiring prefixes, and the paired layout under each of
-    /// `final_prefixes`.
-    pub fn new<'a>(
+    /// `final_prefixes` (profiles' final prefixes, `keys::FinalPrefix`, which is checked against
+    /// this space: so it comes in as text and this module does not import `keys`).
+    pub fn new<'a, P: AsRef<str>>(
         expiring: impl IntoIterator<Item = &'a str>,
-        final_prefixes: impl IntoIterator<Item = &'a FinalPrefix>,
+        final_prefixes: impl IntoIterator<Item = P>,
     ) -> Self {
         let mut expiring: Vec<String> = [TMP_PREFIX, QUARANTINE_PREFIX, TEMP_PREFIX]
             .into_iter()
@@ -67,7 +66,7 @@ impl ReservedKeys {
         expiring.dedup();
         let mut paired: Vec<String> = final_prefixes
             .into_iter()
-            .map(|p| normalize_prefix(p.as_str()))
+            .map(|p| normalize_prefix(p.as_ref()))
             .collect();
         paired.sort();
         paired.dedup();
@@ -77,7 +76,7 @@ impl ReservedKeys {
     /// Only `tmp/`, `quarantine/` and `temp/`: what is reserved before any rule or profile is
     /// known.
     pub fn base() -> Self {
-        Self::new([], [])
+        Self::new([], [] as [&str; 0])
     }
 
     /// Adds the prefixes that `rules` expire (a rules file or a live lifecycle document).
@@ -240,6 +239,7 @@ pub fn resolves_under_tmp(raw: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::keys::FinalPrefix;
     use crate::domain::lifecycle::required_rules;
 
     const ID: &str = "0192f3a4b5c6d7e8f90a1b2c3d4e5f60";
@@ -430,7 +430,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::keys::FinalKey;
+    use crate::domain::keys::{FinalKey, FinalPrefix};
 
     /// Grammar-valid keys (what S3 would store for an accepted admin key).
     fn grammar_key() -> impl Strategy<Value = String> {

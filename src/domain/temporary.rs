@@ -17,9 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::duration::parse_secs;
 use super::lifecycle::Rule;
 
-/// Every temporary file's final key starts with this; the whole prefix is reserved (no admin
-/// key and no profile's final prefix may be under it).
-pub const TEMP_PREFIX: &str = "temp/";
+pub use super::prefixes::TEMP_PREFIX;
 
 const DAY_SECS: u64 = 86_400;
 /// S3 takes lifecycle days as a positive integer; ten years is far past any sensible TTL.

@@ -47,7 +47,7 @@ async fn list(
     // events after it were pruned, and one past the newest was never given; reading on from
     // either would skip events without a word.
     let page = feed::page(&state.catalog, after, limit).await?;
-    crate::services::pause::point("feed_between_reads").await;
+    crate::pause::point("feed_between_reads").await;
     let (first, last) = state.catalog.event_positions().await?.unwrap_or((1, 0));
     if after > last {
         return Err(bad());

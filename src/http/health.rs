@@ -22,7 +22,7 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    // At most a second old, shared by concurrent probes (see `services::readiness`).
+    // At most a second old, shared by concurrent probes (see `state::readiness`).
     let probe = state
         .readiness
         .current(state.catalog.as_ref(), state.store.as_ref())

@@ -52,7 +52,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 /// The last sweep's and the last reconcile's outcome (any replica's run), from memory: a
-/// background task reads them from the catalog (see `services::job_gauges`).
+/// background task reads them from the catalog (see `state::job_gauges`).
 fn job_gauges(state: &AppState, out: &mut String) {
     let runs = state.job_gauges.latest();
     let summary = |run: &crate::domain::jobs::JobRun| -> serde_json::Value {

@@ -3,14 +3,12 @@
 //! the checks of the live bucket's configuration.
 
 pub mod apply_lifecycle;
-pub mod bucket_watch;
 pub mod commit;
 pub mod copies;
 pub mod events;
 pub mod heartbeat;
 pub mod hygiene;
 pub mod inventory;
-pub mod job_gauges;
 pub mod jobs;
 pub mod legacy_import;
 pub mod multipart;
@@ -18,7 +16,6 @@ pub mod pause;
 pub mod presign;
 pub mod prune;
 pub mod ranged_listing;
-pub mod readiness;
 pub mod reconcile;
 pub mod recovery;
 pub mod report;

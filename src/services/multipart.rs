@@ -402,7 +402,7 @@ async fn complete_claimed(
                 .iter()
                 .map(|p| (p.part_number, p.etag.clone()))
                 .collect();
-            crate::services::pause::point("multipart_before_complete").await;
+            crate::pause::point("multipart_before_complete").await;
             match state
                 .store
                 .complete_multipart(

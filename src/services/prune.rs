@@ -20,7 +20,7 @@ use crate::domain::jobs::{JobRun, RunState};
 use crate::domain::quota::quota_day;
 use crate::services::jobs::{self, Begin};
 
-pub const JOB: &str = "prune";
+pub const JOB: &str = crate::domain::jobs::PRUNE;
 
 /// Rows deleted per transaction.
 pub const BATCH: i64 = 1_000;

@@ -19,8 +19,8 @@ use crate::domain::jobs::JobItem;
 use crate::domain::rate::RateLimiter;
 use crate::domain::records::UploadState;
 use crate::metrics::Metrics;
-use crate::services::bucket_watch::BucketWatch;
 use crate::services::commit::{self, CommitCommand};
+use crate::state::bucket_watch::BucketWatch;
 use crate::state::AppState;
 use crate::storage::ObjectStore;
 

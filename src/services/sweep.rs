@@ -24,7 +24,7 @@ use crate::domain::sweep::{classify, partition_day, SweepPolicy, Verdict};
 use crate::services::jobs::{self, Begin};
 use crate::storage::{ObjectStore, ObjectVersion, StoreError, DELETE_BATCH};
 
-pub const JOB: &str = "sweep";
+pub const JOB: &str = crate::domain::jobs::SWEEP;
 
 /// A run's totals.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -768,7 +768,7 @@ impl ObjectStore for S3Store {
                 after.size, before.size
             )));
         }
-        crate::services::pause::point("class_rewritten").await;
+        crate::pause::point("class_rewritten").await;
         let Some(current) = after.version_id.as_deref().filter(|v| *v != "null") else {
             return Ok(());
         };

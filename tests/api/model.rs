@@ -520,7 +520,7 @@ impl Model {
         };
         let run = hygiene::run(&self.jobs, &self.store, &self.settings, false, now);
         let out = match hook {
-            Some(hook) => upcommit::services::pause::with_hook(hook, run).await,
+            Some(hook) => upcommit::pause::with_hook(hook, run).await,
             None => run.await,
         }
         .expect("hygiene");

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
-use upcommit::services::pause::Hook;
+use upcommit::pause::Hook;
 
 use crate::catalog_faults::Rng;
 use crate::helpers::TestDb;

@@ -46,7 +46,7 @@ async fn flood_readyz(app: &TestApp, n: usize) -> Vec<u16> {
 
 /// At most one refresh per started TTL while the flood ran, plus the one in flight at its start.
 fn refreshes_allowed(elapsed: Duration) -> f64 {
-    let ttl = upcommit::services::readiness::TTL.as_secs_f64();
+    let ttl = upcommit::state::readiness::TTL.as_secs_f64();
     (elapsed.as_secs_f64() / ttl).ceil() + 1.0
 }
 
@@ -119,7 +119,7 @@ async fn metrics_scrapes_read_no_database_and_no_s3() {
     // refresh (two queries per interval), the event sequencer's look for new events (one per
     // 200 ms) and the delivery supervisor's endpoint list and outbox gauges (two per 5 s).
     let secs = elapsed.as_secs_f64();
-    let every = upcommit::services::job_gauges::EVERY.as_secs_f64();
+    let every = upcommit::state::job_gauges::EVERY.as_secs_f64();
     let background = 2.0 * ((secs / every).ceil() + 1.0)
         + (secs / 0.2).ceil()
         + 1.0

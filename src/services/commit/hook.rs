@@ -21,8 +21,7 @@ use crate::error::AppError;
 use crate::state::AppState;
 use crate::storage::ObjectHead;
 
-use super::promote::Failure;
-use super::Lease;
+use super::{Failure, Lease};
 
 /// Why the hook gave no verdict.
 #[derive(Debug)]

@@ -33,9 +33,21 @@ use crate::domain::records::{self, FileHandle, Upload, UploadMethod, UploadState
 use crate::domain::sniff::SNIFF_BYTES;
 use crate::error::AppError;
 use crate::state::AppState;
+use crate::storage::ObjectHead;
 
 mod hook;
 mod promote;
+
+/// What to do with the lease when a step fails (the promotion's and the validation hook's).
+enum Failure {
+    /// Nothing was copied: hand the upload back (`issued`) so a retry starts afresh.
+    Release(AppError),
+    /// The bytes are not what was declared: mark the upload rejected and drop the tmp object.
+    Reject(AppError, Option<Box<ObjectHead>>),
+    /// A copy may have happened: keep `promoting` and the final key, expire the lease now, so
+    /// a retry takes over at once and rolls forward.
+    Abandon(AppError),
+}
 
 use promote::{promote, settle};
 

@@ -1,6 +1,6 @@
 //! Steps 2–5 of a commit, run under the upload's lease, and what each failure does to it.
 
-use super::{CommitOutcome, Lease};
+use super::{CommitOutcome, Failure, Lease};
 use crate::domain::capabilities::Capability;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::content::ContentType;
@@ -13,17 +13,6 @@ use crate::storage::{
     copy_in_parts, CopyLimits, CopySource, NewMultipart, ObjectHead, PartCopy, PromoteRequest,
     Sniffed, StoreError, UPLOAD_ID_METADATA,
 };
-
-/// What to do with the lease when a step fails.
-pub(super) enum Failure {
-    /// Nothing was copied: hand the upload back (`issued`) so a retry starts afresh.
-    Release(AppError),
-    /// The bytes are not what was declared: mark the upload rejected and drop the tmp object.
-    Reject(AppError, Option<Box<ObjectHead>>),
-    /// A copy may have happened: keep `promoting` and the final key, expire the lease now, so
-    /// a retry takes over at once and rolls forward.
-    Abandon(AppError),
-}
 
 fn is_ours(head: &ObjectHead, upload: &Upload) -> bool {
     head.metadata
@@ -79,7 +68,7 @@ pub(super) async fn promote(
     legacy: bool,
     prefetched: Option<Result<Option<Sniffed>, StoreError>>,
 ) -> Result<CommitOutcome, Failure> {
-    crate::services::pause::point("after_lease").await;
+    crate::pause::point("after_lease").await;
     if legacy {
         return promote_in_place(state, upload, lease).await;
     }
@@ -149,7 +138,7 @@ pub(super) async fn promote(
         .await;
     match copied {
         Ok(copied) => {
-            crate::services::pause::point("after_copy").await;
+            crate::pause::point("after_copy").await;
             let fin = Final {
                 etag: copied.etag,
                 // The copy was of the version whose size the GET read (the ETag guard).
@@ -303,7 +292,7 @@ async fn promote_in_parts(
                 limits: CopyLimits::from_settings(&state.settings.uploads),
             };
             match copy_in_parts(store.as_ref(), &job).await {
-                Ok(()) => crate::services::pause::point("after_copy").await,
+                Ok(()) => crate::pause::point("after_copy").await,
                 // The source changed (a part copy's guard) or something arrived at the final
                 // key during the copy (the completion's `If-None-Match`): the final key tells.
                 // (A copy naming this upload cannot be checked here: one assembled from parts
@@ -493,7 +482,7 @@ async fn record(
         .await
     {
         Ok(Some(h)) => {
-            crate::services::pause::point("after_record").await;
+            crate::pause::point("after_record").await;
             h
         }
         Ok(None) => {

@@ -39,7 +39,7 @@ use crate::storage::StoreError;
 
 pub use source::keys_in_order;
 
-pub const JOB: &str = "legacy_import";
+pub const JOB: &str = crate::domain::jobs::LEGACY_IMPORT;
 /// Keys judged between checkpoints.
 pub const CHECKPOINT_EVERY: usize = 100;
 
@@ -248,7 +248,7 @@ pub async fn run(
                 failed = summary.failed,
                 "legacy import progress"
             );
-            crate::services::pause::point("legacy_import_checkpoint").await;
+            crate::pause::point("legacy_import_checkpoint").await;
             if job.lost() {
                 return Err("lost the job's lease to another run".into());
             }

@@ -1,4 +1,8 @@
-//! The state every handler shares: cheap to clone, `Arc`s inside.
+//! The state every handler shares: cheap to clone, `Arc`s inside. Beside the settings and the
+//! adapters it holds the server's live caches, each the latest answer of one background read:
+//! the bucket's checks ([`bucket_watch`]), the last job runs ([`job_gauges`]) and the readiness
+//! probe ([`readiness`]). They sit here, below the services, because they read only the catalog
+//! and the store; the services use the state and never the other way round.
 
 use std::sync::{Arc, Mutex};
 
@@ -9,10 +13,15 @@ use crate::domain::capabilities::Verdict;
 use crate::domain::rate::RateLimiter;
 use crate::domain::reserved::ReservedKeys;
 use crate::metrics::Metrics;
-use crate::services::bucket_watch::BucketWatch;
-use crate::services::job_gauges::JobGauges;
-use crate::services::readiness::Readiness;
 use crate::storage::ObjectStore;
+
+pub mod bucket_watch;
+pub mod job_gauges;
+pub mod readiness;
+
+use bucket_watch::BucketWatch;
+use job_gauges::JobGauges;
+use readiness::Readiness;
 
 #[derive(Clone)]
 pub struct AppState {

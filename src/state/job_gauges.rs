@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use crate::catalog::{Catalog, CatalogError};
-use crate::domain::jobs::JobRun;
+use crate::domain::jobs::{self, JobRun};
 
 /// How often the job gauges are read from the catalog.
 pub const EVERY: Duration = Duration::from_secs(5);
@@ -39,8 +39,8 @@ impl JobGauges {
     /// Reads both runs once; on an error the previous values stay.
     pub async fn refresh(&self, catalog: &dyn Catalog) -> Result<(), CatalogError> {
         let runs = Arc::new(LastRuns {
-            sweep: catalog.last_run(crate::services::sweep::JOB).await?,
-            reconcile: catalog.last_run(crate::services::reconcile::JOB).await?,
+            sweep: catalog.last_run(jobs::SWEEP).await?,
+            reconcile: catalog.last_run(jobs::RECONCILE).await?,
         });
         match self.latest.write() {
             Ok(mut guard) => *guard = runs,
