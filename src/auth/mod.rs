@@ -5,7 +5,8 @@
 //!   exact `iss` before any key is looked up), checked against that provider's own JWKS
 //!   ([`jwks`], [`verifier`]), with the claim rules of [`claims`].
 //!
-//! Signatures are checked by the `jsonwebtoken` crate; identity comes from the token only.
+//! Signatures are made and checked by the `jsonwebtoken` crate; identity comes from the token
+//! only.
 
 pub mod claims;
 pub mod jwks;
@@ -13,11 +14,7 @@ pub mod verifier;
 
 pub use verifier::Verifier;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 /// Who is calling, as proven by a valid token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,12 +105,6 @@ struct Claims {
 pub(crate) const MAX_TOKEN_BYTES: usize = 8192;
 const MAX_SUB_BYTES: usize = 128;
 
-fn mac(secret: &[u8]) -> Hmac<Sha256> {
-    // HMAC takes keys of any length; this cannot fail.
-    <Hmac<Sha256> as Mac>::new_from_slice(secret)
-        .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"))
-}
-
 /// Mints a token (for `upcommit token` and tests).
 pub fn issue(secret: &[u8], sub: &str, admin: bool, ttl_secs: i64, now_unix: i64) -> String {
     let claims = Claims {
@@ -123,24 +114,13 @@ pub fn issue(secret: &[u8], sub: &str, admin: bool, ttl_secs: i64, now_unix: i64
         iat: Some(now_unix),
         nbf: None,
     };
-    sign_hs256(
-        secret,
-        br#"{"alg":"HS256","typ":"JWT"}"#,
-        &serde_json::to_vec(&claims).unwrap_or_default(),
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret),
     )
-}
-
-/// A compact HS256 JWS of `header` and `payload` (JSON, as given).
-fn sign_hs256(secret: &[u8], header: &[u8], payload: &[u8]) -> String {
-    let signing_input = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header),
-        URL_SAFE_NO_PAD.encode(payload)
-    );
-    let mut m = mac(secret);
-    m.update(signing_input.as_bytes());
-    let sig = URL_SAFE_NO_PAD.encode(m.finalize().into_bytes());
-    format!("{signing_input}.{sig}")
+    // HS256 with a secret key signs any claims that serialize, and these always do.
+    .unwrap_or_else(|e| unreachable!("an HS256 token could not be made: {e}"))
 }
 
 /// Verifies an HS256 token with the secret (signature by `jsonwebtoken`, which accepts only the
@@ -209,8 +189,28 @@ pub fn parse_ttl(s: &str) -> Option<i64> {
 mod tests {
     use super::*;
 
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+
     const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
     const NOW: i64 = 1_800_000_000;
+
+    /// A compact HS256 JWS of any `header` and `payload` (JSON, as given): the tokens an
+    /// attacker or a careless issuer could send, which `issue` never makes.
+    fn sign_hs256(secret: &[u8], header: &[u8], payload: &[u8]) -> String {
+        let input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header),
+            URL_SAFE_NO_PAD.encode(payload)
+        );
+        let signature = jsonwebtoken::crypto::sign(
+            input.as_bytes(),
+            &jsonwebtoken::EncodingKey::from_secret(secret),
+            jsonwebtoken::Algorithm::HS256,
+        )
+        .expect("HS256 signs any message");
+        format!("{input}.{signature}")
+    }
 
     #[test]
     fn issued_tokens_verify() {
