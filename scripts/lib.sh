@@ -122,7 +122,8 @@ ensure_webhook_receiver_installed() { ensure_pinned_tool "$WEBHOOK_VENV" python 
 ensure_schemathesis_installed() { ensure_pinned_tool "$SCHEMATHESIS_VENV" schemathesis schemathesis "$SCHEMATHESIS_VERSION"; }
 
 # Debian's chromium and Node.js for the browser test, and playwright-core (pinned by
-# tests/browser/package-lock.json; it drives the system chromium and downloads no browser).
+# tests/browser/package-lock.json; it drives the system chromium and downloads no browser);
+# clients/js's TypeScript (its package-lock.json), which `npm pack` runs to write the types.
 ensure_browser_installed() {
   local missing=()
   command -v chromium >/dev/null || missing+=(chromium)
@@ -140,6 +141,10 @@ ensure_browser_installed() {
   if [ ${#npm_missing[@]} -gt 0 ]; then
     log "installing tests/browser/package.json's packages (playwright-core, Uppy 6, esbuild, TypeScript) into tests/browser/node_modules"
     (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  if [ ! -x clients/js/node_modules/.bin/tsc ]; then
+    log "installing clients/js/package.json's devDependencies (TypeScript, for npm pack's generated upcommit.d.ts) into clients/js/node_modules"
+    (cd clients/js && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the infra checks (terraform fmt, the static ownership
 # check, checkov), unit tests, the integration suite against LocalStack's S3 (signature
-# validation on) on SQLite and then on PostgreSQL, the browser test of the demo page
-# (Playwright driving Debian's chromium), the README's walkthrough run as written
+# validation on) on SQLite and then on PostgreSQL, the browser tests of the demo page, the
+# browser client and its npm package (Playwright driving Debian's chromium), the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check, and the store-facing integration suite on Garage 2.5.0 (a second S3
 # implementation). Installs and starts what it needs from nothing: LocalStack, Garage, checkov and
-# schemathesis, PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, and a
+# schemathesis, PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, clients/js's TypeScript, and a
 # throwaway PostgreSQL cluster; stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,7 +77,7 @@ cargo test --locked --lib --bins
 log "integration tests on SQLite"
 UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api
 
-log "browser test: the demo page in headless chromium (Playwright)"
+log "browser tests in headless chromium (Playwright): the demo page, the browser client, the Uppy example, and the npm package (npm pack's tarball installed into a throwaway app, bundled with esbuild)"
 ensure_browser_installed
 UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test browser
 

@@ -1,8 +1,9 @@
 // upcommit's browser client: presign → upload straight to S3 (one PUT, the POST form, or a
 // multipart upload with parallel parts) → commit. An ES module with no build step and no
-// dependencies; JSDoc types for editors and `tsc --checkJs`.
+// dependencies; JSDoc types for editors and `tsc --checkJs`, from which `npm pack` generates
+// upcommit.d.ts for the npm package `upcommit-client` (package.json beside this file).
 //
-//   import { UpcommitClient } from "./upcommit.js";
+//   import { UpcommitClient } from "upcommit-client";   // or from "./upcommit.js"
 //   const client = new UpcommitClient({ baseUrl: "https://uploads.example.com", token: () => getToken() });
 //   const controller = new AbortController();
 //   const handle = await client.upload(file, {
@@ -34,11 +35,17 @@
  * @typedef {{id: string, upload_id: string, key: string, size: number, content_type: string,
  *   etag: string, profile: string, created_by: string, created_at: string, status: string,
  *   original_filename?: string, checksum?: Checksum, expires_at?: string}} FileHandle
+ * @typedef {{profile: string, content_type?: string | null, size?: number | null,
+ *   filename?: string | null, method?: "PUT" | "POST" | null, multipart?: boolean | null,
+ *   checksum?: Checksum | null}} PresignRequest
  * @typedef {{upload_id: string, key: string, method: "PUT" | "POST" | "MULTIPART", url?: string,
  *   headers?: Record<string, string>, fields?: Record<string, string>,
  *   multipart?: {part_size: number, part_count: number}, expires_at: string, max_size: number,
  *   checksum?: Checksum}} Presigned
  * @typedef {{part_number: number, url: string, headers: Record<string, string>, size: number}} PartUrl
+ * @typedef {{upload_id: string, expires_at: string, parts: PartUrl[]}} PartUrls
+ * @typedef {{upload_id: string, state: "open" | "completed", part_size: number, part_count: number,
+ *   expires_at: string, next_after?: number, parts: {part_number: number, etag: string, size: number}[]}} PartListing
  * @typedef {{loaded: number, total: number}} Progress
  * @typedef {"checksumming" | "presigning" | "resuming" | "uploading" | "completing" | "committing" | "committed"} Stage
  * @typedef {{v: 1, upload_id: string, key: string, method: string, size: number,
@@ -122,8 +129,10 @@ const CRC64 = (() => {
   return { hi, lo };
 })();
 
+/** @typedef {{update(bytes: Uint8Array): Crc64, base64(): string}} Crc64 */
+
 /** An incremental CRC-64/NVME: `update(bytes)`…, then `base64()` of the big-endian digest.
- * @returns {{update(bytes: Uint8Array): any, base64(): string}} */
+ * @returns {Crc64} */
 export function crc64nvme() {
   let h = 0xffffffff;
   let l = 0xffffffff;
@@ -234,9 +243,12 @@ export class UpcommitClient {
   // --- API calls --------------------------------------------------------------------------
 
   /**
-   * One API call. Resolves with the parsed body of a 2xx; throws UpcommitError otherwise
-   * (`network` when there was no answer).
+   * One API call. Resolves with the parsed body of a 2xx (`T`: the answer's type, as
+   * `openapi.yaml` documents it); throws UpcommitError otherwise (`network` when there was no
+   * answer).
+   * @template [T=unknown]
    * @param {string} method @param {string} path @param {unknown} [body] @param {AbortSignal} [signal]
+   * @returns {Promise<T>}
    */
   async call(method, path, body, signal) {
     const token = typeof this.token === "function" ? await this.token() : this.token;
@@ -269,8 +281,10 @@ export class UpcommitClient {
 
   /**
    * An idempotent API call, repeated on no answer and on 503 (Retry-After or backoff).
+   * @template [T=unknown]
    * @param {string} method @param {string} path @param {unknown} body
    * @param {AbortSignal | undefined} signal @param {number} deadline epoch ms
+   * @returns {Promise<T>}
    */
   async callWithRetry(method, path, body, signal, deadline) {
     for (let attempt = 0; ; attempt += 1) {
@@ -287,7 +301,7 @@ export class UpcommitClient {
 
   /**
    * Presign. Repeated only on 503 and 429 `rate_limited` (nothing was charged).
-   * @param {Record<string, unknown>} request @param {AbortSignal} [signal] @returns {Promise<Presigned>}
+   * @param {PresignRequest} request @param {AbortSignal} [signal] @returns {Promise<Presigned>}
    */
   async presign(request, signal) {
     for (let attempt = 0; ; attempt += 1) {
@@ -372,7 +386,7 @@ export class UpcommitClient {
 
     stage("checksumming");
     const f = /** @type {File} */ (file);
-    /** @type {Record<string, unknown>} */
+    /** @type {PresignRequest} */
     const request = {
       profile,
       content_type: options.contentType || file.type || "application/octet-stream",
@@ -512,9 +526,11 @@ export class UpcommitClient {
    * Every part S3 holds (`GET /v1/uploads/{id}/parts`, page by page) into `held` (part → ETag),
    * keeping only parts of the expected length.
    * @param {ResumeRecord} record @param {Map<number, string>} held @param {AbortSignal} [signal]
+   * @returns {Promise<PartListing>}
    */
   async listParts(record, held, signal) {
     let after = 0;
+    /** @type {PartListing} */
     let page;
     const deadline = Date.now() + 120_000;
     for (;;) {
@@ -637,6 +653,7 @@ export class UpcommitClient {
       /** @type {Record<string, unknown>} */
       const body = { part_numbers: want };
       if (checksums) body.checksums = want.map((n) => checksums[n - 1]);
+      /** @type {PartUrls} */
       const answer = await this.callWithRetry("POST", `/v1/uploads/${record.upload_id}/parts`, body, signal, deadline());
       const expires = Date.parse(answer.expires_at) - 60_000;
       for (const p of answer.parts) urls.set(p.part_number, { ...p, expires });

@@ -1,10 +1,11 @@
-//! The demo page, the browser client (`clients/js/upcommit.js`) and the Uppy example in a real
+//! The demo page, the browser client (`clients/js/upcommit.js`, also as the npm package an app
+//! installs from `npm pack`'s tarball) and the Uppy example in a real
 //! browser: Playwright (`playwright-core`) drives Debian's chromium,
 //! headless and off the network, through `/demo` on the real server, uploading real PNGs to
 //! LocalStack's S3 through CORS (preflight included). `demo.mjs` asserts what the page shows
 //! (and the checksums it computed against Node's); this side checks the catalog and the bucket
-//! afterwards. Needs `node`, the packages of
-//! `tests/browser/package.json` and `/usr/bin/chromium`: `scripts/test.sh` installs them and
+//! afterwards. Needs `node`, `npm`, the packages of `tests/browser/package.json` and of
+//! `clients/js/package.json` and `/usr/bin/chromium`: `scripts/test.sh` installs them and
 //! runs this target; a missing piece fails the test rather than skipping it.
 
 #[allow(dead_code)]
@@ -420,6 +421,120 @@ async fn the_uppy_example_uploads_through_upcommit() {
             .await,
         3,
         "one presign per file"
+    );
+}
+
+/// Issue 28 item 5: the browser client as an app gets it. `npm_package.mjs` runs `npm pack` in
+/// `clients/js` (its `prepack` generates `upcommit.d.ts` from the JSDoc), installs the tarball
+/// into a throwaway app outside the repository, type-checks a call against the installed types
+/// (and sees a wrong one refused), bundles the app with esbuild through the package's bare name,
+/// and uploads a PNG through the bundle in Chromium, from the app's own origin. Here: the tarball
+/// is the crate's version and ships the module, its types and `package.json`, nothing else; the
+/// handle the page shows is the one in the catalog; the bucket holds the file's bytes.
+#[tokio::test]
+async fn an_app_that_installs_the_packed_client_uploads_through_it_in_chromium() {
+    let work = tempfile::Builder::new()
+        .prefix("upcommit-npm-")
+        .tempdir()
+        .expect("a work dir");
+    let app_dir = work.path().join("app");
+    let served = |file: &str| app_dir.join(file).display().to_string();
+    let origin = serve_files(vec![
+        ("/", served("index.html"), "text/html; charset=utf-8"),
+        ("/app.bundle.js", served("app.bundle.js"), "text/javascript"),
+    ])
+    .await;
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_CORS_ORIGINS", origin.clone())],
+        ..Spawn::default()
+    })
+    .await;
+    allow_uploads_from(&app, &[&origin]).await;
+
+    let result = node(
+        "npm_package.mjs",
+        vec![
+            app.address.clone(),
+            origin.clone(),
+            app.token("package-user"),
+            work.path().display().to_string(),
+        ],
+    )
+    .await;
+
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        result["tarball"]["filename"],
+        format!("upcommit-client-{version}.tgz"),
+        "npm pack names the tarball after the package and the crate's version"
+    );
+    assert_eq!(result["installed_version"], version, "the app installed it");
+    assert_eq!(
+        result["tarball"]["files"],
+        serde_json::json!(["package.json", "upcommit.d.ts", "upcommit.js"]),
+        "the tarball ships the module, its generated types and package.json, nothing else"
+    );
+    let id = result["file_id"]
+        .as_str()
+        .expect("the page shows the file id");
+    assert_eq!(
+        app.db.strings("SELECT id FROM file_handles").await,
+        vec![id.to_owned()],
+        "the one handle in the catalog is the one the page shows"
+    );
+    let h = app
+        .catalog
+        .handle_by_id(&upcommit::domain::ids::FileId::parse(id).expect("file id"))
+        .await
+        .expect("catalog")
+        .expect("the handle exists");
+    assert_eq!(h.created_by, "package-user");
+    assert_eq!(
+        Some(h.upload_id.as_str()),
+        result["handle"]["upload_id"].as_str()
+    );
+    let file = std::fs::read(result["file"]["path"].as_str().expect("path")).expect("the file");
+    let head = app
+        .s3
+        .head_object()
+        .bucket(&app.bucket)
+        .key(&h.key)
+        .send()
+        .await
+        .expect("HEAD the committed object");
+    assert_eq!(head.content_length(), Some(file.len() as i64));
+    assert_eq!(head.content_type(), Some("image/png"));
+    assert!(
+        app.get_object(&h.key).await == file,
+        "{}: the bytes in S3 are the file's, byte for byte",
+        h.key
+    );
+}
+
+/// `clients/js/package.json` (and its lock file) carry the crate's version and licence, and the
+/// package has no runtime dependencies: an app that installs it gets one module and its types.
+#[test]
+fn the_npm_package_has_the_crates_version_and_no_runtime_dependencies() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let read = |file: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(format!("{dir}/clients/js/{file}")).expect(file);
+        serde_json::from_str(&text).expect(file)
+    };
+    let (package, lock) = (read("package.json"), read("package-lock.json"));
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        package["version"], version,
+        "clients/js/package.json's version is Cargo.toml's (npm version X.Y.Z in clients/js)"
+    );
+    assert_eq!(
+        lock["version"], version,
+        "clients/js/package-lock.json too (npm version X.Y.Z updates both)"
+    );
+    assert_eq!(lock["packages"][""]["version"], version);
+    assert_eq!(package["license"], env!("CARGO_PKG_LICENSE"));
+    assert!(
+        package.get("dependencies").is_none() && package.get("peerDependencies").is_none(),
+        "no runtime dependencies: {package}"
     );
 }
 
