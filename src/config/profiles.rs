@@ -331,7 +331,7 @@ mod tests {
         );
         assert!(s
             .profile("image")
-            .is_none_or(|p| p.validation_hook.is_none()));
+            .map_or(true, |p| p.validation_hook.is_none()));
 
         for (hook, says) in [
             (r#"{ url = "ftp://x/" }"#, "url"),
