@@ -1,0 +1,410 @@
+//! Upload profiles: the TOML `[[profiles]]` tables (or the built-in ones), each one's
+//! content types, size and final prefix, its `temporary_ttl`, its `validation_hook`, and the
+//! environment lists that replace its `tracks_links` and `require_checksum`.
+
+use serde::Deserialize;
+
+use crate::domain::content::ContentType;
+use crate::domain::keys::FinalPrefix;
+use crate::domain::lifecycle::{missing_required, required_rules, Rule};
+use crate::domain::profile::{builtin_profiles, Profile};
+use crate::domain::temporary::{TtlDays, TEMP_PREFIX};
+use crate::domain::validation_hook::{
+    HookSecret, OnError, ValidationHook, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
+};
+
+use super::source::{ConfigError, FileSettings, Source};
+use super::Settings;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileProfile {
+    name: String,
+    content_types: Vec<String>,
+    max_size: u64,
+    final_prefix: String,
+    #[serde(default)]
+    tracks_links: bool,
+    #[serde(default)]
+    require_checksum: bool,
+    /// `"7d"`: the profile is temporary (see `domain::temporary`).
+    #[serde(default)]
+    temporary_ttl: Option<String>,
+    /// `{ url, timeout_ms, on_error, secret }` (see `domain::validation_hook`).
+    #[serde(default)]
+    validation_hook: Option<FileValidationHook>,
+}
+
+/// A profile's `validation_hook` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileValidationHook {
+    url: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    on_error: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+}
+
+/// The profiles of the file (or the built-in ones when it has none), then the environment's
+/// `UPCOMMIT_TRACKS_LINKS` and `UPCOMMIT_REQUIRE_CHECKSUM`.
+pub(super) fn load(src: &Source<'_>, f: &mut FileSettings) -> Result<Vec<Profile>, ConfigError> {
+    let profiles = match f.profiles.take() {
+        Some(list) => list
+            .into_iter()
+            .map(parse_profile)
+            .collect::<Result<Vec<_>, _>>()?,
+        None => builtin_profiles(),
+    };
+    if profiles.is_empty() {
+        return Err(ConfigError(
+            "profiles: at least one profile is required".into(),
+        ));
+    }
+    // Which profiles' files hygiene may act on, and which require a checksum: each
+    // environment list, when set, replaces the profiles' own setting.
+    let mut profiles = profiles;
+    if let Some(names) = profile_list(src, "UPCOMMIT_TRACKS_LINKS", &profiles)? {
+        for p in &mut profiles {
+            p.tracks_links = names.contains(&p.name);
+        }
+    }
+    if let Some(names) = profile_list(src, "UPCOMMIT_REQUIRE_CHECKSUM", &profiles)? {
+        for p in &mut profiles {
+            p.require_checksum = names.contains(&p.name);
+        }
+    }
+    Ok(profiles)
+}
+
+/// A comma-separated list of profile names from the environment (`None` when unset); every
+/// name must be a configured profile.
+fn profile_list(
+    src: &Source<'_>,
+    var: &str,
+    profiles: &[Profile],
+) -> Result<Option<Vec<String>>, ConfigError> {
+    if (src.env)(var).is_none() {
+        return Ok(None);
+    }
+    let names = src.list(var, None);
+    if let Some(bad) = names
+        .iter()
+        .find(|n| !profiles.iter().any(|p| &p.name == *n))
+    {
+        return Err(ConfigError(format!("{var}: no profile is named {bad:?}")));
+    }
+    Ok(Some(names))
+}
+
+fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
+    let at = |what: &str| format!("profiles.{}: {what}", p.name);
+    if p.name.is_empty()
+        || p.name.len() > 32
+        || !p
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return Err(ConfigError(at("name must be 1-32 of [a-z0-9_-]")));
+    }
+    let content_types = p
+        .content_types
+        .iter()
+        .map(|t| {
+            ContentType::parse(t)
+                .map_err(|_| ConfigError(at(&format!("content type {t:?} is malformed"))))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if content_types.is_empty() || p.max_size == 0 {
+        return Err(ConfigError(at(
+            "needs content_types and a max_size above 0",
+        )));
+    }
+    let final_prefix = FinalPrefix::parse(&p.final_prefix).map_err(|e| {
+        ConfigError(at(&format!(
+            "final_prefix {:?}: {e:?} (must end with / and not be under tmp/ or another prefix a lifecycle rule expires)",
+            p.final_prefix
+        )))
+    })?;
+    let temporary_ttl = p
+        .temporary_ttl
+        .as_deref()
+        .map(|raw| temporary_ttl(raw, required_rules()).map_err(|e| ConfigError(at(&e))))
+        .transpose()?;
+    let validation_hook = p
+        .validation_hook
+        .map(|h| validation_hook(h).map_err(|e| ConfigError(at(&format!("validation_hook: {e}")))))
+        .transpose()?;
+    Ok(Profile {
+        name: p.name,
+        content_types,
+        max_size: p.max_size,
+        final_prefix,
+        tracks_links: p.tracks_links,
+        require_checksum: p.require_checksum,
+        temporary_ttl,
+        validation_hook,
+    })
+}
+
+/// A profile's `validation_hook`: an http(s) URL, a timeout of 1..=60000 ms (default 2000),
+/// `on_error` `reject` (default) or `allow`, and an optional `whsec_` secret.
+fn validation_hook(h: FileValidationHook) -> Result<ValidationHook, String> {
+    let url = h.url.trim().to_owned();
+    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+    if !scheme_ok
+        || url
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        return Err(format!("url: expected an http(s) URL, got {:?}", h.url));
+    }
+    // Parsed as the request will be, so that a URL no request can reach (a port past 65535,
+    // an unclosed `[`) stops the start instead of failing every commit (open or closed).
+    crate::domain::webhooks::check_reachable(&url).map_err(|e| format!("url: {e}"))?;
+    let timeout_ms = h.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if !(1..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
+        return Err(format!(
+            "timeout_ms: must be 1..={MAX_TIMEOUT_MS}, got {timeout_ms}"
+        ));
+    }
+    let on_error = match h.on_error.as_deref() {
+        None => OnError::Reject,
+        Some(raw) => OnError::parse(raw).ok_or_else(|| {
+            format!(
+                "on_error: expected \"reject\" (fail closed) or \"allow\" (fail open), got {raw:?}"
+            )
+        })?,
+    };
+    let secret = h
+        .secret
+        .as_deref()
+        .map(|raw| {
+            HookSecret::parse(raw).map_err(|_| {
+                "secret: expected whsec_ followed by the base64 of 24 to 64 random bytes".to_owned()
+            })
+        })
+        .transpose()?;
+    Ok(ValidationHook {
+        url,
+        timeout: std::time::Duration::from_millis(timeout_ms),
+        on_error,
+        secret,
+    })
+}
+
+/// A profile's `temporary_ttl`: whole days, and a tier the rules file (so terraform, the one
+/// owner of the bucket's lifecycle) expires. A TTL without its rule would leave files for ever
+/// while the API calls them expired, so it fails at start instead.
+fn temporary_ttl(raw: &str, rules: &[Rule]) -> Result<TtlDays, String> {
+    let ttl = TtlDays::parse(raw).map_err(|e| format!("temporary_ttl {raw:?} {e}"))?;
+    if !missing_required(rules, &[ttl.lifecycle_rule()]).is_empty() {
+        let tiers: Vec<String> = rules
+            .iter()
+            .filter_map(|r| {
+                let days = r.prefix.strip_prefix(TEMP_PREFIX)?.strip_suffix("d/")?;
+                Some(format!("{days}d"))
+            })
+            .collect();
+        return Err(format!(
+            "temporary_ttl {ttl}: infra/lifecycle-rules.json has no rule expiring {} within {} day(s) (with noncurrent versions after 1); use a tier it has ({}) or add the rule there first",
+            ttl.prefix(),
+            ttl.days(),
+            tiers.join(", ")
+        ));
+    }
+    Ok(ttl)
+}
+
+impl Settings {
+    /// The profiles whose files hygiene may unlink, archive and delete: those that track links.
+    pub fn hygiene_profiles(&self) -> Vec<String> {
+        self.uploads
+            .profiles
+            .iter()
+            // A temporary profile's files are the lifecycle rule's, whatever it tracks.
+            .filter(|p| p.tracks_links && p.temporary_ttl.is_none())
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.uploads.profiles.iter().find(|p| p.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::source::env;
+
+    #[test]
+    fn a_temporary_profile_needs_whole_days_and_a_tier_of_the_rules_file() {
+        let file = |ttl: &str| {
+            format!(
+                r#"
+                jwt_secret = "file-secret-0123456789"
+                [[profiles]]
+                name = "export"
+                content_types = ["text/csv"]
+                max_size = 1000
+                final_prefix = "exports/"
+                tracks_links = true
+                temporary_ttl = "{ttl}"
+                "#
+            )
+        };
+        let s = Settings::from_sources(Some(&file("7d")), &|_| None).expect("7d loads");
+        let p = s.profile("export").expect("export");
+        assert_eq!(p.temporary_ttl.map(TtlDays::days), Some(7));
+        assert!(
+            s.hygiene_profiles().is_empty(),
+            "a temporary profile is never hygiene's, even when it tracks links"
+        );
+        for (ttl, says) in [
+            ("36h", "whole number of days"),
+            ("0d", "whole number of days"),
+            ("later", "not a duration"),
+            ("14d", "temp/14d/"),
+        ] {
+            let err = Settings::from_sources(Some(&file(ttl)), &|_| None)
+                .expect_err(ttl)
+                .0;
+            assert!(
+                err.starts_with("profiles.export: temporary_ttl") && err.contains(says),
+                "{ttl}: {err}"
+            );
+        }
+        let err = Settings::from_sources(Some(&file("14d")), &|_| None)
+            .expect_err("14d")
+            .0;
+        assert!(err.contains("1d, 7d, 30d"), "names the tiers: {err}");
+    }
+
+    #[test]
+    fn a_validation_hook_is_an_http_url_with_a_bounded_timeout_and_a_known_policy() {
+        let file = |hook: &str| {
+            format!(
+                r#"
+                jwt_secret = "file-secret-0123456789"
+                [[profiles]]
+                name = "scan"
+                content_types = ["image/png"]
+                max_size = 1000
+                final_prefix = "scanned/"
+                validation_hook = {hook}
+                "#
+            )
+        };
+        let s = Settings::from_sources(
+            Some(&file(r#"{ url = "http://scanner:9000/check" }"#)),
+            &|_| None,
+        )
+        .expect("defaults load");
+        let h = s
+            .profile("scan")
+            .and_then(|p| p.validation_hook.clone())
+            .expect("hook");
+        assert_eq!(h.url, "http://scanner:9000/check");
+        assert_eq!(h.timeout, std::time::Duration::from_millis(2000));
+        assert_eq!(h.on_error, OnError::Reject);
+        assert!(h.secret.is_none());
+        let s = Settings::from_sources(
+            Some(&file(
+                r#"{ url = "https://mod.example/v", timeout_ms = 500, on_error = "allow", secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }"#,
+            )),
+            &|_| None,
+        )
+        .expect("full table loads");
+        let h = s
+            .profile("scan")
+            .and_then(|p| p.validation_hook.clone())
+            .expect("hook");
+        assert_eq!((h.timeout.as_millis(), h.on_error), (500, OnError::Allow));
+        assert!(h.secret.is_some());
+        assert!(
+            !format!("{s:?}").contains("MfKQ9r8G"),
+            "the secret never shows"
+        );
+        assert!(s
+            .profile("image")
+            .map_or(true, |p| p.validation_hook.is_none()));
+
+        for (hook, says) in [
+            (r#"{ url = "ftp://x/" }"#, "url"),
+            (r#"{ url = "scanner:9000" }"#, "url"),
+            // Review 26: a URL no request can reach stops the start (it used to pass a prefix
+            // check and fail every commit, open or closed).
+            (r#"{ url = "http://127.0.0.1:99999/check" }"#, "url"),
+            (r#"{ url = "http://[::1/check" }"#, "url"),
+            (r#"{ url = "http://%zz/" }"#, "url"),
+            (r#"{ url = "http://:0/" }"#, "url"),
+            (r#"{ url = "http://x/", timeout_ms = 0 }"#, "timeout_ms"),
+            (r#"{ url = "http://x/", timeout_ms = 60001 }"#, "timeout_ms"),
+            (
+                r#"{ url = "http://x/", timeout_ms = 30000 }"#,
+                "UPCOMMIT_REQUEST_TIMEOUT_SECS",
+            ),
+            (r#"{ url = "http://x/", on_error = "ignore" }"#, "on_error"),
+            (r#"{ url = "http://x/", secret = "hunter2" }"#, "secret"),
+            (
+                r#"{ url = "http://x/", secret = "whsec_c2hvcnQ=" }"#,
+                "secret",
+            ),
+        ] {
+            let err = Settings::from_sources(Some(&file(hook)), &|_| None)
+                .expect_err(hook)
+                .0;
+            assert!(
+                err.starts_with("profiles.scan: validation_hook") && err.contains(says),
+                "{hook}: {err}"
+            );
+        }
+        let err = Settings::from_sources(
+            Some(&file(r#"{ url = "http://x/", retries = 3 }"#)),
+            &|_| None,
+        )
+        .expect_err("unknown key")
+        .0;
+        assert!(err.contains("retries"), "{err}");
+    }
+
+    #[test]
+    fn hygiene_acts_on_no_profile_unless_one_tracks_links() {
+        let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
+        let s = Settings::from_map(&env(&[secret])).expect("loads");
+        assert!(s.hygiene_profiles().is_empty(), "off by default");
+        let s =
+            Settings::from_map(&env(&[secret, ("UPCOMMIT_TRACKS_LINKS", "image")])).expect("loads");
+        assert_eq!(s.hygiene_profiles(), vec!["image"]);
+        let err = Settings::from_map(&env(&[secret, ("UPCOMMIT_TRACKS_LINKS", "imgae")]))
+            .expect_err("unknown profile")
+            .0;
+        assert!(err.contains("imgae"), "{err}");
+        let file = r#"
+            jwt_secret = "file-secret-0123456789"
+            [[profiles]]
+            name = "doc"
+            content_types = ["application/pdf"]
+            max_size = 1000
+            final_prefix = "docs/"
+            tracks_links = true
+            [[profiles]]
+            name = "raw"
+            content_types = ["application/pdf"]
+            max_size = 1000
+            final_prefix = "raw/"
+        "#;
+        let s = Settings::from_sources(Some(file), &|_| None).expect("loads");
+        assert_eq!(s.hygiene_profiles(), vec!["doc"]);
+        let none = |k: &str| (k == "UPCOMMIT_TRACKS_LINKS").then(String::new);
+        let s = Settings::from_sources(Some(file), &none).expect("loads");
+        assert!(
+            s.hygiene_profiles().is_empty(),
+            "the environment's list wins"
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! Uploads: presign and commit timings, promotion by copy, multipart, the presign rate, the
+//! legacy layout, the profiles (`profiles`), and the per-user daily quota.
+
+use crate::domain::keys::FinalPrefix;
+use crate::domain::lifecycle::required_rules;
+use crate::domain::profile::Profile;
+use crate::domain::quota::QuotaLimits;
+
+use super::source::{ConfigError, FileSettings, Source, GIB, MIB};
+
+#[derive(Debug, Clone)]
+pub struct UploadSettings {
+    /// Lifetime of presigned upload URLs in seconds (`UPCOMMIT_PRESIGN_EXPIRY_SECS`, default 900).
+    pub presign_expiry_secs: u64,
+    /// How long after presign a commit is accepted, in seconds (`UPCOMMIT_COMMIT_WINDOW_SECS`,
+    /// default 86400). Must stay well under the 7-day tmp expiry.
+    pub commit_window_secs: u64,
+    /// How long one commit holds an upload before another may take over, in seconds
+    /// (`UPCOMMIT_COMMIT_LEASE_SECS`, default 30).
+    pub commit_lease_secs: u64,
+    /// Lifetime of download URLs in seconds (`UPCOMMIT_DOWNLOAD_EXPIRY_SECS`, default 300).
+    pub download_expiry_secs: u64,
+    /// Largest object a single CopyObject promotes; larger ones are promoted by a multipart copy
+    /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit).
+    pub max_single_copy_bytes: u64,
+    /// Part size of the multipart copy that promotes large objects
+    /// (`UPCOMMIT_COPY_PART_SIZE_BYTES`, default 512 MiB, 5 MiB..=5 GiB).
+    pub copy_part_size_bytes: u64,
+    /// Part copies in flight at once for one promotion (`UPCOMMIT_COPY_CONCURRENCY`, default 4).
+    pub copy_concurrency: usize,
+    /// Presigns above this size are multipart unless the client says otherwise
+    /// (`UPCOMMIT_MULTIPART_THRESHOLD_BYTES`, default 100 MiB).
+    pub multipart_threshold_bytes: u64,
+    /// Part size the server recommends (`UPCOMMIT_MULTIPART_PART_SIZE_BYTES`, default 16 MiB;
+    /// raised as needed to stay within 10,000 parts).
+    pub multipart_part_size_bytes: u64,
+    /// How long a multipart session accepts parts, in seconds: shorter than the bucket's
+    /// abort-incomplete rule, so the service never offers to resume an upload S3 may have
+    /// aborted (`UPCOMMIT_MULTIPART_SESSION_SECS`, default 43200).
+    pub multipart_session_secs: u64,
+    /// Key prefixes of the layout that predates `tmp/`, committed in place
+    /// (`UPCOMMIT_LEGACY_PREFIXES`, comma-separated, default none).
+    pub legacy_prefixes: Vec<FinalPrefix>,
+    /// Presigns per second one user may sustain on one replica (`UPCOMMIT_PRESIGN_RATE_PER_SEC`,
+    /// default 10; 0 = unlimited), with bursts up to `UPCOMMIT_PRESIGN_BURST` (default 30).
+    pub presign_rate_per_sec: f64,
+    pub presign_burst: u32,
+    /// Upload profiles (TOML `[[profiles]]`; default `image` and `recording`). Hygiene acts on
+    /// a profile's files only when it sets `tracks_links` (TOML, default false), or when
+    /// `UPCOMMIT_TRACKS_LINKS` (comma-separated profile names) names it; that list, when set,
+    /// replaces the profiles' own setting. Presigns of a profile must declare a checksum when
+    /// it sets `require_checksum` (TOML, default false) or `UPCOMMIT_REQUIRE_CHECKSUM` names it
+    /// (the same rule). A profile with `temporary_ttl` (TOML, e.g. `"7d"`: whole days, and a
+    /// tier `infra/lifecycle-rules.json` expires under `temp/<N>d/`) is temporary: its files
+    /// are committed under that prefix, expire after the TTL and are never hygiene's.
+    pub profiles: Vec<Profile>,
+}
+
+impl UploadSettings {
+    /// The legacy prefixes, the profiles, then every number, then their ranges.
+    pub(super) fn load(src: &Source<'_>, f: &mut FileSettings) -> Result<Self, ConfigError> {
+        let legacy_raw = src.list("UPCOMMIT_LEGACY_PREFIXES", f.legacy_prefixes.take());
+        let legacy_prefixes = legacy_raw
+            .iter()
+            .map(|p| {
+                FinalPrefix::parse(p)
+                    .map_err(|e| ConfigError(format!("UPCOMMIT_LEGACY_PREFIXES: {p:?}: {e:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let profiles = super::profiles::load(src, f)?;
+
+        let uploads = UploadSettings {
+            presign_expiry_secs: src.number(
+                "UPCOMMIT_PRESIGN_EXPIRY_SECS",
+                f.presign_expiry_secs,
+                900,
+            )?,
+            commit_window_secs: src.number(
+                "UPCOMMIT_COMMIT_WINDOW_SECS",
+                f.commit_window_secs,
+                86_400,
+            )?,
+            commit_lease_secs: src.number("UPCOMMIT_COMMIT_LEASE_SECS", f.commit_lease_secs, 30)?,
+            download_expiry_secs: src.number(
+                "UPCOMMIT_DOWNLOAD_EXPIRY_SECS",
+                f.download_expiry_secs,
+                300,
+            )?,
+            max_single_copy_bytes: src.number(
+                "UPCOMMIT_MAX_SINGLE_COPY_BYTES",
+                f.max_single_copy_bytes,
+                5 * GIB,
+            )?,
+            copy_part_size_bytes: src.number(
+                "UPCOMMIT_COPY_PART_SIZE_BYTES",
+                f.copy_part_size_bytes,
+                512 * MIB,
+            )?,
+            copy_concurrency: src.number("UPCOMMIT_COPY_CONCURRENCY", f.copy_concurrency, 4)?,
+            multipart_threshold_bytes: src.number(
+                "UPCOMMIT_MULTIPART_THRESHOLD_BYTES",
+                f.multipart_threshold_bytes,
+                100 * MIB,
+            )?,
+            multipart_part_size_bytes: src.number(
+                "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
+                f.multipart_part_size_bytes,
+                16 * MIB,
+            )?,
+            multipart_session_secs: src.number(
+                "UPCOMMIT_MULTIPART_SESSION_SECS",
+                f.multipart_session_secs,
+                43_200,
+            )?,
+            presign_rate_per_sec: src.number(
+                "UPCOMMIT_PRESIGN_RATE_PER_SEC",
+                f.presign_rate_per_sec,
+                10.0,
+            )?,
+            presign_burst: src.number("UPCOMMIT_PRESIGN_BURST", f.presign_burst, 30)?,
+            legacy_prefixes,
+            profiles,
+        };
+        if !(uploads.presign_rate_per_sec.is_finite() && uploads.presign_rate_per_sec >= 0.0) {
+            return Err(ConfigError(
+                "UPCOMMIT_PRESIGN_RATE_PER_SEC: must be a number ≥ 0".into(),
+            ));
+        }
+        if !(1..=604_800).contains(&uploads.presign_expiry_secs) {
+            return Err(ConfigError(
+                "UPCOMMIT_PRESIGN_EXPIRY_SECS: must be 1..=604800 (S3's limit)".into(),
+            ));
+        }
+        if uploads.commit_window_secs < uploads.presign_expiry_secs
+            || uploads.commit_window_secs > 6 * 86_400
+        {
+            return Err(ConfigError(
+                "UPCOMMIT_COMMIT_WINDOW_SECS: must be at least the presign expiry and at most 6 days (the tmp rule expires objects after 7)".into(),
+            ));
+        }
+        if !(1..=3600).contains(&uploads.commit_lease_secs) {
+            return Err(ConfigError(
+                "UPCOMMIT_COMMIT_LEASE_SECS: must be 1..=3600".into(),
+            ));
+        }
+        if !(1..=604_800).contains(&uploads.download_expiry_secs) {
+            return Err(ConfigError(
+                "UPCOMMIT_DOWNLOAD_EXPIRY_SECS: must be 1..=604800".into(),
+            ));
+        }
+        validate_multipart(&uploads)?;
+        Ok(uploads)
+    }
+}
+
+fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {
+    use crate::domain::multipart::{MAX_PART_SIZE, MIN_PART_SIZE};
+    if !(1..=MAX_PART_SIZE).contains(&u.max_single_copy_bytes) {
+        return Err(ConfigError(
+            "UPCOMMIT_MAX_SINGLE_COPY_BYTES: must be 1..=5 GiB (S3's CopyObject limit)".into(),
+        ));
+    }
+    if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&u.copy_part_size_bytes) {
+        return Err(ConfigError(
+            "UPCOMMIT_COPY_PART_SIZE_BYTES: must be 5 MiB..=5 GiB (S3's part limits)".into(),
+        ));
+    }
+    if !(1..=32).contains(&u.copy_concurrency) {
+        return Err(ConfigError(
+            "UPCOMMIT_COPY_CONCURRENCY: must be 1..=32".into(),
+        ));
+    }
+    if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&u.multipart_part_size_bytes) {
+        return Err(ConfigError(
+            "UPCOMMIT_MULTIPART_PART_SIZE_BYTES: must be 5 MiB..=5 GiB (S3's part limits)".into(),
+        ));
+    }
+    // The bucket's abort-incomplete rule (from the embedded rules file) removes parts after
+    // this many seconds; a session must end well before.
+    let abort_secs = required_rules()
+        .iter()
+        .filter_map(|r| r.abort_incomplete_multipart_days)
+        .min()
+        .map_or(u64::MAX, |d| u64::from(d) * 86_400);
+    if u.multipart_session_secs == 0
+        || u.multipart_session_secs >= abort_secs
+        || u.multipart_session_secs > u.commit_window_secs
+    {
+        return Err(ConfigError(format!(
+            "UPCOMMIT_MULTIPART_SESSION_SECS: must be above 0, below the bucket's abort-incomplete rule ({abort_secs} s) and at most the commit window"
+        )));
+    }
+    Ok(())
+}
+
+/// Per-user daily limits; 0 = unlimited.
+pub(super) fn quota(src: &Source<'_>, f: &FileSettings) -> Result<QuotaLimits, ConfigError> {
+    Ok(QuotaLimits {
+        daily_uploads: src.number("UPCOMMIT_QUOTA_DAILY_UPLOADS", f.quota_daily_uploads, 500)?,
+        daily_bytes: src.number("UPCOMMIT_QUOTA_DAILY_BYTES", f.quota_daily_bytes, 5 * GIB)?,
+    })
+}
