@@ -10,6 +10,7 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod metrics;
+pub mod outbound;
 pub mod pause;
 pub mod services;
 pub mod signing;

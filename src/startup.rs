@@ -15,6 +15,7 @@ use crate::state::bucket_watch::BucketWatch;
 use crate::state::job_gauges::{self, JobGauges};
 use crate::state::readiness::Readiness;
 use crate::state::AppState;
+use crate::storage::aws::AwsContext;
 use crate::storage::{CopyLimits, ObjectStore, S3Store};
 
 /// How often the sequencer looks for committed events.
@@ -33,6 +34,9 @@ pub enum StartupError {
     StoreGaps(String),
     #[error("event queue: {0}")]
     Queue(String),
+    /// No outgoing HTTP client (no TLS backend) or no AWS credentials.
+    #[error("{0}")]
+    Outbound(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -70,21 +74,34 @@ impl Application {
         )
         .await?;
         let metrics = Arc::new(Metrics::new());
-        let store = S3Store::connect_observed(&settings.s3, metrics.clone())
-            .await?
+        let aws = Self::outbound(&settings).await?;
+        let store = S3Store::connect_in(&aws, &settings.s3, Some(metrics.clone()))?
             .with_copy_limits(CopyLimits::from_settings(&settings.uploads));
         let store: Arc<dyn ObjectStore> = Arc::new(store);
-        Self::build_with(settings, catalog, store, metrics).await
+        Self::build_with(settings, catalog, store, metrics, aws).await
+    }
+
+    /// What the process talks out with: the one HTTP client (`crate::outbound`) and the AWS
+    /// context around it (the SDK's configuration and the one credentials cache), shared by
+    /// the store, the SQS sender, the webhooks, the validation hook and the JWKS fetches.
+    pub async fn outbound(settings: &Settings) -> Result<AwsContext, StartupError> {
+        let http = crate::outbound::client()
+            .map_err(|e| StartupError::Outbound(format!("no HTTP client: {e}")))?;
+        AwsContext::load(&settings.s3, http)
+            .await
+            .map_err(|e| StartupError::Outbound(e.to_string()))
     }
 
     /// Builds on given parts: tests pass a fault-injecting wrapper around the real store here.
     /// The catalog is wrapped to time its calls into `metrics`; the store times itself when it
-    /// was connected with [`S3Store::connect_observed`].
+    /// was connected with metrics ([`S3Store::connect_in`]). `aws` is the store's context
+    /// ([`Self::outbound`]), which the other outgoing callers share.
     pub async fn build_with(
         settings: Settings,
         catalog: Arc<dyn Catalog>,
         store: Arc<dyn ObjectStore>,
         metrics: Arc<Metrics>,
+        aws: AwsContext,
     ) -> Result<Self, StartupError> {
         let catalog: Arc<dyn Catalog> = Arc::new(ObservedCatalog::new(catalog, metrics.clone()));
         let store_verdict = Arc::new(judge_store(&settings, store.as_ref()).await?);
@@ -149,18 +166,18 @@ impl Application {
         ));
         let job_gauges = Arc::new(JobGauges::new());
         let gauges_task = job_gauges.clone().spawn(catalog.clone(), job_gauges::EVERY);
-        let verifier = Arc::new(crate::auth::Verifier::new(&settings.auth));
+        let http = aws.http().clone();
+        let verifier = Arc::new(crate::auth::Verifier::new(&settings.auth, http.clone()));
         let jwks_task = verifier.spawn_refresh();
         // The settings' endpoints are written before any event is sequenced by this replica.
         crate::services::events::delivery::sync_endpoints(&catalog, &settings.events).await?;
         let sqs = if settings.events.queues.is_empty() {
             None
         } else {
-            Some(Arc::new(
-                crate::storage::sqs::SqsSender::connect(&settings.s3)
-                    .await
-                    .map_err(|e| StartupError::Queue(e.to_string()))?,
-            ))
+            Some(Arc::new(crate::storage::sqs::SqsSender::new(
+                &aws,
+                settings.s3.endpoint.as_deref(),
+            )))
         };
         let sequenced = Arc::new(crate::services::events::sequencer::Sequenced::new());
         let sequencer_task = crate::services::events::sequencer::spawn(
@@ -171,12 +188,17 @@ impl Application {
         );
         let delivery_task = crate::services::events::delivery::spawn(
             catalog.clone(),
-            crate::services::events::delivery::DeliveryConfig::from_settings(&settings.events, sqs),
+            crate::services::events::delivery::DeliveryConfig::from_settings(
+                &settings.events,
+                sqs,
+                http.clone(),
+            ),
             sequenced.clone(),
             metrics.clone(),
         );
         let state = AppState {
             verifier,
+            http,
             settings: Arc::new(settings),
             catalog,
             store,

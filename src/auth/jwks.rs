@@ -23,7 +23,10 @@ use crate::config::ProviderSettings;
 
 /// A JWKS larger than this is refused (providers publish a few keys, a few KiB).
 const MAX_JWKS_BYTES: usize = 1024 * 1024;
+/// One fetch, redirects followed included.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// A provider may move its key set (a CDN, a new path): this many redirects are followed.
+const MAX_REDIRECTS: usize = 3;
 
 /// One verification key of the provider.
 pub struct ProviderKey {
@@ -53,13 +56,8 @@ pub struct JwksCache {
 }
 
 impl JwksCache {
-    pub fn new(settings: &ProviderSettings) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(FETCH_TIMEOUT)
-            .connect_timeout(Duration::from_secs(2))
-            .redirect(reqwest::redirect::Policy::limited(3))
-            .build()
-            .unwrap_or_default();
+    /// `http` follows no redirect (`crate::outbound`): [`Self::fetch`] follows a few by hand.
+    pub fn new(settings: &ProviderSettings, http: reqwest::Client) -> Self {
         Self {
             issuer: settings.issuer.clone(),
             url: settings.jwks_url.clone(),
@@ -135,13 +133,40 @@ impl JwksCache {
     }
 
     async fn fetch(&self) -> Result<HashMap<String, Arc<ProviderKey>>, String> {
-        let mut response = self
-            .http
-            .get(&self.url)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
+        tokio::time::timeout(FETCH_TIMEOUT, self.fetch_following_redirects())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| format!("no key set within {} s", FETCH_TIMEOUT.as_secs()))?
+    }
+
+    /// GETs the key set, following up to [`MAX_REDIRECTS`] redirects to http(s) locations.
+    async fn fetch_following_redirects(&self) -> Result<HashMap<String, Arc<ProviderKey>>, String> {
+        let mut url = reqwest::Url::parse(&self.url).map_err(|e| e.to_string())?;
+        let mut redirects = 0;
+        let mut response = loop {
+            let response = self
+                .http
+                .get(url.clone())
+                .header(reqwest::header::ACCEPT, "application/json")
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if !response.status().is_redirection() {
+                break response;
+            }
+            redirects += 1;
+            if redirects > MAX_REDIRECTS {
+                return Err(format!("more than {MAX_REDIRECTS} redirects"));
+            }
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| format!("status {} without a location", response.status()))?;
+            url = url.join(location).map_err(|e| e.to_string())?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(format!("a redirect to a {} URL", url.scheme()));
+            }
+        };
         if !response.status().is_success() {
             return Err(format!("status {}", response.status()));
         }

@@ -28,7 +28,9 @@ pub struct Verifier {
 }
 
 impl Verifier {
-    pub fn new(auth: &AuthSettings) -> Self {
+    /// `http`: the process's outgoing client (`crate::outbound`), which the key sets are
+    /// fetched with.
+    pub fn new(auth: &AuthSettings, http: reqwest::Client) -> Self {
         let providers = auth
             .issuers
             .iter()
@@ -50,7 +52,7 @@ impl Verifier {
                     admin: p.admin.clone(),
                     leeway_secs: i64::try_from(p.leeway_secs).unwrap_or(0),
                 },
-                jwks: Arc::new(JwksCache::new(p)),
+                jwks: Arc::new(JwksCache::new(p, http.clone())),
             })
             .collect();
         Self {

@@ -7,7 +7,7 @@
 //! deletes tmp) or, when neither object is there, releases the upload back to `issued`, where
 //! the usual expiry applies. Part of every sweep.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -16,11 +16,8 @@ use crate::auth::Identity;
 use crate::catalog::{Catalog, CatalogError};
 use crate::config::Settings;
 use crate::domain::jobs::JobItem;
-use crate::domain::rate::RateLimiter;
 use crate::domain::records::UploadState;
-use crate::metrics::Metrics;
 use crate::services::commit::{self, CommitCommand};
-use crate::state::bucket_watch::BucketWatch;
 use crate::state::AppState;
 use crate::storage::ObjectStore;
 
@@ -58,19 +55,8 @@ pub async fn recover_stale_commits(
     if stale.is_empty() {
         return Ok((summary, items));
     }
-    let state = AppState {
-        settings: Arc::new(settings.clone()),
-        catalog: catalog.clone(),
-        store: store.clone(),
-        bucket_watch: Arc::new(BucketWatch::new()),
-        presign_limiter: Arc::new(Mutex::new(RateLimiter::new(0.0, 0))),
-        metrics: Arc::new(Metrics::new()),
-        readiness: Arc::default(),
-        job_gauges: Arc::default(),
-        verifier: Arc::new(crate::auth::Verifier::new(&settings.auth)),
-        // Nothing probed here: every capability-dependent step takes its fallback.
-        store_verdict: Arc::new(crate::domain::capabilities::Verdict::unprobed()),
-    };
+    // Nothing probed here: every capability-dependent step takes its fallback.
+    let state = AppState::for_tool(settings.clone(), catalog.clone(), store.clone());
     for upload in stale {
         let item = |action: &str, reason: String| JobItem {
             action: action.into(),

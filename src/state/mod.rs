@@ -40,14 +40,17 @@ pub struct AppState {
     pub job_gauges: Arc<JobGauges>,
     /// Checks bearer tokens; holds the identity provider's key cache.
     pub verifier: Arc<Verifier>,
+    /// The process's one outgoing HTTP client (`crate::outbound`): the validation hook's.
+    pub http: reqwest::Client,
     /// What the store was found to do at start, and the gaps accepted
     /// (`domain::capabilities`). Services ask it before relying on a capability.
     pub store_verdict: Arc<Verdict>,
 }
 
 impl AppState {
-    /// The state of an operator command that runs the services without serving: no bucket
-    /// watch, rate limit or background job, metrics kept in memory and dropped.
+    /// The state of an operator command that runs the services without serving (and of the
+    /// sweep's stale-commit recovery): no bucket watch, rate limit or background job, metrics
+    /// kept in memory and dropped, and an outgoing HTTP client of its own, built once per run.
     pub fn for_tool(
         settings: Settings,
         catalog: Arc<dyn Catalog>,
@@ -57,8 +60,12 @@ impl AppState {
             settings.uploads.presign_rate_per_sec,
             settings.uploads.presign_burst,
         )));
+        // Building it fails only when no TLS backend can start; the default client then
+        // fails the same way, loudly, at its first use.
+        let http = crate::outbound::client().unwrap_or_default();
         Self {
-            verifier: Arc::new(Verifier::new(&settings.auth)),
+            verifier: Arc::new(Verifier::new(&settings.auth, http.clone())),
+            http,
             settings: Arc::new(settings),
             catalog,
             store,

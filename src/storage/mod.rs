@@ -2,6 +2,7 @@
 //! (`head`, `read_head_bytes`, `promote`, `delete_version`, presigning). Tests wrap it to inject
 //! faults; the rest of the service never knows which implementation it holds.
 
+pub mod aws;
 mod bucket;
 mod errors;
 mod listing;

@@ -1,17 +1,13 @@
 //! The S3 implementation of the facade (AWS, LocalStack, other S3-compatible stores).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region};
-use aws_sdk_s3::config::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
 use chrono::{DateTime, Utc};
 
+use super::aws::AwsContext;
 use super::errors::classify;
 use super::part_copy::{self, CopyLimits};
 use super::{listing, multipart};
@@ -35,7 +31,9 @@ pub struct S3Store {
     bucket: String,
     region: String,
     location: S3Location,
-    credentials: SharedCredentialsProvider,
+    /// The credentials cache presigning reads, and the outgoing HTTP client (shared with the
+    /// SQS sender and every other caller of the process).
+    aws: AwsContext,
     /// When the facade's own copies (archival in place, quarantine) go in parts.
     copy: CopyLimits,
 }
@@ -49,15 +47,15 @@ impl S3Store {
             bucket: self.bucket.clone(),
             region: self.region.clone(),
             location: self.location.clone(),
-            credentials: self.credentials.clone(),
+            aws: self.aws.clone(),
             copy: self.copy,
         }
     }
 
-    /// Builds the client from the standard AWS credential and region chain. A custom endpoint
-    /// selects path-style addressing.
+    /// Builds the client from the standard AWS credential and region chain, with a context of
+    /// its own (operator tools, tests). A custom endpoint selects path-style addressing.
     pub async fn connect(settings: &S3Settings) -> Result<Self, StoreError> {
-        Self::connect_with(settings, None).await
+        Self::connect_in(&Self::own_context(settings).await?, settings, None)
     }
 
     /// Like [`S3Store::connect`], timing every S3 call into `metrics`.
@@ -65,29 +63,25 @@ impl S3Store {
         settings: &S3Settings,
         metrics: std::sync::Arc<crate::metrics::Metrics>,
     ) -> Result<Self, StoreError> {
-        Self::connect_with(settings, Some(metrics)).await
+        Self::connect_in(&Self::own_context(settings).await?, settings, Some(metrics))
     }
 
-    async fn connect_with(
+    async fn own_context(settings: &S3Settings) -> Result<AwsContext, StoreError> {
+        let http = crate::outbound::client()
+            .map_err(|e| StoreError::Other(format!("no HTTP client: {e}")))?;
+        AwsContext::load(settings, http)
+            .await
+            .map_err(|e| StoreError::Other(e.to_string()))
+    }
+
+    /// On the process's shared AWS context (the server: one credentials cache and one HTTP
+    /// client for this store and the SQS sender), timing every S3 call into `metrics` if given.
+    pub fn connect_in(
+        aws: &AwsContext,
         settings: &S3Settings,
         metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
     ) -> Result<Self, StoreError> {
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new(settings.region.clone()))
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(3))
-                    .operation_attempt_timeout(Duration::from_secs(10))
-                    .operation_timeout(Duration::from_secs(30))
-                    .build(),
-            )
-            .retry_config(RetryConfig::standard().with_max_attempts(3))
-            .load()
-            .await;
-        let credentials = sdk
-            .credentials_provider()
-            .ok_or_else(|| StoreError::Other("no AWS credentials found (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile, or instance role)".into()))?;
-        let mut config = aws_sdk_s3::config::Builder::from(&sdk);
+        let mut config = aws_sdk_s3::config::Builder::from(aws.sdk());
         let location = match &settings.endpoint {
             Some(endpoint) => {
                 config = config.endpoint_url(endpoint).force_path_style(true);
@@ -106,7 +100,7 @@ impl S3Store {
             bucket: settings.bucket.clone(),
             region: settings.region.clone(),
             location,
-            credentials,
+            aws: aws.clone(),
             copy: CopyLimits::default(),
         })
     }
@@ -164,6 +158,12 @@ impl S3Store {
         }
     }
 
+    /// The process's outgoing HTTP client (the probe's browser-style uploads, reconcile's
+    /// side-by-side reads).
+    pub fn http(&self) -> &reqwest::Client {
+        self.aws.http()
+    }
+
     /// The raw client, for operator tools and tests that arrange the bucket.
     pub fn client(&self) -> &Client {
         &self.client
@@ -171,10 +171,11 @@ impl S3Store {
 
     async fn signing_credentials(&self) -> Result<SigningCredentials, StoreError> {
         let c = self
-            .credentials
-            .provide_credentials()
+            .aws
+            .credentials()
+            .get()
             .await
-            .map_err(|e| StoreError::Unavailable(format!("credentials: {e}")))?;
+            .map_err(StoreError::Unavailable)?;
         Ok(SigningCredentials {
             access_key_id: c.access_key_id().to_owned(),
             secret_access_key: c.secret_access_key().to_owned(),

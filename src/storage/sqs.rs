@@ -8,24 +8,24 @@
 //! and keeps SQS's own code.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use aws_config::{BehaviorVersion, Region};
-use aws_sdk_s3::config::{Credentials, ProvideCredentials, SharedCredentialsProvider};
+use aws_sdk_s3::config::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_smithy_runtime_api::client::identity::Identity;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::Mutex;
 
+use super::aws::{AwsContext, CredentialsCache};
 use crate::config::S3Settings;
 use crate::domain::queue::{
     classify, default_service, fifo_token, service_for, short_code, sqs_body, QueueService,
     QueueUrl, QueueUrlError, Retry, UnsendableBody,
 };
 
-/// Credentials this close to their expiry are fetched again before signing.
-const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(300);
+/// One SendMessage's time limit, answer included.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A failed SQS call: whether sending it again can help, and what SQS said.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -71,13 +71,11 @@ impl From<QueueUrlError> for SqsError {
     }
 }
 
-/// Sends events to SQS queues. Cheap to share (`Arc`); one HTTP connection pool.
+/// Sends events to SQS queues. Cheap to share (`Arc`); signs with the process's credentials
+/// cache and sends through its one HTTP client (`AwsContext`).
 pub struct SqsSender {
     http: reqwest::Client,
-    provider: SharedCredentialsProvider,
-    /// The provider chain does not cache (the SDK clients cache in their own identity cache):
-    /// without this, every message would ask the instance or container role anew.
-    cached: Mutex<Option<Credentials>>,
+    credentials: Arc<CredentialsCache>,
     region: String,
     endpoint: Option<String>,
 }
@@ -92,42 +90,25 @@ impl std::fmt::Debug for SqsSender {
 }
 
 impl SqsSender {
-    /// From the standard AWS credential and region chain, like the S3 client, with the same
-    /// region and endpoint override.
+    /// On a context of its own, from the standard AWS credential and region chain, with the S3
+    /// client's region and endpoint override (tests, tools).
     pub async fn connect(settings: &S3Settings) -> Result<Self, SqsError> {
-        let sdk = aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new(settings.region.clone()))
-            .load()
-            .await;
-        let provider = sdk.credentials_provider().ok_or_else(|| {
-            SqsError::local(
-                Retry::Permanent,
-                None,
-                "no AWS credentials found (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, profile, or instance role)".into(),
-            )
-        })?;
-        Self::with_credentials(provider, &settings.region, settings.endpoint.as_deref())
+        let local = |e: String| SqsError::local(Retry::Permanent, None, e);
+        let http = crate::outbound::client().map_err(|e| local(format!("HTTP client: {e}")))?;
+        let aws = AwsContext::load(settings, http)
+            .await
+            .map_err(|e| local(e.to_string()))?;
+        Ok(Self::new(&aws, settings.endpoint.as_deref()))
     }
 
-    /// With explicit credentials (tests, tools).
-    pub fn with_credentials(
-        provider: SharedCredentialsProvider,
-        region: &str,
-        endpoint: Option<&str>,
-    ) -> Result<Self, SqsError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| SqsError::local(Retry::Permanent, None, format!("HTTP client: {e}")))?;
-        Ok(Self {
-            http,
-            provider,
-            cached: Mutex::new(None),
-            region: region.to_owned(),
+    /// On the process's shared context: the S3 facade's credentials cache and HTTP client.
+    pub fn new(aws: &AwsContext, endpoint: Option<&str>) -> Self {
+        Self {
+            http: aws.http().clone(),
+            credentials: aws.credentials().clone(),
+            region: aws.region(),
             endpoint: endpoint.map(str::to_owned),
-        })
+        }
     }
 
     /// Sends one event. `body` is delivered byte for byte (a JSON body holding characters SQS
@@ -200,7 +181,7 @@ impl SqsSender {
         let creds = self.credentials().await?;
         let signed = sign_headers(&creds, &service.region, &url, &headers, &body)?;
 
-        let mut req = self.http.post(&url).body(body);
+        let mut req = self.http.post(&url).timeout(SEND_TIMEOUT).body(body);
         for (k, v) in headers.iter().copied() {
             req = req.header(k, v);
         }
@@ -236,32 +217,16 @@ impl SqsSender {
             err.code.as_deref(),
             Some("ExpiredToken" | "ExpiredTokenException")
         ) {
-            *self.cached.lock().await = None;
+            self.credentials.forget();
         }
         Err(err)
     }
 
     async fn credentials(&self) -> Result<Credentials, SqsError> {
-        let mut cached = self.cached.lock().await;
-        if let Some(c) = cached.as_ref() {
-            if still_fresh(c.expiry(), SystemTime::now()) {
-                return Ok(c.clone());
-            }
-        }
-        let c =
-            self.provider.provide_credentials().await.map_err(|e| {
-                SqsError::local(Retry::Retryable, None, format!("credentials: {e}"))
-            })?;
-        *cached = Some(c.clone());
-        Ok(c)
-    }
-}
-
-/// Credentials without an expiry (static keys) never need fetching again.
-fn still_fresh(expiry: Option<SystemTime>, now: SystemTime) -> bool {
-    match expiry {
-        Some(at) => at > now + REFRESH_BEFORE_EXPIRY,
-        None => true,
+        self.credentials
+            .get()
+            .await
+            .map_err(|e| SqsError::local(Retry::Retryable, None, e))
     }
 }
 
@@ -471,15 +436,6 @@ mod tests {
         let e = answer_error(503, b"", None);
         assert_eq!(e.code, None);
         assert!(e.is_retryable());
-    }
-
-    #[test]
-    fn credentials_are_fetched_again_five_minutes_before_they_expire() {
-        let now = SystemTime::now();
-        assert!(still_fresh(None, now));
-        assert!(still_fresh(Some(now + Duration::from_secs(301)), now));
-        assert!(!still_fresh(Some(now + Duration::from_secs(300)), now));
-        assert!(!still_fresh(Some(now - Duration::from_secs(1)), now));
     }
 
     #[test]

@@ -280,8 +280,10 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
     let env = vars.clone();
 
     let metrics = Arc::new(Metrics::new());
-    let real = S3Store::connect_observed(&settings.s3, metrics.clone())
+    let aws = Application::outbound(&settings)
         .await
+        .expect("HTTP client and AWS credentials");
+    let real = S3Store::connect_in(&aws, &settings.s3, Some(metrics.clone()))
         .expect("S3 client")
         .with_copy_limits(CopyLimits::from_settings(&settings.uploads));
     let s3 = real.client().clone();
@@ -310,7 +312,7 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         Some(wrap) => wrap(catalog.clone()),
         None => catalog.clone(),
     };
-    let app = Application::build_with(settings, served, store, metrics.clone())
+    let app = Application::build_with(settings, served, store, metrics.clone(), aws)
         .await
         .expect("application builds");
     let address = format!("http://127.0.0.1:{}", app.port());

@@ -7,7 +7,6 @@
 //! runs only before a copy: a retry that finds an earlier attempt's copy at the final key rolls
 //! forward without asking again, so a second answer can never change a copied file.
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use serde_json::json;
@@ -58,20 +57,6 @@ impl HookError {
     }
 }
 
-/// One HTTP client (a connection pool, no per-server state) for every hook call of the
-/// process: building one per call would redo its TLS setup each time. Redirects are not
-/// followed — a hook answers where it is configured, and a 3xx counts as no answer.
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("upcommit/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default()
-    })
-}
-
 /// `Ok(())`: go on with the copy (the hook allowed, there is no hook, or it failed open).
 /// A refusal rejects the upload (`rejected_by_hook`, through the ordinary reject path); no
 /// answer with `on_error = "reject"` hands the upload back untouched (503
@@ -120,7 +105,7 @@ pub(super) async fn ask(
         "download_url_expires_in_secs": DOWNLOAD_URL_SECS,
     });
     let started = Instant::now();
-    let answer = call(hook, &body).await;
+    let answer = call(&state.http, hook, &body).await;
     let label = match &answer {
         Ok(Verdict::Allow) => "allow",
         Ok(Verdict::Refuse(_)) => "refuse",
@@ -163,10 +148,16 @@ pub(super) async fn ask(
     }
 }
 
-/// POSTs the facts and reads the verdict, all within the hook's timeout.
-async fn call(hook: &ValidationHook, body: &serde_json::Value) -> Result<Verdict, HookError> {
+/// POSTs the facts and reads the verdict, all within the hook's timeout, through the process's
+/// one HTTP client, which follows no redirect: a hook answers where it is configured, and a
+/// 3xx counts as no answer.
+async fn call(
+    http: &reqwest::Client,
+    hook: &ValidationHook,
+    body: &serde_json::Value,
+) -> Result<Verdict, HookError> {
     let bytes = serde_json::to_vec(body).map_err(|e| HookError::Unreachable(e.to_string()))?;
-    let mut req = client()
+    let mut req = http
         .post(&hook.url)
         .timeout(hook.timeout)
         .header(reqwest::header::CONTENT_TYPE, "application/json");

@@ -41,15 +41,23 @@ pub struct DeliveryConfig {
     pub backoff: Backoff,
     /// The SQS client, when queue endpoints are configured.
     pub sqs: Option<Arc<SqsSender>>,
+    /// The process's outgoing HTTP client (`crate::outbound`); each webhook call is held to
+    /// `timeout` on its own.
+    pub http: reqwest::Client,
 }
 
 impl DeliveryConfig {
-    pub fn from_settings(events: &EventSettings, sqs: Option<Arc<SqsSender>>) -> Self {
+    pub fn from_settings(
+        events: &EventSettings,
+        sqs: Option<Arc<SqsSender>>,
+        http: reqwest::Client,
+    ) -> Self {
         Self {
             concurrency: events.webhook_concurrency,
             timeout: Duration::from_secs(events.webhook_timeout_secs),
             backoff: events.backoff(),
             sqs,
+            http,
         }
     }
 
@@ -160,6 +168,7 @@ impl Sender {
     async fn send(
         &self,
         http: &reqwest::Client,
+        timeout: Duration,
         d: &ClaimedDelivery,
     ) -> Result<i32, (Option<i32>, String)> {
         match self {
@@ -169,6 +178,7 @@ impl Sender {
                     webhooks::signature(key, &d.event_id, timestamp, d.payload.as_bytes());
                 let resp = http
                     .post(url)
+                    .timeout(timeout)
                     .header("content-type", "application/json")
                     .header("webhook-id", &d.event_id)
                     .header("webhook-timestamp", timestamp.to_string())
@@ -268,10 +278,10 @@ async fn endpoint_loop(
         }
         let sends = claimed.iter().map(|d| {
             let (sender, http, catalog, metrics, token) = (&sender, &http, &catalog, &metrics, &token);
-            let backoff = config.backoff;
+            let (backoff, timeout) = (config.backoff, config.timeout);
             async move {
                 let started = Instant::now();
-                let outcome = sender.send(http, d).await;
+                let outcome = sender.send(http, timeout, d).await;
                 let elapsed = started.elapsed();
                 let recorded = match outcome {
                     Ok(status) => catalog
@@ -323,17 +333,7 @@ pub fn spawn(
     metrics: Arc<Metrics>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let http = match reqwest::Client::builder()
-            .timeout(config.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-        {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "no HTTP client for event delivery");
-                return;
-            }
-        };
+        let http = config.http.clone();
         let mut loops: HashMap<String, (EndpointSpec, JoinHandle<()>)> = HashMap::new();
         let mut ticks = tokio::time::interval(REFRESH_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
