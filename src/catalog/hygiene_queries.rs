@@ -109,7 +109,7 @@ macro_rules! impl_hygiene_catalog {
                 let sql = format!(
                     "SELECT {} FROM file_handles WHERE {condition} AND expires_at IS NULL AND id > $1 AND status_changed_at < $2 \
                      ORDER BY id LIMIT $3",
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let rows = sqlx::query(&sql)
                     .bind(binds.0)
@@ -326,7 +326,7 @@ macro_rules! impl_hygiene_catalog {
                 // profile that tracks links, and not vouched for by the latest completed scan.
                 let sql = format!(
                     "SELECT {} FROM file_handles h WHERE h.id > $1 AND {} ORDER BY h.id LIMIT $3",
-                    super::queries::HANDLE_COLUMNS,
+                    super::rows::HANDLE_COLUMNS,
                     super::hygiene_queries::unused_conditions(profiles)
                 );
                 let rows = sqlx::query(&sql)
@@ -349,7 +349,7 @@ macro_rules! impl_hygiene_catalog {
                     "UPDATE file_handles AS h SET status = 'unlinked', status_changed_at = $3 \
                      WHERE h.id = $1 AND {} RETURNING {}",
                     super::hygiene_queries::unused_conditions(profiles),
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let mut tx = self.pool.begin_with($begin).await?;
                 let rows = sqlx::query(&sql)
@@ -375,7 +375,7 @@ macro_rules! impl_hygiene_catalog {
                      WHERE h.status = 'unlinked' AND h.claim IS NULL AND {} AND {} RETURNING {}",
                     super::hygiene_queries::scan_vouches("h"),
                     super::hygiene_queries::UNMOVED,
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let mut tx = self.pool.begin_with($begin).await?;
                 let rows = sqlx::query(&sql).bind(now).fetch_all(&mut *tx).await?;
@@ -393,7 +393,7 @@ macro_rules! impl_hygiene_catalog {
                 let sql = format!(
                     "SELECT {} FROM file_handles h WHERE h.id > $1 AND h.status = 'unlinked' \
                      AND h.claim IS NULL AND {} AND NOT ({}) ORDER BY h.id LIMIT $2",
-                    super::queries::HANDLE_COLUMNS,
+                    super::rows::HANDLE_COLUMNS,
                     super::hygiene_queries::scan_vouches("h"),
                     super::hygiene_queries::UNMOVED,
                 );
@@ -597,7 +597,7 @@ macro_rules! impl_hygiene_catalog {
                     } else {
                         String::new()
                     },
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let settled = sqlx::query(&sql)
                 .bind(settle.to.as_str())
@@ -636,7 +636,7 @@ macro_rules! impl_hygiene_catalog {
                          claim = NULL, claim_token = NULL, claim_until = NULL \
                          WHERE key = (SELECT key FROM file_handles WHERE id = $2) AND id <> $2 \
                          AND status = 'archived' AND (claim IS NULL OR claim = 'delete') RETURNING {}",
-                        super::queries::HANDLE_COLUMNS
+                        super::rows::HANDLE_COLUMNS
                     );
                     let copies = sqlx::query(&sql)
                         .bind(settle.now)
@@ -749,7 +749,7 @@ macro_rules! impl_hygiene_catalog {
                 }
                 let sql = format!(
                     "SELECT {} FROM file_handles WHERE id = $1",
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let row = sqlx::query(&sql)
                     .bind(copy.id.as_str())

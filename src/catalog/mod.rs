@@ -12,6 +12,7 @@ mod errors;
 mod event_queries;
 mod events;
 mod group_commit;
+mod group_commit_queries;
 mod hygiene;
 mod hygiene_queries;
 mod job_queries;
@@ -20,6 +21,7 @@ mod observed;
 mod postgres;
 mod queries;
 mod retention_queries;
+mod rows;
 mod sqlite;
 
 use async_trait::async_trait;
