@@ -14,6 +14,7 @@ mod events;
 mod group_commit;
 mod group_commit_queries;
 mod hygiene;
+mod hygiene_conditions;
 mod hygiene_queries;
 mod job_queries;
 mod multipart_queries;
