@@ -5,85 +5,8 @@
 //!
 //! Every transition is one conditional statement that checks everything it depends on
 //! (status, claim, links, shared keys), and links move `link_count` on the handle row in the same
-//! transaction: a link and a transition racing on one handle meet on that row's lock.
-
-/// `profile IN (…)` over profile names, which the configuration validated (1–32 of
-/// `[a-z0-9_-]`); `FALSE` for none. Anything else is refused rather than quoted.
-pub(super) fn profiles_in(column: &str, profiles: &[String]) -> String {
-    let safe = |p: &String| {
-        !p.is_empty()
-            && p.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-    };
-    let list: Vec<String> = profiles
-        .iter()
-        .filter(|p| safe(p))
-        .map(|p| format!("'{p}'"))
-        .collect();
-    if list.is_empty() {
-        "1 = 0".to_owned()
-    } else {
-        format!("{column} IN ({})", list.join(", "))
-    }
-}
-
-pub(super) fn statuses_sql(statuses: &[crate::domain::records::HandleStatus]) -> String {
-    statuses
-        .iter()
-        .map(|s| format!("'{}'", s.as_str()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The latest completed link scan vouches for handle `alias`: it saw it, or it began before the
-/// handle was created (so it could not judge it). The latest scan is looked up in the statement
-/// that uses this, never read beforehand: a scan completed since the job's read counts.
-pub(super) fn scan_vouches(alias: &str) -> String {
-    format!(
-        "EXISTS (SELECT 1 FROM link_scans ls WHERE ls.id = (SELECT l2.id FROM link_scans l2 \
-         WHERE l2.state = 'completed' ORDER BY l2.completed_at DESC, l2.id DESC LIMIT 1) \
-         AND ({alias}.created_at >= ls.started_at OR EXISTS (SELECT 1 FROM link_scan_seen s \
-         WHERE s.scan_id = ls.id AND s.file_id = {alias}.id)))"
-    )
-}
-
-/// The conditions of "nothing uses this available handle" on alias `h`: `$2` is the cutoff.
-/// Shared by the candidate read and the update. A temporary file (`expires_at` set) is never
-/// unused in this sense: its lifecycle rule, not hygiene, ends it.
-pub(super) fn unused_conditions(profiles: &[String]) -> String {
-    format!(
-        "h.status = 'available' AND h.expires_at IS NULL AND h.claim IS NULL AND h.link_count = 0 \
-         AND h.created_at < $2 AND (h.restored_at IS NULL OR h.restored_at < $2) \
-         AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} AND NOT {}",
-        profiles_in("h.profile", profiles),
-        scan_vouches("h")
-    )
-}
-
-/// Another handle of `h`'s key (a copy), not deleted, is vouched for by the latest completed
-/// link scan: the app uses the shared object, so it is neither archived nor deleted. Judged
-/// with [`scan_vouches`] in every statement a step of hygiene depends on (claim, the renewal
-/// right before S3, an archival's settle), so a scan that completes during a step stops it.
-pub(super) fn sibling_vouched() -> String {
-    format!(
-        "EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key AND o.id <> h.id \
-         AND o.status <> 'deleted' AND {})",
-        scan_vouches("o")
-    )
-}
-
-/// The unlinked handle `h` can come back to `available` without touching S3: no archival of
-/// a copy moved the shared object (the catalog records the class for every copy of the key),
-/// and no handle of the key holds a claim (an archival of a copy may be changing it, or have
-/// died after changing it). Others come back through a restore, which checks the object.
-pub(super) const UNMOVED: &str = "(h.storage_class IS NULL OR h.storage_class = 'STANDARD') \
-     AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key AND o.claim IS NOT NULL)";
-
-/// Another handle of `h`'s key (a copy) is available or being restored: the shared object is
-/// live, so it is neither archived nor deleted.
-pub(super) const SIBLING_LIVE: &str =
-    "EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key AND o.id <> h.id \
-     AND (o.status = 'available' OR o.claim = 'restore'))";
+//! transaction: a link and a transition racing on one handle meet on that row's lock. The
+//! conditions the statements share are in `hygiene_conditions`.
 
 /// Implements [`super::HygieneCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 macro_rules! impl_hygiene_catalog {
@@ -109,7 +32,7 @@ macro_rules! impl_hygiene_catalog {
                 let sql = format!(
                     "SELECT {} FROM file_handles WHERE {condition} AND expires_at IS NULL AND id > $1 AND status_changed_at < $2 \
                      ORDER BY id LIMIT $3",
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let rows = sqlx::query(&sql)
                     .bind(binds.0)
@@ -326,8 +249,8 @@ macro_rules! impl_hygiene_catalog {
                 // profile that tracks links, and not vouched for by the latest completed scan.
                 let sql = format!(
                     "SELECT {} FROM file_handles h WHERE h.id > $1 AND {} ORDER BY h.id LIMIT $3",
-                    super::queries::HANDLE_COLUMNS,
-                    super::hygiene_queries::unused_conditions(profiles)
+                    super::rows::HANDLE_COLUMNS,
+                    super::hygiene_conditions::unused_conditions(profiles)
                 );
                 let rows = sqlx::query(&sql)
                     .bind(after)
@@ -348,8 +271,8 @@ macro_rules! impl_hygiene_catalog {
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = 'unlinked', status_changed_at = $3 \
                      WHERE h.id = $1 AND {} RETURNING {}",
-                    super::hygiene_queries::unused_conditions(profiles),
-                    super::queries::HANDLE_COLUMNS
+                    super::hygiene_conditions::unused_conditions(profiles),
+                    super::rows::HANDLE_COLUMNS
                 );
                 let mut tx = self.pool.begin_with($begin).await?;
                 let rows = sqlx::query(&sql)
@@ -373,9 +296,9 @@ macro_rules! impl_hygiene_catalog {
                 let sql = format!(
                     "UPDATE file_handles AS h SET status = 'available', status_changed_at = $1, restored_at = $1 \
                      WHERE h.status = 'unlinked' AND h.claim IS NULL AND {} AND {} RETURNING {}",
-                    super::hygiene_queries::scan_vouches("h"),
-                    super::hygiene_queries::UNMOVED,
-                    super::queries::HANDLE_COLUMNS
+                    super::hygiene_conditions::scan_vouches("h"),
+                    super::hygiene_conditions::UNMOVED,
+                    super::rows::HANDLE_COLUMNS
                 );
                 let mut tx = self.pool.begin_with($begin).await?;
                 let rows = sqlx::query(&sql).bind(now).fetch_all(&mut *tx).await?;
@@ -393,9 +316,9 @@ macro_rules! impl_hygiene_catalog {
                 let sql = format!(
                     "SELECT {} FROM file_handles h WHERE h.id > $1 AND h.status = 'unlinked' \
                      AND h.claim IS NULL AND {} AND NOT ({}) ORDER BY h.id LIMIT $2",
-                    super::queries::HANDLE_COLUMNS,
-                    super::hygiene_queries::scan_vouches("h"),
-                    super::hygiene_queries::UNMOVED,
+                    super::rows::HANDLE_COLUMNS,
+                    super::hygiene_conditions::scan_vouches("h"),
+                    super::hygiene_conditions::UNMOVED,
                 );
                 let rows = sqlx::query(&sql)
                     .bind(after)
@@ -416,7 +339,7 @@ macro_rules! impl_hygiene_catalog {
                 let condition = format!(
                     "status = '{}' AND {}",
                     status.as_str(),
-                    super::hygiene_queries::profiles_in("profile", profiles)
+                    super::hygiene_conditions::profiles_in("profile", profiles)
                 );
                 self.handles_where(&condition, (after, changed_before, limit)).await
             }
@@ -426,7 +349,7 @@ macro_rules! impl_hygiene_catalog {
                 key: &str,
                 statuses: &[$crate::domain::records::HandleStatus],
             ) -> Result<bool, CatalogError> {
-                let list = super::hygiene_queries::statuses_sql(statuses);
+                let list = super::hygiene_conditions::statuses_sql(statuses);
                 let sql = format!("SELECT COUNT(*) FROM file_handles WHERE key = $1 AND status IN ({list})");
                 let n: i64 = sqlx::query_scalar(&sql).bind(key).fetch_one(&self.pool).await?;
                 Ok(n > 0)
@@ -453,20 +376,20 @@ macro_rules! impl_hygiene_catalog {
                              AND NOT EXISTS (SELECT 1 FROM file_links l WHERE l.file_id = h.id) AND {} \
                              AND NOT {} AND (h.claim IS NULL OR h.claim_until < {now})",
                             g.from.as_str(),
-                            super::hygiene_queries::profiles_in("h.profile", g.profiles),
-                            super::hygiene_queries::scan_vouches("h"),
+                            super::hygiene_conditions::profiles_in("h.profile", g.profiles),
+                            super::hygiene_conditions::scan_vouches("h"),
                             now = Self::DB_NOW,
                         ));
                         // The object is the key's: a scan that saw any copy keeps it.
                         sql.push_str(&format!(
                             " AND NOT {}",
-                            super::hygiene_queries::sibling_vouched()
+                            super::hygiene_conditions::sibling_vouched()
                         ));
                         if !g.key_not_in.is_empty() {
                             sql.push_str(&format!(
                                 " AND NOT EXISTS (SELECT 1 FROM file_handles o WHERE o.key = h.key \
                                  AND o.id <> h.id AND o.status IN ({}))",
-                                super::hygiene_queries::statuses_sql(g.key_not_in)
+                                super::hygiene_conditions::statuses_sql(g.key_not_in)
                             ));
                         }
                         if g.key_retired {
@@ -478,7 +401,7 @@ macro_rules! impl_hygiene_catalog {
                                  AND o.id <> h.id AND o.status <> 'deleted' AND NOT (o.status = 'archived' \
                                  AND o.status_changed_at < $5 AND o.link_count = 0 \
                                  AND (o.claim IS NULL OR o.claim = 'delete') AND NOT {}))",
-                                super::hygiene_queries::scan_vouches("o")
+                                super::hygiene_conditions::scan_vouches("o")
                             ));
                         }
                     }
@@ -530,9 +453,9 @@ macro_rules! impl_hygiene_catalog {
                     "UPDATE file_handles AS h SET claim_until = {until}, claim_s3_at = {now} \
                      WHERE h.id = $3 AND h.claim_token = $1 AND h.link_count = 0 AND NOT {} AND NOT {} \
                      AND NOT {}",
-                    super::hygiene_queries::scan_vouches("h"),
-                    super::hygiene_queries::SIBLING_LIVE,
-                    super::hygiene_queries::sibling_vouched(),
+                    super::hygiene_conditions::scan_vouches("h"),
+                    super::hygiene_conditions::SIBLING_LIVE,
+                    super::hygiene_conditions::sibling_vouched(),
                     now = Self::DB_NOW,
                 );
                 let secs = i64::try_from(lease_secs).unwrap_or(i64::MAX / 4);
@@ -590,14 +513,14 @@ macro_rules! impl_hygiene_catalog {
                     if archived {
                         format!(
                             " AND NOT {} AND NOT {} AND NOT {}",
-                            super::hygiene_queries::SIBLING_LIVE,
-                            super::hygiene_queries::scan_vouches("h"),
-                            super::hygiene_queries::sibling_vouched()
+                            super::hygiene_conditions::SIBLING_LIVE,
+                            super::hygiene_conditions::scan_vouches("h"),
+                            super::hygiene_conditions::sibling_vouched()
                         )
                     } else {
                         String::new()
                     },
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let settled = sqlx::query(&sql)
                 .bind(settle.to.as_str())
@@ -636,7 +559,7 @@ macro_rules! impl_hygiene_catalog {
                          claim = NULL, claim_token = NULL, claim_until = NULL \
                          WHERE key = (SELECT key FROM file_handles WHERE id = $2) AND id <> $2 \
                          AND status = 'archived' AND (claim IS NULL OR claim = 'delete') RETURNING {}",
-                        super::queries::HANDLE_COLUMNS
+                        super::rows::HANDLE_COLUMNS
                     );
                     let copies = sqlx::query(&sql)
                         .bind(settle.now)
@@ -749,7 +672,7 @@ macro_rules! impl_hygiene_catalog {
                 }
                 let sql = format!(
                     "SELECT {} FROM file_handles WHERE id = $1",
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let row = sqlx::query(&sql)
                     .bind(copy.id.as_str())

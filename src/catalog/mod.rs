@@ -1,12 +1,20 @@
 //! The catalog: uploads, file handles and the quota ledger in SQL. One trait, two
 //! implementations (SQLite, the embedded default; PostgreSQL, for production) that share one
 //! body of queries, and one contract-test suite run against both.
+//!
+//! This file holds the core `Catalog` trait (uploads, leases, handles, quota) with the multipart,
+//! job and retention traits; the hygiene and events traits, with their types, are in `hygiene`
+//! and `events`. Each trait's SQL is in its `*_queries` file.
 
 mod checkpoint;
 mod delivery_queries;
 mod errors;
 mod event_queries;
+mod events;
 mod group_commit;
+mod group_commit_queries;
+mod hygiene;
+mod hygiene_conditions;
 mod hygiene_queries;
 mod job_queries;
 mod multipart_queries;
@@ -14,6 +22,7 @@ mod observed;
 mod postgres;
 mod queries;
 mod retention_queries;
+mod rows;
 mod sqlite;
 
 use async_trait::async_trait;
@@ -23,9 +32,16 @@ use crate::domain::ids::{FileId, UploadId};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::multipart::{MultipartSession, PartRecord, SessionState};
 use crate::domain::quota::QuotaLimits;
-use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
+use crate::domain::records::{FileHandle, Upload, UploadState};
 
 pub use errors::CatalogError;
+pub use events::{
+    ClaimedDelivery, DeliveryGauges, EndpointCounts, EndpointSpec, EventDeliveryCatalog,
+    EventOutbox, FailedAttempt,
+};
+pub use hygiene::{
+    ClaimKind, HygieneCatalog, HygieneGuard, LinkScan, NewCopy, ScanCompletion, Settle,
+};
 pub use observed::ObservedCatalog;
 pub use postgres::PostgresCatalog;
 pub use sqlite::SqliteCatalog;
@@ -183,213 +199,6 @@ pub trait JobCatalog: Send + Sync + 'static {
     ) -> Result<(), CatalogError>;
 }
 
-/// A bulk link scan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkScan {
-    pub id: String,
-    pub completed: bool,
-    pub started_at: DateTime<Utc>,
-    pub completed_at: Option<DateTime<Utc>>,
-}
-
-/// What completing a link scan did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScanCompletion {
-    Completed,
-    /// It was not open (completed before, or unknown).
-    NotOpen,
-    /// A deletion holds a key whose handle the scan saw and is past its last check (changing
-    /// S3): nothing was recorded; complete again once it settles.
-    Busy,
-}
-
-/// What a hygiene claim is for. Hygiene's own claims (`Archive`, `Delete`) and a restore's are
-/// exclusive: while one holds, no other transition of the handle applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimKind {
-    Archive,
-    Delete,
-    Restore,
-}
-
-impl ClaimKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimKind::Archive => "archive",
-            ClaimKind::Delete => "delete",
-            ClaimKind::Restore => "restore",
-        }
-    }
-}
-
-/// What must still hold, in the claiming statement itself, for hygiene to claim a handle: its
-/// status and age, no link, a profile hygiene may act on, not vouched for by the latest completed
-/// link scan, no handle sharing its key in one of `key_not_in`, and with `key_retired` every
-/// other handle of its key deleted or archived since before `changed_before` (unclaimed but for
-/// a deletion, not vouched for by the scan).
-#[derive(Debug, Clone)]
-pub struct HygieneGuard<'a> {
-    pub from: HandleStatus,
-    pub changed_before: DateTime<Utc>,
-    pub profiles: &'a [String],
-    pub key_not_in: &'a [HandleStatus],
-    pub key_retired: bool,
-}
-
-/// How a claim ends: the handle's new status, and for a restore from a link, that link.
-#[derive(Debug, Clone)]
-pub struct Settle<'a> {
-    pub to: HandleStatus,
-    pub storage_class: Option<&'a str>,
-    pub restored: bool,
-    /// `(object_type, object_id)` inserted in the same transaction.
-    pub link: Option<(&'a str, &'a str)>,
-    pub now: DateTime<Utc>,
-}
-
-/// Links, link scans, and handle statuses.
-#[async_trait]
-pub trait HygieneCatalog: Send + Sync + 'static {
-    /// Links an *available*, unclaimed handle (idempotent), in one transaction with the handle
-    /// row's link count. `Ok(false)`: the handle is not available (nothing is recorded).
-    async fn put_link(
-        &self,
-        file: &FileId,
-        object_type: &str,
-        object_id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<bool, CatalogError>;
-    /// Idempotent.
-    async fn delete_link(
-        &self,
-        file: &FileId,
-        object_type: &str,
-        object_id: &str,
-    ) -> Result<(), CatalogError>;
-    async fn links_of(&self, file: &FileId) -> Result<i64, CatalogError>;
-
-    async fn create_scan(&self, id: &str, now: DateTime<Utc>) -> Result<(), CatalogError>;
-    async fn scan(&self, id: &str) -> Result<Option<LinkScan>, CatalogError>;
-    /// Records batch `n` and the files it saw; `Ok(false)` when that batch was received before
-    /// (nothing is added again).
-    async fn add_scan_batch(
-        &self,
-        scan: &str,
-        n: i64,
-        files: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<bool, CatalogError>;
-    /// `open → completed`, unless a deletion holds a key whose handle the scan saw (see
-    /// [`ScanCompletion::Busy`]).
-    async fn complete_scan(
-        &self,
-        id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<ScanCompletion, CatalogError>;
-    async fn latest_completed_scan(&self) -> Result<Option<LinkScan>, CatalogError>;
-
-    /// Available handles of `profiles` nothing uses (no link, not vouched for by the latest
-    /// completed link scan), older than `cutoff`, after id `after`, in id order.
-    async fn unlinked_candidates(
-        &self,
-        cutoff: DateTime<Utc>,
-        profiles: &[String],
-        after: &str,
-        limit: i64,
-    ) -> Result<Vec<FileHandle>, CatalogError>;
-    /// `available → unlinked`, only if everything [`Self::unlinked_candidates`] checks still
-    /// holds when the row is updated (a link added or a scan completed since the read wins).
-    async fn unlink_if_unused(
-        &self,
-        id: &FileId,
-        cutoff: DateTime<Utc>,
-        profiles: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<bool, CatalogError>;
-    /// `unlinked → available` (as if restored at `now`) for every unclaimed unlinked handle the
-    /// latest completed link scan vouches for whose object no archival of a copy can have
-    /// moved; how many.
-    async fn return_vouched(&self, now: DateTime<Utc>) -> Result<u64, CatalogError>;
-    /// The unclaimed unlinked handles the latest completed link scan vouches for that
-    /// [`Self::return_vouched`] leaves (a copy's archival moved, or may have moved, the shared
-    /// object): they come back through a restore. After id `after`, in id order.
-    async fn vouched_moved(&self, after: &str, limit: i64)
-        -> Result<Vec<FileHandle>, CatalogError>;
-    /// Handles of `profiles` in `status` since before `changed_before`, after id `after`, in
-    /// id order.
-    async fn handles_in_status(
-        &self,
-        status: HandleStatus,
-        changed_before: DateTime<Utc>,
-        profiles: &[String],
-        after: &str,
-        limit: i64,
-    ) -> Result<Vec<FileHandle>, CatalogError>;
-    /// Whether any handle of `key` is in one of `statuses`.
-    async fn key_has_status(
-        &self,
-        key: &str,
-        statuses: &[HandleStatus],
-    ) -> Result<bool, CatalogError>;
-    /// Claims a handle for `kind` with `token` for `lease_secs` of the database's clock. Hygiene
-    /// claims check `guard` in the same statement; a restore claims an unlinked or archived
-    /// handle. An expired claim may be taken over, except that a restore never takes over a
-    /// deletion (its objects may be partly gone: only deletion can roll forward).
-    async fn claim_handle(
-        &self,
-        id: &FileId,
-        kind: ClaimKind,
-        guard: Option<&HygieneGuard<'_>>,
-        token: &str,
-        lease_secs: u64,
-    ) -> Result<bool, CatalogError>;
-    /// Extends the claim `token` holds by `lease_secs` (database clock), if it still holds it,
-    /// the handle still has no link, no copy of its key is available or being restored, and
-    /// the latest completed scan vouches for no handle of the key: hygiene's last check right
-    /// before it changes S3, which it records (`claim_s3_at`; see [`ScanCompletion::Busy`]).
-    async fn renew_claim(
-        &self,
-        id: &FileId,
-        token: &str,
-        lease_secs: u64,
-    ) -> Result<bool, CatalogError>;
-    /// Ends the claim `token` holds with `settle`; `Ok(false)`: the claim was taken over. A
-    /// deletion also marks `deleted` the archived copies sharing the key (their object is gone).
-    async fn settle_claim(
-        &self,
-        id: &FileId,
-        token: &str,
-        settle: &Settle<'_>,
-    ) -> Result<bool, CatalogError>;
-    /// Gives a claim up with nothing changed.
-    async fn release_claim(&self, id: &FileId, token: &str) -> Result<(), CatalogError>;
-    /// (status, count, bytes) per status.
-    async fn handle_totals_by_status(&self) -> Result<Vec<(String, i64, i64)>, CatalogError>;
-    /// Handles that left `available`, by the month they did.
-    async fn unlinked_per_month(&self) -> Result<Vec<(String, i64)>, CatalogError>;
-    async fn storage_class_of(&self, id: &FileId) -> Result<Option<String>, CatalogError>;
-    /// Inserts `copy` as a new handle of `source`'s object (key, size, type, checksum, upload
-    /// id and storage class taken from the source row, `copied_from` = `source`), only while
-    /// the source is available and unclaimed and no other handle of its key is claimed by
-    /// hygiene (an archival or deletion of the object under way), checked in the inserting
-    /// statement. `Ok(None)`: one of those did not hold; nothing was inserted.
-    async fn copy_handle(
-        &self,
-        source: &FileId,
-        copy: &NewCopy<'_>,
-    ) -> Result<Option<FileHandle>, CatalogError>;
-}
-
-/// A copy of a handle: what is its own (id, owner, time); the rest comes from the source row.
-#[derive(Debug, Clone)]
-pub struct NewCopy<'a> {
-    pub id: &'a FileId,
-    pub owner: &'a str,
-    pub now: DateTime<Utc>,
-    /// The insert is refused once the key has this many handles (the source counted).
-    pub max_handles_per_key: i64,
-}
-
 /// What a prune removed in one batch (or, counted for a dry run, would remove).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PruneCounts {
@@ -471,200 +280,6 @@ pub trait RetentionCatalog: Send + Sync + 'static {
     /// The oldest and newest positions the feed holds (`None`: no event positioned yet): a
     /// cursor before the oldest lost events to pruning; one past the newest was never given.
     async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError>;
-}
-
-/// The transactional outbox: events are written by the transactions that make their changes
-/// (inside the other traits' methods); this is the rest — alarms that are no catalog change,
-/// the sequencer, and the feed.
-#[async_trait]
-pub trait EventOutbox: Send + Sync + 'static {
-    /// Records an event that goes with no catalog change (an operator alarm), on its own;
-    /// idempotent by event id (an alarm whose id derives from its cause is recorded once).
-    async fn record_event(
-        &self,
-        event: &crate::domain::events::NewEvent,
-    ) -> Result<(), CatalogError>;
-    /// Gives up to `limit` committed, unpositioned events their feed positions, in the order
-    /// they were written, and creates their deliveries to every enabled endpoint subscribed to
-    /// their type (due at once and retried until `retry_window_secs` from then, both on the
-    /// database's clock, which the claims compare with), in one transaction. One replica at a
-    /// time sequences; the others answer `Ok(0)` at once. Returns how many it positioned.
-    async fn sequence_events(
-        &self,
-        limit: i64,
-        retry_window_secs: i64,
-    ) -> Result<u64, CatalogError>;
-    /// Up to `limit` positioned events after position `after`, in feed order.
-    async fn events_after(
-        &self,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<crate::domain::events::StoredEvent>, CatalogError>;
-    /// Events written but not positioned yet (the outbox's depth before fan-out).
-    async fn unsequenced_events(&self) -> Result<i64, CatalogError>;
-}
-
-/// One event endpoint as stored: a webhook (`kind` = `webhook`, `secret` = `whsec_…`) or a
-/// queue (`kind` = `sqs`, `url` = the queue URL). `event_types`: `*` or `,a,b,`
-/// ([`crate::domain::events::subscription_text`]).
-#[derive(Clone, PartialEq, Eq)]
-pub struct EndpointSpec {
-    pub id: String,
-    pub kind: String,
-    pub url: String,
-    pub secret: Option<String>,
-    pub event_types: String,
-}
-
-/// Never prints the secret.
-impl std::fmt::Debug for EndpointSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EndpointSpec")
-            .field("id", &self.id)
-            .field("kind", &self.kind)
-            .field("url", &self.url)
-            .field("secret", &self.secret.as_ref().map(|_| "[redacted]"))
-            .field("event_types", &self.event_types)
-            .finish()
-    }
-}
-
-/// A delivery a worker claimed: what one attempt sends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimedDelivery {
-    pub endpoint_id: String,
-    pub position: i64,
-    /// The `webhook-id`: the receivers' deduplication key.
-    pub event_id: String,
-    pub subject: String,
-    pub event_type: String,
-    /// Attempts made before this one.
-    pub attempts: i32,
-    /// The body sent, byte for byte as stored.
-    pub payload: String,
-}
-
-/// How an attempt failed.
-#[derive(Debug, Clone)]
-pub struct FailedAttempt<'a> {
-    /// The receiver's status, when it answered.
-    pub status: Option<i32>,
-    pub error: &'a str,
-    /// The next attempt is due this many milliseconds from the database's now.
-    pub retry_in_ms: i64,
-}
-
-/// The outbox's depth for `/metrics`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeliveryGauges {
-    /// Deliveries to enabled endpoints not delivered yet, still retried.
-    pub pending: i64,
-    /// Deliveries past their retry window (kept until retried).
-    pub failed: i64,
-    /// Deliveries to disabled endpoints not delivered (kept for the retention, then
-    /// discarded by the prune).
-    pub disabled: i64,
-    /// Deliveries the prune discarded undelivered, all endpoints, ever.
-    pub discarded: i64,
-    /// Events written but not positioned yet.
-    pub unsequenced: i64,
-    /// When the oldest of those events (unsequenced, or with a pending or failed delivery)
-    /// happened.
-    pub oldest_undelivered: Option<DateTime<Utc>>,
-}
-
-/// One endpoint and its deliveries by state, for `upcommit events list`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct EndpointCounts {
-    pub id: String,
-    pub kind: String,
-    pub url: String,
-    pub source: String,
-    /// `*` or `,a,b,`.
-    pub event_types: String,
-    pub enabled: bool,
-    pub pending: i64,
-    pub failed: i64,
-    pub delivered: i64,
-}
-
-/// Event delivery: endpoints, and the workers' claims and outcomes. Every lease and due time
-/// is judged on the database's clock, the one every replica shares.
-#[async_trait]
-pub trait EventDeliveryCatalog: Send + Sync + 'static {
-    /// Writes the settings' endpoints (`source = 'settings'`, enabled) and disables every other
-    /// endpoint of the settings, in one transaction. An id an admin-API endpoint holds is
-    /// refused.
-    async fn sync_settings_endpoints(
-        &self,
-        endpoints: &[EndpointSpec],
-        now: DateTime<Utc>,
-    ) -> Result<(), CatalogError>;
-    async fn enabled_endpoints(&self) -> Result<Vec<EndpointSpec>, CatalogError>;
-    /// Leases up to `limit` due deliveries of `endpoint` to `token` for `lease_secs`, in
-    /// position order: pending, due, not leased (or the lease ran out), and no earlier
-    /// delivery of the same subject to the endpoint undelivered (pending or failed).
-    async fn claim_deliveries(
-        &self,
-        endpoint: &str,
-        token: &str,
-        lease_secs: i64,
-        limit: i64,
-    ) -> Result<Vec<ClaimedDelivery>, CatalogError>;
-    /// `pending → delivered` while `token` holds the lease. `Ok(false)`: it does not any more
-    /// (another worker took the delivery over); nothing changed.
-    async fn mark_delivered(
-        &self,
-        endpoint: &str,
-        position: i64,
-        token: &str,
-        status: i32,
-    ) -> Result<bool, CatalogError>;
-    /// Counts a failed attempt while `token` holds the lease: due again after the backoff, or
-    /// `failed` once the retry window has passed. `Ok(None)`: the lease was lost, nothing
-    /// changed; `Ok(Some(true))`: the delivery is now failed.
-    async fn mark_attempt_failed(
-        &self,
-        endpoint: &str,
-        position: i64,
-        token: &str,
-        outcome: &FailedAttempt<'_>,
-    ) -> Result<Option<bool>, CatalogError>;
-    /// `failed → pending` for every failed delivery of `endpoint`, due now, retried for
-    /// another `retry_window_secs`; how many.
-    async fn retry_failed_deliveries(
-        &self,
-        endpoint: &str,
-        retry_window_secs: i64,
-    ) -> Result<u64, CatalogError>;
-    async fn delivery_gauges(&self) -> Result<DeliveryGauges, CatalogError>;
-    /// Every endpoint (enabled or not) with its deliveries counted by state, in id order.
-    async fn endpoint_counts(&self) -> Result<Vec<EndpointCounts>, CatalogError>;
-    /// Sends `endpoint` again every event after feed position `after` it subscribes to: a
-    /// delivery is created where none exists, and an existing one (delivered or failed) is
-    /// pending again, due now, retried for `retry_window_secs`. With `dry_run`, only counts.
-    /// Returns how many events that is.
-    async fn replay_deliveries(
-        &self,
-        endpoint: &str,
-        after: i64,
-        retry_window_secs: i64,
-        dry_run: bool,
-    ) -> Result<u64, CatalogError>;
-    /// Inserts an endpoint of the admin API (`source = 'api'`, enabled). `Ok(false)`: an
-    /// endpoint (of either source, enabled or not) already has this id; nothing changed.
-    async fn create_api_endpoint(
-        &self,
-        endpoint: &EndpointSpec,
-        now: DateTime<Utc>,
-    ) -> Result<bool, CatalogError>;
-    /// Disables an endpoint of the admin API (idempotent; its deliveries are kept). Returns the
-    /// endpoint's source, `None` when no endpoint has this id; a `settings` one is left as is.
-    async fn disable_api_endpoint(
-        &self,
-        id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<String>, CatalogError>;
 }
 
 #[async_trait]

@@ -3,151 +3,8 @@
 //! drift apart. Placeholders are `$n`, which both SQLite and PostgreSQL accept; every value is
 //! a bound parameter.
 
-use chrono::{DateTime, Utc};
-
-use super::CatalogError;
-use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
-use crate::domain::ids::{FileId, UploadId};
-use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
-
-pub(super) const UPLOAD_COLUMNS: &str =
-    "id, owner, profile, content_type, declared_size, key, method, state, \
-     final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, \
-     original_filename, checksum_algorithm, checksum_value";
-
-pub(super) const HANDLE_COLUMNS: &str =
-    "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status, \
-     original_filename, checksum_algorithm, checksum_value, copied_from, expires_at, expired_at";
-
-/// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
-pub(super) struct UploadRow {
-    pub id: String,
-    pub owner: String,
-    pub profile: String,
-    pub content_type: String,
-    pub declared_size: i64,
-    pub key: String,
-    pub method: String,
-    pub state: String,
-    pub final_key: Option<String>,
-    pub reject_code: Option<String>,
-    pub lease_token: Option<String>,
-    pub lease_until: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-    pub commit_deadline: DateTime<Utc>,
-    pub original_filename: Option<String>,
-    pub checksum_algorithm: Option<String>,
-    pub checksum_value: Option<String>,
-}
-
-impl TryFrom<UploadRow> for Upload {
-    type Error = CatalogError;
-    fn try_from(r: UploadRow) -> Result<Self, CatalogError> {
-        Ok(Upload {
-            id: UploadId::parse(&r.id)
-                .ok_or_else(|| CatalogError::Corrupt(format!("upload id {:?}", r.id)))?,
-            owner: r.owner,
-            profile: r.profile,
-            content_type: r.content_type,
-            declared_size: r.declared_size,
-            key: r.key,
-            method: r.method,
-            state: UploadState::parse(&r.state)
-                .ok_or_else(|| CatalogError::Corrupt(format!("state {:?}", r.state)))?,
-            final_key: r.final_key,
-            reject_code: r.reject_code,
-            lease_token: r.lease_token,
-            lease_until: r.lease_until,
-            created_at: r.created_at,
-            expires_at: r.expires_at,
-            commit_deadline: r.commit_deadline,
-            original_filename: r.original_filename,
-            checksum: checksum_of(r.checksum_algorithm, r.checksum_value)?,
-        })
-    }
-}
-
-pub(super) struct HandleRow {
-    pub id: String,
-    pub upload_id: String,
-    pub key: String,
-    pub size: i64,
-    pub content_type: String,
-    pub etag: String,
-    pub profile: String,
-    pub created_by: String,
-    pub created_at: DateTime<Utc>,
-    pub status: String,
-    pub original_filename: Option<String>,
-    pub checksum_algorithm: Option<String>,
-    pub checksum_value: Option<String>,
-    pub copied_from: Option<String>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub expired_at: Option<DateTime<Utc>>,
-}
-
-impl TryFrom<HandleRow> for FileHandle {
-    type Error = CatalogError;
-    fn try_from(r: HandleRow) -> Result<Self, CatalogError> {
-        Ok(FileHandle {
-            id: FileId::parse(&r.id)
-                .ok_or_else(|| CatalogError::Corrupt(format!("file id {:?}", r.id)))?,
-            upload_id: UploadId::parse(&r.upload_id)
-                .ok_or_else(|| CatalogError::Corrupt(format!("upload id {:?}", r.upload_id)))?,
-            key: r.key,
-            size: r.size,
-            content_type: r.content_type,
-            etag: r.etag,
-            profile: r.profile,
-            created_by: r.created_by,
-            created_at: r.created_at,
-            // `expired` is the one status kept in its own column (see migration 0011).
-            status: match r.expired_at {
-                Some(_) => HandleStatus::Expired,
-                None => HandleStatus::parse(&r.status).ok_or_else(|| {
-                    CatalogError::Corrupt(format!("handle status {:?}", r.status))
-                })?,
-            },
-            original_filename: r.original_filename,
-            checksum: checksum_of(r.checksum_algorithm, r.checksum_value)?,
-            copied_from: r
-                .copied_from
-                .map(|c| {
-                    FileId::parse(&c)
-                        .ok_or_else(|| CatalogError::Corrupt(format!("copied_from {c:?}")))
-                })
-                .transpose()?,
-            expires_at: r.expires_at,
-        })
-    }
-}
-
-/// The two checksum columns as one value: both set or both NULL.
-fn checksum_of(
-    algorithm: Option<String>,
-    value: Option<String>,
-) -> Result<Option<Checksum>, CatalogError> {
-    match (algorithm, value) {
-        (None, None) => Ok(None),
-        (Some(a), Some(v)) => ChecksumAlgorithm::parse(&a)
-            .map(|alg| Some(Checksum::from_trusted(alg, v)))
-            .ok_or_else(|| CatalogError::Corrupt(format!("checksum algorithm {a:?}"))),
-        (a, v) => Err(CatalogError::Corrupt(format!(
-            "checksum half set: algorithm {a:?}, value {v:?}"
-        ))),
-    }
-}
-
-/// Binds as the `checksum_algorithm` column.
-pub(super) fn checksum_algorithm(c: Option<&Checksum>) -> Option<&'static str> {
-    c.map(|c| c.algorithm.as_str())
-}
-
-/// Binds as the `checksum_value` column.
-pub(super) fn checksum_value(c: Option<&Checksum>) -> Option<&str> {
-    c.map(|c| c.value.as_str())
-}
+// The column lists are named here by `sqlite.rs` and `postgres.rs`; they live in `rows`.
+pub(super) use super::rows::UPLOAD_COLUMNS;
 
 /// What a commit records, in one write: `promoting → committed` under the caller's lease, the
 /// file handle, and its `file.committed` outbox row — the handle and the event only when the
@@ -187,9 +44,12 @@ pub(super) use {record_handle_event, record_handle_insert, record_handle_move};
 
 /// Implements [`super::Catalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 /// `$begin` is the statement that opens a write transaction (SQLite takes its write lock up
-/// front with `BEGIN IMMEDIATE`, so concurrent writers queue instead of failing).
+/// front with `BEGIN IMMEDIATE`, so concurrent writers queue instead of failing); `$for_update`
+/// is the presign batch's (`group_commit_queries`).
 macro_rules! impl_catalog {
     ($ty:ty, $db:ty, $begin:expr, $for_update:expr) => {
+        super::group_commit_queries::impl_group_commit!($ty, $db, $begin, $for_update);
+
         impl $ty {
             /// Binds the parameters of `record_handle_move!`, in order, for this backend's `RECORD_HANDLE_SQL`.
             fn bind_handle_write<'q>(
@@ -212,209 +72,13 @@ macro_rules! impl_catalog {
                     .bind(&handle.profile)
                     .bind(&handle.created_by)
                     .bind(&handle.original_filename)
-                    .bind(super::queries::checksum_algorithm(handle.checksum.as_ref()))
-                    .bind(super::queries::checksum_value(handle.checksum.as_ref()))
+                    .bind(super::rows::checksum_algorithm(handle.checksum.as_ref()))
+                    .bind(super::rows::checksum_value(handle.checksum.as_ref()))
                     .bind(handle.expires_at)
                     .bind(event.id.as_str())
                     .bind(event.event_type.as_str())
                     .bind(event.subject.as_str())
                     .bind(event.payload.as_str())
-            }
-
-            /// Writes a batch of presigns in one transaction, each in its own savepoint (see
-            /// `group_commit`). One result per item, in order.
-            async fn create_uploads_batch(
-                pool: &sqlx::Pool<$db>,
-                items: Vec<super::group_commit::NewUpload>,
-            ) -> Vec<Result<(), CatalogError>> {
-                let n = items.len();
-                let written = match Self::write_batch(pool, &items).await {
-                    Ok(results) => Ok(results),
-                    // A row the batch statement could not insert (a duplicate id or key, never
-                    // expected): nothing was written; redo the batch item by item, each in its
-                    // own savepoint, so only that item fails.
-                    Err(e) => {
-                        tracing::warn!(error = %e, items = n, "presign batch failed; writing its items one by one");
-                        Self::write_one_by_one(pool, &items).await
-                    }
-                };
-                match written {
-                    Ok(results) => results,
-                    // The transaction failed as a whole: nothing of the batch was written.
-                    Err(e) => {
-                        let text = e.to_string();
-                        (0..n)
-                            .map(|_| Err(CatalogError::Unavailable(text.clone())))
-                            .collect()
-                    }
-                }
-            }
-
-            /// The batch in a handful of statements whatever its size: make sure each (owner,
-            /// day) has a ledger row, read (and on PostgreSQL lock) those rows, admit the
-            /// charges in order (`quota::admit`), add the deltas in one update, insert the
-            /// admitted uploads (and sessions) in one statement each.
-            async fn write_batch(
-                pool: &sqlx::Pool<$db>,
-                items: &[super::group_commit::NewUpload],
-            ) -> Result<Vec<Result<(), CatalogError>>, CatalogError> {
-                use $crate::domain::quota::{admit, Charge};
-                use sqlx::Row;
-                let charges: Vec<Charge> = items
-                    .iter()
-                    .map(|i| Charge {
-                        owner: i.upload.owner.clone(),
-                        day: i.day.to_string(),
-                        bytes: i.upload.declared_size,
-                        limits: i.limits,
-                    })
-                    .collect();
-                let mut keys: Vec<(String, String)> =
-                    charges.iter().map(|c| (c.owner.clone(), c.day.clone())).collect();
-                keys.sort();
-                keys.dedup();
-
-                let mut tx = pool.begin_with($begin).await?;
-                let mut qb = sqlx::QueryBuilder::<$db>::new("INSERT INTO quota_usage (owner, day, uploads, bytes) ");
-                qb.push_values(&keys, |mut b, (owner, day)| {
-                    b.push_bind(owner).push_bind(day).push_bind(0_i64).push_bind(0_i64);
-                });
-                qb.push(" ON CONFLICT (owner, day) DO NOTHING");
-                qb.build().execute(&mut *tx).await?;
-
-                let mut qb = sqlx::QueryBuilder::<$db>::new(
-                    "SELECT owner, day, uploads, bytes FROM quota_usage WHERE owner IN (",
-                );
-                let mut owners = qb.separated(", ");
-                for (owner, _) in &keys {
-                    owners.push_bind(owner);
-                }
-                qb.push(") AND day IN (");
-                let mut days = qb.separated(", ");
-                for (_, day) in &keys {
-                    days.push_bind(day);
-                }
-                // One lock order for every replica: no deadlock between two batches.
-                qb.push(") ORDER BY owner, day");
-                qb.push($for_update);
-                let mut usage = std::collections::BTreeMap::new();
-                for row in qb.build().fetch_all(&mut *tx).await? {
-                    let key: (String, String) = (row.try_get("owner")?, row.try_get("day")?);
-                    if keys.binary_search(&key).is_ok() {
-                        usage.insert(key, (row.try_get::<i64, _>("uploads")?, row.try_get::<i64, _>("bytes")?));
-                    }
-                }
-
-                let admission = admit(&usage, &charges);
-                if !admission.deltas.is_empty() {
-                    let mut qb = sqlx::QueryBuilder::<$db>::new("WITH v (owner, day, du, db) AS (");
-                    qb.push_values(&admission.deltas, |mut b, ((owner, day), (du, db))| {
-                        b.push_bind(owner).push_bind(day).push_bind(*du).push_bind(*db);
-                    });
-                    qb.push(
-                        ") UPDATE quota_usage SET uploads = quota_usage.uploads + v.du, \
-                         bytes = quota_usage.bytes + v.db FROM v \
-                         WHERE quota_usage.owner = v.owner AND quota_usage.day = v.day",
-                    );
-                    qb.build().execute(&mut *tx).await?;
-
-                    let admitted: Vec<&super::group_commit::NewUpload> = items
-                        .iter()
-                        .zip(&admission.admitted)
-                        .filter(|(_, ok)| **ok)
-                        .map(|(i, _)| i)
-                        .collect();
-                    let mut qb = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO uploads (id, owner, profile, content_type, declared_size, key, method, state, \
-                         final_key, reject_code, lease_token, lease_until, created_at, expires_at, commit_deadline, updated_at, \
-                         original_filename, checksum_algorithm, checksum_value) ",
-                    );
-                    qb.push_values(&admitted, |mut b, i| {
-                        let u = &i.upload;
-                        b.push_bind(u.id.as_str())
-                            .push_bind(&u.owner)
-                            .push_bind(&u.profile)
-                            .push_bind(&u.content_type)
-                            .push_bind(u.declared_size)
-                            .push_bind(&u.key)
-                            .push_bind(&u.method)
-                            .push_bind(u.state.as_str())
-                            .push_bind(&u.final_key)
-                            .push_bind(&u.reject_code)
-                            .push_bind(&u.lease_token)
-                            .push_bind(u.lease_until)
-                            .push_bind(u.created_at)
-                            .push_bind(u.expires_at)
-                            .push_bind(u.commit_deadline)
-                            .push_bind(u.created_at)
-                            .push_bind(&u.original_filename)
-                            .push_bind(super::queries::checksum_algorithm(u.checksum.as_ref()))
-                            .push_bind(super::queries::checksum_value(u.checksum.as_ref()));
-                    });
-                    qb.build().execute(&mut *tx).await?;
-                    for i in &admitted {
-                        if let Some(session) = &i.session {
-                            Self::insert_session(&mut *tx, session).await?;
-                        }
-                    }
-                }
-                tx.commit().await?;
-                Ok(admission
-                    .admitted
-                    .into_iter()
-                    .map(|ok| if ok { Ok(()) } else { Err(CatalogError::QuotaExceeded) })
-                    .collect())
-            }
-
-            async fn write_one_by_one(
-                pool: &sqlx::Pool<$db>,
-                items: &[super::group_commit::NewUpload],
-            ) -> Result<Vec<Result<(), CatalogError>>, CatalogError> {
-                let mut results = Vec::with_capacity(items.len());
-                let mut tx = pool.begin_with($begin).await?;
-                for item in items {
-                    let (max_uploads, max_bytes) = item.limits.as_sql_bounds();
-                    if item.upload.declared_size > max_bytes {
-                        results.push(Err(CatalogError::QuotaExceeded));
-                        continue;
-                    }
-                    sqlx::query("SAVEPOINT presign").execute(&mut *tx).await?;
-                    let written: Result<(), CatalogError> = async {
-                        // One statement charges the ledger: the insert starts the day, the
-                        // conditional update adds to it only while both sums stay within the
-                        // limits.
-                        let charged = sqlx::query(
-                            "INSERT INTO quota_usage (owner, day, uploads, bytes) VALUES ($1, $2, 1, $3) \
-                             ON CONFLICT (owner, day) DO UPDATE SET uploads = quota_usage.uploads + 1, \
-                             bytes = quota_usage.bytes + excluded.bytes \
-                             WHERE quota_usage.uploads + 1 <= $4 AND quota_usage.bytes + excluded.bytes <= $5",
-                        )
-                        .bind(&item.upload.owner)
-                        .bind(item.day.to_string())
-                        .bind(item.upload.declared_size)
-                        .bind(max_uploads)
-                        .bind(max_bytes)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                        if charged == 0 {
-                            return Err(CatalogError::QuotaExceeded);
-                        }
-                        Self::insert_upload(&mut *tx, &item.upload).await?;
-                        if let Some(session) = &item.session {
-                            Self::insert_session(&mut *tx, session).await?;
-                        }
-                        Ok(())
-                    }
-                    .await;
-                    if written.is_err() {
-                        sqlx::query("ROLLBACK TO SAVEPOINT presign").execute(&mut *tx).await?;
-                    }
-                    sqlx::query("RELEASE SAVEPOINT presign").execute(&mut *tx).await?;
-                    results.push(written);
-                }
-                tx.commit().await?;
-                Ok(results)
             }
 
             /// Sets each of `columns` (fixed names, never input) to `now` on the uploads `ids`,
@@ -446,7 +110,7 @@ macro_rules! impl_catalog {
 
             fn upload_row(row: &<$db as sqlx::Database>::Row) -> Result<$crate::domain::records::Upload, CatalogError> {
                 use sqlx::Row;
-                $crate::domain::records::Upload::try_from(super::queries::UploadRow {
+                $crate::domain::records::Upload::try_from(super::rows::UploadRow {
                     id: row.try_get("id")?,
                     owner: row.try_get("owner")?,
                     profile: row.try_get("profile")?,
@@ -470,7 +134,7 @@ macro_rules! impl_catalog {
 
             fn handle_row(row: &<$db as sqlx::Database>::Row) -> Result<$crate::domain::records::FileHandle, CatalogError> {
                 use sqlx::Row;
-                $crate::domain::records::FileHandle::try_from(super::queries::HandleRow {
+                $crate::domain::records::FileHandle::try_from(super::rows::HandleRow {
                     id: row.try_get("id")?,
                     upload_id: row.try_get("upload_id")?,
                     key: row.try_get("key")?,
@@ -516,8 +180,8 @@ macro_rules! impl_catalog {
                 .bind(u.expires_at)
                 .bind(u.commit_deadline)
                 .bind(&u.original_filename)
-                .bind(super::queries::checksum_algorithm(u.checksum.as_ref()))
-                .bind(super::queries::checksum_value(u.checksum.as_ref()))
+                .bind(super::rows::checksum_algorithm(u.checksum.as_ref()))
+                .bind(super::rows::checksum_value(u.checksum.as_ref()))
                 .execute(exec)
                 .await?;
                 Ok(())
@@ -560,7 +224,7 @@ macro_rules! impl_catalog {
 
             #[tracing::instrument(skip_all)]
             async fn upload_by_key(&self, key: &str) -> Result<Option<$crate::domain::records::Upload>, CatalogError> {
-                let sql = format!("SELECT {} FROM uploads WHERE key = $1", super::queries::UPLOAD_COLUMNS);
+                let sql = format!("SELECT {} FROM uploads WHERE key = $1", super::rows::UPLOAD_COLUMNS);
                 let row = sqlx::query(&sql).bind(key).fetch_optional(&self.pool).await?;
                 row.as_ref().map(Self::upload_row).transpose()
             }
@@ -584,7 +248,7 @@ macro_rules! impl_catalog {
                 &self,
                 id: &$crate::domain::ids::UploadId,
             ) -> Result<Option<$crate::domain::records::Upload>, CatalogError> {
-                let sql = format!("SELECT {} FROM uploads WHERE id = $1", super::queries::UPLOAD_COLUMNS);
+                let sql = format!("SELECT {} FROM uploads WHERE id = $1", super::rows::UPLOAD_COLUMNS);
                 let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
                 row.as_ref().map(Self::upload_row).transpose()
             }
@@ -596,7 +260,7 @@ macro_rules! impl_catalog {
             ) -> Result<Vec<$crate::domain::records::Upload>, CatalogError> {
                 let sql = format!(
                     "SELECT {} FROM uploads WHERE state = 'promoting' AND lease_until < $1 ORDER BY id LIMIT $2",
-                    super::queries::UPLOAD_COLUMNS
+                    super::rows::UPLOAD_COLUMNS
                 );
                 let rows = sqlx::query(&sql)
                     .bind(lease_expired_before)
@@ -789,7 +453,7 @@ macro_rules! impl_catalog {
                 &self,
                 id: &$crate::domain::ids::FileId,
             ) -> Result<Option<$crate::domain::records::FileHandle>, CatalogError> {
-                let sql = format!("SELECT {} FROM file_handles WHERE id = $1", super::queries::HANDLE_COLUMNS);
+                let sql = format!("SELECT {} FROM file_handles WHERE id = $1", super::rows::HANDLE_COLUMNS);
                 let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
                 row.as_ref().map(Self::handle_row).transpose()
             }
@@ -808,7 +472,7 @@ macro_rules! impl_catalog {
                      SELECT id FROM file_handles WHERE expires_at IS NOT NULL AND expired_at IS NULL \
                      AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2) AND expired_at IS NULL \
                      RETURNING {}",
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let rows = sqlx::query(&sql)
                     .bind(now)
@@ -829,7 +493,7 @@ macro_rules! impl_catalog {
                 // The handle the upload's commit made, never a copy sharing its upload id.
                 let sql = format!(
                     "SELECT {} FROM file_handles WHERE upload_id = $1 AND copied_from IS NULL",
-                    super::queries::HANDLE_COLUMNS
+                    super::rows::HANDLE_COLUMNS
                 );
                 let row = sqlx::query(&sql).bind(id.as_str()).fetch_optional(&self.pool).await?;
                 row.as_ref().map(Self::handle_row).transpose()

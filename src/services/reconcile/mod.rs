@@ -6,12 +6,17 @@
 //! prefix the service knows. It never deletes: `--quarantine` moves unindexed objects (and
 //! `--quarantine-stray` stray ones) under `quarantine/`, which has an expiring rule of its own,
 //! after verifying the copy — never an object that an upload record names.
+//!
+//! This file holds the run and the judging of each finding; the bucket side of the join is in
+//! `source`, the report's shape in `summary`, the move under `quarantine/` in `quarantine`.
+
+mod quarantine;
+mod source;
+mod summary;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
-use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError};
 use crate::config::Settings;
@@ -19,10 +24,14 @@ use crate::domain::events::{EventType, NewEvent};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::lifecycle::required_rules;
 use crate::domain::reconcile::{
-    BucketKey, Finding, HandleKey, Join, JoinError, Need, ReconcilePolicy, QUARANTINE_PREFIX,
+    Finding, HandleKey, Join, JoinError, Need, ReconcilePolicy, QUARANTINE_PREFIX,
 };
 use crate::services::jobs::{self, Begin};
 use crate::storage::{ObjectStore, StoreError};
+
+use quarantine::quarantine;
+pub use source::{BucketSource, ListingSource};
+pub use summary::ReconcileSummary;
 
 pub const JOB: &str = "reconcile";
 const PAGE: i32 = 1000;
@@ -47,186 +56,6 @@ fn catalog_page() -> i64 {
 const CHECKPOINT_EVERY: u32 = 10;
 /// Missing objects logged one by one before only counting.
 const MISSING_LOGGED: u64 = 100;
-
-/// Where the bucket's keys come from.
-#[async_trait]
-pub trait BucketSource: Send {
-    /// The next page of keys in byte order, `None` at the end.
-    async fn next_page(&mut self) -> Result<Option<Vec<BucketKey>>, StoreError>;
-    fn name(&self) -> &'static str;
-    /// Listing calls made so far, where the source counts them.
-    fn requests(&self) -> Option<u64> {
-        None
-    }
-}
-
-/// ListObjectsV2 over the whole bucket (or one prefix of it), from a key on.
-pub struct ListingSource {
-    store: Arc<dyn ObjectStore>,
-    prefix: String,
-    start_after: Option<String>,
-    token: Option<String>,
-    done: bool,
-    requests: u64,
-}
-
-impl ListingSource {
-    pub fn new(store: Arc<dyn ObjectStore>, start_after: Option<String>) -> Self {
-        Self::under(store, String::new(), start_after)
-    }
-
-    /// The keys under `prefix` only (the legacy import lists each legacy prefix).
-    pub fn under(store: Arc<dyn ObjectStore>, prefix: String, start_after: Option<String>) -> Self {
-        Self {
-            store,
-            prefix,
-            start_after,
-            token: None,
-            done: false,
-            requests: 0,
-        }
-    }
-}
-
-#[async_trait]
-impl BucketSource for ListingSource {
-    async fn next_page(&mut self) -> Result<Option<Vec<BucketKey>>, StoreError> {
-        if self.done {
-            return Ok(None);
-        }
-        self.requests += 1;
-        let page = self
-            .store
-            .list_objects(
-                &self.prefix,
-                self.start_after.take(),
-                self.token.take(),
-                PAGE,
-            )
-            .await?;
-        match page.next {
-            Some(t) => self.token = Some(t),
-            None => self.done = true,
-        }
-        Ok(Some(
-            page.objects
-                .into_iter()
-                .map(|o| BucketKey {
-                    key: o.key,
-                    size: o.size,
-                    last_modified: o.last_modified,
-                })
-                .collect(),
-        ))
-    }
-
-    fn name(&self) -> &'static str {
-        "listing"
-    }
-
-    fn requests(&self) -> Option<u64> {
-        Some(self.requests)
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct ReconcileSummary {
-    pub source: &'static str,
-    pub resumed: bool,
-    pub quarantine: bool,
-    pub grace_secs: i64,
-    pub keys_listed: u64,
-    /// Workers that listed the bucket (1: one sequential listing).
-    pub list_workers: usize,
-    /// ListObjectsV2 calls made (absent for an inventory).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub list_requests: Option<u64>,
-    pub handles_read: u64,
-    pub matched: u64,
-    pub unindexed: u64,
-    pub unindexed_bytes: u64,
-    pub missing: u64,
-    pub missing_bytes: u64,
-    /// Handles the listing (or the inventory) did not show whose object a HEAD then found:
-    /// committed while the run listed, or after the inventory was taken. Not missing.
-    pub appeared: u64,
-    /// When the inventory was taken (its manifest's `creationTimestamp`), when it says.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub inventory_taken_at: Option<DateTime<Utc>>,
-    /// Handles the inventory did not show, recorded after it was taken: not judged (no HEAD);
-    /// the next inventory has them.
-    pub recorded_after_inventory: u64,
-    pub tmp_past_lifecycle: u64,
-    pub tmp_past_lifecycle_bytes: u64,
-    /// Objects outside every prefix the service knows.
-    pub stray: u64,
-    pub stray_bytes: u64,
-    pub quarantine_stray: bool,
-    pub quarantined: u64,
-    /// Stray objects moved under `quarantine/` (`--quarantine-stray`).
-    pub stray_quarantined: u64,
-    /// Findings left in place because an upload record names them (a commit may come).
-    pub named_by_upload: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl ReconcileSummary {
-    /// Adds the counts a crashed run checkpointed (its `summary`) to this resumed run's: the
-    /// keys up to the checkpoint are not judged again, so without them a loss found before the
-    /// crash would vanish from the totals, the exit code and the `reconcile.missing` alarm.
-    fn carry_over(&mut self, saved: &serde_json::Value) {
-        let n = |field: &str| saved.get(field).and_then(serde_json::Value::as_u64);
-        let counters: [(&str, &mut u64); 16] = [
-            ("keys_listed", &mut self.keys_listed),
-            ("handles_read", &mut self.handles_read),
-            ("matched", &mut self.matched),
-            ("unindexed", &mut self.unindexed),
-            ("unindexed_bytes", &mut self.unindexed_bytes),
-            ("missing", &mut self.missing),
-            ("missing_bytes", &mut self.missing_bytes),
-            ("appeared", &mut self.appeared),
-            (
-                "recorded_after_inventory",
-                &mut self.recorded_after_inventory,
-            ),
-            ("tmp_past_lifecycle", &mut self.tmp_past_lifecycle),
-            (
-                "tmp_past_lifecycle_bytes",
-                &mut self.tmp_past_lifecycle_bytes,
-            ),
-            ("stray", &mut self.stray),
-            ("stray_bytes", &mut self.stray_bytes),
-            ("quarantined", &mut self.quarantined),
-            ("stray_quarantined", &mut self.stray_quarantined),
-            ("named_by_upload", &mut self.named_by_upload),
-        ];
-        for (field, count) in counters {
-            *count += n(field).unwrap_or(0);
-        }
-        if let Some(before) = n("list_requests") {
-            self.list_requests = Some(before + self.list_requests.unwrap_or(0));
-        }
-    }
-
-    /// This summary with the join's counts so far added (a checkpoint's, or the end's), and
-    /// the source's listing calls; the handles read ahead of the last key judged are not
-    /// counted (a resumed run reads them again).
-    fn with_join(&self, join: &Join, source: &dyn BucketSource) -> Self {
-        let mut out = self.clone();
-        out.matched += join.matched;
-        out.recorded_after_inventory += join.recorded_since_taken;
-        out.handles_read = out
-            .handles_read
-            .saturating_sub(join.catalog_pending() as u64);
-        // The crashed run's calls (`carry_over`), then this run's.
-        out.list_requests = match (self.list_requests, source.requests()) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-        out
-    }
-}
 
 pub enum ReconcileOutcome {
     Ran {
@@ -584,199 +413,4 @@ async fn judge(
             moved
         }
     })
-}
-
-/// Moves a finding under `quarantine/` unless an upload record names it (a legacy upload
-/// waiting for its in-place commit, a commit in flight to its final key).
-async fn quarantine(
-    catalog: &Arc<dyn Catalog>,
-    store: &Arc<dyn ObjectStore>,
-    summary: &mut ReconcileSummary,
-    b: &BucketKey,
-    mut item: JobItem,
-) -> JobItem {
-    match catalog.upload_names_key(&b.key).await {
-        Ok(false) => {}
-        Ok(true) => {
-            summary.named_by_upload += 1;
-            item.reason = "not quarantined: an upload record names this object".into();
-            return item;
-        }
-        Err(e) => {
-            item.reason = format!("not quarantined: cannot check the uploads: {e}");
-            return item;
-        }
-    }
-    match move_aside(store.as_ref(), b).await {
-        Ok(()) => {
-            item.action = "quarantined".into();
-            item.reason = format!("moved to {QUARANTINE_PREFIX}{}", b.key);
-        }
-        Err(e) => item.reason = format!("not quarantined: {e}"),
-    }
-    item
-}
-
-/// Whether two objects (key, version) hold the same bytes, read side by side through
-/// short-lived GET URLs: only for an earlier quarantine copy whose ETag cannot tell.
-/// Both must deliver `size` bytes, the size their HEADs reported: a body cut short, empty, or
-/// an error page served with 200 is no evidence (review 27: two reads cut at the same point
-/// counted as the same bytes, and the source was deleted).
-/// Each body must also come from the object its HEAD described: its answer names the same ETag
-/// (and version), asked with `Cache-Control: no-cache` (review 27: a cache serving signed URLs
-/// answered with an older object's body).
-async fn same_bytes(
-    store: &dyn ObjectStore,
-    a: (&str, &crate::storage::ObjectHead),
-    b: (&str, &crate::storage::ObjectHead),
-    size: i64,
-) -> Result<bool, StoreError> {
-    // A URL's path loses its `.` and `..` segments on the way (RFC 3986 normalization): such a
-    // key would be read from another key. Not compared, so never counted as the same.
-    if [a.0, b.0]
-        .iter()
-        .any(|k| k.split('/').any(|seg| seg == "." || seg == ".."))
-    {
-        return Err(StoreError::Other(
-            "a key with `.` or `..` segments cannot be read back by URL to compare; compare the \
-             two objects by hand"
-                .into(),
-        ));
-    }
-    let http = reqwest::Client::new();
-    let unavailable = |e: reqwest::Error| StoreError::Unavailable(e.to_string());
-    let mut open = Vec::new();
-    for (key, head) in [a, b] {
-        let version = head.version_id.as_deref().filter(|v| *v != "null");
-        let url = store.presign_get_version(key, version, 900).await?;
-        let resp = http
-            .get(url)
-            .header("cache-control", "no-cache")
-            .send()
-            .await
-            .map_err(unavailable)?;
-        let resp = resp.error_for_status().map_err(unavailable)?;
-        let named = |h: &str| resp.headers().get(h).and_then(|v| v.to_str().ok());
-        if !crate::storage::known_etag(&head.etag) || named("etag") != Some(head.etag.as_str()) {
-            return Err(StoreError::Unavailable(format!(
-                "comparing with the earlier copy: the GET of {key} answered ETag {:?}, its HEAD {:?}",
-                named("etag"),
-                head.etag
-            )));
-        }
-        if version.is_some() && named("x-amz-version-id") != version {
-            return Err(StoreError::Unavailable(format!(
-                "comparing with the earlier copy: the GET of {key} answered another version"
-            )));
-        }
-        open.push(resp);
-    }
-    let (mut rb, mut ra) = (open.pop().expect("two"), open.pop().expect("two"));
-    // Refills an empty buffer from its body (skipping empty chunks); stays empty at its end.
-    async fn fill(resp: &mut reqwest::Response, buf: &mut Vec<u8>) -> Result<(), reqwest::Error> {
-        while buf.is_empty() {
-            match resp.chunk().await? {
-                Some(chunk) => buf.extend_from_slice(&chunk),
-                None => break,
-            }
-        }
-        Ok(())
-    }
-    let (mut left, mut right) = (Vec::new(), Vec::new());
-    let mut compared: i64 = 0;
-    loop {
-        fill(&mut ra, &mut left).await.map_err(unavailable)?;
-        fill(&mut rb, &mut right).await.map_err(unavailable)?;
-        let n = left.len().min(right.len());
-        if n == 0 {
-            // One of them ended: the same only if both did, after every byte.
-            if left.is_empty() && right.is_empty() && compared == size {
-                return Ok(true);
-            }
-            if compared != size {
-                return Err(StoreError::Unavailable(format!(
-                    "comparing with the earlier copy: read {compared} of {size} bytes"
-                )));
-            }
-            return Ok(false);
-        }
-        if left[..n] != right[..n] {
-            return Ok(false);
-        }
-        compared += i64::try_from(n).unwrap_or(i64::MAX);
-        if compared > size {
-            return Err(StoreError::Unavailable(format!(
-                "comparing with the earlier copy: more than the {size} bytes its HEAD reported"
-            )));
-        }
-        left.drain(..n);
-        right.drain(..n);
-    }
-}
-
-/// Copy under `quarantine/` (in parts above the single-copy limit), verify the copy, then
-/// remove the version copied. An object already at the quarantine key (an earlier quarantine of
-/// the same key) is never overwritten: on an unversioned store it would be gone, on a versioned
-/// one left to the one-day noncurrent expiry instead of the quarantine's 30 days (review 27).
-/// Only a copy of these very bytes (an earlier run that stopped before its delete) is taken as
-/// done, whatever its ETag.
-async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreError> {
-    let dst = format!("{QUARANTINE_PREFIX}{}", b.key);
-    // (The copy reads its source itself; the source is read here only to compare it with an
-    // earlier copy, which is the copy then.)
-    let (original, copy) = match store.head(&dst).await? {
-        None => {
-            let original = store.copy_object(&b.key, &dst).await?;
-            let copy = store.head(&dst).await?.ok_or(StoreError::NotFound)?;
-            (original, copy)
-        }
-        Some(earlier) => {
-            let source = store.head(&b.key).await?.ok_or(StoreError::NotFound)?;
-            // The same ETag says the same bytes; a copy in parts, or a single copy of an
-            // object uploaded in parts, has an ETag of its own (review 27): then the two are
-            // read side by side.
-            let same = earlier.size == source.size
-                && ((crate::storage::known_etag(&earlier.etag) && earlier.etag == source.etag)
-                    || same_bytes(store, (&b.key, &source), (&dst, &earlier), source.size).await?);
-            if !same {
-                return Err(StoreError::Other(format!(
-                    "{dst} already holds another object (an earlier quarantine of this key): \
-                     nothing moved; move that one away first"
-                )));
-            }
-            (source, earlier)
-        }
-    };
-    if copy.size != original.size {
-        return Err(StoreError::Other(format!(
-            "the quarantine copy has {} bytes, the original {}",
-            copy.size, original.size
-        )));
-    }
-    crate::services::pause::point("quarantine_copied").await;
-    // A suspended bucket's objects carry the version id "null", which names no version a
-    // delete could keep apart from a newer write: unversioned, like no id at all.
-    if original.version_id.as_deref().map_or(true, |v| v == "null") {
-        // Unversioned (Garage): the delete would remove whatever is at the key by then. The
-        // key is read again and its object deleted only if it is still the one copied
-        // (review 27: a newer object written meanwhile was deleted, never copied anywhere).
-        // What remains is the moment between this read and the delete.
-        match store.head(&b.key).await? {
-            None => return Ok(()),
-            Some(now)
-                if crate::storage::known_etag(&now.etag)
-                    && now.etag == original.etag
-                    && now.size == original.size => {}
-            Some(_) => {
-                return Err(StoreError::Other(
-                    "the object was replaced while it was copied: the newer one is kept in \
-                     place, the quarantine holds the one copied"
-                        .into(),
-                ))
-            }
-        }
-    }
-    store
-        .delete_version(&b.key, original.version_id.as_deref())
-        .await
 }

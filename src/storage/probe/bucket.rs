@@ -1,0 +1,123 @@
+//! What the bucket does with what it holds: versioning (and a version id on HEAD), storage
+//! classes and object tags (what archival uses: `Scope::Archival` probes these two), and the
+//! default encryption configuration.
+
+use super::answer::{sdk_answer, transient, Answer};
+use super::Probe;
+use crate::domain::capabilities::Finding;
+use crate::storage::ObjectStore;
+
+impl Probe<'_> {
+    pub(super) async fn versioning(&self, seed: &str) -> Finding {
+        let status = match self
+            .store
+            .client()
+            .get_bucket_versioning()
+            .bucket(self.store.bucket())
+            .send()
+            .await
+        {
+            Ok(out) => out.status().map(|s| s.as_str().to_owned()),
+            Err(e) => {
+                return sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, "");
+            }
+        };
+        let version = self
+            .store
+            .head(seed)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|h| h.version_id);
+        match (status.as_deref(), version.as_deref()) {
+            (Some("Enabled"), Some(v)) if v != "null" => Finding::Present,
+            (Some("Enabled"), _) => {
+                Finding::Missing("versioning is Enabled but HEAD returns no version id".into())
+            }
+            (Some(s), _) => Finding::Missing(format!("versioning is {s}")),
+            (None, _) => Finding::Missing("versioning was never enabled".into()),
+        }
+    }
+
+    pub(super) async fn storage_class(&self, class: &str) -> Finding {
+        let key = self.key("storage-class");
+        let r = self.put(&key).storage_class(class.into()).send().await;
+        match sdk_answer(r) {
+            Answer::Stored => {}
+            Answer::Refused(s, code) if transient(s, &code) => {
+                return Finding::Unknown(format!("a PUT in {class} answered {s} {code}"))
+            }
+            Answer::Refused(s, code) => {
+                return Finding::Missing(format!("a PUT in {class} was refused ({s} {code})"))
+            }
+            Answer::Silent(why) => return Finding::Unknown(why),
+        }
+        match self.store.head(&key).await {
+            Ok(Some(h)) if h.storage_class.as_deref() == Some(class) => Finding::Present,
+            Ok(Some(h)) => Finding::Missing(format!(
+                "a PUT in {class} was stored, and HEAD reports {}",
+                h.storage_class.as_deref().unwrap_or("STANDARD")
+            )),
+            Ok(None) => Finding::Unknown("the object just stored is not there".into()),
+            Err(e) => Finding::Unknown(format!("HEAD: {e}")),
+        }
+    }
+
+    pub(super) async fn tags(&self) -> Finding {
+        let key = self.key("tags");
+        let r = self.put(&key).tagging("upcommit-probe=1").send().await;
+        match sdk_answer(r) {
+            Answer::Stored => {}
+            Answer::Refused(s, code) if transient(s, &code) => {
+                return Finding::Unknown(format!("a PUT with tags answered {s} {code}"))
+            }
+            Answer::Refused(s, code) => {
+                return Finding::Missing(format!("a PUT with tags was refused ({s} {code})"))
+            }
+            Answer::Silent(why) => return Finding::Unknown(why),
+        }
+        match self
+            .store
+            .client()
+            .get_object_tagging()
+            .bucket(self.store.bucket())
+            .key(&key)
+            .send()
+            .await
+        {
+            Ok(out)
+                if out
+                    .tag_set()
+                    .iter()
+                    .any(|t| t.key() == "upcommit-probe" && t.value() == "1") =>
+            {
+                Finding::Present
+            }
+            Ok(_) => Finding::Missing("tags written with the object are not read back".into()),
+            Err(e) => sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, ""),
+        }
+    }
+
+    pub(super) async fn encryption(&self) -> Finding {
+        match self
+            .store
+            .client()
+            .get_bucket_encryption()
+            .bucket(self.store.bucket())
+            .send()
+            .await
+        {
+            Ok(_) => Finding::Present,
+            Err(e) => match sdk_answer::<(), _>(Err(e)) {
+                // Implemented, with nothing configured: the encryption check says so. (Only
+                // that answer: a gateway's bare 404 for a subresource it does not know is none.)
+                Answer::Refused(_, code)
+                    if code == "ServerSideEncryptionConfigurationNotFoundError" =>
+                {
+                    Finding::Present
+                }
+                other => other.refused_as(|_, _| false, ""),
+            },
+        }
+    }
+}
