@@ -6,8 +6,9 @@ use std::sync::Arc;
 use crate::catalog::Catalog;
 use crate::config::Settings;
 use crate::domain::jobs::{JobItem, RunState};
+use crate::services::bucket_source::BucketSource;
 use crate::services::inventory::InventorySource;
-use crate::services::reconcile::{self, BucketSource, ReconcileOptions, ReconcileOutcome};
+use crate::services::reconcile::{self, ReconcileOptions, ReconcileOutcome};
 use crate::services::sweep::{self, SweepOutcome};
 use crate::storage::{CopyLimits, ObjectStore, S3Store};
 

@@ -12,9 +12,9 @@ use crate::domain::jobs::{JobItem, RunState};
 use crate::domain::legacy::{
     check_header, listing_prefixes, BadRow, KeyPattern, OwnerSource, OwnerTable, Refusal,
 };
+use crate::services::bucket_source::BucketSource;
 use crate::services::inventory::{csv_record, InventorySource};
 use crate::services::legacy_import::{self, ImportOptions, ImportOutcome};
-use crate::services::reconcile::BucketSource;
 use crate::state::AppState;
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
 //! The catalog's database: its URL and pool size.
 
-use super::source::{ConfigError, FileSettings, SecretString, Source};
+use super::file::FileSettings;
+use super::source::{ConfigError, SecretString, Source};
 
 #[derive(Debug, Clone)]
 pub struct DatabaseSettings {

@@ -1,9 +1,8 @@
 //! Events: the webhook and SQS queue endpoints they are delivered to, and how hard delivery
 //! is pushed (retry window, timeout, concurrency, backoff).
 
-use serde::Deserialize;
-
-use super::source::{in_range, ConfigError, FileSettings, SecretString, Source};
+use super::file::{FileQueue, FileSettings, FileWebhook};
+use super::source::{in_range, ConfigError, SecretString, Source};
 
 /// Event delivery: where events go and how hard they are pushed.
 #[derive(Debug, Clone)]
@@ -133,25 +132,6 @@ impl EventSettings {
     }
 }
 
-/// `[events]`: the endpoints.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileEvents {
-    #[serde(default)]
-    webhooks: Vec<FileWebhook>,
-    #[serde(default)]
-    queues: Vec<FileQueue>,
-}
-
-/// `[[events.queues]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileQueue {
-    id: String,
-    queue_url: String,
-    types: Vec<String>,
-}
-
 /// The queue endpoints: the environment's one (`UPCOMMIT_EVENT_QUEUE_URL` set) or the file's
 /// list, each checked: a name not taken by a webhook, a queue URL, known types.
 fn queues(
@@ -203,16 +183,6 @@ fn queues(
         });
     }
     Ok(out)
-}
-
-/// `[[events.webhooks]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileWebhook {
-    id: String,
-    url: String,
-    secret: String,
-    types: Vec<String>,
 }
 
 /// The webhook endpoints: the environment's one (`UPCOMMIT_WEBHOOK_URL` set) or the file's

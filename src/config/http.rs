@@ -1,6 +1,7 @@
 //! The HTTP server: where it listens, its timeouts and limits, and the demo page it may serve.
 
-use super::source::{ConfigError, FileSettings, Source};
+use super::file::FileSettings;
+use super::source::{ConfigError, Source};
 
 /// Address the HTTP server binds (`UPCOMMIT_LISTEN`).
 pub(super) fn listen(src: &Source<'_>, f: &mut FileSettings) -> String {

@@ -1,9 +1,8 @@
 //! Identity: the HS256 secret, and the identity providers whose tokens are checked against a
 //! JWKS (the single one of `UPCOMMIT_JWKS_URL`, or the `[[issuers]]` tables).
 
-use serde::Deserialize;
-
-use super::source::{ConfigError, FileSettings, SecretString, Source};
+use super::file::{FileIssuer, FileSettings};
+use super::source::{ConfigError, SecretString, Source};
 
 #[derive(Debug, Clone)]
 pub struct AuthSettings {
@@ -70,23 +69,6 @@ impl AuthSettings {
             issuers,
         })
     }
-}
-
-/// One `[[issuers]]` table: an identity provider beside others.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileIssuer {
-    issuer: String,
-    jwks_url: String,
-    audience: String,
-    #[serde(default)]
-    user_claim: Option<String>,
-    #[serde(default)]
-    admin_claim: Option<String>,
-    #[serde(default)]
-    admin_value: Option<String>,
-    #[serde(default)]
-    user_prefix: Option<String>,
 }
 
 /// The longest `user_prefix`: user ids stay at most 128 bytes, prefix included.

@@ -1,7 +1,8 @@
 //! Background jobs: the sweeper, the job lease, the storage report's prices, hygiene
 //! (unlinked, archived, deleted), upload retention and reconcile.
 
-use super::source::{ConfigError, FileSettings, Source};
+use super::file::FileSettings;
+use super::source::{ConfigError, Source};
 
 #[derive(Debug, Clone)]
 pub struct JobSettings {

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 mod database;
 mod events;
+mod file;
 mod http;
 mod identity;
 mod jobs;
@@ -32,7 +33,8 @@ pub use source::{ConfigError, SecretString};
 pub use uploads::UploadSettings;
 
 use crate::domain::quota::QuotaLimits;
-use source::{FileSettings, Source};
+use file::FileSettings;
+use source::Source;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {

@@ -2,8 +2,6 @@
 //! content types, size and final prefix, its `temporary_ttl`, its `validation_hook`, and the
 //! environment lists that replace its `tracks_links` and `require_checksum`.
 
-use serde::Deserialize;
-
 use crate::domain::content::ContentType;
 use crate::domain::keys::FinalPrefix;
 use crate::domain::lifecycle::{missing_required, required_rules, Rule};
@@ -13,40 +11,9 @@ use crate::domain::validation_hook::{
     HookSecret, OnError, ValidationHook, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 
-use super::source::{ConfigError, FileSettings, Source};
+use super::file::{FileProfile, FileSettings, FileValidationHook};
+use super::source::{ConfigError, Source};
 use super::Settings;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileProfile {
-    name: String,
-    content_types: Vec<String>,
-    max_size: u64,
-    final_prefix: String,
-    #[serde(default)]
-    tracks_links: bool,
-    #[serde(default)]
-    require_checksum: bool,
-    /// `"7d"`: the profile is temporary (see `domain::temporary`).
-    #[serde(default)]
-    temporary_ttl: Option<String>,
-    /// `{ url, timeout_ms, on_error, secret }` (see `domain::validation_hook`).
-    #[serde(default)]
-    validation_hook: Option<FileValidationHook>,
-}
-
-/// A profile's `validation_hook` table.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileValidationHook {
-    url: String,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-    #[serde(default)]
-    on_error: Option<String>,
-    #[serde(default)]
-    secret: Option<String>,
-}
 
 /// The profiles of the file (or the built-in ones when it has none), then the environment's
 /// `UPCOMMIT_TRACKS_LINKS` and `UPCOMMIT_REQUIRE_CHECKSUM`.

@@ -5,7 +5,8 @@ use crate::domain::bucket_check::Expectations;
 use crate::domain::lifecycle::{required_rules, Rule};
 use crate::domain::temporary::{is_temporary_key, TtlDays, TEMP_PREFIX};
 
-use super::source::{ConfigError, FileSettings, Source};
+use super::file::FileSettings;
+use super::source::{ConfigError, Source};
 use super::Settings;
 
 #[derive(Debug, Clone)]

@@ -6,7 +6,8 @@ use crate::domain::lifecycle::required_rules;
 use crate::domain::profile::Profile;
 use crate::domain::quota::QuotaLimits;
 
-use super::source::{ConfigError, FileSettings, Source, GIB, MIB};
+use super::file::FileSettings;
+use super::source::{ConfigError, Source, GIB, MIB};
 
 #[derive(Debug, Clone)]
 pub struct UploadSettings {

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use flate2::read::GzDecoder;
 use serde::Deserialize;
 
-use super::reconcile::BucketSource;
+use super::bucket_source::BucketSource;
 use crate::domain::encoded_keys::decode_form;
 use crate::domain::reconcile::BucketKey;
 use crate::storage::StoreError;

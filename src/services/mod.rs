@@ -3,6 +3,7 @@
 //! the checks of the live bucket's configuration.
 
 pub mod apply_lifecycle;
+pub mod bucket_source;
 pub mod commit;
 pub mod copies;
 pub mod events;

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use crate::domain::key_ranges::{split_rest, KeyRange};
 use crate::domain::reconcile::BucketKey;
-use crate::services::reconcile::BucketSource;
+use crate::services::bucket_source::BucketSource;
 use crate::storage::{ObjectStore, StoreError};
 
 /// Listed pages per worker that may wait for the join.

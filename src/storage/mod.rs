@@ -204,6 +204,10 @@ pub struct PartInput<'a> {
 pub trait ObjectStore: Send + Sync + 'static {
     fn bucket(&self) -> &str;
 
+    /// The process's outgoing HTTP client (`crate::outbound`), for reading the store through
+    /// presigned URLs as a browser would (reconcile's side-by-side comparison).
+    fn http(&self) -> &reqwest::Client;
+
     /// PUT URL with Content-Type, Content-Length, `If-None-Match: *` and the checksum (if any)
     /// signed.
     async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError>;

@@ -158,12 +158,6 @@ impl S3Store {
         }
     }
 
-    /// The process's outgoing HTTP client (the probe's browser-style uploads, reconcile's
-    /// side-by-side reads).
-    pub fn http(&self) -> &reqwest::Client {
-        self.aws.http()
-    }
-
     /// The raw client, for operator tools and tests that arrange the bucket.
     pub fn client(&self) -> &Client {
         &self.client
@@ -269,6 +263,10 @@ fn expires_secs(now: DateTime<Utc>, expires_at: DateTime<Utc>) -> u64 {
 
 #[async_trait]
 impl ObjectStore for S3Store {
+    fn http(&self) -> &reqwest::Client {
+        self.aws.http()
+    }
+
     fn bucket(&self) -> &str {
         &self.bucket
     }

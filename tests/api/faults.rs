@@ -73,6 +73,9 @@ impl FaultyStore {
 
 #[async_trait]
 impl ObjectStore for FaultyStore {
+    fn http(&self) -> &reqwest::Client {
+        self.inner.http()
+    }
     fn bucket(&self) -> &str {
         self.inner.bucket()
     }

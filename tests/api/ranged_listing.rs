@@ -8,9 +8,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use upcommit::config::Settings;
 use upcommit::domain::key_ranges::{split_rest, KeyRange};
+use upcommit::services::bucket_source::{BucketSource, ListingSource};
 use upcommit::services::ranged_listing::RangedListing;
 use upcommit::services::reconcile::{
-    reconcile, BucketSource, ListingSource, ReconcileOptions, ReconcileOutcome, ReconcileSummary,
+    reconcile, ReconcileOptions, ReconcileOutcome, ReconcileSummary,
 };
 use upcommit::storage::{ObjectStore, S3Store};
 

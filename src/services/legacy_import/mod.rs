@@ -32,8 +32,8 @@ use crate::catalog::CatalogError;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::legacy::OwnerSource;
 use crate::domain::records;
+use crate::services::bucket_source::BucketSource;
 use crate::services::jobs::{self, Begin};
-use crate::services::reconcile::BucketSource;
 use crate::state::AppState;
 use crate::storage::StoreError;
 

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::domain::reconcile::{check_order, BucketKey, JoinError};
-use crate::services::reconcile::{BucketSource, ListingSource};
+use crate::services::bucket_source::{BucketSource, ListingSource};
 use crate::storage::{ObjectStore, StoreError};
 
 pub struct Keys {

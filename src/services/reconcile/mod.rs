@@ -11,7 +11,6 @@
 //! `source`, the report's shape in `summary`, the move under `quarantine/` in `quarantine`.
 
 mod quarantine;
-mod source;
 mod summary;
 
 use std::sync::Arc;
@@ -29,12 +28,12 @@ use crate::domain::reconcile::{
 use crate::services::jobs::{self, Begin};
 use crate::storage::{ObjectStore, StoreError};
 
+use crate::services::bucket_source::{BucketSource, ListingSource};
 use quarantine::quarantine;
-pub use source::{BucketSource, ListingSource};
 pub use summary::ReconcileSummary;
 
 pub const JOB: &str = "reconcile";
-const PAGE: i32 = 1000;
+const PAGE: i32 = crate::services::bucket_source::PAGE;
 /// Handle keys read per catalog page: [`PAGE`]; debug builds only, `UPCOMMIT_RECONCILE_CATALOG_PAGE`
 /// makes it small, so a test crosses page boundaries with a handful of files (release builds
 /// have no such switch).

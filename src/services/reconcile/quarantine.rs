@@ -67,7 +67,7 @@ async fn same_bytes(
                 .into(),
         ));
     }
-    let http = reqwest::Client::new();
+    let http = store.http();
     let unavailable = |e: reqwest::Error| StoreError::Unavailable(e.to_string());
     let mut open = Vec::new();
     for (key, head) in [a, b] {

@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::BucketSource;
 use crate::domain::reconcile::Join;
+use crate::services::bucket_source::BucketSource;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ReconcileSummary {

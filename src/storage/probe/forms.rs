@@ -35,7 +35,15 @@ impl Probe<'_> {
             "file",
             reqwest::multipart::Part::bytes(body.to_vec()).file_name("probe"),
         );
-        http_answer(self.http.post(&form.url).multipart(multipart).send().await).await
+        http_answer(
+            self.http
+                .post(&form.url)
+                .timeout(super::CALL)
+                .multipart(multipart)
+                .send()
+                .await,
+        )
+        .await
     }
 
     /// `(post_size_range, post_signature)`.

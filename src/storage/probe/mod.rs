@@ -75,10 +75,7 @@ pub async fn run(store: &S3Store, archive_class: &str) -> Findings {
 pub async fn run_scoped(store: &S3Store, archive_class: &str, scope: Scope) -> Findings {
     let probe = Probe {
         store,
-        http: match reqwest::Client::builder().timeout(CALL).build() {
-            Ok(c) => c,
-            Err(e) => return all_unknown(&format!("no HTTP client: {e}")),
-        },
+        http: store.http().clone(),
         prefix: probe_prefix(),
         round: std::sync::atomic::AtomicU32::new(0),
     };
@@ -249,7 +246,7 @@ impl Probe<'_> {
     /// A PUT of `body` to a presigned URL with its headers, as a client sends it (the length
     /// is the body's own).
     fn presigned(&self, url: &PresignedPut, body: &[u8]) -> reqwest::RequestBuilder {
-        let mut req = self.http.put(&url.url).body(body.to_vec());
+        let mut req = self.http.put(&url.url).timeout(CALL).body(body.to_vec());
         for (k, v) in &url.headers {
             if !k.eq_ignore_ascii_case("content-length") {
                 req = req.header(k, v);

@@ -1,14 +1,16 @@
-//! The bucket side of the join: where the bucket's keys come from, in byte order. A listing
-//! (here), a ranged listing (`services::ranged_listing`) or an S3 Inventory
-//! (`services::inventory`); the legacy import lists through the same sources.
+//! Where the bucket's keys come from, in byte order: the bucket side of reconcile's join and
+//! the legacy import's key source. A listing (here), a ranged listing
+//! (`services::ranged_listing`) or an S3 Inventory (`services::inventory`).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::PAGE;
 use crate::domain::reconcile::BucketKey;
 use crate::storage::{ObjectStore, StoreError};
+
+/// Keys asked for per listing call (S3's largest page).
+pub const PAGE: i32 = 1000;
 
 /// Where the bucket's keys come from.
 #[async_trait]
