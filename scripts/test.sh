@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the infra checks (terraform fmt, the static ownership
-# check, checkov), unit tests, the integration suite against LocalStack's S3 (signature
+# check, checkov), the module map's layers, unit tests, the integration suite against LocalStack's S3 (signature
 # validation on) on SQLite and then on PostgreSQL, the browser tests of the demo page, the
 # browser client and its npm package (Playwright driving Debian's chromium), the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
@@ -38,6 +38,9 @@ cargo build --tests --locked
 
 log "infra: static ownership check (one owner per S3 document, safe lifecycle rules)"
 cargo test --locked --test infra
+
+log "layers: the import graph of src/ against docs/architecture.md's module map (no circle, arrows run down, long files explained)"
+cargo test --locked --test layers
 
 log "infra: checkov"
 ensure_checkov_installed

@@ -5,8 +5,9 @@
 use crate::domain::content::ContentType;
 use crate::domain::keys::FinalPrefix;
 use crate::domain::lifecycle::{missing_required, required_rules, Rule};
+use crate::domain::prefixes::TEMP_PREFIX;
 use crate::domain::profile::{builtin_profiles, Profile};
-use crate::domain::temporary::{TtlDays, TEMP_PREFIX};
+use crate::domain::temporary::TtlDays;
 use crate::domain::validation_hook::{
     HookSecret, OnError, ValidationHook, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };

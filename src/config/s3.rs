@@ -3,7 +3,8 @@
 
 use crate::domain::bucket_check::Expectations;
 use crate::domain::lifecycle::{required_rules, Rule};
-use crate::domain::temporary::{is_temporary_key, TtlDays, TEMP_PREFIX};
+use crate::domain::prefixes::TEMP_PREFIX;
+use crate::domain::temporary::{is_temporary_key, TtlDays};
 
 use super::file::FileSettings;
 use super::source::{ConfigError, Source};

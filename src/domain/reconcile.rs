@@ -9,8 +9,7 @@ use std::collections::VecDeque;
 
 use chrono::{DateTime, Duration, Utc};
 
-pub use super::prefixes::QUARANTINE_PREFIX;
-use super::prefixes::TMP_PREFIX;
+use super::prefixes::{QUARANTINE_PREFIX, TMP_PREFIX};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketKey {

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
-use super::keys::TMP_PREFIX;
+use super::prefixes::TMP_PREFIX;
 use super::records::{Upload, UploadState};
 
 /// The timing the sweeper works with, in seconds.

@@ -17,7 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::duration::parse_secs;
 use super::lifecycle::Rule;
 
-pub use super::prefixes::TEMP_PREFIX;
+use super::prefixes::TEMP_PREFIX;
 
 const DAY_SECS: u64 = 86_400;
 /// S3 takes lifecycle days as a positive integer; ten years is far past any sensible TTL.

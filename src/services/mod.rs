@@ -13,7 +13,6 @@ pub mod inventory;
 pub mod jobs;
 pub mod legacy_import;
 pub mod multipart;
-pub mod pause;
 pub mod presign;
 pub mod prune;
 pub mod ranged_listing;

@@ -24,9 +24,38 @@ fn name(m: &ModPath) -> String {
     }
 }
 
-/// Every module file of the library: its path (`["storage", "s3"]`) and its file. The binary's
-/// `main.rs` is not the library's.
+/// The modules a file declares as test-only (`#[cfg(test)] mod tests;`), kept in files of
+/// their own.
+fn test_modules(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == "#[cfg(test)]")
+        .filter_map(|w| w[1].strip_prefix("mod ")?.strip_suffix(';'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every module file the library builds: its path (`["storage", "s3"]`) and its file. The
+/// binary's `main.rs` is not the library's, and files of test-only modules are left out.
 fn modules() -> BTreeMap<ModPath, PathBuf> {
+    let mut all = every_module_file();
+    let tests: Vec<ModPath> = all
+        .iter()
+        .flat_map(|(module, file)| {
+            let text = fs::read_to_string(file).expect("read a source file");
+            test_modules(&text).into_iter().map(move |name| {
+                let mut child = module.clone();
+                child.push(name);
+                child
+            })
+        })
+        .collect();
+    all.retain(|module, _| !tests.iter().any(|t| module.starts_with(t)));
+    all
+}
+
+fn every_module_file() -> BTreeMap<ModPath, PathBuf> {
     fn walk(dir: &Path, prefix: &ModPath, out: &mut BTreeMap<ModPath, PathBuf>) {
         let mut entries: Vec<_> = fs::read_dir(dir)
             .expect("read src/")
@@ -60,19 +89,22 @@ fn modules() -> BTreeMap<ModPath, PathBuf> {
     out
 }
 
-/// The code the library builds: line comments dropped, and the file cut where its
-/// `#[cfg(test)] mod …` begins (tests may import anything they test).
+/// The code the library builds: line comments dropped, and the file cut where an inline
+/// `#[cfg(test)] mod … {` begins (tests may import anything they test).
 fn library_code(text: &str) -> String {
     let mut out = String::new();
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
-        if trimmed.starts_with("#[cfg(test)]")
-            && lines
-                .peek()
-                .is_some_and(|next| next.trim_start().starts_with("mod "))
-        {
-            break;
+        if trimmed.starts_with("#[cfg(test)]") {
+            match lines.peek().map(|next| next.trim()) {
+                Some(next) if next.starts_with("mod ") && next.ends_with('{') => break,
+                Some(next) if next.starts_with("mod ") && next.ends_with(';') => {
+                    lines.next();
+                    continue;
+                }
+                _ => {}
+            }
         }
         let code = match line.find("//") {
             Some(i) => &line[..i],
@@ -345,6 +377,67 @@ fn every_arrow_between_top_level_modules_runs_down_the_documented_layers() {
     );
 }
 
+/// The files over the document's line limit, each with the reason it gives:
+/// `- \`src/…\` (N lines): why`.
+fn documented_long_files() -> BTreeMap<String, String> {
+    doc_section("long-files")
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("- `")?;
+            let (path, why) = rest.split_once('`')?;
+            Some((path.to_owned(), why.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// The line limit the document states: `… no source file over N lines …`.
+fn documented_line_limit() -> usize {
+    let section = doc_section("long-files");
+    let words: Vec<&str> = section.split_whitespace().collect();
+    words
+        .windows(3)
+        .find(|w| {
+            w[0] == "over" && w[2].trim_end_matches(|c: char| !c.is_alphanumeric()) == "lines"
+        })
+        .and_then(|w| w[1].parse().ok())
+        .expect("the long-files section states its limit: \"over N lines\"")
+}
+
+#[test]
+fn no_source_file_is_over_the_limit_unless_the_document_says_why() {
+    let limit = documented_line_limit();
+    let listed = documented_long_files();
+    let mut over = Vec::new();
+    let mut long = BTreeSet::new();
+    for file in every_module_file().values() {
+        let lines = fs::read_to_string(file).expect("read").lines().count();
+        let path = file
+            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+            .expect("under the repository")
+            .to_string_lossy()
+            .trim_start_matches('/')
+            .to_owned();
+        if lines > limit {
+            long.insert(path.clone());
+            let explained = listed
+                .get(&path)
+                .is_some_and(|why| why.chars().any(char::is_alphabetic));
+            if !explained {
+                over.push(format!("{path} ({lines} lines)"));
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "source files over {limit} lines that docs/architecture.md's \"Long files\" does not explain: {over:?}"
+    );
+    let stale: Vec<&String> = listed.keys().filter(|p| !long.contains(*p)).collect();
+    assert!(
+        stale.is_empty(),
+        "docs/architecture.md explains long files that are no longer over {limit} lines: {stale:?}"
+    );
+}
+
 /// The checks themselves, on small inputs: each finds what it is for.
 #[test]
 fn the_reader_finds_use_trees_inline_paths_and_circles() {
@@ -360,6 +453,10 @@ fn the_reader_finds_use_trees_inline_paths_and_circles() {
         "use super::super::x::Y;\nfn f() { crate::a::b(); } // crate::c::d\n#[cfg(test)]\nmod tests {\n use crate::e;\n}\n",
     );
     let named = named_paths(&code);
+    let with_files =
+        "mod a;\n#[cfg(test)]\nmod tests;\nuse crate::b::C;\n#[cfg(test)]\nmod properties;\n";
+    assert_eq!(test_modules(with_files), vec!["tests", "properties"]);
+    assert!(named_paths(&library_code(with_files)).contains(&segments("crate::b::C")));
     assert!(named.contains(&segments("super::super::x::Y")), "{named:?}");
     assert!(named.contains(&segments("crate::a::b")), "{named:?}");
     assert!(

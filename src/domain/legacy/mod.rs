@@ -11,7 +11,8 @@ mod owners;
 mod pattern;
 
 use super::content::ContentType;
-use super::keys::{is_legacy_key, FinalPrefix, TMP_PREFIX};
+use super::keys::{is_legacy_key, FinalPrefix};
+use super::prefixes::TMP_PREFIX;
 use super::profile::{PresignRejection, Profile, RawSize};
 use super::reserved::resolves_under_tmp;
 

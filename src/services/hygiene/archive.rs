@@ -12,7 +12,7 @@ use crate::catalog::{Catalog, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
 use crate::domain::capabilities::{judge, Capability, Needs};
 use crate::domain::records::{FileHandle, HandleStatus};
-use crate::services::pause;
+use crate::pause;
 use crate::storage::ObjectStore;
 
 pub(super) async fn archive(

@@ -10,7 +10,7 @@ use super::{claim_or_skip, item, secs, HygieneError, HygieneSummary, Items, PAGE
 use crate::catalog::{Catalog, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
 use crate::domain::records::HandleStatus;
-use crate::services::pause;
+use crate::pause;
 use crate::storage::{ObjectStore, StoreError, DELETE_BATCH};
 
 pub(super) async fn delete(

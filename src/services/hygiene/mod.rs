@@ -24,15 +24,15 @@ use crate::catalog::{Catalog, CatalogError, ClaimKind, HygieneGuard};
 use crate::config::Settings;
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::records::FileHandle;
+use crate::pause;
 use crate::services::jobs::{self, Begin};
-use crate::services::pause;
 use crate::storage::{ObjectStore, StoreError};
 
 use archive::archive;
 use delete::delete;
 pub use restore::{restore, RestoreError};
 
-pub const JOB: &str = "hygiene";
+pub const JOB: &str = crate::domain::jobs::HYGIENE;
 pub const ARCHIVED_TAG: (&str, &str) = ("upcommit-status", "archived");
 const PAGE: i64 = 200;
 

@@ -22,9 +22,8 @@ use crate::config::Settings;
 use crate::domain::events::{EventType, NewEvent};
 use crate::domain::jobs::{JobItem, JobRun, RunState};
 use crate::domain::lifecycle::required_rules;
-use crate::domain::reconcile::{
-    Finding, HandleKey, Join, JoinError, Need, ReconcilePolicy, QUARANTINE_PREFIX,
-};
+use crate::domain::prefixes::QUARANTINE_PREFIX;
+use crate::domain::reconcile::{Finding, HandleKey, Join, JoinError, Need, ReconcilePolicy};
 use crate::services::jobs::{self, Begin};
 use crate::storage::{ObjectStore, StoreError};
 
@@ -32,7 +31,7 @@ use crate::services::bucket_source::{BucketSource, ListingSource};
 use quarantine::quarantine;
 pub use summary::ReconcileSummary;
 
-pub const JOB: &str = "reconcile";
+pub const JOB: &str = crate::domain::jobs::RECONCILE;
 const PAGE: i32 = crate::services::bucket_source::PAGE;
 /// Handle keys read per catalog page: [`PAGE`]; debug builds only, `UPCOMMIT_RECONCILE_CATALOG_PAGE`
 /// makes it small, so a test crosses page boundaries with a handful of files (release builds
@@ -94,7 +93,7 @@ fn known_prefixes() -> Vec<String> {
         .map(|r| r.prefix.clone())
         .filter(|p| !p.is_empty())
         .chain([
-            crate::domain::keys::TMP_PREFIX.to_owned(),
+            crate::domain::prefixes::TMP_PREFIX.to_owned(),
             QUARANTINE_PREFIX.to_owned(),
         ])
         .collect();
@@ -107,7 +106,7 @@ fn known_prefixes() -> Vec<String> {
 fn tmp_max_age() -> Duration {
     let days = required_rules()
         .iter()
-        .filter(|r| r.prefix == crate::domain::keys::TMP_PREFIX)
+        .filter(|r| r.prefix == crate::domain::prefixes::TMP_PREFIX)
         .filter_map(|r| r.expiration_days)
         .min()
         .unwrap_or(7);

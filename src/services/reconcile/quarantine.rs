@@ -7,7 +7,8 @@ use std::sync::Arc;
 use super::ReconcileSummary;
 use crate::catalog::Catalog;
 use crate::domain::jobs::JobItem;
-use crate::domain::reconcile::{BucketKey, QUARANTINE_PREFIX};
+use crate::domain::prefixes::QUARANTINE_PREFIX;
+use crate::domain::reconcile::BucketKey;
 use crate::storage::{ObjectStore, StoreError};
 
 /// Moves a finding under `quarantine/` unless an upload record names it (a legacy upload
@@ -177,7 +178,7 @@ async fn move_aside(store: &dyn ObjectStore, b: &BucketKey) -> Result<(), StoreE
             copy.size, original.size
         )));
     }
-    crate::services::pause::point("quarantine_copied").await;
+    crate::pause::point("quarantine_copied").await;
     // A suspended bucket's objects carry the version id "null", which names no version a
     // delete could keep apart from a newer write: unversioned, like no id at all.
     if original.version_id.as_deref().map_or(true, |v| v == "null") {

@@ -29,7 +29,7 @@ use chrono::{Datelike, Utc};
 use super::{NewMultipart, ObjectStore, PartInput, PresignInput, PresignedPut, S3Store};
 use crate::domain::capabilities::{Capability, Finding, Findings};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
-use crate::domain::keys::TMP_PREFIX;
+use crate::domain::prefixes::TMP_PREFIX;
 use answer::{both, http_answer, Answer, PRECONDITION};
 
 /// The whole probe's time limit.

@@ -5,23 +5,24 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
-use chrono::{DateTime, Utc};
 
-use super::aws::AwsContext;
-use super::errors::classify;
-use super::part_copy::{self, CopyLimits};
-use super::{listing, multipart};
-use super::{
+mod presign;
+
+use crate::config::S3Settings;
+use crate::domain::bucket_check::BucketView;
+use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
+use crate::signing::post_policy::PostForm;
+use crate::signing::{uri_encode, S3Location};
+use crate::storage::aws::AwsContext;
+use crate::storage::errors::classify;
+use crate::storage::part_copy::{self, CopyLimits};
+use crate::storage::{listing, multipart};
+use crate::storage::{
     Copied, CopySource, DeleteFailure, NewMultipart, ObjectHead, ObjectPage, ObjectStore,
     PartInput, PartPage, PresignInput, PresignedPut, PromoteRequest, Sniffed, StoreError,
     VersionPage, UPLOAD_ID_METADATA,
 };
-use crate::config::S3Settings;
-use crate::domain::bucket_check::BucketView;
-use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
-use crate::signing::post_policy::{self, PostForm, PostPolicyRequest};
-use crate::signing::query::{self, PresignRequest};
-use crate::signing::{uri_encode, S3Location, SigningCredentials};
+use presign::checksum_headers;
 
 pub struct S3Store {
     client: Client,
@@ -163,52 +164,6 @@ impl S3Store {
         &self.client
     }
 
-    async fn signing_credentials(&self) -> Result<SigningCredentials, StoreError> {
-        let c = self
-            .aws
-            .credentials()
-            .get()
-            .await
-            .map_err(StoreError::Unavailable)?;
-        Ok(SigningCredentials {
-            access_key_id: c.access_key_id().to_owned(),
-            secret_access_key: c.secret_access_key().to_owned(),
-            session_token: c.session_token().map(str::to_owned),
-        })
-    }
-
-    /// A presigned PUT (an object or an UploadPart) whose URL signs exactly the headers the
-    /// client is told to send.
-    fn signed_put(
-        &self,
-        creds: &SigningCredentials,
-        key: &str,
-        must_send: Vec<(String, String)>,
-        query: BTreeMap<String, String>,
-        (now, expires_at): (DateTime<Utc>, DateTime<Utc>),
-    ) -> PresignedPut {
-        let url = query::presign(
-            &PresignRequest {
-                method: "PUT",
-                location: &self.location,
-                key,
-                headers: must_send
-                    .iter()
-                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
-                    .collect(),
-                query,
-                region: &self.region,
-                now,
-                expires_secs: expires_secs(now, expires_at),
-            },
-            creds,
-        );
-        PresignedPut {
-            url,
-            headers: must_send,
-        }
-    }
-
     /// `bucket/key?versionId=…`: the version read before is copied, whatever was written to
     /// the key since — the ETag guard alone would pass other bytes with the same ETag (an MD5
     /// collision under SSE-S3). Without a version (an unversioned bucket) the key's current
@@ -233,18 +188,6 @@ pub fn content_range_total(header: &str) -> Option<i64> {
     total.parse::<i64>().ok().filter(|n| *n >= 0)
 }
 
-/// The headers that carry a declared checksum: the value, and the algorithm the way the AWS
-/// SDKs name it (S3 and LocalStack read the algorithm from it).
-fn checksum_headers(c: &Checksum) -> [(String, String); 2] {
-    [
-        (c.algorithm.header().to_owned(), c.value.clone()),
-        (
-            "x-amz-sdk-checksum-algorithm".to_owned(),
-            c.algorithm.as_str().to_owned(),
-        ),
-    ]
-}
-
 /// S3's name of an algorithm.
 fn sdk_algorithm(a: ChecksumAlgorithm) -> aws_sdk_s3::types::ChecksumAlgorithm {
     match a {
@@ -252,13 +195,6 @@ fn sdk_algorithm(a: ChecksumAlgorithm) -> aws_sdk_s3::types::ChecksumAlgorithm {
         ChecksumAlgorithm::Crc32c => aws_sdk_s3::types::ChecksumAlgorithm::Crc32C,
         ChecksumAlgorithm::Crc64Nvme => aws_sdk_s3::types::ChecksumAlgorithm::Crc64Nvme,
     }
-}
-
-/// Seconds from `now` to `expires_at`, at least one.
-fn expires_secs(now: DateTime<Utc>, expires_at: DateTime<Utc>) -> u64 {
-    u64::try_from((expires_at - now).num_seconds())
-        .unwrap_or(1)
-        .max(1)
 }
 
 #[async_trait]
@@ -272,43 +208,11 @@ impl ObjectStore for S3Store {
     }
 
     async fn presign_put(&self, input: &PresignInput<'_>) -> Result<PresignedPut, StoreError> {
-        let creds = self.signing_credentials().await?;
-        // What the client must send is exactly what is signed.
-        let mut must_send: Vec<(String, String)> = vec![
-            ("Content-Type".into(), input.content_type.to_owned()),
-            ("Content-Length".into(), input.size.to_string()),
-            ("If-None-Match".into(), "*".into()),
-        ];
-        // Signed headers, not query parameters: S3 then refuses bytes with another checksum
-        // (400 BadDigest) and a request that leaves the header out or changes it (403).
-        if let Some(c) = input.checksum {
-            must_send.extend(checksum_headers(c));
-        }
-        Ok(self.signed_put(
-            &creds,
-            input.key,
-            must_send,
-            BTreeMap::new(),
-            (input.now, input.expires_at),
-        ))
+        self.put_url(input).await
     }
 
     async fn presign_post(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError> {
-        let creds = self.signing_credentials().await?;
-        Ok(post_policy::build(
-            &PostPolicyRequest {
-                location: &self.location,
-                bucket: &self.bucket,
-                key: input.key,
-                content_type: input.content_type,
-                size: input.size,
-                region: &self.region,
-                now: input.now,
-                expires_at: input.expires_at,
-                checksum: input.checksum,
-            },
-            &creds,
-        ))
+        self.post_form(input).await
     }
 
     async fn presign_get(
@@ -318,26 +222,8 @@ impl ObjectStore for S3Store {
         disposition: &str,
         expires_secs: u64,
     ) -> Result<String, StoreError> {
-        let creds = self.signing_credentials().await?;
-        let mut q = BTreeMap::new();
-        q.insert(
-            "response-content-disposition".to_owned(),
-            disposition.to_owned(),
-        );
-        q.insert("response-content-type".to_owned(), content_type.to_owned());
-        Ok(query::presign(
-            &PresignRequest {
-                method: "GET",
-                location: &self.location,
-                key,
-                headers: BTreeMap::new(),
-                query: q,
-                region: &self.region,
-                now: chrono::Utc::now(),
-                expires_secs,
-            },
-            &creds,
-        ))
+        self.get_url(key, content_type, disposition, expires_secs)
+            .await
     }
 
     async fn presign_get_version(
@@ -346,32 +232,7 @@ impl ObjectStore for S3Store {
         version_id: Option<&str>,
         expires_secs: u64,
     ) -> Result<String, StoreError> {
-        let creds = self.signing_credentials().await?;
-        let mut q = BTreeMap::new();
-        q.insert(
-            "response-content-disposition".to_owned(),
-            "attachment".to_owned(),
-        );
-        q.insert(
-            "response-content-type".to_owned(),
-            "application/octet-stream".to_owned(),
-        );
-        if let Some(v) = version_id {
-            q.insert("versionId".to_owned(), v.to_owned());
-        }
-        Ok(query::presign(
-            &PresignRequest {
-                method: "GET",
-                location: &self.location,
-                key,
-                headers: BTreeMap::new(),
-                query: q,
-                region: &self.region,
-                now: chrono::Utc::now(),
-                expires_secs,
-            },
-            &creds,
-        ))
+        self.version_url(key, version_id, expires_secs).await
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "HeadObject"))]
