@@ -23,6 +23,7 @@ fi
 secret="whsec_$(head -c 32 /dev/urandom | base64)"
 export UPCOMMIT_JWT_SECRET=bench-secret-0123456789abcdef UPCOMMIT_LISTEN=127.0.0.1:18486
 export UPCOMMIT_BUCKET="bench-events-$(date +%s)" UPCOMMIT_S3_ENDPOINT="http://$LOCALSTACK_ADDR"
+export UPCOMMIT_ACCEPT_STORE_GAPS=${UPCOMMIT_ACCEPT_STORE_GAPS:-post_signature} # LocalStack does not check POST policy signatures (docs/stores.md)
 export UPCOMMIT_CORS_ORIGINS=http://localhost RUST_LOG=warn
 export UPCOMMIT_WEBHOOK_URL=http://127.0.0.1:18487/hook UPCOMMIT_WEBHOOK_SECRET="$secret"
 export UPCOMMIT_WEBHOOK_CONCURRENCY="$concurrency" UPCOMMIT_WEBHOOK_ID=bench

@@ -12,6 +12,7 @@ dir=$(mktemp -d)
 export UPCOMMIT_JWT_SECRET=bench-secret-0123456789abcdef UPCOMMIT_LISTEN=127.0.0.1:18283
 export DATABASE_URL="${BENCH_DATABASE_URL:-sqlite://$dir/bench.db}" UPCOMMIT_BUCKET=upcommit-bench-readyz
 export UPCOMMIT_S3_ENDPOINT=http://127.0.0.1:4566 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+export UPCOMMIT_ACCEPT_STORE_GAPS=${UPCOMMIT_ACCEPT_STORE_GAPS:-post_signature} # LocalStack does not check POST policy signatures (docs/stores.md)
 export UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS=0 UPCOMMIT_SWEEP_INTERVAL_SECS=0 UPCOMMIT_HYGIENE_INTERVAL_SECS=0
 export RUST_LOG=warn
 curl -fs -X PUT "$UPCOMMIT_S3_ENDPOINT/$UPCOMMIT_BUCKET" >/dev/null || true

@@ -29,6 +29,7 @@ dir=$(mktemp -d /tmp/upcommit-bench-reconcile.XXXXXX)
 # BENCH_BIN=target/debug/upcommit measures another build (release by default).
 bin="${BENCH_BIN:-target/release/upcommit}"
 [[ -n "${BENCH_BIN:-}" ]] || cargo build --release --locked --bin upcommit
+export UPCOMMIT_ACCEPT_STORE_GAPS=${UPCOMMIT_ACCEPT_STORE_GAPS:-post_signature} # LocalStack does not check POST policy signatures (docs/stores.md)
 export DATABASE_URL="sqlite://$dir/catalog.db" UPCOMMIT_BUCKET="$bucket" UPCOMMIT_S3_ENDPOINT="$endpoint" \
   AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}" AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}" \
   AWS_REGION="${AWS_REGION:-us-east-1}" UPCOMMIT_JWT_SECRET=bench-secret-0123456789 RUST_LOG=warn
