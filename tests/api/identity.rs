@@ -28,20 +28,40 @@ impl Jwks {
     async fn serve() -> (Self, String) {
         let jwks = Jwks::default();
         let state = jwks.clone();
-        let app = axum::Router::new().route(
-            "/.well-known/jwks.json",
-            axum::routing::get(move || {
-                let state = state.clone();
-                async move {
-                    state.hits.fetch_add(1, Ordering::SeqCst);
-                    if state.down.load(Ordering::SeqCst) {
-                        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        let app = axum::Router::new()
+            .route(
+                "/.well-known/jwks.json",
+                axum::routing::get(move || {
+                    let state = state.clone();
+                    async move {
+                        state.hits.fetch_add(1, Ordering::SeqCst);
+                        if state.down.load(Ordering::SeqCst) {
+                            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                        }
+                        let keys = state.keys.lock().expect("keys").clone();
+                        axum::Json(json!({ "keys": keys })).into_response()
                     }
-                    let keys = state.keys.lock().expect("keys").clone();
-                    axum::Json(json!({ "keys": keys })).into_response()
-                }
-            }),
-        );
+                }),
+            )
+            // A key set that moved: `/r/N` redirects N + 1 times before reaching it.
+            .route(
+                "/r/{n}",
+                axum::routing::get(
+                    |axum::extract::Path(n): axum::extract::Path<u32>| async move {
+                        let next = match n {
+                            0 => "/.well-known/jwks.json".to_owned(),
+                            n => format!("/r/{}", n - 1),
+                        };
+                        (StatusCode::FOUND, [("location", next)]).into_response()
+                    },
+                ),
+            )
+            .route(
+                "/elsewhere",
+                axum::routing::get(|| async {
+                    (StatusCode::FOUND, [("location", "file:///etc/passwd")]).into_response()
+                }),
+            );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -686,6 +706,39 @@ async fn an_unreachable_provider_with_expired_keys_answers_503_with_retry_after(
         presign(&app, token).await,
         ok(),
         "back once the provider answers"
+    );
+}
+
+/// The key set is fetched through at most three redirects, to http(s) locations only: a
+/// provider that moved its JWKS keeps working; a longer chain or a redirect to another scheme
+/// gives no keys, and the provider's tokens are refused as with a provider that is down.
+#[tokio::test]
+async fn the_key_set_is_fetched_through_up_to_three_redirects_and_no_further() {
+    let (jwks, url) = Jwks::serve().await;
+    let ks = keys(&[("k", "RS256")]);
+    jwks.set(&[&ks[0]]);
+    let base = url.trim_end_matches("/.well-known/jwks.json");
+    let minted = tokens(&[sign(&ks[0], claims("a", json!({})))]);
+    let token = &minted[0];
+
+    let three = provider_app(&format!("{base}/r/2"), &[]).await;
+    assert_eq!(presign(&three, token).await, ok(), "three redirects");
+    let four = provider_app(&format!("{base}/r/3"), &[]).await;
+    assert_eq!(
+        presign(&four, token).await,
+        (503, "identity_provider_unavailable".to_owned()),
+        "four redirects"
+    );
+    let other_scheme = provider_app(&format!("{base}/elsewhere"), &[]).await;
+    assert_eq!(
+        presign(&other_scheme, token).await,
+        (503, "identity_provider_unavailable".to_owned()),
+        "a redirect to file://"
+    );
+    assert_eq!(
+        jwks.hits(),
+        1,
+        "only the three-redirect server reached the key set"
     );
 }
 
