@@ -32,8 +32,6 @@ pub enum StartupError {
     /// The store lacks capabilities promises need, and the gaps were not accepted.
     #[error("{0}")]
     StoreGaps(String),
-    #[error("event queue: {0}")]
-    Queue(String),
     /// No outgoing HTTP client (no TLS backend) or no AWS credentials.
     #[error("{0}")]
     Outbound(String),

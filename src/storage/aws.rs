@@ -68,24 +68,6 @@ impl AwsContext {
         })
     }
 
-    /// With a given credentials provider (tests, tools).
-    pub fn with_provider(
-        region: &str,
-        provider: SharedCredentialsProvider,
-        http: reqwest::Client,
-    ) -> Self {
-        let sdk = SdkConfig::builder()
-            .region(Region::new(region.to_owned()))
-            .behavior_version(BehaviorVersion::latest())
-            .credentials_provider(provider.clone())
-            .build();
-        Self {
-            sdk,
-            credentials: Arc::new(CredentialsCache::new(provider)),
-            http,
-        }
-    }
-
     pub fn sdk(&self) -> &SdkConfig {
         &self.sdk
     }
