@@ -254,13 +254,11 @@ async fn commit_refuses_bytes_other_than_the_declared_ones_and_keeps_no_copy() {
     assert_eq!((status, code.as_str()), (422, "checksum_mismatch"));
     assert_eq!(app.db.upload_state(&p.upload_id).await, "rejected");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
-    let finals: Vec<String> = app
-        .keys()
-        .await
-        .into_iter()
-        .filter(|k| !k.starts_with("tmp/"))
-        .collect();
-    assert_eq!(finals, Vec::<String>::new(), "no final object");
+    assert_eq!(
+        app.final_keys().await,
+        Vec::<String>::new(),
+        "no final object"
+    );
     assert_eq!(
         final_versions(&app).await,
         0,
@@ -540,11 +538,7 @@ async fn presigns_with_malformed_or_unsuitable_checksums_are_refused_and_charge_
 /// commit with the declared checksum recorded.
 #[tokio::test]
 async fn a_multipart_upload_with_a_full_object_checksum_binds_every_part_and_the_whole() {
-    let app = spawn_app_with(Spawn {
-        env: vec![("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", (5 * MIB).to_string())],
-        ..Spawn::default()
-    })
-    .await;
+    let app = crate::multipart::spawn().await;
     let token = app.token("alice");
     let size = 6 * MIB;
     let bytes = media("image/png", size);
@@ -726,11 +720,7 @@ async fn an_object_already_at_the_final_key_is_never_overwritten_by_the_copy() {
 /// `checksum_mismatch` in `complete_claimed` — the right parts can no longer be sent (seen).
 #[tokio::test]
 async fn a_completion_refused_for_its_whole_checksum_can_be_completed_with_the_right_parts() {
-    let app = spawn_app_with(Spawn {
-        env: vec![("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", (5 * MIB).to_string())],
-        ..Spawn::default()
-    })
-    .await;
+    let app = crate::multipart::spawn().await;
     let token = app.token("alice");
     let size = 6 * MIB;
     let bytes = media("image/png", size);

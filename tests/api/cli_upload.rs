@@ -306,17 +306,55 @@ async fn multipart_app() -> TestApp {
     .await
 }
 
-/// `upcommit upload` as a child process that stops (for good) after `pause_after` parts are
-/// stored (the debug-only `UPCOMMIT_CLI_PAUSE_AFTER_PARTS`); its stderr goes to `log`.
+/// A multipart source file of `parts` parts ([`parted_file`]) in a directory of its own, which
+/// the guard keeps: (guard, file, its bytes, the resume state the CLI keeps beside it, a log
+/// for a run's stderr).
+fn parted_source(
+    parts: usize,
+) -> (
+    tempfile::TempDir,
+    String,
+    Vec<u8>,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, bytes) = parted_file(&dir, parts);
+    let state = std::path::PathBuf::from(format!("{file}.upcommit-state.json"));
+    let log = dir.path().join("run.log");
+    (dir, file, bytes, state, log)
+}
+
+fn modified(file: &str) -> std::time::SystemTime {
+    std::fs::metadata(file)
+        .and_then(|m| m.modified())
+        .expect("mtime")
+}
+
+/// Rewrites `file` with `bytes` and puts its modification time back to `mtime`.
+fn rewrite_at(file: &str, bytes: &[u8], mtime: std::time::SystemTime) {
+    std::fs::write(file, bytes).expect("rewrite");
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .and_then(|f| f.set_modified(mtime))
+        .expect("mtime put back");
+}
+
+/// `upcommit upload <file> --profile recording --json <extra>` as a child process that stops
+/// (for good) after `pause_after` parts are stored (the debug-only
+/// `UPCOMMIT_CLI_PAUSE_AFTER_PARTS`); its stderr goes to `log`.
 fn spawn_paused_upload(
     server: &str,
     token: &str,
     file: &str,
+    extra: &[&str],
     pause_after: usize,
     log: &std::path::Path,
 ) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(["upload", file, "--profile", "recording", "--json"])
+        .args(extra)
         .env("UPCOMMIT_SERVER", server)
         .env("UPCOMMIT_TOKEN", token)
         .env("UPCOMMIT_CLI_PAUSE_AFTER_PARTS", pause_after.to_string())
@@ -378,14 +416,8 @@ async fn kill_after_parts(
 
 /// When each part of the one multipart upload in the bucket was last written to S3.
 async fn part_times(app: &TestApp) -> Vec<(i32, std::time::SystemTime)> {
-    let uploads = app
-        .s3
-        .list_multipart_uploads()
-        .bucket(&app.bucket)
-        .send()
-        .await
-        .expect("ListMultipartUploads");
-    let u = &uploads.uploads()[0];
+    let uploads = app.open_multipart_uploads().await;
+    let u = &uploads[0];
     let parts = app
         .s3
         .list_parts()
@@ -418,20 +450,17 @@ async fn part_times(app: &TestApp) -> Vec<(i32, std::time::SystemTime)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_multipart_upload_resumes_and_sends_only_the_missing_parts() {
     let app = multipart_app().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (file, bytes) = parted_file(&dir, 4);
-    let state = std::path::PathBuf::from(format!("{file}.upcommit-state.json"));
+    let (_dir, file, bytes, state, log) = parted_source(4);
     let alice = app.token("alice");
-    let log = dir.path().join("run.log");
 
-    let mut child = spawn_paused_upload(&app.address, &alice, &file, 2, &log);
+    let mut child = spawn_paused_upload(&app.address, &alice, &file, &[], 2, &log);
     let id = kill_after_parts(&app, &alice, &mut child, &state, 2).await;
     assert!(state.exists(), "the state survives the kill");
     let killed_at = std::time::SystemTime::now();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
 
     // Second run: sends one more part, then is killed too.
-    let mut child = spawn_paused_upload(&app.address, &alice, &file, 1, &log);
+    let mut child = spawn_paused_upload(&app.address, &alice, &file, &[], 1, &log);
     kill_after_parts(&app, &alice, &mut child, &state, 3).await;
     let log_text = std::fs::read_to_string(&log).expect("log");
     assert!(
@@ -484,25 +513,13 @@ async fn a_killed_multipart_upload_resumes_and_sends_only_the_missing_parts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_source_file_is_not_resumed_and_nothing_is_committed() {
     let app = multipart_app().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (file, bytes) = parted_file(&dir, 3);
-    let state = std::path::PathBuf::from(format!("{file}.upcommit-state.json"));
+    let (_dir, file, bytes, state, log) = parted_source(3);
     let alice = app.token("alice");
-    let log = dir.path().join("run.log");
-    let mut child = spawn_paused_upload(&app.address, &alice, &file, 1, &log);
+    let mut child = spawn_paused_upload(&app.address, &alice, &file, &[], 1, &log);
     let id = kill_after_parts(&app, &alice, &mut child, &state, 1).await;
 
-    let mtime = std::fs::metadata(&file)
-        .and_then(|m| m.modified())
-        .expect("mtime");
-    let rewrite = |new: &[u8]| {
-        std::fs::write(&file, new).expect("rewrite");
-        std::fs::File::options()
-            .write(true)
-            .open(&file)
-            .and_then(|f| f.set_modified(mtime))
-            .expect("mtime put back");
-    };
+    let mtime = modified(&file);
+    let rewrite = |new: &[u8]| rewrite_at(&file, new, mtime);
     let mut middle = bytes.clone();
     middle[7 * MIB] ^= 0xff;
     let mut longer = bytes.clone();
@@ -568,27 +585,9 @@ async fn a_changed_source_file_is_not_resumed_and_nothing_is_committed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_checksum_a_killed_upload_is_started_afresh_never_mixed() {
     let app = multipart_app().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (file, bytes) = parted_file(&dir, 3);
-    let state = std::path::PathBuf::from(format!("{file}.upcommit-state.json"));
+    let (_dir, file, bytes, state, log) = parted_source(3);
     let alice = app.token("alice");
-    let log = dir.path().join("run.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args([
-            "upload",
-            &file,
-            "--profile",
-            "recording",
-            "--json",
-            "--no-checksum",
-        ])
-        .env("UPCOMMIT_SERVER", &app.address)
-        .env("UPCOMMIT_TOKEN", &alice)
-        .env("UPCOMMIT_CLI_PAUSE_AFTER_PARTS", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("start upcommit upload");
+    let mut child = spawn_paused_upload(&app.address, &alice, &file, &["--no-checksum"], 1, &log);
     // Wait until the first part is stored, then kill the run there.
     let mut stored = false;
     for _ in 0..600 {
@@ -612,17 +611,10 @@ async fn without_a_checksum_a_killed_upload_is_started_afresh_never_mixed() {
     assert!(!state.exists(), "no resume state without a checksum");
 
     // A change in the middle, size and modification time kept.
-    let mtime = std::fs::metadata(&file)
-        .and_then(|m| m.modified())
-        .expect("mtime");
+    let mtime = modified(&file);
     let mut changed = bytes.clone();
     changed[2 * MIB] ^= 0xff;
-    std::fs::write(&file, &changed).expect("rewrite");
-    std::fs::File::options()
-        .write(true)
-        .open(&file)
-        .and_then(|f| f.set_modified(mtime))
-        .expect("mtime put back");
+    rewrite_at(&file, &changed, mtime);
     let out = run_upload(
         &app.address,
         Some(&alice),

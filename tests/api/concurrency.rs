@@ -162,24 +162,9 @@ async fn a_duplicate_in_a_presign_batch_fails_alone() {
     use upcommit::domain::records::{Upload, UploadState};
 
     let app = crate::helpers::spawn_app().await;
-    let upload = |id: UploadId| Upload {
-        key: format!("tmp/2026/01/01/{id}/a.png"),
-        id,
-        owner: "dup".into(),
-        profile: "image".into(),
-        content_type: "image/png".into(),
-        declared_size: 10,
-        method: "PUT".into(),
-        state: UploadState::Issued,
-        final_key: None,
-        reject_code: None,
-        lease_token: None,
-        lease_until: None,
-        created_at: Utc::now(),
-        expires_at: Utc::now(),
-        commit_deadline: Utc::now(),
-        original_filename: None,
-        checksum: None,
+    let upload = |id: UploadId| {
+        let key = format!("tmp/2026/01/01/{id}/a.png");
+        crate::helpers::png_upload(id, "dup", key, 10, UploadState::Issued)
     };
     let twice = upload(UploadId::generate());
     let others: Vec<Upload> = (0..6).map(|_| upload(UploadId::generate())).collect();

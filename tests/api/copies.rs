@@ -9,21 +9,15 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::helpers::{error_code, media, spawn_app, spawn_app_with, Spawn, TestApp};
-
-const DAY: i64 = 86_400;
+use crate::hygiene::{hygiene_env, in_days, restore, standard, DAY};
 
 /// Short hygiene periods (the `image` profile tracks links) and a reconcile catalog page of
 /// two keys, so three files already cross a page boundary.
 async fn spawn() -> TestApp {
+    let mut env = hygiene_env(DAY);
+    env.push(("UPCOMMIT_RECONCILE_CATALOG_PAGE", "2".into()));
     spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
-            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
-            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
-            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
-            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
-            ("UPCOMMIT_RECONCILE_CATALOG_PAGE", "2".into()),
-        ],
+        env,
         ..Spawn::default()
     })
     .await
@@ -44,7 +38,12 @@ fn key(h: &Value) -> String {
     h["key"].as_str().expect("key").to_owned()
 }
 
-async fn copy(app: &TestApp, token: &str, source: &str, body: Option<Value>) -> reqwest::Response {
+pub(crate) async fn copy(
+    app: &TestApp,
+    token: &str,
+    source: &str,
+    body: Option<Value>,
+) -> reqwest::Response {
     let mut req = app
         .http
         .post(format!("{}/v1/files/{source}/copies", app.address))
@@ -79,46 +78,26 @@ async fn status(app: &TestApp, id: &str) -> String {
 
 /// Follows the file's download redirect and returns the bytes.
 async fn download(app: &TestApp, token: &str, id: &str) -> Vec<u8> {
-    let resp = app
-        .get(&format!("/v1/files/{id}/content"), Some(token))
-        .await;
-    assert_eq!(resp.status(), 302);
-    let location = resp
-        .headers()
-        .get("location")
-        .expect("Location")
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let got = app.http.get(&location).send().await.expect("download");
+    let (_, got) = app.download(id, token).await;
     assert_eq!(got.status(), 200);
     got.bytes().await.expect("bytes").to_vec()
 }
 
 async fn put_link(app: &TestApp, id: &str, path: &str) -> u16 {
-    app.http
-        .put(format!("{}/v1/files/{id}/links/{path}", app.address))
-        .bearer_auth(app.token("alice"))
-        .send()
+    crate::hygiene::put_link(app, &app.token("alice"), id, path)
         .await
-        .expect("PUT link")
         .status()
         .as_u16()
 }
 
 async fn delete_link(app: &TestApp, id: &str, path: &str) -> u16 {
-    app.http
-        .delete(format!("{}/v1/files/{id}/links/{path}", app.address))
-        .bearer_auth(app.token("alice"))
-        .send()
-        .await
-        .expect("DELETE link")
-        .status()
-        .as_u16()
-}
-
-fn in_days(days: i64) -> DateTime<Utc> {
-    Utc::now() + chrono::Duration::seconds(days * DAY)
+    app.delete(
+        &format!("/v1/files/{id}/links/{path}"),
+        Some(&app.token("alice")),
+    )
+    .await
+    .status()
+    .as_u16()
 }
 
 fn cli(app: &TestApp, args: &[&str]) -> (i32, Value) {
@@ -141,9 +120,7 @@ fn cli(app: &TestApp, args: &[&str]) -> (i32, Value) {
 }
 
 fn hygiene(app: &TestApp, at: DateTime<Utc>) -> Value {
-    let (code, body) = cli(app, &["hygiene", "--json", "--at", &at.to_rfc3339()]);
-    assert_eq!(code, 0, "{body}");
-    body
+    crate::hygiene::hygiene(app, Some(at))
 }
 
 fn items<'a>(run: &'a Value, action: &str) -> Vec<&'a Value> {
@@ -156,13 +133,8 @@ fn items<'a>(run: &'a Value, action: &str) -> Vec<&'a Value> {
 }
 
 async fn head_class(app: &TestApp, key: &str) -> Option<String> {
-    app.s3
-        .head_object()
-        .bucket(&app.bucket)
-        .key(key)
-        .send()
+    app.head(key)
         .await
-        .expect("HEAD")
         .storage_class()
         .map(|c| c.as_str().to_owned())
 }
@@ -280,32 +252,20 @@ async fn an_admin_copies_a_file_to_another_owner_who_alone_with_admins_can_read_
 async fn a_non_admin_naming_an_owner_is_refused_and_nothing_is_copied() {
     let app = spawn_app().await;
     let source = file(&app, 500).await;
-    let resp = copy(
-        &app,
-        &app.token("alice"),
-        &id(&source),
-        Some(json!({"owner": "bob"})),
-    )
-    .await;
-    assert_eq!(error_code(resp).await, (403, "owner_forbidden".to_owned()));
-    // Even naming herself: only admins name owners.
-    let resp = copy(
-        &app,
-        &app.token("alice"),
-        &id(&source),
-        Some(json!({"owner": "alice"})),
-    )
-    .await;
-    assert_eq!(error_code(resp).await, (403, "owner_forbidden".to_owned()));
-    // A body that is not the documented one is refused too.
-    let resp = copy(
-        &app,
-        &app.token("alice"),
-        &id(&source),
-        Some(json!({"owner_id": "bob"})),
-    )
-    .await;
-    assert_eq!(error_code(resp).await, (400, "invalid_json".to_owned()));
+    for (body, refusal) in [
+        (json!({"owner": "bob"}), (403, "owner_forbidden")),
+        // Even naming herself: only admins name owners.
+        (json!({"owner": "alice"}), (403, "owner_forbidden")),
+        // A body that is not the documented one is refused too.
+        (json!({"owner_id": "bob"}), (400, "invalid_json")),
+    ] {
+        let resp = copy(&app, &app.token("alice"), &id(&source), Some(body.clone())).await;
+        assert_eq!(
+            error_code(resp).await,
+            (refusal.0, refusal.1.to_owned()),
+            "{body}"
+        );
+    }
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
@@ -355,13 +315,7 @@ async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
     let alice = app.token("alice");
     let admin = app.admin_token("root");
     // An admin commits a file at a key of their choosing, then copies it.
-    let p = app
-        .presign_ok(&alice, "image", "image/png", 400, "PUT")
-        .await;
-    assert!(app
-        .upload(&p, media("image/png", 400), "image/png")
-        .await
-        .is_success());
+    let p = app.uploaded(&alice, "image", "image/png", 400, "PUT").await;
     let resp = app.commit(&admin, &p.key, Some("shared/avatar.png")).await;
     assert_eq!(resp.status(), 201);
     let source: Value = resp.json().await.expect("JSON");
@@ -370,13 +324,7 @@ async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
     assert_eq!(put_link(&app, &id(&c), "post/1").await, 204);
 
     // Another upload aimed at that key is refused…
-    let other = app
-        .presign_ok(&alice, "image", "image/png", 300, "PUT")
-        .await;
-    assert!(app
-        .upload(&other, media("image/png", 300), "image/png")
-        .await
-        .is_success());
+    let other = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
     let resp = app
         .commit(&admin, &other.key, Some("shared/avatar.png"))
         .await;
@@ -386,19 +334,9 @@ async fn a_commit_to_a_key_a_copy_holds_is_still_refused() {
     );
     // …and still once the source's upload row is gone (as retention prunes it): S3's guard on
     // the copy refuses to overwrite the object.
-    match &app.db {
-        crate::helpers::TestDb::Sqlite(pool) => sqlx::query("DELETE FROM uploads WHERE id = $1")
-            .bind(&p.upload_id)
-            .execute(pool)
-            .await
-            .map(|_| ()),
-        crate::helpers::TestDb::Postgres(pool) => sqlx::query("DELETE FROM uploads WHERE id = $1")
-            .bind(&p.upload_id)
-            .execute(pool)
-            .await
-            .map(|_| ()),
-    }
-    .expect("prune the source's upload row");
+    app.db
+        .execute(&format!("DELETE FROM uploads WHERE id = '{}'", p.upload_id))
+        .await;
     let resp = app
         .commit(&admin, &other.key, Some("shared/avatar.png"))
         .await;
@@ -559,13 +497,7 @@ async fn reconcile_counts_a_key_shared_by_three_handles_once_across_catalog_page
     );
 
     // The shared object is lost: reported once, naming its three handles.
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(key(&shared))
-        .send()
-        .await
-        .expect("lose the shared object");
+    app.lose_object(&key(&shared)).await;
     let (code, body) = cli(&app, &["reconcile", "--json", "--grace", "0"]);
     assert_eq!(code, 5, "{body}");
     assert_eq!(body["summary"]["missing"], 1, "{body}");
@@ -628,19 +560,6 @@ async fn a_copy_request_with_a_body_that_is_not_json_is_refused() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
-async fn restore(app: &TestApp, id: &str) -> reqwest::Response {
-    app.post_json(
-        &format!("/v1/files/{id}/restore"),
-        Some(&app.token("alice")),
-        &Value::Null,
-    )
-    .await
-}
-
-fn standard(class: Option<&str>) -> bool {
-    class.is_none() || class == Some("STANDARD")
-}
-
 /// A file and a copy of it, both unlinked; returns (the one archival claims first — id order —,
 /// the other, the key).
 async fn two_unlinked_copies(app: &TestApp) -> (String, String, String) {
@@ -681,18 +600,7 @@ async fn restoring_a_copy_while_another_copy_of_its_key_is_being_archived_answer
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_restored_while_an_archival_of_its_key_changes_s3_gets_the_object_back() {
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
-            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
-            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
-            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
-            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
-            ("UPCOMMIT_JOB_LEASE_SECS", "2".into()),
-        ],
-        ..Spawn::default()
-    })
-    .await;
+    let app = crate::hygiene::spawn_short_lease().await;
     let (first, other, k) = two_unlinked_copies(&app).await;
     // The archival renewed its claim on `first` and is about to rewrite the object.
     let paused = crate::hygiene::Paused::start(

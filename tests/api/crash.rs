@@ -7,7 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::helpers::{server_process, spawn_app, TestApp};
+use crate::helpers::{server_process, spawn_app, Presigned, TestApp};
 
 /// Starts the binary on the test's database and bucket, with a 1-second lease so a retry can
 /// take over at once; returns the child and its base address.
@@ -44,21 +44,32 @@ fn wait_killed(mut child: std::process::Child) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
+/// Alice's uploaded file, whose commit on the binary was killed (SIGKILL) at `point`, the
+/// connection dropping with it: (app, alice's token, the upload).
+async fn commit_killed_at(point: &str) -> (TestApp, String, Presigned) {
     let app = spawn_app().await;
     let token = app.token("alice");
     let p = app
         .uploaded(&token, "image", "image/png", 2048, "PUT")
         .await;
-    let (child, base) = crashing_server(&app, "after_copy").await;
-
+    let (child, base) = crashing_server(&app, point).await;
     assert!(
         commit_unknown(&app, &base, &token, &p.key).await,
         "the connection drops: the client cannot tell what happened"
     );
     wait_killed(child);
-    let final_key = format!("media/images/{}/clip.bin", p.upload_id);
+    (app, token, p)
+}
+
+/// Where the commit puts the upload's object.
+fn final_key(p: &Presigned) -> String {
+    format!("media/images/{}/clip.bin", p.upload_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
+    let (app, token, p) = commit_killed_at("after_copy").await;
+    let final_key = final_key(&p);
     assert!(
         app.object_exists(&final_key).await,
         "copied before the kill"
@@ -87,15 +98,7 @@ async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_recording_the_retry_returns_the_same_handle_and_cleans_up() {
-    let app = spawn_app().await;
-    let token = app.token("alice");
-    let p = app
-        .uploaded(&token, "image", "image/png", 2048, "PUT")
-        .await;
-    let (child, base) = crashing_server(&app, "after_record").await;
-
-    assert!(commit_unknown(&app, &base, &token, &p.key).await);
-    wait_killed(child);
+    let (app, token, p) = commit_killed_at("after_record").await;
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
     assert!(
         app.object_exists(&p.key).await,
@@ -114,22 +117,12 @@ async fn killed_after_recording_the_retry_returns_the_same_handle_and_cleans_up(
         !app.object_exists(&p.key).await,
         "the sweep removed it once the URL expired"
     );
-    assert_eq!(
-        app.keys().await,
-        vec![format!("media/images/{}/clip.bin", p.upload_id)]
-    );
+    assert_eq!(app.keys().await, vec![final_key(&p)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
-    let app = spawn_app().await;
-    let token = app.token("alice");
-    let p = app
-        .uploaded(&token, "image", "image/png", 2048, "PUT")
-        .await;
-    let (child, base) = crashing_server(&app, "after_copy").await;
-    assert!(commit_unknown(&app, &base, &token, &p.key).await);
-    wait_killed(child);
+    let (app, token, p) = commit_killed_at("after_copy").await;
     assert_eq!(app.db.upload_state(&p.upload_id).await, "promoting");
 
     // The client never comes back. Once the lease has been expired for a further lease period,
@@ -150,7 +143,7 @@ async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
     );
     let body: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sweep JSON");
     assert_eq!(body["summary"]["recovery"]["commits_finished"], 1, "{body}");
-    let final_key = format!("media/images/{}/clip.bin", p.upload_id);
+    let final_key = final_key(&p);
     assert!(body["items"].as_array().is_some_and(|items| items
         .iter()
         .any(|i| i["action"] == "recovered_commit" && i["key"] == p.key.as_str())));
@@ -168,14 +161,7 @@ async fn killed_after_the_copy_with_no_retry_the_sweep_finishes_the_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_after_taking_the_lease_the_retry_takes_over_and_copies() {
-    let app = spawn_app().await;
-    let token = app.token("alice");
-    let p = app
-        .uploaded(&token, "image", "image/png", 2048, "PUT")
-        .await;
-    let (child, base) = crashing_server(&app, "after_lease").await;
-    assert!(commit_unknown(&app, &base, &token, &p.key).await);
-    wait_killed(child);
+    let (app, token, p) = commit_killed_at("after_lease").await;
     assert_eq!(app.db.upload_state(&p.upload_id).await, "promoting");
     assert_eq!(app.keys().await, vec![p.key.clone()], "nothing copied yet");
 
@@ -184,8 +170,5 @@ async fn killed_after_taking_the_lease_the_retry_takes_over_and_copies() {
     assert_eq!(retry.status(), 201);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
     app.sweep_after_urls_expire().await;
-    assert_eq!(
-        app.keys().await,
-        vec![format!("media/images/{}/clip.bin", p.upload_id)]
-    );
+    assert_eq!(app.keys().await, vec![final_key(&p)]);
 }

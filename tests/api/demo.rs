@@ -3,7 +3,19 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, spawn_app, spawn_app_with, Spawn};
+use crate::helpers::{error_code, spawn_app, spawn_app_with, Spawn, TestApp};
+
+/// A server with the demo on and its token minting too (the demo routes all exist).
+pub(crate) async fn spawn_minting_demo() -> TestApp {
+    spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_DEMO", "true".to_owned()),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
+        ],
+        ..Spawn::default()
+    })
+    .await
+}
 
 #[tokio::test]
 async fn the_demo_is_off_by_default_and_minting_needs_its_own_switch() {
@@ -63,14 +75,7 @@ async fn the_demo_is_off_by_default_and_minting_needs_its_own_switch() {
         .await;
     assert_eq!(error_code(mint).await, (404, "not_found".to_owned()));
 
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_DEMO", "true".to_owned()),
-            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
-        ],
-        ..Spawn::default()
-    })
-    .await;
+    let app = spawn_minting_demo().await;
     let bad = app
         .post_json("/demo/token", None, &json!({"sub": "a b"}))
         .await;

@@ -15,6 +15,9 @@ use crate::helpers::{error_code, server_process, spawn_app_with, Spawn, TestApp}
 
 const DAY: i64 = 86_400;
 
+/// The admin API's webhook collection.
+const WEBHOOKS: &str = "/v1/admin/webhooks";
+
 fn secret() -> String {
     upcommit::domain::webhooks::secret_from_key(b"upcommit-events-test-secret-0123")
 }
@@ -86,14 +89,19 @@ impl Receiver {
             .expect("state JSON")
     }
 
+    /// The deliveries the receiver verified so far, in the order they arrived.
+    async fn verified(&self) -> Vec<Value> {
+        self.state().await["verified"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The verified deliveries once there are at least `n` (panics after `within`).
     async fn wait_for(&self, n: usize, within: Duration) -> Vec<Value> {
         let started = Instant::now();
         loop {
-            let verified = self.state().await["verified"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
+            let verified = self.verified().await;
             if verified.len() >= n {
                 return verified;
             }
@@ -126,9 +134,12 @@ fn webhook_env(receiver: &Receiver) -> Vec<(&'static str, String)> {
     ]
 }
 
-async fn spawn_with(receiver: &Receiver, extra: Vec<(&'static str, String)>) -> TestApp {
+async fn spawn_with(
+    receiver: &Receiver,
+    extra: impl IntoIterator<Item = (&'static str, impl Into<String>)>,
+) -> TestApp {
     let mut env = webhook_env(receiver);
-    env.extend(extra);
+    env.extend(extra.into_iter().map(|(k, v)| (k, v.into())));
     spawn_app_with(Spawn {
         env,
         ..Spawn::default()
@@ -181,6 +192,15 @@ async fn get_handle(app: &TestApp, id: &str) -> Value {
         .expect("handle")
 }
 
+/// Waits until `sql` (a `COUNT(*)`) counts a row; panics with `what` after `within`.
+async fn wait_for_a_row(app: &TestApp, sql: &str, within: Duration, what: &str) {
+    let started = Instant::now();
+    while app.db.count(sql).await == 0 {
+        assert!(started.elapsed() < within, "{what}: {sql}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
     let receiver = Receiver::start();
@@ -191,22 +211,13 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
         .upload_and_commit(&token, "image", "image/png", 2048)
         .await;
     let file = committed["id"].as_str().expect("id").to_owned();
-    let copy = app
-        .http
-        .post(format!("{}/v1/files/{file}/copies", app.address))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .expect("copy");
+    let copy = crate::copies::copy(&app, &token, &file, None).await;
     assert_eq!(copy.status(), 201);
     let copy: Value = copy.json().await.expect("copy JSON");
 
     let mut html = b"<!DOCTYPE html><html></html>".to_vec();
     html.resize(200, b' ');
-    let p = app
-        .presign_ok(&token, "image", "image/png", 200, "PUT")
-        .await;
-    assert!(app.upload(&p, html, "image/png").await.is_success());
+    let p = app.uploaded_bytes(&token, "image", "image/png", html).await;
     assert_eq!(
         error_code(app.commit(&token, &p.key, None).await).await,
         (422, "content_mismatch".to_owned())
@@ -214,21 +225,14 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
 
     let started = crate::multipart::start(&app, &token, 12 * 1024 * 1024).await;
     let aborted = app
-        .http
-        .delete(format!("{}/v1/uploads/{}", app.address, started.id()))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .expect("abort");
+        .delete(&format!("/v1/uploads/{}", started.id()), Some(&token))
+        .await;
     assert_eq!(aborted.status(), 204);
 
     receiver.wait_for(4, Duration::from_secs(20)).await;
     // Nothing more comes (no second delivery of any of them).
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let events = receiver.state().await["verified"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let events = receiver.verified().await;
     assert_eq!(events.len(), 4, "{events:#?}");
     assert_once_each(&events);
 
@@ -282,12 +286,7 @@ async fn each_event_the_api_triggers_arrives_once_with_the_api_payload() {
             .await,
         4
     );
-    let metrics = app
-        .get("/metrics", None)
-        .await
-        .text()
-        .await
-        .expect("metrics");
+    let metrics = app.metrics_text().await;
     assert!(
         metrics.contains(
             "upcommit_event_deliveries_total{endpoint=\"default\",result=\"delivered\"} 4"
@@ -376,17 +375,7 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     let receiver = Receiver::start();
     // Down first (connections dropped without an answer), then answering 500.
     receiver.mode("down", 0.0).await;
-    let app = spawn_with(
-        &receiver,
-        vec![
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
-            ("UPCOMMIT_ARCHIVE_AFTER_SECS", DAY.to_string()),
-            ("UPCOMMIT_DELETE_AFTER_SECS", (2 * DAY).to_string()),
-            ("UPCOMMIT_ARCHIVE_MIN_BYTES", "1000".into()),
-            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
-        ],
-    )
-    .await;
+    let app = spawn_with(&receiver, crate::hygiene::hygiene_env(DAY)).await;
     let token = app.token("alice");
     let (_, kept) = app
         .upload_and_commit(&token, "image", "image/png", 2000)
@@ -455,10 +444,7 @@ async fn a_receiver_failing_for_a_while_gets_every_event_once_in_per_file_order(
     receiver.mode("ok", 0.0).await;
     receiver.wait_for(8, Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let events = receiver.state().await["verified"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let events = receiver.verified().await;
     assert_eq!(events.len(), 8, "{events:#?}");
     assert_once_each(&events);
     let kept_events = about(&events, &kept_id);
@@ -571,11 +557,7 @@ async fn a_tampered_signature_is_refused_by_the_library() {
 async fn a_server_killed_before_delivery_delivers_after_restart() {
     let receiver = Receiver::start();
     // The test's own server delivers nothing: only the binary does.
-    let app = spawn_with(
-        &receiver,
-        vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "0".into())],
-    )
-    .await;
+    let app = spawn_with(&receiver, [("UPCOMMIT_WEBHOOK_CONCURRENCY", "0")]).await;
     let binary_env = [
         ("UPCOMMIT_WEBHOOK_CONCURRENCY", "4"),
         // Longer than the test takes to kill it: the first request is still in flight then.
@@ -592,16 +574,13 @@ async fn a_server_killed_before_delivery_delivers_after_restart() {
     let committed = app.commit_at(&base, &token, &p.key, None).await;
     assert_eq!(committed.status(), 201);
     let committed: Value = committed.json().await.expect("handle");
-    let started = Instant::now();
-    while app
-        .db
-        .count("SELECT COUNT(*) FROM event_deliveries WHERE lease_token IS NOT NULL")
-        .await
-        == 0
-    {
-        assert!(started.elapsed() < Duration::from_secs(15), "never claimed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_a_row(
+        &app,
+        "SELECT COUNT(*) FROM event_deliveries WHERE lease_token IS NOT NULL",
+        Duration::from_secs(15),
+        "never claimed",
+    )
+    .await;
     child.kill().expect("SIGKILL");
     let status = child.wait().expect("wait");
     use std::os::unix::process::ExitStatusExt;
@@ -637,11 +616,7 @@ async fn a_server_killed_before_delivery_delivers_after_restart() {
 async fn two_replicas_deliver_each_event_once_without_overlapping_attempts() {
     let receiver = Receiver::start();
     // Small claims, so both replicas' workers take part.
-    let app = spawn_with(
-        &receiver,
-        vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "2".into())],
-    )
-    .await;
+    let app = spawn_with(&receiver, [("UPCOMMIT_WEBHOOK_CONCURRENCY", "2")]).await;
     let other = app.replica().await;
     let token = app.token("alice");
     const FILES: usize = 24;
@@ -686,17 +661,22 @@ async fn two_replicas_deliver_each_event_once_without_overlapping_attempts() {
 
 /// `upcommit events …` against the test's database; (exit code, stdout).
 async fn events_cli(app: &TestApp, args: &[&str]) -> (i32, String) {
+    let out = events_cli_output(app, args).await;
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// [`events_cli`]'s whole output.
+async fn events_cli_output(app: &TestApp, args: &[&str]) -> std::process::Output {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
     command
         .arg("events")
         .args(args)
         .envs(&app.env)
         .env("RUST_LOG", "warn");
-    let out = run_cli(command).await;
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    run_cli(command).await
 }
 
 /// A server whose hygiene unlinks an untracked `image` file after a day (a second event of the
@@ -729,16 +709,13 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
     let (app, committed, id) =
         spawn_and_commit_a_tracked_file(&receiver, ("UPCOMMIT_EVENT_RETRY_WINDOW", "1s".into()))
             .await;
-    let started = Instant::now();
-    while app
-        .db
-        .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'failed'")
-        .await
-        == 0
-    {
-        assert!(started.elapsed() < Duration::from_secs(15), "never failed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_a_row(
+        &app,
+        "SELECT COUNT(*) FROM event_deliveries WHERE state = 'failed'",
+        Duration::from_secs(15),
+        "never failed",
+    )
+    .await;
     assert_eq!(
         app.db
             .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'failed' AND attempts >= 1 AND last_status = 500 AND last_error IS NOT NULL")
@@ -766,12 +743,7 @@ async fn a_delivery_past_its_window_is_kept_failed_blocks_its_file_and_events_re
     // The gauges (read every few seconds) show the blocked file's two deliveries.
     let started = Instant::now();
     loop {
-        let metrics = app
-            .get("/metrics", None)
-            .await
-            .text()
-            .await
-            .expect("metrics");
+        let metrics = app.metrics_text().await;
         let value = |series: &str| crate::helpers::series_value(&metrics, series);
         if value("upcommit_event_outbox_depth{stage=\"failed\"}") == Some(1.0)
             && value("upcommit_event_outbox_depth{stage=\"pending\"}") == Some(1.0)
@@ -835,22 +807,17 @@ async fn a_lease_taken_over_cannot_be_overwritten_by_the_worker_that_lost_it() {
     use upcommit::catalog::FailedAttempt;
     let receiver = Receiver::start();
     // No worker of the server claims anything: the test is the only worker.
-    let app = spawn_with(
-        &receiver,
-        vec![("UPCOMMIT_WEBHOOK_CONCURRENCY", "0".into())],
-    )
-    .await;
+    let app = spawn_with(&receiver, [("UPCOMMIT_WEBHOOK_CONCURRENCY", "0")]).await;
     let token = app.token("alice");
     app.upload_and_commit(&token, "image", "image/png", 300)
         .await;
-    let started = Instant::now();
-    while app.db.count("SELECT COUNT(*) FROM event_deliveries").await == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "never sequenced"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_a_row(
+        &app,
+        "SELECT COUNT(*) FROM event_deliveries",
+        Duration::from_secs(10),
+        "never sequenced",
+    )
+    .await;
     let catalog = &app.catalog;
     // Worker A claims with a lease that runs out at once; while it holds a live lease nobody
     // else could claim it.
@@ -958,10 +925,7 @@ async fn a_slow_endpoint_holds_up_neither_commits_nor_another_endpoint() {
     }
     let mut html = b"<!DOCTYPE html><html></html>".to_vec();
     html.resize(200, b' ');
-    let p = app
-        .presign_ok(&token, "image", "image/png", 200, "PUT")
-        .await;
-    assert!(app.upload(&p, html, "image/png").await.is_success());
+    let p = app.uploaded_bytes(&token, "image", "image/png", html).await;
     assert_eq!(app.commit(&token, &p.key, None).await.status(), 422);
 
     // The fast endpoint has its three commits (and not the rejection: not subscribed) while
@@ -970,10 +934,7 @@ async fn a_slow_endpoint_holds_up_neither_commits_nor_another_endpoint() {
     let got = fast.wait_for(3, Duration::from_secs(10)).await;
     assert!(began.elapsed() < Duration::from_secs(10));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let got_now = fast.state().await["verified"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let got_now = fast.verified().await;
     assert_eq!(got_now.len(), 3, "{got:#?}");
     let mut data: Vec<Value> = got_now.iter().map(|e| e["data"].clone()).collect();
     data.sort_by_key(|d| d["id"].as_str().unwrap_or("").to_owned());
@@ -995,37 +956,29 @@ async fn a_slow_endpoint_holds_up_neither_commits_nor_another_endpoint() {
     );
 }
 
+/// The webhook `id` in a `GET /v1/admin/webhooks` answer.
+fn webhook_in<'a>(list: &'a Value, id: &str) -> Option<&'a Value> {
+    list["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .iter()
+        .find(|w| w["id"] == id)
+}
+
 #[tokio::test]
 async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive_events() {
     let receiver = Receiver::start();
     // A settings endpoint too (subscribed to something this test never causes).
-    let app = spawn_with(
-        &receiver,
-        vec![("UPCOMMIT_WEBHOOK_TYPES", "multipart.aborted".into())],
-    )
-    .await;
+    let app = spawn_with(&receiver, [("UPCOMMIT_WEBHOOK_TYPES", "multipart.aborted")]).await;
     let root = app.admin_token("root");
     let alice = app.token("alice");
-    let post = |token: Option<String>, body: Value| {
-        let (http, url) = (
-            app.http.clone(),
-            format!("{}/v1/admin/webhooks", app.address),
-        );
-        async move {
-            let mut req = http.post(url).json(&body);
-            if let Some(t) = token {
-                req = req.bearer_auth(t);
-            }
-            req.send().await.expect("POST")
-        }
-    };
     let good = json!({ "id": "app", "url": receiver.hook(), "types": ["file.committed"] });
     assert_eq!(
-        error_code(post(None, good.clone()).await).await,
+        error_code(app.post_json(WEBHOOKS, None, &good).await).await,
         (401, "unauthorized".to_owned())
     );
     assert_eq!(
-        error_code(post(Some(alice.clone()), good.clone()).await).await,
+        error_code(app.post_json(WEBHOOKS, Some(&alice), &good).await).await,
         (403, "admin_required".to_owned())
     );
     for bad in [
@@ -1035,7 +988,7 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
         json!({ "id": "app", "url": receiver.hook(), "types": [] }),
     ] {
         assert_eq!(
-            error_code(post(Some(root.clone()), bad.clone()).await)
+            error_code(app.post_json(WEBHOOKS, Some(&root), &bad).await)
                 .await
                 .0,
             400,
@@ -1044,7 +997,7 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
     }
     let text = app
         .http
-        .post(format!("{}/v1/admin/webhooks", app.address))
+        .post(format!("{}{WEBHOOKS}", app.address))
         .bearer_auth(&root)
         .header("content-type", "text/plain")
         .body("id=app")
@@ -1053,9 +1006,12 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
         .expect("POST");
     assert_eq!(text.status(), 415);
     let huge = json!({ "id": "app", "url": format!("{}?{}", receiver.hook(), "x".repeat(70_000)), "types": ["*"] });
-    assert_eq!(post(Some(root.clone()), huge).await.status(), 413);
+    assert_eq!(
+        app.post_json(WEBHOOKS, Some(&root), &huge).await.status(),
+        413
+    );
 
-    let created = post(Some(root.clone()), good.clone()).await;
+    let created = app.post_json(WEBHOOKS, Some(&root), &good).await;
     assert_eq!(created.status(), 201);
     let created: Value = created.json().await.expect("JSON");
     let secret = created["secret"].as_str().expect("secret").to_owned();
@@ -1067,12 +1023,12 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
     );
     assert_eq!(created["types"], json!(["file.committed"]));
     assert_eq!(
-        error_code(post(Some(root.clone()), good.clone()).await).await,
+        error_code(app.post_json(WEBHOOKS, Some(&root), &good).await).await,
         (409, "webhook_exists".to_owned())
     );
     let settings_id = json!({ "id": "default", "url": receiver.hook(), "types": ["*"] });
     assert_eq!(
-        error_code(post(Some(root.clone()), settings_id).await).await,
+        error_code(app.post_json(WEBHOOKS, Some(&root), &settings_id).await).await,
         (409, "webhook_exists".to_owned())
     );
 
@@ -1090,45 +1046,26 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
         .expect("refused")
         .is_empty());
 
-    let list = |token: Option<String>| {
-        let (http, url) = (
-            app.http.clone(),
-            format!("{}/v1/admin/webhooks", app.address),
-        );
-        async move {
-            let mut req = http.get(url);
-            if let Some(t) = token {
-                req = req.bearer_auth(t);
-            }
-            req.send().await.expect("GET")
-        }
-    };
-    assert_eq!(list(None).await.status(), 401);
-    assert_eq!(list(Some(alice.clone())).await.status(), 403);
-    let listed = list(Some(root.clone())).await;
+    assert_eq!(app.get(WEBHOOKS, None).await.status(), 401);
+    assert_eq!(app.get(WEBHOOKS, Some(&alice)).await.status(), 403);
+    let listed = app.get(WEBHOOKS, Some(&root)).await;
     assert_eq!(listed.status(), 200);
     let listed_text = listed.text().await.expect("text");
     assert!(!listed_text.contains("whsec_"), "never a secret again");
     let listed: Value = serde_json::from_str(&listed_text).expect("JSON");
-    let app_ep = listed["webhooks"]
-        .as_array()
-        .expect("webhooks")
-        .iter()
-        .find(|w| w["id"] == "app")
-        .expect("app")
-        .clone();
+    let app_ep = webhook_in(&listed, "app").expect("app").clone();
     assert_eq!(app_ep["source"], "api");
     assert_eq!(app_ep["enabled"], true);
     assert_eq!(app_ep["types"], json!(["file.committed"]));
     let started = Instant::now();
     loop {
-        let l: Value = list(Some(root.clone())).await.json().await.expect("JSON");
-        let d = l["webhooks"]
-            .as_array()
-            .expect("webhooks")
-            .iter()
-            .find(|w| w["id"] == "app")
-            .map(|w| w["delivered"].clone());
+        let l: Value = app
+            .get(WEBHOOKS, Some(&root))
+            .await
+            .json()
+            .await
+            .expect("JSON");
+        let d = webhook_in(&l, "app").map(|w| w["delivered"].clone());
         if d == Some(json!(1)) {
             break;
         }
@@ -1136,32 +1073,34 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    let delete = |token: Option<String>, id: &str| {
-        let (http, url) = (
-            app.http.clone(),
-            format!("{}/v1/admin/webhooks/{id}", app.address),
-        );
-        async move {
-            let mut req = http.delete(url);
-            if let Some(t) = token {
-                req = req.bearer_auth(t);
-            }
-            req.send().await.expect("DELETE")
-        }
-    };
-    assert_eq!(delete(None, "app").await.status(), 401);
-    assert_eq!(delete(Some(alice.clone()), "app").await.status(), 403);
     assert_eq!(
-        error_code(delete(Some(root.clone()), "nope").await).await,
+        app.delete("/v1/admin/webhooks/app", None).await.status(),
+        401
+    );
+    assert_eq!(
+        app.delete("/v1/admin/webhooks/app", Some(&alice))
+            .await
+            .status(),
+        403
+    );
+    assert_eq!(
+        error_code(app.delete("/v1/admin/webhooks/nope", Some(&root)).await).await,
         (404, "webhook_not_found".to_owned())
     );
     assert_eq!(
-        error_code(delete(Some(root.clone()), "default").await).await,
+        error_code(app.delete("/v1/admin/webhooks/default", Some(&root)).await).await,
         (409, "webhook_from_settings".to_owned())
     );
-    assert_eq!(delete(Some(root.clone()), "app").await.status(), 204);
     assert_eq!(
-        delete(Some(root.clone()), "app").await.status(),
+        app.delete("/v1/admin/webhooks/app", Some(&root))
+            .await
+            .status(),
+        204
+    );
+    assert_eq!(
+        app.delete("/v1/admin/webhooks/app", Some(&root))
+            .await
+            .status(),
         204,
         "idempotent"
     );
@@ -1188,24 +1127,12 @@ async fn webhooks_added_through_the_admin_api_show_their_secret_once_and_receive
 async fn redirects_are_not_followed_and_slow_answers_time_out_as_failed_attempts() {
     let receiver = Receiver::start();
     receiver.mode("redirect", 0.0).await;
-    let app = spawn_with(
-        &receiver,
-        vec![("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "1".into())],
-    )
-    .await;
+    let app = spawn_with(&receiver, [("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "1")]).await;
     let token = app.token("alice");
     app.upload_and_commit(&token, "image", "image/png", 300)
         .await;
-    let wait_for_row = |sql: &'static str| {
-        let app = &app;
-        async move {
-            let started = Instant::now();
-            while app.db.count(sql).await == 0 {
-                assert!(started.elapsed() < Duration::from_secs(15), "never: {sql}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let wait_for_row =
+        |sql: &'static str| wait_for_a_row(&app, sql, Duration::from_secs(15), "never");
     // A 307 is a failed attempt (a followed one would have re-sent the body to /hook and
     // been verified there).
     wait_for_row(
@@ -1240,13 +1167,12 @@ async fn webhook_urls_no_request_can_reach_are_refused_by_the_api_and_the_settin
         "http://127.0.0.1:0/x",
     ] {
         let resp = app
-            .http
-            .post(format!("{}/v1/admin/webhooks", app.address))
-            .bearer_auth(&root)
-            .json(&json!({ "id": "app", "url": url, "types": ["*"] }))
-            .send()
-            .await
-            .expect("POST");
+            .post_json(
+                WEBHOOKS,
+                Some(&root),
+                &json!({ "id": "app", "url": url, "types": ["*"] }),
+            )
+            .await;
         assert_eq!(
             error_code(resp).await,
             (400, "invalid_request".to_owned()),
@@ -1272,37 +1198,24 @@ async fn replay_and_retry_into_a_disabled_endpoint_are_refused_and_change_nothin
     let app = crate::helpers::spawn_app().await;
     let root = app.admin_token("root");
     let created = app
-        .http
-        .post(format!("{}/v1/admin/webhooks", app.address))
-        .bearer_auth(&root)
-        .json(&json!({ "id": "gone", "url": "http://127.0.0.1:9/x", "types": ["*"] }))
-        .send()
-        .await
-        .expect("POST");
+        .post_json(
+            WEBHOOKS,
+            Some(&root),
+            &json!({ "id": "gone", "url": "http://127.0.0.1:9/x", "types": ["*"] }),
+        )
+        .await;
     assert_eq!(created.status(), 201);
     let token = app.token("alice");
     app.upload_and_commit(&token, "image", "image/png", 300)
         .await;
-    let deleted = app
-        .http
-        .delete(format!("{}/v1/admin/webhooks/gone", app.address))
-        .bearer_auth(&root)
-        .send()
-        .await
-        .expect("DELETE");
+    let deleted = app.delete("/v1/admin/webhooks/gone", Some(&root)).await;
     assert!(deleted.status().is_success(), "{}", deleted.status());
     let before = app.db.count("SELECT COUNT(*) FROM event_deliveries").await;
     for args in [
         &["replay", "--endpoint", "gone", "--after", "0", "--yes"][..],
         &["retry", "--endpoint", "gone", "--yes"][..],
     ] {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
-        command
-            .arg("events")
-            .args(args)
-            .envs(&app.env)
-            .env("RUST_LOG", "warn");
-        let out = run_cli(command).await;
+        let out = events_cli_output(&app, args).await;
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
         assert!(err.contains("is disabled"), "{err}");
@@ -1330,16 +1243,13 @@ async fn a_replay_during_an_attempt_in_flight_resends_every_event_in_file_order(
     // The file.unlinked attempt is held by the receiver for 4 s.
     receiver.mode("slow", 4.0).await;
     hygiene(&app, 2).await;
-    let started = Instant::now();
-    while app
-        .db
-        .count("SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND lease_token IS NOT NULL")
-        .await
-        == 0
-    {
-        assert!(started.elapsed() < Duration::from_secs(15), "never claimed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_a_row(
+        &app,
+        "SELECT COUNT(*) FROM event_deliveries WHERE state = 'pending' AND lease_token IS NOT NULL",
+        Duration::from_secs(15),
+        "never claimed",
+    )
+    .await;
     // The request reaches the receiver (and sleeps there) before the mode changes back.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let (code, out) = events_cli(

@@ -55,12 +55,9 @@ async fn each_change_the_api_makes_is_one_event_with_its_facts() {
     assert_eq!(app.commit(&alice, &p2.key, None).await.status(), 200);
 
     // A rejection: bytes that are not what was declared.
-    let p = app
-        .presign_ok(&alice, "image", "image/png", 200, "PUT")
-        .await;
     let mut html = b"<!DOCTYPE html><html></html>".to_vec();
     html.resize(200, b' ');
-    assert!(app.upload(&p, html, "image/png").await.is_success());
+    let p = app.uploaded_bytes(&alice, "image", "image/png", html).await;
     assert_eq!(
         error_code(app.commit(&alice, &p.key, None).await).await,
         (422, "content_mismatch".to_owned())
@@ -83,12 +80,8 @@ async fn each_change_the_api_makes_is_one_event_with_its_facts() {
     let mp_id = mp["upload_id"].as_str().expect("upload id");
     for _ in 0..2 {
         let status = app
-            .http
-            .delete(format!("{}/v1/uploads/{mp_id}", app.address))
-            .bearer_auth(&alice)
-            .send()
+            .delete(&format!("/v1/uploads/{mp_id}"), Some(&alice))
             .await
-            .expect("DELETE")
             .status();
         assert_eq!(status, 204);
     }

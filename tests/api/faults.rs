@@ -185,15 +185,7 @@ impl ObjectStore for FaultyStore {
     ) -> Result<(), StoreError> {
         let arriving = self.faults.put_before_complete.lock().expect("lock").take();
         if let Some((at, bytes)) = arriving {
-            self.raw
-                .put_object()
-                .bucket(self.inner.bucket())
-                .key(at)
-                .content_type("image/jpeg")
-                .body(bytes.into())
-                .send()
-                .await
-                .expect("another writer's object");
+            crate::helpers::put_as_another_writer(&self.raw, self.inner.bucket(), &at, bytes).await;
         }
         self.inner
             .complete_multipart(key, multipart_id, parts, checksum, if_absent)

@@ -94,15 +94,7 @@ async fn names_in_any_script_keep_their_extension_in_the_key_and_download_under_
         assert_eq!(read["original_filename"], kept);
 
         // The redirect's presigned GET makes S3 answer with both forms of the name.
-        let resp = app
-            .get(&format!("/v1/files/{id}/content"), Some(&alice))
-            .await;
-        assert_eq!(resp.status(), 302);
-        let location = resp.headers()["location"]
-            .to_str()
-            .expect("ascii")
-            .to_owned();
-        let download = app.http.get(&location).send().await.expect("download");
+        let (_, download) = app.download(&id, &alice).await;
         assert_eq!(download.status(), 200, "{sent:?}");
         let header = download.headers()["content-disposition"]
             .to_str()
@@ -145,14 +137,7 @@ async fn a_file_without_a_name_downloads_under_its_key_name_only() {
         .expect("handle");
     assert!(h.get("original_filename").is_none(), "{h}");
     let id = h["id"].as_str().expect("id");
-    let resp = app
-        .get(&format!("/v1/files/{id}/content"), Some(&alice))
-        .await;
-    let location = resp.headers()["location"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let download = app.http.get(&location).send().await.expect("download");
+    let (_, download) = app.download(id, &alice).await;
     assert_eq!(
         download.headers()["content-disposition"].to_str().ok(),
         Some("attachment; filename=\"file\"")

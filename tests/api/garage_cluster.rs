@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{media, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{free_port, media, spawn_app_with, Spawn, TestApp};
 use crate::hygiene::{hygiene, hygiene_env, in_days, DAY};
 
 struct Node {
@@ -19,14 +19,6 @@ struct Node {
     s3: u16,
     rpc: u16,
     child: Option<Child>,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port()
 }
 
 fn garage_bin() -> String {

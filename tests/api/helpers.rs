@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 use sqlx::{Pool, Postgres, Sqlite};
 use upcommit::catalog::{Catalog, PostgresCatalog, SqliteCatalog};
 use upcommit::config::Settings;
+use upcommit::domain::ids::UploadId;
 use upcommit::domain::lifecycle::{required_rules, Rule};
+use upcommit::domain::records::{Upload, UploadState};
 use upcommit::metrics::Metrics;
 use upcommit::storage::lifecycle_configuration;
 use upcommit::storage::{CopyLimits, ObjectStore, S3Store};
@@ -149,6 +151,29 @@ impl Drop for TestApp {
                 record_status_coverage(m);
             }
         }
+    }
+}
+
+/// A job's parts built from the test server's environment as `upcommit` builds them, the
+/// catalog wrapped to count its calls in `metrics`: for running one pass of a job from the
+/// test and reading how it used the catalog.
+pub struct ObservedJob {
+    pub metrics: Arc<Metrics>,
+    pub catalog: Arc<dyn Catalog>,
+    pub settings: Settings,
+    pub store: Arc<dyn ObjectStore>,
+}
+
+impl ObservedJob {
+    /// How many times the catalog's `operation` ran so far.
+    pub fn catalog_calls(&self, operation: &str) -> f64 {
+        let mut text = String::new();
+        self.metrics.render(&mut text);
+        counter_sum(
+            &text,
+            "upcommit_db_query_duration_seconds_count",
+            &format!("operation=\"{operation}\","),
+        )
     }
 }
 
@@ -444,7 +469,38 @@ pub async fn put_lifecycle(s3: &aws_sdk_s3::Client, bucket: &str, rules: &[Rule]
         .expect("put lifecycle");
 }
 
-/// Bytes that pass the magic-byte check for a content type, `size` long.
+/// A catalog record of a PNG upload of the `image` profile, `owner`'s, by PUT, created now
+/// (its URL and commit window ending now too), with no lease, final key or rejection: what a
+/// test writes straight into the catalog, changing fields with struct update syntax.
+pub fn png_upload(
+    id: UploadId,
+    owner: &str,
+    key: String,
+    declared_size: i64,
+    state: UploadState,
+) -> Upload {
+    let now = chrono::Utc::now();
+    Upload {
+        id,
+        owner: owner.into(),
+        profile: "image".into(),
+        content_type: "image/png".into(),
+        declared_size,
+        key,
+        method: "PUT".into(),
+        state,
+        final_key: None,
+        reject_code: None,
+        lease_token: None,
+        lease_until: None,
+        created_at: now,
+        expires_at: now,
+        commit_deadline: now,
+        original_filename: None,
+        checksum: None,
+    }
+}
+
 /// Settings that send every object over 1,000 bytes down the UploadPartCopy path (5 MiB
 /// parts: a small object is copied as one part).
 pub fn small_copy_limit() -> Vec<(&'static str, String)> {
@@ -457,6 +513,24 @@ pub fn small_copy_limit() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Puts a JPEG at `key` as a writer other than upcommit would, straight to the bucket.
+pub async fn put_as_another_writer(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    bytes: Vec<u8>,
+) {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .content_type("image/jpeg")
+        .body(bytes.into())
+        .send()
+        .await
+        .expect("another writer's object");
+}
+
+/// Bytes that pass the magic-byte check for a content type, `size` long.
 pub fn media(content_type: &str, size: usize) -> Vec<u8> {
     let magic: &[u8] = match content_type {
         "image/png" => b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
@@ -536,6 +610,31 @@ impl TestApp {
         req.send().await.expect("request sent")
     }
 
+    pub async fn delete(&self, path: &str, token: Option<&str>) -> reqwest::Response {
+        let mut req = self.http.delete(format!("{}{path}", self.address));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.expect("request sent")
+    }
+
+    /// The text of `/metrics`, as a scraper reads it.
+    pub async fn metrics_text(&self) -> String {
+        self.metrics_text_at(&self.address).await
+    }
+
+    /// [`Self::metrics_text`] of a given replica (or server process).
+    pub async fn metrics_text_at(&self, base: &str) -> String {
+        self.http
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
     pub async fn presign(&self, token: &str, body: Value) -> reqwest::Response {
         self.post_json("/v1/uploads", Some(token), &body).await
     }
@@ -588,9 +687,31 @@ impl TestApp {
         let p = self
             .presign_ok(token, profile, content_type, size, method)
             .await;
+        self.upload_media(&p, content_type, size).await;
+        p
+    }
+
+    /// Uploads `size` valid bytes of `content_type` with `p`, asserting the store took them.
+    async fn upload_media(&self, p: &Presigned, content_type: &str, size: usize) {
         let status = self
-            .upload(&p, media(content_type, size), content_type)
+            .upload(p, media(content_type, size), content_type)
             .await;
+        assert!(status.is_success(), "upload refused: {status}");
+    }
+
+    /// Presigns a PUT of `body.len()` bytes declared `content_type` and uploads exactly `body`
+    /// (bytes the commit's checks may refuse: the store cannot know), asserting both succeed.
+    pub async fn uploaded_bytes(
+        &self,
+        token: &str,
+        profile: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Presigned {
+        let p = self
+            .presign_ok(token, profile, content_type, body.len(), "PUT")
+            .await;
+        let status = self.upload(&p, body, content_type).await;
         assert!(status.is_success(), "upload refused: {status}");
         p
     }
@@ -674,10 +795,7 @@ impl TestApp {
         let p = self
             .presign_ok_at(base, token, profile, content_type, size, "PUT")
             .await;
-        let status = self
-            .upload(&p, media(content_type, size), content_type)
-            .await;
-        assert!(status.is_success(), "upload refused: {status}");
+        self.upload_media(&p, content_type, size).await;
         let resp = self.commit_at(base, token, &p.key, None).await;
         assert_eq!(resp.status(), 201);
         (p, resp.json().await.expect("handle JSON"))
@@ -739,6 +857,24 @@ impl TestApp {
                 *summary
             }
             SweepOutcome::Busy => panic!("sweep busy"),
+        }
+    }
+
+    /// The parts of a job run from the test: [`ObservedJob`].
+    pub async fn observed_job(&self) -> ObservedJob {
+        let metrics = Arc::new(Metrics::new());
+        let catalog: Arc<dyn Catalog> = Arc::new(upcommit::catalog::ObservedCatalog::new(
+            self.catalog.clone(),
+            metrics.clone(),
+        ));
+        let settings = Settings::from_map(&self.env).expect("settings");
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(S3Store::connect(&settings.s3).await.expect("store"));
+        ObservedJob {
+            metrics,
+            catalog,
+            settings,
+            store,
         }
     }
 
@@ -811,6 +947,17 @@ impl TestApp {
         v
     }
 
+    /// HEAD of `key`, which must exist.
+    pub async fn head(&self, key: &str) -> aws_sdk_s3::operation::head_object::HeadObjectOutput {
+        self.s3
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("HEAD {key}: {e:?}"))
+    }
+
     pub async fn object_exists(&self, key: &str) -> bool {
         match self
             .s3
@@ -824,6 +971,18 @@ impl TestApp {
             Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => false,
             Err(e) => panic!("HEAD {key}: {e:?}"),
         }
+    }
+
+    /// The multipart uploads open in the bucket (started, neither completed nor aborted).
+    pub async fn open_multipart_uploads(&self) -> Vec<aws_sdk_s3::types::MultipartUpload> {
+        self.s3
+            .list_multipart_uploads()
+            .bucket(&self.bucket)
+            .send()
+            .await
+            .expect("ListMultipartUploads")
+            .uploads()
+            .to_vec()
     }
 
     /// Every current key in the bucket.
@@ -842,6 +1001,34 @@ impl TestApp {
             .collect();
         keys.sort();
         keys
+    }
+
+    /// Every current key outside `tmp/`: what commits, copies and imports left in the bucket.
+    pub async fn final_keys(&self) -> Vec<String> {
+        self.keys()
+            .await
+            .into_iter()
+            .filter(|k| !k.starts_with("tmp/"))
+            .collect()
+    }
+
+    /// Follows the file's download redirect as a browser would: asserts
+    /// `GET /v1/files/{id}/content` answers 302 and fetches its `Location`; returns the
+    /// `Location` and the store's answer.
+    pub async fn download(&self, id: &str, token: &str) -> (String, reqwest::Response) {
+        let resp = self
+            .get(&format!("/v1/files/{id}/content"), Some(token))
+            .await;
+        assert_eq!(resp.status(), 302);
+        let location = resp
+            .headers()
+            .get("location")
+            .expect("Location")
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        let got = self.http.get(&location).send().await.expect("download");
+        (location, got)
     }
 
     pub async fn get_object(&self, key: &str) -> Vec<u8> {
@@ -881,7 +1068,6 @@ impl TestApp {
     }
 }
 
-/// `{"error": {"code": …}}` of a response, with its status.
 /// The value of exactly `series` (name and labels as written) in a `/metrics` text.
 pub fn series_value(metrics: &str, series: &str) -> Option<f64> {
     metrics
@@ -889,6 +1075,17 @@ pub fn series_value(metrics: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// The sum of the counter `metric` over its series whose labels contain `labels` (e.g.
+/// `operation="HeadBucket"`; empty: every series), in a `/metrics` text.
+pub fn counter_sum(text: &str, metric: &str, labels: &str) -> f64 {
+    let prefix = format!("{metric}{{");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix) && l.contains(labels))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// `{"error": {"code": …}}` of a response, with its status.
 pub async fn error_code(resp: reqwest::Response) -> (u16, String) {
     let status = resp.status().as_u16();
     let v: Value = resp.json().await.unwrap_or(Value::Null);
@@ -901,6 +1098,28 @@ pub async fn error_code(resp: reqwest::Response) -> (u16, String) {
     )
 }
 
+/// A port nothing listens on now (bound, read and let go): for a server to take, or for a
+/// request that must find nobody there.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Serves `router` on a free loopback port for the rest of the test; its base URL.
+pub async fn serve(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{addr}")
+}
+
 /// Starts the real `upcommit serve` binary on the test's database and bucket, with extra
 /// environment and stderr going to `stderr`; waits until it answers. Returns the child and its
 /// base address.
@@ -909,12 +1128,20 @@ pub async fn server_process(
     extra: &[(&str, &str)],
     stderr: std::process::Stdio,
 ) -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+    let command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    server_process_from(app, command, extra, stderr).await
+}
+
+/// [`server_process`] from a command the caller has prepared (e.g. with variables of the test
+/// runner's own environment removed).
+pub async fn server_process_from(
+    app: &TestApp,
+    mut command: std::process::Command,
+    extra: &[(&str, &str)],
+    stderr: std::process::Stdio,
+) -> (std::process::Child, String) {
+    let port = free_port();
+    let mut child = command
         .arg("serve")
         .envs(&app.env)
         .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))

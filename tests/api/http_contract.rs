@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::{error_code, spawn_app, spawn_app_with, Spawn};
+use crate::helpers::{error_code, spawn_app};
 
 #[tokio::test]
 async fn health_and_readiness_answer() {
@@ -114,14 +114,7 @@ async fn openapi_paths_and_server_routes_agree() {
     documented.sort();
     // Every route the router declares, read from the source, so a new route cannot hide
     // from this test; the demo routes exist only when the demo (and its minting) is on.
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_DEMO", "true".to_owned()),
-            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
-        ],
-        ..Spawn::default()
-    })
-    .await;
+    let app = crate::demo::spawn_minting_demo().await;
     let token = app.token("alice");
     let routes = declared_routes();
     assert!(routes.len() >= 20, "found the routes: {routes:?}");

@@ -7,9 +7,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use upcommit::domain::ids::UploadId;
-use upcommit::domain::records::{Upload, UploadState};
+use upcommit::domain::records::UploadState;
 
-use crate::helpers::{error_code, spawn_app_with, Spawn, TestApp, TestDb};
+use crate::helpers::{error_code, png_upload, spawn_app_with, Spawn, TestApp, TestDb};
 
 pub(crate) const DAY: i64 = 86_400;
 
@@ -51,7 +51,11 @@ pub(crate) fn hygiene(app: &TestApp, at: Option<DateTime<Utc>>) -> Value {
     if let Some(at) = at {
         cmd.args(["--at", &at.to_rfc3339()]);
     }
-    let out = cmd.output().expect("run upcommit hygiene");
+    json_output(cmd.output().expect("run upcommit hygiene"))
+}
+
+/// The JSON report of a run that exited 0.
+fn json_output(out: std::process::Output) -> Value {
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -115,14 +119,7 @@ pub(crate) async fn head_class_and_tags(
     app: &TestApp,
     key: &str,
 ) -> (Option<String>, Vec<(String, String)>) {
-    let head = app
-        .s3
-        .head_object()
-        .bucket(&app.bucket)
-        .key(key)
-        .send()
-        .await
-        .expect("HEAD");
+    let head = app.head(key).await;
     if crate::helpers::gap_accepted("object_tags") {
         return (
             head.storage_class().map(|c| c.as_str().to_owned()),
@@ -304,27 +301,17 @@ async fn a_restored_file_is_not_flagged_again_within_the_grace_period() {
     );
 }
 
-/// Inserts another handle for `key` (a copy) in `status`, linked (in use); returns its id.
-async fn sibling(app: &TestApp, key: &str, status: &str) -> String {
-    let upload = Upload {
-        id: UploadId::generate(),
-        owner: "alice".into(),
-        profile: "image".into(),
-        content_type: "image/png".into(),
-        declared_size: 2000,
-        key: format!("tmp/2026/01/01/{}/copy.png", UploadId::generate()),
-        method: "PUT".into(),
-        state: UploadState::Committed,
-        final_key: None,
-        reject_code: None,
-        lease_token: None,
-        lease_until: None,
-        created_at: Utc::now(),
-        expires_at: Utc::now(),
-        commit_deadline: Utc::now(),
-        original_filename: None,
-        checksum: None,
-    };
+/// Inserts a committed upload and a handle of it for `key` in `status` straight into the
+/// catalog (2,000 bytes, alice's, no object uploaded); returns the handle's id.
+async fn insert_handle(app: &TestApp, key: &str, status: &str) -> String {
+    let tmp_key = format!("tmp/2026/01/01/{}/f.png", UploadId::generate());
+    let upload = png_upload(
+        UploadId::generate(),
+        "alice",
+        tmp_key,
+        2000,
+        UploadState::Committed,
+    );
     app.catalog.import_upload(&upload).await.expect("upload");
     let id = uuid::Uuid::new_v4().simple().to_string();
     let sql = "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status) \
@@ -349,7 +336,13 @@ async fn sibling(app: &TestApp, key: &str, status: &str) -> String {
             .await
             .map(|_| ()),
     }
-    .expect("sibling handle");
+    .expect("handle");
+    id
+}
+
+/// Inserts another handle for `key` (a copy) in `status`, linked (in use); returns its id.
+async fn sibling(app: &TestApp, key: &str, status: &str) -> String {
+    let id = insert_handle(app, key, status).await;
     let file = upcommit::domain::ids::FileId::parse(&id).expect("file id");
     app.catalog
         .put_link(&file, "album", "7", Utc::now())
@@ -394,7 +387,6 @@ async fn link_scans_resume_idempotently_and_never_flag_files_created_after_they_
     let app = spawn(DAY).await;
     let (seen, _) = file(&app, 300).await;
     let (unseen, _) = file(&app, 300).await;
-    let admin = app.admin_token("scanner");
 
     let not_admin = app
         .post_json("/v1/link-scans", Some(&app.token("alice")), &Value::Null)
@@ -403,54 +395,30 @@ async fn link_scans_resume_idempotently_and_never_flag_files_created_after_they_
         error_code(not_admin).await,
         (403, "admin_required".to_owned())
     );
-    let scan: Value = app
-        .post_json("/v1/link-scans", Some(&admin), &Value::Null)
-        .await
-        .json()
-        .await
-        .expect("scan");
-    let scan_id = scan["id"].as_str().expect("id").to_owned();
-    let batch = |n: u32, ids: Vec<String>| {
-        let url = format!("{}/v1/link-scans/{scan_id}/batches/{n}", app.address);
-        let (http, admin) = (app.http.clone(), admin.clone());
-        async move {
-            http.put(url)
-                .bearer_auth(admin)
-                .json(&serde_json::json!({ "file_ids": ids }))
-                .send()
-                .await
-                .expect("batch")
-        }
-    };
-    let first: Value = batch(0, vec![seen.clone()])
+    let scan_id = open_scan(&app).await;
+    let first: Value = put_batch(&app, &scan_id, 0, &[&seen])
         .await
         .json()
         .await
         .expect("JSON");
     assert_eq!(first["duplicate"], false);
     // The scanner crashed and sends batch 0 again: nothing is added twice.
-    let again: Value = batch(0, vec![seen.clone()])
+    let again: Value = put_batch(&app, &scan_id, 0, &[&seen])
         .await
         .json()
         .await
         .expect("JSON");
     assert_eq!(again["duplicate"], true);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM link_scan_seen").await, 1);
-    let bad = batch(1, vec!["not-an-id".into()]).await;
+    let bad = put_batch(&app, &scan_id, 1, &["not-an-id"]).await;
     assert_eq!(error_code(bad).await, (400, "invalid_request".to_owned()));
 
     // A file created after the scan began.
     let (late, _) = file(&app, 300).await;
-    let done = app
-        .post_json(
-            &format!("/v1/link-scans/{scan_id}/complete"),
-            Some(&admin),
-            &Value::Null,
-        )
-        .await;
+    let done = complete_scan(&app, &scan_id).await;
     assert_eq!(done.status(), 200);
     assert_eq!(
-        error_code(batch(2, vec![seen.clone()]).await).await,
+        error_code(put_batch(&app, &scan_id, 2, &[&seen]).await).await,
         (409, "link_scan_completed".to_owned())
     );
 
@@ -479,14 +447,10 @@ async fn links_are_for_the_owner_or_an_admin_and_validated() {
         error_code(put_link(&app, &app.token("alice"), &id, "post/a%2Fb").await).await,
         (400, "invalid_request".to_owned())
     );
-    let del = || {
-        app.http
-            .delete(format!("{}/v1/files/{id}/links/post/1", app.address))
-            .bearer_auth(app.token("alice"))
-            .send()
-    };
-    assert_eq!(del().await.expect("DELETE").status(), 204);
-    assert_eq!(del().await.expect("DELETE").status(), 204, "idempotent");
+    let (alice, link) = (app.token("alice"), format!("/v1/files/{id}/links/post/1"));
+    let del = || app.delete(&link, Some(&alice));
+    assert_eq!(del().await.status(), 204);
+    assert_eq!(del().await.status(), 204, "idempotent");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_links").await, 0);
 }
 
@@ -562,20 +526,14 @@ async fn reconcile_does_not_report_a_file_hygiene_deleted_on_purpose_as_missing(
     assert_eq!(body["summary"]["matched"], 1, "{body}");
 
     // A live handle whose object is lost still is.
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&kept_key)
-        .send()
-        .await
-        .expect("lose an object");
+    app.lose_object(&kept_key).await;
     let (code, body) = reconcile(&app);
     assert_eq!(code, 5, "{body}");
     assert_eq!(body["summary"]["missing"], 1, "{body}");
 }
 
-/// `upcommit hygiene --at` started in the background, holding at pause point `point` until
-/// released.
+/// `upcommit hygiene --at` (or another command) started in the background, holding at pause
+/// point `point` until released.
 pub(crate) struct Paused {
     child: std::process::Child,
     gate: std::path::PathBuf,
@@ -599,7 +557,7 @@ impl Paused {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .expect("start upcommit hygiene");
+            .expect("start upcommit");
         let mut paused = Self { child, gate };
         let reached = paused.gate.with_extension("reached");
         for _ in 0..1500 {
@@ -613,6 +571,11 @@ impl Paused {
         panic!("{args:?} never reached {point}");
     }
 
+    /// The process id of the run.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Ends the run where it holds, as a crash would.
     pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
@@ -620,20 +583,18 @@ impl Paused {
         let _ = std::fs::remove_file(self.gate.with_extension("reached"));
     }
 
-    /// Lets the run go on and returns its JSON output.
+    /// Lets the run go on and returns its JSON output (asserting it exits 0).
     pub(crate) fn release(self) -> Value {
+        json_output(self.finish())
+    }
+
+    /// Lets the run go on and returns its output, however it ended.
+    pub(crate) fn finish(self) -> std::process::Output {
         std::fs::write(&self.gate, b"go").expect("open the gate");
-        let out = self.child.wait_with_output().expect("hygiene ends");
+        let out = self.child.wait_with_output().expect("the run ends");
         let _ = std::fs::remove_file(&self.gate);
         let _ = std::fs::remove_file(self.gate.with_extension("reached"));
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("JSON")
+        out
     }
 }
 
@@ -698,10 +659,7 @@ async fn a_restore_while_archival_holds_the_file_answers_file_busy_and_never_los
     assert_eq!(again.status(), 200);
     assert_eq!(status(&app, &id).await, "available");
     let (class, tags) = head_class_and_tags(&app, &key).await;
-    assert!(
-        class.is_none() || class.as_deref() == Some("STANDARD"),
-        "{class:?}"
-    );
+    assert!(standard(class.as_deref()), "{class:?}");
     assert!(tags.is_empty());
 }
 
@@ -772,34 +730,36 @@ async fn a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_lin
     );
 }
 
-/// Runs one statement on the test's database (ids are formatted in: they are hex).
-async fn exec(app: &TestApp, sql: &str) {
-    match &app.db {
-        TestDb::Sqlite(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
-        TestDb::Postgres(p) => sqlx::query(sql).execute(p).await.map(|_| ()),
-    }
-    .expect(sql);
-}
-
-/// An open link scan that has seen exactly `files` (one batch); returns its id.
-pub(crate) async fn scan_seeing(app: &TestApp, files: &[&str]) -> String {
-    let admin = app.admin_token("scanner");
+/// Opens a link scan (as the admin `scanner`); returns its id.
+async fn open_scan(app: &TestApp) -> String {
     let scan: Value = app
-        .post_json("/v1/link-scans", Some(&admin), &Value::Null)
+        .post_json(
+            "/v1/link-scans",
+            Some(&app.admin_token("scanner")),
+            &Value::Null,
+        )
         .await
         .json()
         .await
         .expect("scan");
-    let id = scan["id"].as_str().expect("id").to_owned();
-    let batch = app
-        .http
-        .put(format!("{}/v1/link-scans/{id}/batches/0", app.address))
-        .bearer_auth(&admin)
+    scan["id"].as_str().expect("id").to_owned()
+}
+
+/// `PUT /v1/link-scans/{id}/batches/{n}` of `files`, answered as it is.
+async fn put_batch(app: &TestApp, id: &str, n: u32, files: &[&str]) -> reqwest::Response {
+    app.http
+        .put(format!("{}/v1/link-scans/{id}/batches/{n}", app.address))
+        .bearer_auth(app.admin_token("scanner"))
         .json(&serde_json::json!({ "file_ids": files }))
         .send()
         .await
-        .expect("batch");
-    assert_eq!(batch.status(), 200);
+        .expect("batch")
+}
+
+/// An open link scan that has seen exactly `files` (one batch); returns its id.
+pub(crate) async fn scan_seeing(app: &TestApp, files: &[&str]) -> String {
+    let id = open_scan(app).await;
+    assert_eq!(put_batch(app, &id, 0, files).await.status(), 200);
     id
 }
 
@@ -1054,18 +1014,12 @@ async fn restoring_a_copy_while_another_handle_of_its_key_is_deleted_answers_fil
     let (a, key) = file(&app, 300).await;
     let (b, b_key) = file(&app, 300).await;
     // B becomes a copy of A: one key, two handles.
-    exec(
-        &app,
-        &format!("UPDATE file_handles SET key = '{key}' WHERE id = '{b}'"),
-    )
-    .await;
-    app.s3
-        .delete_object()
-        .bucket(&app.bucket)
-        .key(&b_key)
-        .send()
-        .await
-        .expect("drop B's own object");
+    app.db
+        .execute(&format!(
+            "UPDATE file_handles SET key = '{key}' WHERE id = '{b}'"
+        ))
+        .await;
+    app.lose_object(&b_key).await;
     hygiene(&app, Some(in_days(2)));
     let run = hygiene(&app, Some(in_days(3) + chrono::Duration::seconds(5)));
     assert_eq!(run["summary"]["archived"], 2, "{run}");
@@ -1073,11 +1027,11 @@ async fn restoring_a_copy_while_another_handle_of_its_key_is_deleted_answers_fil
     let other = if a < b { b.clone() } else { a.clone() };
     // The copy's profile no longer tracks links, so no stage of its own will ever delete it:
     // the deletion of the key must settle it too.
-    exec(
-        &app,
-        &format!("UPDATE file_handles SET profile = 'recording' WHERE id = '{other}'"),
-    )
-    .await;
+    app.db
+        .execute(&format!(
+            "UPDATE file_handles SET profile = 'recording' WHERE id = '{other}'"
+        ))
+        .await;
     let paused = Paused::start(&app, in_days(6), "hygiene_delete_claimed").await;
     assert_eq!(
         error_code(restore(&app, &other).await).await,
@@ -1105,49 +1059,8 @@ async fn restoring_a_copy_while_another_handle_of_its_key_is_deleted_answers_fil
 /// (detection touches no object, so none is uploaded).
 async fn unused_handles(app: &TestApp, n: usize) {
     for _ in 0..n {
-        let upload = Upload {
-            id: UploadId::generate(),
-            owner: "alice".into(),
-            profile: "image".into(),
-            content_type: "image/png".into(),
-            declared_size: 2000,
-            key: format!("tmp/2026/01/01/{}/f.png", UploadId::generate()),
-            method: "PUT".into(),
-            state: UploadState::Committed,
-            final_key: None,
-            reject_code: None,
-            lease_token: None,
-            lease_until: None,
-            created_at: Utc::now(),
-            expires_at: Utc::now(),
-            commit_deadline: Utc::now(),
-            original_filename: None,
-            checksum: None,
-        };
-        app.catalog.import_upload(&upload).await.expect("upload");
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let sql = "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status) \
-                   VALUES ($1, $2, $3, 2000, 'image/png', '\"x\"', 'image', 'alice', $4, 'available')";
-        let key = format!("media/images/{id}/f.png");
-        match &app.db {
-            TestDb::Sqlite(p) => sqlx::query(sql)
-                .bind(&id)
-                .bind(upload.id.as_str())
-                .bind(&key)
-                .bind(Utc::now())
-                .execute(p)
-                .await
-                .map(|_| ()),
-            TestDb::Postgres(p) => sqlx::query(sql)
-                .bind(&id)
-                .bind(upload.id.as_str())
-                .bind(&key)
-                .bind(Utc::now())
-                .execute(p)
-                .await
-                .map(|_| ()),
-        }
-        .expect("handle");
+        let key = format!("media/images/{}/f.png", uuid::Uuid::new_v4().simple());
+        insert_handle(app, &key, "available").await;
     }
 }
 
@@ -1155,35 +1068,24 @@ async fn unused_handles(app: &TestApp, n: usize) {
 async fn a_run_writes_its_report_a_page_at_a_time_not_all_at_the_end() {
     let app = spawn(DAY).await;
     unused_handles(&app, 450).await;
-    let metrics = std::sync::Arc::new(upcommit::metrics::Metrics::new());
-    let catalog: std::sync::Arc<dyn upcommit::catalog::Catalog> = std::sync::Arc::new(
-        upcommit::catalog::ObservedCatalog::new(app.catalog.clone(), metrics.clone()),
-    );
-    let settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
-    let store: std::sync::Arc<dyn upcommit::storage::ObjectStore> = std::sync::Arc::new(
-        upcommit::storage::S3Store::connect(&settings.s3)
-            .await
-            .expect("store"),
-    );
+    let job = app.observed_job().await;
 
-    let outcome = upcommit::services::hygiene::run(&catalog, &store, &settings, false, in_days(2))
-        .await
-        .expect("hygiene");
+    let outcome = upcommit::services::hygiene::run(
+        &job.catalog,
+        &job.store,
+        &job.settings,
+        false,
+        in_days(2),
+    )
+    .await
+    .expect("hygiene");
     let upcommit::services::hygiene::HygieneOutcome::Ran { run, summary } = outcome else {
         panic!("busy");
     };
 
     assert_eq!(summary.unlinked, 450);
     // Three pages of candidates (200 a page): their items went to the report page by page.
-    let mut text = String::new();
-    metrics.render(&mut text);
-    let writes: f64 = text
-        .lines()
-        .filter(|l| {
-            l.starts_with("upcommit_db_query_duration_seconds_count{operation=\"add_job_items\",")
-        })
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum();
+    let writes = job.catalog_calls("add_job_items");
     assert!(writes >= 3.0, "{writes} writes of the report's items");
     let stored = app
         .db

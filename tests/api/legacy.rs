@@ -4,7 +4,7 @@ use chrono::{Duration, Utc};
 use upcommit::domain::ids::UploadId;
 use upcommit::domain::records::{Upload, UploadState};
 
-use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{error_code, media, png_upload, spawn_app_with, Spawn, TestApp};
 
 async fn legacy_upload(app: &TestApp, owner: &str) -> (UploadId, String) {
     let id = UploadId::generate();
@@ -12,23 +12,10 @@ async fn legacy_upload(app: &TestApp, owner: &str) -> (UploadId, String) {
     let now = Utc::now();
     app.catalog
         .import_upload(&Upload {
-            id: id.clone(),
-            owner: owner.into(),
-            profile: "image".into(),
-            content_type: "image/png".into(),
-            declared_size: 333,
-            key: key.clone(),
-            method: "PUT".into(),
-            state: UploadState::Issued,
-            final_key: None,
-            reject_code: None,
-            lease_token: None,
-            lease_until: None,
             created_at: now,
             expires_at: now + Duration::minutes(15),
             commit_deadline: now + Duration::days(1),
-            original_filename: None,
-            checksum: None,
+            ..png_upload(id.clone(), owner, key.clone(), 333, UploadState::Issued)
         })
         .await
         .expect("import legacy upload");

@@ -46,9 +46,42 @@ fn cli(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> Run {
 }
 
 fn by_pattern(app: &TestApp, extra: &[&str]) -> Run {
+    by_pattern_with(app, extra, &[])
+}
+
+/// [`by_pattern`] with `env` added to the server's environment.
+fn by_pattern_with(app: &TestApp, extra: &[&str], env: &[(&str, &str)]) -> Run {
     let mut args = vec!["--owner-pattern", PATTERN, "--profile", "image"];
     args.extend_from_slice(extra);
-    cli(app, &args, &[])
+    cli(app, &args, env)
+}
+
+/// The text report (no `--json`) of `upcommit legacy import <args>`.
+fn text_report(app: &TestApp, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["legacy", "import"])
+        .args(args)
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit legacy import");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes a 40-byte PNG at each of `keys` with a raw S3 PUT, as the uploader before `tmp/` did.
+async fn legacy_pngs(app: &TestApp, keys: &[&str]) {
+    for k in keys {
+        app.put_object(k, media("image/png", 40), "image/png").await;
+    }
+}
+
+/// An owners CSV holding `text`, in a directory that lives as long as the guard; (guard, path).
+fn owners_csv(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("owners.csv");
+    std::fs::write(&csv, text).expect("csv");
+    let path = csv.to_str().expect("utf-8").to_owned();
+    (dir, path)
 }
 
 fn keys(body: &Value, action: &str) -> BTreeSet<String> {
@@ -86,12 +119,10 @@ async fn handles(app: &TestApp) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_lists_what_it_would_import_skip_and_refuse_and_changes_nothing() {
     let app = legacy_app(&[]).await;
-    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
-        .await;
+    legacy_pngs(&app, &["uploads/alice/a.png"]).await;
     app.put_object("uploads/bob/b.jpg", media("image/jpeg", 50), "image/jpeg")
         .await;
-    app.put_object("uploads/loose.png", media("image/png", 40), "image/png")
-        .await;
+    legacy_pngs(&app, &["uploads/loose.png"]).await;
     app.put_object("uploads/carol/notes.txt", b"hello".to_vec(), "text/plain")
         .await;
     let before = app.keys().await;
@@ -121,20 +152,7 @@ async fn a_dry_run_lists_what_it_would_import_skip_and_refuse_and_changes_nothin
         "{}",
         explicit.stderr
     );
-    let text = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args([
-            "legacy",
-            "import",
-            "--owner-pattern",
-            PATTERN,
-            "--profile",
-            "image",
-        ])
-        .envs(&app.env)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run upcommit legacy import");
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = text_report(&app, &["--owner-pattern", PATTERN, "--profile", "image"]);
     assert!(
         text.contains("(dry run: nothing changed; --yes imports)"),
         "{text}"
@@ -190,18 +208,7 @@ async fn an_import_commits_each_key_in_place_for_its_owner_uncharged_and_a_rerun
         .strings("SELECT id FROM file_handles WHERE created_by = 'alice'")
         .await
         .remove(0);
-    let resp = app
-        .get(
-            &format!("/v1/files/{id}/content"),
-            Some(&app.token("alice")),
-        )
-        .await;
-    assert_eq!(resp.status(), 302);
-    let location = resp.headers()["location"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let body = app.http.get(&location).send().await.expect("download");
+    let (_, body) = app.download(&id, &app.token("alice")).await;
     assert_eq!(body.bytes().await.expect("bytes").to_vec(), png);
     assert_eq!(
         error_code(
@@ -240,8 +247,7 @@ async fn an_object_the_checks_refuse_is_reported_with_the_code_and_left_untouche
         "image/png",
     )
     .await;
-    app.put_object("uploads/alice/ok.png", media("image/png", 40), "image/png")
-        .await;
+    legacy_pngs(&app, &["uploads/alice/ok.png"]).await;
     // The operator's profile allows images up to 1,000 bytes.
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("upcommit.toml");
@@ -252,11 +258,7 @@ async fn an_object_the_checks_refuse_is_reported_with_the_code_and_left_untouche
     .expect("config");
     let config = config.to_str().expect("utf-8").to_owned();
 
-    let run = cli(
-        &app,
-        &["--owner-pattern", PATTERN, "--profile", "image", "--yes"],
-        &[("UPCOMMIT_CONFIG", &config)],
-    );
+    let run = by_pattern_with(&app, &["--yes"], &[("UPCOMMIT_CONFIG", &config)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let s = &run.body["summary"];
     assert_eq!(s["committed"], 1, "{s}");
@@ -296,14 +298,16 @@ async fn an_object_the_checks_refuse_is_reported_with_the_code_and_left_untouche
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_outside_the_legacy_prefixes_or_under_tmp_are_never_imported() {
     let app = legacy_app(&[]).await;
-    for k in [
-        "media/images/x/stray.png",
-        "tmp/2026/11/01/0000000000000000000000000a/x.png",
-        "other/alice/x.png",
-        "uploads/alice/in.png",
-    ] {
-        app.put_object(k, media("image/png", 40), "image/png").await;
-    }
+    legacy_pngs(
+        &app,
+        &[
+            "media/images/x/stray.png",
+            "tmp/2026/11/01/0000000000000000000000000a/x.png",
+            "other/alice/x.png",
+            "uploads/alice/in.png",
+        ],
+    )
+    .await;
     // A --prefix outside the legacy prefixes is refused up front.
     let run = by_pattern(&app, &["--prefix", "other/", "--yes"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
@@ -314,18 +318,10 @@ async fn keys_outside_the_legacy_prefixes_or_under_tmp_are_never_imported() {
     );
 
     // A CSV that names them does not make them eligible.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let csv = dir.path().join("owners.csv");
-    std::fs::write(
-        &csv,
+    let (_dir, csv) = owners_csv(
         "key,owner,profile\nmedia/images/x/stray.png,alice,image\ntmp/2026/11/01/0000000000000000000000000a/x.png,alice,image\nother/alice/x.png,alice,image\nuploads/alice/in.png,alice,image\n",
-    )
-    .expect("csv");
-    let run = cli(
-        &app,
-        &["--owners", csv.to_str().expect("utf-8"), "--yes"],
-        &[],
     );
+    let run = cli(&app, &["--owners", &csv, "--yes"], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
         keys(&run.body, "refused"),
@@ -358,10 +354,7 @@ async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
         };
         app.put_object(k, bytes, ct).await;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let csv = dir.path().join("owners.csv");
-    std::fs::write(
-        &csv,
+    let (_dir, path) = owners_csv(
         "\u{feff}key,owner,profile\r\n\
          uploads/a/1.png,alice\r\n\
          \"uploads/b/2.mp3\",bob,recording\n\
@@ -370,9 +363,7 @@ async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
          uploads/e/5.png,erin\n\
          uploads/e/5.png,eve\n\
          uploads/z/0.png\n",
-    )
-    .expect("csv");
-    let path = csv.to_str().expect("utf-8").to_owned();
+    );
 
     let run = cli(
         &app,
@@ -401,7 +392,7 @@ async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 2);
 
     // Without its header the file is not read at all.
-    std::fs::write(&csv, "uploads/c/3.png,carol\n").expect("csv");
+    std::fs::write(&path, "uploads/c/3.png,carol\n").expect("csv");
     let run = cli(
         &app,
         &["--owners", &path, "--profile", "image", "--yes"],
@@ -414,8 +405,7 @@ async fn a_csv_maps_owners_and_its_bad_rows_are_refused_never_guessed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_commit_records_uploads_that_a_later_run_commits() {
     let app = legacy_app(&[]).await;
-    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
-        .await;
+    legacy_pngs(&app, &["uploads/alice/a.png"]).await;
     let run = by_pattern(&app, &["--yes", "--no-commit"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.body["summary"]["imported"], 1, "{}", run.body);
@@ -431,6 +421,15 @@ async fn no_commit_records_uploads_that_a_later_run_commits() {
     assert_eq!(run.body["summary"]["committed"], 1, "{}", run.body);
     assert_eq!(handles(&app).await, vec!["uploads/alice/a.png alice"]);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 1);
+}
+
+/// `legacy import --json` by pattern with `--yes` and `extra`, started in the background and
+/// holding at its first checkpoint (100 keys judged) until released.
+async fn paused_at_checkpoint(app: &TestApp, extra: &[&str]) -> crate::hygiene::Paused {
+    let mut args = vec!["legacy", "import", "--json", "--owner-pattern", PATTERN];
+    args.extend(["--profile", "image", "--yes"]);
+    args.extend_from_slice(extra);
+    crate::hygiene::Paused::start_with(app, &args, "legacy_import_checkpoint").await
 }
 
 /// More keys than one checkpoint holds.
@@ -451,9 +450,9 @@ async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once()
     let all = many_keys(&app, 130).await;
 
     // Killed (SIGKILL) right after its first checkpoint: 100 keys judged.
-    let crashed = cli(
+    let crashed = by_pattern_with(
         &app,
-        &["--owner-pattern", PATTERN, "--profile", "image", "--yes"],
+        &["--yes"],
         &[("UPCOMMIT_CRASH_AT", "legacy_import_checkpoint")],
     );
     assert_ne!(crashed.code, 0, "{}", crashed.stderr);
@@ -496,30 +495,8 @@ async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once()
 async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
     let app = legacy_app(&[]).await;
     many_keys(&app, 120).await;
-    let gate =
-        std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
-    let first = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args(["legacy", "import", "--json", "--owner-pattern", PATTERN])
-        .args(["--profile", "image", "--yes"])
-        .envs(&app.env)
-        .env("RUST_LOG", "warn")
-        .env("UPCOMMIT_PAUSE_AT", "legacy_import_checkpoint")
-        .env("UPCOMMIT_PAUSE_GATE", &gate)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the first run");
-    let reached = gate.with_extension("reached");
-    for _ in 0..1500 {
-        if reached.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        reached.exists(),
-        "the first run never reached its checkpoint"
-    );
+    // The first run holds at its checkpoint.
+    let first = paused_at_checkpoint(&app, &[]).await;
 
     let second = by_pattern(&app, &["--yes"]);
     assert_eq!(second.code, 4, "{}", second.stderr);
@@ -531,10 +508,7 @@ async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
     // A dry run reads only: it runs beside.
     assert_eq!(by_pattern(&app, &[]).code, 0);
 
-    std::fs::write(&gate, b"go").expect("open the gate");
-    let out = first.wait_with_output().expect("first run ends");
-    let _ = std::fs::remove_file(&gate);
-    let _ = std::fs::remove_file(&reached);
+    let out = first.finish();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -547,9 +521,7 @@ async fn a_second_run_is_refused_while_the_first_holds_the_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
     let app = legacy_app(&[]).await;
-    for k in ["uploads/alice/a.png", "uploads/bob/b.png"] {
-        app.put_object(k, media("image/png", 40), "image/png").await;
-    }
+    legacy_pngs(&app, &["uploads/alice/a.png", "uploads/bob/b.png"]).await;
     let old = "2026-01-01T00:00:00.000Z";
     // In byte order, as S3 Inventory writes them; one key the bucket no longer holds. The
     // import never reads when the inventory was taken, so a manifest that says it oddly is no
@@ -589,13 +561,15 @@ async fn an_inventory_run_imports_only_what_lies_under_its_prefix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_run_reads_spaces_and_plus_signs_in_keys_as_s3_encodes_them() {
     let app = legacy_app(&[]).await;
-    for k in [
-        "uploads/alice/a+b.png",
-        "uploads/alice/my photo.png",
-        "uploads/alice/x y.png",
-    ] {
-        app.put_object(k, media("image/png", 40), "image/png").await;
-    }
+    legacy_pngs(
+        &app,
+        &[
+            "uploads/alice/a+b.png",
+            "uploads/alice/my photo.png",
+            "uploads/alice/x y.png",
+        ],
+    )
+    .await;
     let old = "2026-01-01T00:00:00.000Z";
     let url = crate::reconcile::inventory(
         &app,
@@ -669,9 +643,7 @@ async fn stopped_run_with(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_run_over_the_same_keys_is_resumed_and_one_over_others_is_not() {
     let app = legacy_app(&[]).await;
-    for k in ["uploads/alice/a.png", "uploads/zed/z.png"] {
-        app.put_object(k, media("image/png", 40), "image/png").await;
-    }
+    legacy_pngs(&app, &["uploads/alice/a.png", "uploads/zed/z.png"]).await;
     let stopped = stopped_run(&app, "uploads/m", r#"["uploads/"]"#).await;
 
     // Over alice's keys only: the stopped run's checkpoint would skip them all.
@@ -722,8 +694,7 @@ async fn a_temporary_profile_is_never_imported_in_place() {
         ..Spawn::default()
     })
     .await;
-    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
-        .await;
+    legacy_pngs(&app, &["uploads/alice/a.png"]).await;
     let before = app.keys().await;
 
     let run = cli(
@@ -766,9 +737,11 @@ async fn update_at(app: &TestApp, sql: &str, at: chrono::DateTime<chrono::Utc>, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_out_of_byte_order_or_with_a_key_twice_is_refused_before_it_imports() {
     let app = legacy_app(&[]).await;
-    for k in ["uploads/a/1.png", "uploads/b/1.png", "uploads/c/1.png"] {
-        app.put_object(k, media("image/png", 40), "image/png").await;
-    }
+    legacy_pngs(
+        &app,
+        &["uploads/a/1.png", "uploads/b/1.png", "uploads/c/1.png"],
+    )
+    .await;
     let old = "2026-01-01T00:00:00.000Z";
     // Two inventory files the wrong way round: b, c, then a. Before the fix a dry run accepted
     // it, and a resume after a checkpoint in "b" skipped "a" as judged.
@@ -823,8 +796,6 @@ async fn an_inventory_out_of_byte_order_or_with_a_key_twice_is_refused_before_it
 async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged_again() {
     let app = legacy_app(&[("UPCOMMIT_JOB_LEASE_SECS", "2")]).await;
     let all = many_keys(&app, 130).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let csv = dir.path().join("owners.csv");
     let table = |all_users: bool| {
         let mut text = "key,owner\n".to_owned();
         for (i, k) in all.iter().enumerate() {
@@ -834,8 +805,7 @@ async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged
         }
         text
     };
-    std::fs::write(&csv, table(false)).expect("csv");
-    let path = csv.to_str().expect("utf-8").to_owned();
+    let (_dir, path) = owners_csv(&table(false));
     let args = ["--owners", path.as_str(), "--profile", "image", "--yes"];
     let crashed = cli(
         &app,
@@ -848,7 +818,7 @@ async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // The same path, other content (every key mapped): not the stopped run's options.
-    std::fs::write(&csv, table(true)).expect("csv");
+    std::fs::write(&path, table(true)).expect("csv");
     let run = cli(&app, &args, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let s = &run.body["summary"];
@@ -877,20 +847,17 @@ async fn a_crashed_run_under_other_owners_is_not_resumed_and_every_key_is_judged
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owners_csv_row_whose_quote_is_left_open_is_refused_never_read_across_lines() {
     let app = legacy_app(&[]).await;
-    for k in ["uploads/x/k5.png", "uploads/x/k6.png", "uploads/x/k7.png"] {
-        app.put_object(k, media("image/png", 40), "image/png").await;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let csv = dir.path().join("owners.csv");
-    std::fs::write(
-        &csv,
+    legacy_pngs(
+        &app,
+        &["uploads/x/k5.png", "uploads/x/k6.png", "uploads/x/k7.png"],
+    )
+    .await;
+    let (_dir, path) = owners_csv(
         "key,owner\n\
          uploads/x/k5.png,\"dave\nsomething else\",more\n\
          uploads/x/k6.png,\"erin\n\
          uploads/x/k7.png,\"frank\"\n",
-    )
-    .expect("csv");
-    let path = csv.to_str().expect("utf-8").to_owned();
+    );
     let run = cli(&app, &["--owners", &path, "--profile", "image"], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
@@ -919,37 +886,14 @@ async fn ctrl_c_checkpoints_and_gives_the_lease_back_so_a_rerun_resumes_at_once(
     // The default lease (300 s): a rerun that had to wait for it would exit 4.
     let app = legacy_app(&[]).await;
     many_keys(&app, 120).await;
-    let gate =
-        std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
-    let first = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args(["legacy", "import", "--json", "--owner-pattern", PATTERN])
-        .args(["--profile", "image", "--yes", "--concurrency", "1"])
-        .envs(&app.env)
-        .env("RUST_LOG", "warn")
-        .env("UPCOMMIT_PAUSE_AT", "legacy_import_checkpoint")
-        .env("UPCOMMIT_PAUSE_GATE", &gate)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the run");
-    let reached = gate.with_extension("reached");
-    for _ in 0..1500 {
-        if reached.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(reached.exists(), "the run never reached its checkpoint");
+    let first = paused_at_checkpoint(&app, &["--concurrency", "1"]).await;
     let sent = Command::new("kill")
         .args(["-INT", &first.id().to_string()])
         .status()
         .expect("kill -INT");
     assert!(sent.success());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    std::fs::write(&gate, b"go").expect("open the gate");
-    let out = first.wait_with_output().expect("the run ends");
-    let _ = std::fs::remove_file(&gate);
-    let _ = std::fs::remove_file(&reached);
+    let out = first.finish();
     assert_eq!(
         out.status.code(),
         Some(130),
@@ -969,9 +913,7 @@ async fn ctrl_c_checkpoints_and_gives_the_lease_back_so_a_rerun_resumes_at_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_left_to_retry() {
     let app = legacy_app(&[]).await;
-    for k in ["uploads/alice/cut.png", "uploads/bob/live.png"] {
-        app.put_object(k, media("image/png", 40), "image/png").await;
-    }
+    legacy_pngs(&app, &["uploads/alice/cut.png", "uploads/bob/live.png"]).await;
     let run = by_pattern(&app, &["--yes", "--no-commit"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     // As a run killed mid-commit leaves them: `promoting`, the final key held, no handle; one
@@ -991,11 +933,7 @@ async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_lef
     );
 
     // The commit waits for a live lease at most until the request timeout (less 2 s).
-    let run = cli(
-        &app,
-        &["--owner-pattern", PATTERN, "--profile", "image", "--yes"],
-        &[("UPCOMMIT_REQUEST_TIMEOUT_SECS", "3")],
-    );
+    let run = by_pattern_with(&app, &["--yes"], &[("UPCOMMIT_REQUEST_TIMEOUT_SECS", "3")]);
     assert_eq!(
         run.code, 1,
         "a key to retry is not a finished import: {}",
@@ -1029,8 +967,7 @@ async fn a_commit_a_kill_cut_off_is_committed_by_the_rerun_and_a_live_one_is_lef
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_no_commit_import_past_its_commit_deadline_is_still_committed_by_a_rerun() {
     let app = legacy_app(&[]).await;
-    app.put_object("uploads/alice/a.png", media("image/png", 40), "image/png")
-        .await;
+    legacy_pngs(&app, &["uploads/alice/a.png"]).await;
     let run = by_pattern(&app, &["--yes", "--no-commit"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     // Months later: the deadline an import records is long past.
@@ -1061,14 +998,17 @@ async fn the_text_report_escapes_control_characters_in_keys() {
         ],
     )
     .await;
-    let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
-        .args(["legacy", "import", "--owner-pattern", PATTERN])
-        .args(["--profile", "image", "--inventory", &url])
-        .envs(&app.env)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run upcommit legacy import");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = text_report(
+        &app,
+        &[
+            "--owner-pattern",
+            PATTERN,
+            "--profile",
+            "image",
+            "--inventory",
+            &url,
+        ],
+    );
     assert!(text.contains("uploads/alice/a\\u{1b}[2Jb.png"), "{text}");
     assert!(text.contains("uploads/bob/x\\u{a}  committed"), "{text}");
     assert!(!text.contains('\u{1b}'), "{text}");

@@ -146,15 +146,19 @@ pub(crate) fn sorted(mut parts: Vec<(usize, String)>) -> Vec<(usize, String)> {
     parts
 }
 
-async fn open_multipart_uploads(app: &TestApp) -> usize {
-    app.s3
-        .list_multipart_uploads()
-        .bucket(&app.bucket)
-        .send()
-        .await
-        .expect("ListMultipartUploads")
-        .uploads()
-        .len()
+/// (part number, ETag) of each part in a `GET /v1/uploads/{id}/parts` answer.
+fn listed_parts(listing: &Value) -> Vec<(usize, String)> {
+    listing["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .map(|p| {
+            (
+                p["part_number"].as_u64().expect("n") as usize,
+                p["etag"].as_str().expect("etag").to_owned(),
+            )
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -207,7 +211,7 @@ async fn a_three_part_upload_sent_out_of_order_in_parallel_is_completed_and_comm
         !app.object_exists(s.key()).await,
         "tmp object removed once the session expired"
     );
-    assert_eq!(open_multipart_uploads(&app).await, 0);
+    assert_eq!(app.open_multipart_uploads().await.len(), 0);
 }
 
 #[tokio::test]
@@ -236,17 +240,7 @@ async fn a_client_that_lost_its_state_resumes_from_the_part_listing() {
         .expect("JSON");
     assert_eq!(all["part_count"], 3);
     assert!(all.get("next_after").is_none());
-    let mut known: Vec<(usize, String)> = all["parts"]
-        .as_array()
-        .expect("parts")
-        .iter()
-        .map(|p| {
-            (
-                p["part_number"].as_u64().expect("n") as usize,
-                p["etag"].as_str().expect("etag").to_owned(),
-            )
-        })
-        .collect();
+    let mut known = listed_parts(&all);
     assert_eq!(known.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1, 2]);
     assert_eq!(
         app.db.count("SELECT COUNT(*) FROM upload_parts").await,
@@ -414,7 +408,7 @@ async fn an_aborted_upload_is_gone_from_s3_and_answers_clearly() {
     let token = app.token("alice");
     let s = start(&app, &token, TOTAL).await;
     upload_parts(&app, &token, &s, &[1]).await;
-    assert_eq!(open_multipart_uploads(&app).await, 1);
+    assert_eq!(app.open_multipart_uploads().await.len(), 1);
 
     let delete = |t: String| {
         let url = format!("{}/v1/uploads/{}", app.address, s.id());
@@ -429,7 +423,7 @@ async fn an_aborted_upload_is_gone_from_s3_and_answers_clearly() {
     };
     assert_eq!(delete(token.clone()).await.status(), 204);
     assert_eq!(delete(token.clone()).await.status(), 204, "idempotent");
-    assert_eq!(open_multipart_uploads(&app).await, 0);
+    assert_eq!(app.open_multipart_uploads().await.len(), 0);
     assert_eq!(
         error_code(app.commit(&token, s.key(), None).await).await,
         (410, "upload_aborted".to_owned())
@@ -595,14 +589,7 @@ async fn objects_over_the_single_copy_limit_are_promoted_by_a_multipart_copy() {
         media("image/png", TOTAL),
         "byte-for-byte"
     );
-    let head = app
-        .s3
-        .head_object()
-        .bucket(&app.bucket)
-        .key(key)
-        .send()
-        .await
-        .expect("HEAD");
+    let head = app.head(key).await;
     assert_eq!(head.content_type(), Some("image/png"));
     assert_eq!(
         head.metadata().and_then(|m| m.get("upcommit-upload-id")),
@@ -610,7 +597,7 @@ async fn objects_over_the_single_copy_limit_are_promoted_by_a_multipart_copy() {
     );
     app.sweep_after_urls_expire().await;
     assert!(!app.object_exists(&p.key).await);
-    assert_eq!(open_multipart_uploads(&app).await, 0);
+    assert_eq!(app.open_multipart_uploads().await.len(), 0);
 }
 
 #[tokio::test]
@@ -625,7 +612,7 @@ async fn a_failure_in_the_middle_of_a_multipart_copy_leaves_no_multipart_upload_
         error_code(app.commit(&token, &p.key, None).await).await,
         (503, "service_unavailable".to_owned())
     );
-    assert_eq!(open_multipart_uploads(&app).await, 0, "aborted");
+    assert_eq!(app.open_multipart_uploads().await.len(), 0, "aborted");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
     assert!(app.object_exists(&p.key).await, "the tmp object is intact");
     assert_eq!(
@@ -646,7 +633,7 @@ async fn a_failure_in_the_middle_of_a_multipart_copy_leaves_no_multipart_upload_
         app.get_object(handle["key"].as_str().expect("key")).await,
         media("image/png", TOTAL)
     );
-    assert_eq!(open_multipart_uploads(&app).await, 0);
+    assert_eq!(app.open_multipart_uploads().await.len(), 0);
 }
 
 /// F18: CompleteMultipartUpload completes but the answer is lost; the retry meets NoSuchUpload,
@@ -680,22 +667,11 @@ async fn s3_completions(app: &TestApp) -> f64 {
 
 /// The same, of the server at `base`.
 async fn s3_completions_at(app: &TestApp, base: &str) -> f64 {
-    let text = app
-        .http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| {
-            l.starts_with("upcommit_s3_request_duration_seconds_count{")
-                && l.contains("operation=\"CompleteMultipartUpload\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    crate::helpers::counter_sum(
+        &app.metrics_text_at(base).await,
+        "upcommit_s3_request_duration_seconds_count",
+        "operation=\"CompleteMultipartUpload\"",
+    )
 }
 
 /// Issue 12, defect 12: a client that retries a completion that timed out (what docs/api.md
@@ -722,14 +698,7 @@ async fn two_concurrent_completions_reach_s3_once_and_the_object_commits() {
             (200, 200),
             "trial {trial}: both calls answer the completion"
         );
-        let head = app
-            .s3
-            .head_object()
-            .bucket(&app.bucket)
-            .key(s.key())
-            .send()
-            .await
-            .expect("completed object");
+        let head = app.head(s.key()).await;
         assert_eq!(
             head.content_length(),
             Some(TOTAL as i64),
@@ -770,12 +739,8 @@ async fn an_abort_during_a_completion_waits_its_turn() {
         .await
         .expect("claim"));
     let abort = app
-        .http
-        .delete(format!("{}/v1/uploads/{}", app.address, s.id()))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .expect("DELETE");
+        .delete(&format!("/v1/uploads/{}", s.id()), Some(&token))
+        .await;
     assert_eq!(
         abort
             .headers()
@@ -788,7 +753,7 @@ async fn an_abort_during_a_completion_waits_its_turn() {
         (503, "completion_in_progress".into())
     );
     assert_eq!(
-        open_multipart_uploads(&app).await,
+        app.open_multipart_uploads().await.len(),
         1,
         "nothing aborted in S3"
     );
@@ -837,9 +802,7 @@ async fn wait_for(path: &std::path::Path) {
 
 /// A three-part upload ready to complete, and a real server that holds every completion at
 /// `multipart_before_complete` until `gate` exists.
-struct Paused {
-    app: TestApp,
-    token: String,
+struct Held {
     _dir: tempfile::TempDir,
     child: std::process::Child,
     base: String,
@@ -848,23 +811,56 @@ struct Paused {
     body: Value,
 }
 
-async fn paused_completion() -> Paused {
+impl Held {
+    /// Sends the completion of the upload's three parts to the server at `base`, on a task of
+    /// its own.
+    fn complete_on(
+        &self,
+        app: &TestApp,
+        token: &str,
+        base: &str,
+    ) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
+        let request = app
+            .http
+            .post(format!("{base}/v1/uploads/{}/complete", self.s.id()))
+            .bearer_auth(token)
+            .json(&self.body);
+        tokio::spawn(request.send())
+    }
+
+    /// Waits until a completion is held at the pause point.
+    async fn reached(&self) {
+        wait_for(&self.gate.with_extension("reached")).await;
+    }
+
+    /// Lets the held completion go on.
+    fn open_gate(&self) {
+        std::fs::write(&self.gate, b"go").expect("open the gate");
+    }
+
+    fn stop_server(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The app, alice's token, and her upload held in its completion.
+async fn paused_completion() -> (TestApp, String, Held) {
     let app = spawn().await;
     let token = app.token("alice");
     let dir = tempfile::tempdir().expect("dir");
     let (child, base, gate) = completing_server(&app, dir.path()).await;
     let s = start(&app, &token, TOTAL).await;
     let body = completion_body(&sorted(upload_parts(&app, &token, &s, &[1, 2, 3]).await));
-    Paused {
-        app,
-        token,
+    let held = Held {
         _dir: dir,
         child,
         base,
         gate,
         s,
         body,
-    }
+    };
+    (app, token, held)
 }
 
 /// Found by the outside review: a completion whose S3 call outlasts its claim let a second
@@ -874,37 +870,14 @@ async fn paused_completion() -> Paused {
 /// (two CompleteMultipartUpload calls).
 #[tokio::test]
 async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_completion() {
-    let Paused {
-        app,
-        token,
-        _dir,
-        mut child,
-        base,
-        gate,
-        s,
-        body,
-    } = paused_completion().await;
-    let slow = app
-        .http
-        .post(format!("{base}/v1/uploads/{}/complete", s.id()))
-        .bearer_auth(&token)
-        .json(&body)
-        .send();
-    let slow = tokio::spawn(slow);
-    wait_for(&gate.with_extension("reached")).await;
+    let (app, token, mut held) = paused_completion().await;
+    let slow = held.complete_on(&app, &token, &held.base);
+    held.reached().await;
     // More than a claim's length passes while the holder is still in its S3 call.
     tokio::time::sleep(Duration::from_millis(3000)).await;
-    let second = tokio::spawn({
-        let (http, url, token, body) = (
-            app.http.clone(),
-            format!("{}/v1/uploads/{}/complete", app.address, s.id()),
-            token.clone(),
-            body.clone(),
-        );
-        async move { http.post(url).bearer_auth(token).json(&body).send().await }
-    });
+    let second = held.complete_on(&app, &token, &app.address);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    std::fs::write(&gate, b"go").expect("open the gate");
+    held.open_gate();
     let first = slow.await.expect("task").expect("answer");
     let second = second.await.expect("task").expect("answer");
     assert_eq!(first.status(), 200);
@@ -913,24 +886,16 @@ async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_comp
         200,
         "the second waited for the holder's answer"
     );
-    let theirs = s3_completions_at(&app, &base).await;
-    let _ = child.kill();
-    let _ = child.wait();
+    let theirs = s3_completions_at(&app, &held.base).await;
+    held.stop_server();
     assert_eq!(
         theirs + s3_completions(&app).await,
         1.0,
         "one completion reached S3"
     );
-    let head = app
-        .s3
-        .head_object()
-        .bucket(&app.bucket)
-        .key(s.key())
-        .send()
-        .await
-        .expect("completed object");
+    let head = app.head(held.s.key()).await;
     assert_eq!(head.content_length(), Some(TOTAL as i64));
-    assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+    assert_eq!(app.commit(&token, held.s.key(), None).await.status(), 201);
 }
 
 /// Found by the outside review: a client that gave up on a completion (timeout, closed app)
@@ -940,26 +905,18 @@ async fn a_completion_slower_than_its_claim_keeps_the_claim_and_s3_sees_one_comp
 /// the request instead of a spawned task and the session is never recorded completed.
 #[tokio::test]
 async fn a_completion_whose_caller_gave_up_is_finished_and_recorded() {
-    let Paused {
-        app,
-        token,
-        _dir,
-        mut child,
-        base,
-        gate,
-        s,
-        body,
-    } = paused_completion().await;
+    let (app, token, mut held) = paused_completion().await;
+    let s = &held.s;
     let gave_up = app
         .http
-        .post(format!("{base}/v1/uploads/{}/complete", s.id()))
+        .post(format!("{}/v1/uploads/{}/complete", held.base, s.id()))
         .bearer_auth(&token)
         .timeout(Duration::from_millis(1500))
-        .json(&body)
+        .json(&held.body)
         .send()
         .await;
     assert!(gave_up.is_err(), "the client timed out");
-    std::fs::write(&gate, b"go").expect("open the gate");
+    held.open_gate();
     let mut completed = false;
     for _ in 0..100 {
         if app
@@ -976,21 +933,16 @@ async fn a_completion_whose_caller_gave_up_is_finished_and_recorded() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    held.stop_server();
     assert!(completed, "the completion finished without its caller");
     let abort = app
-        .http
-        .delete(format!("{}/v1/uploads/{}", app.address, s.id()))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .expect("DELETE");
+        .delete(&format!("/v1/uploads/{}", held.s.id()), Some(&token))
+        .await;
     assert_eq!(
         error_code(abort).await,
         (409, "multipart_already_completed".to_owned())
     );
-    assert_eq!(app.commit(&token, s.key(), None).await.status(), 201);
+    assert_eq!(app.commit(&token, held.s.key(), None).await.status(), 201);
 }
 
 /// Found by the outside review: a part uploaded again while its upload is being completed made
@@ -1000,66 +952,41 @@ async fn a_completion_whose_caller_gave_up_is_finished_and_recorded() {
 /// completion answers 500.
 #[tokio::test]
 async fn a_part_uploaded_again_during_the_completion_answers_part_etag_mismatch() {
-    let Paused {
-        app,
-        token,
-        _dir,
-        mut child,
-        base,
-        gate,
-        s,
-        body,
-    } = paused_completion().await;
-    let completing = tokio::spawn({
-        let (http, url, token, body) = (
-            app.http.clone(),
-            format!("{base}/v1/uploads/{}/complete", s.id()),
-            token.clone(),
-            body.clone(),
-        );
-        async move { http.post(url).bearer_auth(token).json(&body).send().await }
-    });
-    wait_for(&gate.with_extension("reached")).await;
+    let (app, token, mut held) = paused_completion().await;
+    let completing = held.complete_on(&app, &token, &held.base);
+    held.reached().await;
     // Part 1 again, same length, other bytes: S3 holds a new ETag for it.
-    let resp = part_urls(&app, &token, s.id(), json!([1])).await;
+    let resp = part_urls(&app, &token, held.s.id(), json!([1])).await;
     let urls: Value = resp.json().await.expect("part URLs");
-    let mut again = s.part(1);
+    let mut again = held.s.part(1);
     again[100] ^= 0xff;
     let (status, etag) = put_part(&app, &urls["parts"][0], again.clone()).await;
     assert_eq!(status, 200);
-    std::fs::write(&gate, b"go").expect("open the gate");
+    held.open_gate();
     let refused = completing.await.expect("task").expect("answer");
-    let _ = child.kill();
-    let _ = child.wait();
+    held.stop_server();
     assert_eq!(
         error_code(refused).await,
         (422, "part_etag_mismatch".to_owned())
     );
 
     let listed: Value = app
-        .get(&format!("/v1/uploads/{}/parts", s.id()), Some(&token))
+        .get(&format!("/v1/uploads/{}/parts", held.s.id()), Some(&token))
         .await
         .json()
         .await
         .expect("listing");
-    let parts: Vec<(usize, String)> = listed["parts"]
-        .as_array()
-        .expect("parts")
-        .iter()
-        .map(|p| {
-            (
-                p["part_number"].as_u64().expect("n") as usize,
-                p["etag"].as_str().expect("etag").to_owned(),
-            )
-        })
-        .collect();
+    let parts = listed_parts(&listed);
     assert_eq!(
         parts[0].1,
         etag.expect("ETag"),
         "the listing has the new part"
     );
-    assert_eq!(complete(&app, &token, s.id(), &parts).await.status(), 200);
-    let commit = app.commit(&token, s.key(), None).await;
+    assert_eq!(
+        complete(&app, &token, held.s.id(), &parts).await.status(),
+        200
+    );
+    let commit = app.commit(&token, held.s.key(), None).await;
     assert_eq!(commit.status(), 201);
     let handle: Value = commit.json().await.expect("handle");
     let stored = app.get_object(handle["key"].as_str().expect("key")).await;

@@ -182,14 +182,7 @@ async fn json_logs_carry_the_request_id_and_no_secret() {
         .upload(&p, media("image/png", 2048), "image/png")
         .await
         .is_success());
-    let resp = app
-        .http
-        .post(format!("{base}/v1/files"))
-        .bearer_auth(&alice)
-        .json(&json!({"key": p.key}))
-        .send()
-        .await
-        .expect("commit");
+    let resp = app.commit_at(&base, &alice, &p.key, None).await;
     assert_eq!(resp.status(), 201);
     let commit_id = resp.headers()["x-request-id"]
         .to_str()

@@ -233,6 +233,14 @@ async fn missing_expired_or_forged_tokens_get_401() {
     assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
 }
 
+/// The seconds a `Retry-After` header asks to wait, if it holds a number of them.
+fn retry_after_secs(resp: &reqwest::Response) -> Option<u64> {
+    resp.headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
 #[tokio::test]
 async fn daily_quota_answers_429_with_retry_after_and_charges_nothing_more() {
     let app = spawn_app_with(Spawn {
@@ -249,14 +257,7 @@ async fn daily_quota_answers_429_with_retry_after_and_charges_nothing_more() {
     assert_eq!(app.presign(&alice, body(600)).await.status(), 201);
     // Bytes: 600 + 500 > 1000.
     let resp = app.presign(&alice, body(500)).await;
-    let retry_after: u64 = resp
-        .headers()
-        .get("retry-after")
-        .expect("Retry-After")
-        .to_str()
-        .expect("ascii")
-        .parse()
-        .expect("seconds");
+    let retry_after = retry_after_secs(&resp).expect("Retry-After in seconds");
     assert!((1..=86_400).contains(&retry_after));
     assert_eq!(error_code(resp).await, (429, "quota_exceeded".to_owned()));
     assert_eq!(app.presign(&alice, body(400)).await.status(), 201);
@@ -307,12 +308,7 @@ async fn a_presign_flood_is_limited_for_that_user_only() {
     }
     let limited = app.presign(&alice, body.clone()).await;
     assert_eq!(limited.status(), 429);
-    assert!(limited
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|s| s >= 1));
+    assert!(retry_after_secs(&limited).is_some_and(|s| s >= 1));
     assert_eq!(
         crate::helpers::error_code(limited).await,
         (429, "rate_limited".to_owned())

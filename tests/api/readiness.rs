@@ -18,16 +18,7 @@ async fn quiet_app() -> TestApp {
 /// The sum of one counter over its series whose labels contain `labels` (e.g.
 /// `operation="HeadBucket"`), read from the server's `/metrics` like a scraper would.
 async fn counted(app: &TestApp, metric: &str, labels: &str) -> f64 {
-    let text = app
-        .get("/metrics", None)
-        .await
-        .text()
-        .await
-        .expect("metrics");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(labels))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
+    crate::helpers::counter_sum(&app.metrics_text().await, metric, labels)
 }
 
 /// `n` concurrent GET /readyz; their statuses.

@@ -732,12 +732,7 @@ async fn the_storage_report_adds_up_handles_tmp_by_age_and_unindexed_bytes() {
     // (every few seconds) has read the run.
     let mut metrics = String::new();
     for _ in 0..300 {
-        metrics = app
-            .get("/metrics", None)
-            .await
-            .text()
-            .await
-            .expect("metrics");
+        metrics = app.metrics_text().await;
         if metrics.contains("upcommit_reconcile_missing_objects") {
             break;
         }
@@ -1037,7 +1032,7 @@ async fn tampering_proxy(how: Tamper) -> String {
     let router = axum::Router::new()
         .fallback(handle)
         .with_state((crate::s3_proxy::relay_client(), how));
-    crate::s3_proxy::serve_proxy(router).await
+    crate::helpers::serve(router).await
 }
 
 /// A stray object and an earlier quarantine copy of the same size, other bytes (the second half

@@ -500,12 +500,7 @@ async fn a_year_of_events_with_a_dead_and_a_disabled_endpoint_is_pruned_to_the_r
 async fn wait_for_metric(app: &TestApp, series: &str, value: f64) {
     let started = std::time::Instant::now();
     loop {
-        let metrics = app
-            .get("/metrics", None)
-            .await
-            .text()
-            .await
-            .expect("metrics");
+        let metrics = app.metrics_text().await;
         let now = crate::helpers::series_value(&metrics, series);
         if now == Some(value) {
             return;

@@ -104,18 +104,6 @@ pub(crate) fn relay_client() -> reqwest::Client {
         .expect("client")
 }
 
-/// Serves `router` on a free loopback port for the rest of the test; its base URL.
-pub(crate) async fn serve_proxy(router: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    format!("http://{addr}")
-}
-
 /// A server whose S3 traffic goes through the faulty proxy.
 async fn spawn_behind_proxy() -> (TestApp, Arc<Plan>) {
     let plan = Arc::new(Plan::default());
@@ -123,7 +111,7 @@ async fn spawn_behind_proxy() -> (TestApp, Arc<Plan>) {
         .fallback(forward)
         .with_state((plan.clone(), relay_client()));
     let app = spawn_app_with(Spawn {
-        env: vec![("UPCOMMIT_S3_ENDPOINT", serve_proxy(router).await)],
+        env: vec![("UPCOMMIT_S3_ENDPOINT", crate::helpers::serve(router).await)],
         ..Spawn::default()
     })
     .await;

@@ -374,14 +374,7 @@ async fn fault_proxy(faults: Vec<(u16, &'static str)>) -> (String, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let plan: Plan = (Arc::new(Mutex::new(faults.into())), seen.clone());
     let router = axum::Router::new().fallback(answer).with_state(plan);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    (format!("http://{addr}"), seen)
+    (crate::helpers::serve(router).await, seen)
 }
 
 #[tokio::test]

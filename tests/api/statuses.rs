@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{error_code, spawn_app, spawn_app_with, Spawn, TestApp, TestDb};
+use crate::helpers::{error_code, spawn_app, TestApp, TestDb};
 
 /// One documented operation.
 #[derive(Debug, Clone)]
@@ -112,14 +112,7 @@ async fn send(
 
 #[tokio::test]
 async fn every_operation_answers_its_documented_generic_refusals() {
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_DEMO", "true".to_owned()),
-            ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),
-        ],
-        ..Spawn::default()
-    })
-    .await;
+    let app = crate::demo::spawn_minting_demo().await;
     let admin = app.admin_token("root");
     let ops = spec_operations();
     assert!(ops.len() >= 20, "{ops:?}");

@@ -146,14 +146,8 @@ async fn the_probe_touches_nothing_outside_its_prefix_and_leaves_nothing_behind(
         documents,
         "the probe writes no bucket configuration document"
     );
-    let uploads = app
-        .s3
-        .list_multipart_uploads()
-        .bucket(&app.bucket)
-        .send()
-        .await
-        .expect("list multipart uploads");
-    assert!(uploads.uploads().is_empty(), "{:?}", uploads.uploads());
+    let uploads = app.open_multipart_uploads().await;
+    assert!(uploads.is_empty(), "{uploads:?}");
     for k in &sentinels {
         assert_eq!(app.get_object(k).await, b"sentinel", "{k}");
     }
@@ -230,11 +224,7 @@ async fn all_versions(app: &TestApp) -> BTreeSet<(String, String, String)> {
 /// Runs `upcommit serve` with the test server's environment and `gaps` accepted; waits for
 /// it to exit (refused) or answer `/healthz` (started, then stopped).
 async fn serve_with(app: &TestApp, gaps: &str) -> Result<String, (i32, String)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = crate::helpers::free_port();
     let stderr = tempfile::NamedTempFile::new().expect("stderr file");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .arg("serve")
@@ -262,15 +252,7 @@ async fn serve_with(app: &TestApp, gaps: &str) -> Result<String, (i32, String)> 
                 .json()
                 .await
                 .expect("readyz JSON");
-            let metrics = app
-                .http
-                .get(format!("{base}/metrics"))
-                .send()
-                .await
-                .expect("metrics")
-                .text()
-                .await
-                .expect("metrics text");
+            let metrics = app.metrics_text_at(&base).await;
             let _ = child.kill();
             let _ = child.wait();
             let log = std::fs::read_to_string(stderr.path()).unwrap_or_default();
@@ -583,7 +565,7 @@ async fn failing_proxy(
         (fail, answer),
         failed.clone(),
     ));
-    (crate::s3_proxy::serve_proxy(router).await, failed)
+    (crate::helpers::serve(router).await, failed)
 }
 
 /// The probe's storage_class finding through a proxy that fails the calls matching `fail`.

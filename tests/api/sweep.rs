@@ -10,7 +10,7 @@ use upcommit::domain::ids::UploadId;
 use upcommit::domain::jobs::JobRun;
 use upcommit::domain::records::{Upload, UploadState};
 
-use crate::helpers::{media, spawn_app, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{media, png_upload, spawn_app, spawn_app_with, Spawn, TestApp};
 
 fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s)
@@ -25,26 +25,15 @@ async fn plant(app: &TestApp, day: &str, state: Option<UploadState>) -> String {
     let key = format!("tmp/{day}/{id}/old.png");
     let created = at(&format!("{}T10:00:00Z", day.replace('/', "-")));
     if let Some(state) = state {
+        let promoting = state == UploadState::Promoting;
         let upload = Upload {
-            id: id.clone(),
-            owner: "alice".into(),
-            profile: "image".into(),
-            content_type: "image/png".into(),
-            declared_size: 100,
-            key: key.clone(),
-            method: "PUT".into(),
-            state,
-            final_key: (state == UploadState::Promoting)
-                .then(|| format!("media/images/{id}/old.png")),
-            reject_code: None,
-            lease_token: (state == UploadState::Promoting).then(|| "lease".to_owned()),
-            lease_until: (state == UploadState::Promoting)
-                .then(|| Utc::now() + chrono::Duration::hours(1)),
+            final_key: promoting.then(|| format!("media/images/{id}/old.png")),
+            lease_token: promoting.then(|| "lease".to_owned()),
+            lease_until: promoting.then(|| Utc::now() + chrono::Duration::hours(1)),
             created_at: created,
             expires_at: created + chrono::Duration::minutes(15),
             commit_deadline: created + chrono::Duration::days(1),
-            original_filename: None,
-            checksum: None,
+            ..png_upload(id.clone(), "alice", key.clone(), 100, state)
         };
         app.catalog.import_upload(&upload).await.expect("import");
     }
@@ -101,13 +90,7 @@ async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
     app.put_object(&abandoned, media("image/png", 200), "image/png")
         .await;
     if versioned {
-        app.s3
-            .delete_object()
-            .bucket(&app.bucket)
-            .key(&abandoned)
-            .send()
-            .await
-            .expect("delete marker");
+        app.lose_object(&abandoned).await;
     }
     let written = if versioned { 3 } else { 1 };
     assert_eq!(app.versions(&abandoned).await, written);
@@ -159,14 +142,7 @@ async fn old_abandoned_partitions_go_with_every_version_and_the_rest_stays() {
     assert_eq!(skipped[0]["key"], mid_commit.as_str());
     assert_eq!(skipped[0]["reason"], "commit_in_progress");
     assert_eq!(items(&run.body, "aborted").len(), 1);
-    let open = app
-        .s3
-        .list_multipart_uploads()
-        .bucket(&app.bucket)
-        .send()
-        .await
-        .expect("list");
-    assert!(open.uploads().is_empty());
+    assert!(app.open_multipart_uploads().await.is_empty());
 
     // The report is stored with the run.
     let stored = app
@@ -387,17 +363,6 @@ async fn ages_are_judged_by_the_database_clock() {
     assert!(!app.object_exists(&key).await);
 }
 
-/// How many times the catalog's `operation` ran, from a rendered metrics page.
-fn catalog_calls(metrics: &upcommit::metrics::Metrics, operation: &str) -> f64 {
-    let mut text = String::new();
-    metrics.render(&mut text);
-    let series = format!("upcommit_db_query_duration_seconds_count{{operation=\"{operation}\",");
-    text.lines()
-        .filter(|l| l.starts_with(&series))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_lookups() {
     use futures::StreamExt;
@@ -426,17 +391,8 @@ async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_l
     };
     let mid_commit = plant(&app, "2026/10/01", Some(UploadState::Promoting)).await;
 
-    let metrics = std::sync::Arc::new(upcommit::metrics::Metrics::new());
-    let catalog: std::sync::Arc<dyn upcommit::catalog::Catalog> = std::sync::Arc::new(
-        upcommit::catalog::ObservedCatalog::new(app.catalog.clone(), metrics.clone()),
-    );
-    let settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
-    let store: std::sync::Arc<dyn upcommit::storage::ObjectStore> = std::sync::Arc::new(
-        upcommit::storage::S3Store::connect(&settings.s3)
-            .await
-            .expect("store"),
-    );
-    let outcome = upcommit::services::sweep::sweep(&catalog, &store, &settings, false)
+    let job = app.observed_job().await;
+    let outcome = upcommit::services::sweep::sweep(&job.catalog, &job.store, &job.settings, false)
         .await
         .expect("sweep");
     let upcommit::services::sweep::SweepOutcome::Ran { run, summary } = outcome else {
@@ -453,11 +409,11 @@ async fn a_day_of_abandoned_uploads_is_swept_page_by_page_with_batched_catalog_l
         "marked once all its versions, on two pages, were gone"
     );
     // Three pages: at most two batched lookups each (500 keys a batch), none key by key.
-    assert_eq!(catalog_calls(&metrics, "upload_by_key"), 0.0);
-    let batches = catalog_calls(&metrics, "uploads_by_keys");
+    assert_eq!(job.catalog_calls("upload_by_key"), 0.0);
+    let batches = job.catalog_calls("uploads_by_keys");
     assert!((3.0..=6.0).contains(&batches), "{batches} batched lookups");
-    assert_eq!(catalog_calls(&metrics, "mark_swept"), 0.0);
-    assert!(catalog_calls(&metrics, "mark_swept_many") >= 1.0);
+    assert_eq!(job.catalog_calls("mark_swept"), 0.0);
+    assert!(job.catalog_calls("mark_swept_many") >= 1.0);
     // Every item is in the stored report, written page by page.
     let stored = app
         .db

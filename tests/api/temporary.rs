@@ -366,13 +366,7 @@ async fn reconcile_is_not_alarmed_by_the_lifecycle_removing_an_expired_file_but_
         .await;
     // The lifecycle rule's doing for the expired one; a loss for the live one.
     for h in [&expired, &live] {
-        app.s3
-            .delete_object()
-            .bucket(&app.bucket)
-            .key(h["key"].as_str().expect("key"))
-            .send()
-            .await
-            .expect("delete");
+        app.lose_object(h["key"].as_str().expect("key")).await;
     }
     let run = crate::reconcile::reconcile_cli(&app, &[]);
     assert_eq!(run.body["summary"]["missing"], 1, "{}", run.body);

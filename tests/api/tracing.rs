@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{media, spawn_app, Presigned, TestApp};
+use crate::helpers::{free_port, media, server_process_from, spawn_app, Presigned, TestApp};
 
 /// A client's trace: the ids a caller's own tracing would have put in `traceparent`.
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -103,37 +103,14 @@ async fn traced_server_logging(
     otel: &[(&str, &str)],
     stderr: Stdio,
 ) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
     let mut command = Command::new(env!("CARGO_BIN_EXE_upcommit"));
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("OTEL_")) {
         command.env_remove(k);
     }
-    let mut child = command
-        .arg("serve")
-        .envs(&app.env)
-        .env("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}"))
-        // Spans leave only with the flush on shutdown: a scheduled export would hide a lost
-        // flush.
-        .env("OTEL_BSP_SCHEDULE_DELAY", "600000")
-        .envs(otel.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("start upcommit serve");
-    let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if app.http.get(format!("{base}/healthz")).send().await.is_ok() {
-            return (child, base);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("upcommit serve did not start");
+    // Spans leave only with the flush on shutdown: a scheduled export would hide a lost flush.
+    let mut env = vec![("OTEL_BSP_SCHEDULE_DELAY", "600000")];
+    env.extend(otel.iter().copied());
+    server_process_from(app, command, &env, stderr).await
 }
 
 /// The names of the server process's threads (Linux shortens them to 15 bytes).
@@ -182,6 +159,39 @@ async fn presign(
     resp.json().await.expect("presign JSON")
 }
 
+/// Presigns on `base` (request id `request_id`, outside any client trace) and uploads the
+/// file's bytes.
+async fn uploaded(app: &TestApp, base: &str, request_id: &str) -> Presigned {
+    let p = presign(app, base, request_id, None).await;
+    assert!(app
+        .upload(&p, media("image/png", 2048), "image/png")
+        .await
+        .is_success());
+    p
+}
+
+/// Commits `p` on `base` inside the client's trace (its sampled `traceparent`), with `headers`
+/// besides.
+async fn commit_in_client_trace(
+    app: &TestApp,
+    base: &str,
+    p: &Presigned,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut req = app
+        .http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth(app.token("alice"))
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.json(&json!({"key": p.key}))
+        .send()
+        .await
+        .expect("commit")
+}
+
 /// The request span of the request with this `x-request-id`, asserting there is exactly one.
 fn request_span<'a>(spans: &'a [Value], request_id: &str) -> &'a Value {
     let found: Vec<&Value> = spans
@@ -220,22 +230,17 @@ async fn commit_joins_the_clients_trace_with_its_s3_and_catalog_calls_inside_it(
         thread_names(&child)
     );
 
-    let p = presign(&app, &base, "presign-untraced", None).await;
-    assert!(app
-        .upload(&p, media("image/png", 2048), "image/png")
-        .await
-        .is_success());
-    let resp = app
-        .http
-        .post(format!("{base}/v1/files"))
-        .bearer_auth(app.token("alice"))
-        .header("x-request-id", "commit-traced")
-        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
-        .header("tracestate", CLIENT_STATE)
-        .json(&json!({"key": p.key}))
-        .send()
-        .await
-        .expect("commit");
+    let p = uploaded(&app, &base, "presign-untraced").await;
+    let resp = commit_in_client_trace(
+        &app,
+        &base,
+        &p,
+        &[
+            ("x-request-id", "commit-traced"),
+            ("tracestate", CLIENT_STATE),
+        ],
+    )
+    .await;
     assert_eq!(resp.status(), 201);
     // A readiness probe pings the catalog and HEADs the bucket: neither may become a trace.
     let ready = app
@@ -457,20 +462,8 @@ async fn without_an_endpoint_nothing_is_exported_and_no_exporter_runs() {
         ],
     )
     .await;
-    let p = presign(&app, &base, "untraced", None).await;
-    assert!(app
-        .upload(&p, media("image/png", 2048), "image/png")
-        .await
-        .is_success());
-    let resp = app
-        .http
-        .post(format!("{base}/v1/files"))
-        .bearer_auth(app.token("alice"))
-        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
-        .json(&json!({"key": p.key}))
-        .send()
-        .await
-        .expect("commit");
+    let p = uploaded(&app, &base, "untraced").await;
+    let resp = commit_in_client_trace(&app, &base, &p, &[]).await;
     assert_eq!(resp.status(), 201);
     assert!(
         !has_exporter_thread(&child),
@@ -547,27 +540,10 @@ async fn a_sweep_run_is_one_trace_with_its_catalog_and_s3_calls() {
 async fn an_unreachable_collector_costs_no_request_and_no_clean_stop() {
     let app = spawn_app().await;
     // A port nobody listens on.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let endpoint = format!("http://127.0.0.1:{closed}");
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
     let (child, base) = traced_server(&app, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
-    let p = presign(&app, &base, "collector-down", None).await;
-    assert!(app
-        .upload(&p, media("image/png", 2048), "image/png")
-        .await
-        .is_success());
-    let resp = app
-        .http
-        .post(format!("{base}/v1/files"))
-        .bearer_auth(app.token("alice"))
-        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
-        .json(&json!({"key": p.key}))
-        .send()
-        .await
-        .expect("commit");
+    let p = uploaded(&app, &base, "collector-down").await;
+    let resp = commit_in_client_trace(&app, &base, &p, &[]).await;
     assert_eq!(resp.status(), 201);
     // The flush on shutdown fails fast and the exit is still clean.
     let started = std::time::Instant::now();

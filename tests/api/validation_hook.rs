@@ -60,24 +60,16 @@ struct Hook {
 
 impl Hook {
     async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind hook");
-        let url = format!(
-            "http://{}/check",
-            listener.local_addr().expect("hook address")
-        );
-        let hook = Hook {
+        let mut hook = Hook {
             mode: Arc::new(Mutex::new(Mode::Allow)),
             calls: Arc::default(),
-            url,
+            // Known once it listens (the handler does not read it).
+            url: String::new(),
         };
         let router = axum::Router::new()
             .route("/check", axum::routing::post(answer))
             .with_state(hook.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
+        hook.url = format!("{}/check", crate::helpers::serve(router).await);
         hook
     }
 
@@ -134,14 +126,7 @@ async fn answer(State(hook): State<Hook>, headers: HeaderMap, raw: Bytes) -> Res
             Json(json!({"allow": true})).into_response()
         }
         Mode::PutAt(s3, bucket, at, bytes) => {
-            s3.put_object()
-                .bucket(bucket)
-                .key(at)
-                .content_type("image/jpeg")
-                .body(bytes.into())
-                .send()
-                .await
-                .expect("another writer's object");
+            crate::helpers::put_as_another_writer(&s3, &bucket, &at, bytes).await;
             Json(json!({"allow": true})).into_response()
         }
     }
@@ -205,14 +190,7 @@ async fn an_allowing_hook_is_told_the_facts_of_the_bytes_and_the_commit_answers_
     let app = spawn_with_hook(&hook.url, "").await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "scan", PNG, 3000, "PUT").await;
-    let tmp = app
-        .s3
-        .head_object()
-        .bucket(&app.bucket)
-        .key(&p.key)
-        .send()
-        .await
-        .expect("head tmp");
+    let tmp = app.head(&p.key).await;
 
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);
@@ -378,12 +356,7 @@ async fn no_answer_fails_closed_and_the_upload_commits_once_the_hook_recovers() 
 #[tokio::test]
 async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
     // Nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let url = format!("http://127.0.0.1:{port}/check");
+    let url = format!("http://127.0.0.1:{}/check", crate::helpers::free_port());
     let app = spawn_with_hook(&url, r#", on_error = "allow""#).await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
@@ -391,12 +364,7 @@ async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);
     assert!(app.object_exists(&final_key(&p.upload_id)).await);
-    let metrics = app
-        .get("/metrics", None)
-        .await
-        .text()
-        .await
-        .expect("metrics");
+    let metrics = app.metrics_text().await;
     assert!(
         metrics.contains("upcommit_validation_hook_failed_open_total{profile=\"scan\"} 1"),
         "{metrics}"
@@ -448,17 +416,12 @@ async fn an_answer_with_a_repeated_key_never_commits_even_when_the_profile_fails
         assert_eq!(app.db.upload_state(&p.upload_id).await, "issued", "{body}");
         assert!(!app.object_exists(&final_key(&p.upload_id)).await, "{body}");
     }
-    let metrics = app
-        .get("/metrics", None)
-        .await
-        .text()
-        .await
-        .expect("metrics");
+    let metrics = app.metrics_text().await;
     let failed_open = metrics
         .lines()
         .find(|l| l.starts_with("upcommit_validation_hook_failed_open_total{profile=\"scan\"}"));
     assert!(
-        failed_open.is_none_or(|l| l.ends_with(" 0")),
+        failed_open.map_or(true, |l| l.ends_with(" 0")),
         "never counted as failing open: {metrics}"
     );
 
@@ -639,12 +602,8 @@ async fn commit_while_an_md5_twin_is_re_posted(
     (benign, evil): (Vec<u8>, Vec<u8>),
 ) -> Vec<u8> {
     let token = app.token("alice");
-    let p = app
-        .presign_ok(&token, "scan", PDF, benign.len(), "PUT")
-        .await;
-    assert!(app.upload(&p, benign.clone(), PDF).await.is_success());
-    let before = app.s3.head_object().bucket(&app.bucket).key(&p.key);
-    let scanned = before.send().await.expect("head tmp");
+    let p = app.uploaded_bytes(&token, "scan", PDF, benign).await;
+    let scanned = app.head(&p.key).await;
     hook.set(Mode::Put(
         app.s3.clone(),
         app.bucket.clone(),
@@ -654,8 +613,7 @@ async fn commit_while_an_md5_twin_is_re_posted(
 
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);
-    let after = app.s3.head_object().bucket(&app.bucket).key(&p.key);
-    let current = after.send().await.expect("head tmp");
+    let current = app.head(&p.key).await;
     assert_eq!(
         current.e_tag(),
         scanned.e_tag(),
