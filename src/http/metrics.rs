@@ -111,7 +111,9 @@ fn job_gauges(runs: &LastRuns, out: &mut String) {
 
 /// When each job's last run ended and whether it finished, so an alert can tell a job that
 /// stopped running (the timestamp ages) from one that runs and fails. Dry runs count: the
-/// catalog's last run is the last one of any kind (`Catalog::last_run`).
+/// catalog's last run is the last one of any kind (`Catalog::last_run`). The label is `job_name`,
+/// not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would rename
+/// ours `exported_job`.
 fn job_runs(runs: &LastRuns, out: &mut String) {
     let last = [
         (jobs::SWEEP, &runs.sweep),
@@ -124,7 +126,7 @@ fn job_runs(runs: &LastRuns, out: &mut String) {
             let ended = run.finished_at.unwrap_or(run.updated_at);
             let _ = writeln!(
                 out,
-                "upcommit_job_last_run_timestamp_seconds{{job=\"{job}\"}} {}",
+                "upcommit_job_last_run_timestamp_seconds{{job_name=\"{job}\"}} {}",
                 ended.timestamp()
             );
         }
@@ -135,7 +137,7 @@ fn job_runs(runs: &LastRuns, out: &mut String) {
         if let Some(run) = run {
             let _ = writeln!(
                 out,
-                "upcommit_job_last_run_ok{{job=\"{job}\"}} {}",
+                "upcommit_job_last_run_ok{{job_name=\"{job}\"}} {}",
                 u8::from(run.state == RunState::Finished)
             );
         }
@@ -167,10 +169,10 @@ mod tests {
         let mut out = String::new();
         job_gauges(&runs, &mut out);
         for line in [
-            "upcommit_job_last_run_timestamp_seconds{job=\"sweep\"} 1800000000",
-            "upcommit_job_last_run_timestamp_seconds{job=\"reconcile\"} 1800000100",
-            "upcommit_job_last_run_ok{job=\"sweep\"} 0",
-            "upcommit_job_last_run_ok{job=\"reconcile\"} 1",
+            "upcommit_job_last_run_timestamp_seconds{job_name=\"sweep\"} 1800000000",
+            "upcommit_job_last_run_timestamp_seconds{job_name=\"reconcile\"} 1800000100",
+            "upcommit_job_last_run_ok{job_name=\"sweep\"} 0",
+            "upcommit_job_last_run_ok{job_name=\"reconcile\"} 1",
             "upcommit_sweep_refused 1",
         ] {
             assert!(out.lines().any(|l| l == line), "{line} in {out}");
@@ -186,10 +188,10 @@ mod tests {
         let mut out = String::new();
         job_gauges(&runs, &mut out);
         assert!(
-            out.contains("upcommit_job_last_run_ok{job=\"sweep\"} 0"),
+            out.contains("upcommit_job_last_run_ok{job_name=\"sweep\"} 0"),
             "{out}"
         );
-        assert!(!out.contains("job=\"reconcile\""), "{out}");
+        assert!(!out.contains("job_name=\"reconcile\""), "{out}");
         assert!(!out.contains("upcommit_reconcile_missing_objects"), "{out}");
     }
 }
