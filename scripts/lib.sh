@@ -148,6 +148,31 @@ ensure_browser_installed() {
   fi
 }
 
+# Debian's prometheus package: promtool for the rules' checks, prometheus for the alerts'
+# end-to-end run (scripts/alerts_e2e.sh). Its maintainer scripts would start a prometheus
+# service on :9090 and enable it at boot: a policy-rc.d that forbids starts is in place during
+# the install (one that is already there stays as it is), and on a systemd host the unit is
+# disabled. Recommends (node-exporter, another service) are not installed.
+ensure_prometheus_installed() {
+  if command -v promtool >/dev/null && command -v prometheus >/dev/null; then
+    return 0
+  fi
+  log "installing Debian's prometheus package (promtool, prometheus; its service is not started)"
+  local policy=/usr/sbin/policy-rc.d added="" status=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# scripts/lib.sh: no service starts while prometheus is installed\nexit 101\n' >"$policy"
+    chmod +x "$policy"
+    added=1
+  fi
+  apt-get update -qq || status=$?
+  [ "$status" -ne 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null || status=$?
+  [ -z "$added" ] || rm -f "$policy"
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+  return "$status"
+}
+
 localstack_up() { curl -fsS "http://$LOCALSTACK_ADDR/_localstack/health" 2>/dev/null | grep -q '"s3": "\(available\|running\)"'; }
 
 # Starts LocalStack (S3, and SQS for the event queue sink) on the host with signature validation on, unless one already answers.

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, the infra checks (terraform fmt, the static ownership
-# check, checkov), the module map's layers, unit tests, the integration suite against LocalStack's S3 (signature
-# validation on) on SQLite and then on PostgreSQL, the browser tests of the demo page, the
+# check, checkov), the Prometheus rules (promtool check and unit tests), the module map's layers,
+# unit tests, the integration suite against LocalStack's S3 (signature validation on) on SQLite,
+# the alerts end to end (a real Prometheus scraping a real server: scripts/alerts_e2e.sh), the
+# integration suite on PostgreSQL, the browser tests of the demo page, the
 # browser client and its npm package (Playwright driving Debian's chromium), the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check, and the store-facing integration suite on Garage 2.5.0 (a second S3
 # implementation). Installs and starts what it needs from nothing: LocalStack, Garage, checkov and
-# schemathesis, PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, clients/js's TypeScript, and a
+# schemathesis, Debian's prometheus package (its service never started), PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, clients/js's TypeScript, and a
 # throwaway PostgreSQL cluster; stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +55,11 @@ else
   log "infra: terraform is not installed here; skipping terraform fmt (checkov and the ownership check ran)"
 fi
 
+log "prometheus rules: promtool check rules and promtool test rules (Debian's prometheus package)"
+ensure_prometheus_installed
+promtool check rules deploy/prometheus/upcommit-rules.yml
+promtool test rules deploy/prometheus/upcommit-rules.test.yml
+
 start_localstack
 start_postgres
 
@@ -79,6 +86,9 @@ cargo test --locked --lib --bins
 
 log "integration tests on SQLite"
 UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api
+
+log "alerts end to end: a real Prometheus with deploy/prometheus's rules scrapes a real server; UpcommitBucketCheckFailing fires once the bucket's lifecycle configuration is deleted, and resolves once it is back"
+bash scripts/alerts_e2e.sh
 
 log "browser tests in headless chromium (Playwright): the demo page, the browser client, the Uppy example, and the npm package (npm pack's tarball installed into a throwaway app, bundled with esbuild)"
 ensure_browser_installed

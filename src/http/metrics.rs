@@ -11,7 +11,8 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::domain::bucket_check::Check;
-use crate::domain::jobs::RunState;
+use crate::domain::jobs::{self, JobRun, RunState};
+use crate::state::job_gauges::LastRuns;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -43,7 +44,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
             r.checked_at.timestamp()
         );
     }
-    job_gauges(&state, &mut out);
+    job_gauges(&state.job_gauges.latest(), &mut out);
     state.metrics.render(&mut out);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
@@ -53,9 +54,8 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 
 /// The last sweep's and the last reconcile's outcome (any replica's run), from memory: a
 /// background task reads them from the catalog (see `state::job_gauges`).
-fn job_gauges(state: &AppState, out: &mut String) {
-    let runs = state.job_gauges.latest();
-    let summary = |run: &crate::domain::jobs::JobRun| -> serde_json::Value {
+fn job_gauges(runs: &LastRuns, out: &mut String) {
+    let summary = |run: &JobRun| -> serde_json::Value {
         run.summary
             .as_deref()
             .and_then(|s| serde_json::from_str(s).ok())
@@ -105,5 +105,93 @@ fn job_gauges(state: &AppState, out: &mut String) {
             let _ = writeln!(out, "# TYPE {name} gauge");
             let _ = writeln!(out, "{name} {}", s[field].as_u64().unwrap_or(0));
         }
+    }
+    job_runs(runs, out);
+}
+
+/// When each job's last run ended and whether it finished, so an alert can tell a job that
+/// stopped running (the timestamp ages) from one that runs and fails. Dry runs count: the
+/// catalog's last run is the last one of any kind (`Catalog::last_run`). The label is `job_name`,
+/// not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would rename
+/// ours `exported_job`.
+fn job_runs(runs: &LastRuns, out: &mut String) {
+    let last = [
+        (jobs::SWEEP, &runs.sweep),
+        (jobs::RECONCILE, &runs.reconcile),
+    ];
+    out.push_str("# HELP upcommit_job_last_run_timestamp_seconds When the job's last run (any replica's) ended, whatever its state (Unix time).\n");
+    out.push_str("# TYPE upcommit_job_last_run_timestamp_seconds gauge\n");
+    for (job, run) in last {
+        if let Some(run) = run {
+            let ended = run.finished_at.unwrap_or(run.updated_at);
+            let _ = writeln!(
+                out,
+                "upcommit_job_last_run_timestamp_seconds{{job_name=\"{job}\"}} {}",
+                ended.timestamp()
+            );
+        }
+    }
+    out.push_str("# HELP upcommit_job_last_run_ok 1 when the job's last run finished, 0 when it failed or refused.\n");
+    out.push_str("# TYPE upcommit_job_last_run_ok gauge\n");
+    for (job, run) in last {
+        if let Some(run) = run {
+            let _ = writeln!(
+                out,
+                "upcommit_job_last_run_ok{{job_name=\"{job}\"}} {}",
+                u8::from(run.state == RunState::Finished)
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+
+    fn run(job: &str, state: RunState, ended: i64) -> JobRun {
+        let at = Utc.timestamp_opt(ended, 0).single().expect("time");
+        JobRun {
+            state,
+            finished_at: Some(at),
+            updated_at: at,
+            ..JobRun::start(job, false, at - chrono::Duration::seconds(60))
+        }
+    }
+
+    #[test]
+    fn each_jobs_last_run_shows_when_it_ended_and_whether_it_finished() {
+        let runs = LastRuns {
+            sweep: Some(run(jobs::SWEEP, RunState::Refused, 1_800_000_000)),
+            reconcile: Some(run(jobs::RECONCILE, RunState::Finished, 1_800_000_100)),
+        };
+        let mut out = String::new();
+        job_gauges(&runs, &mut out);
+        for line in [
+            "upcommit_job_last_run_timestamp_seconds{job_name=\"sweep\"} 1800000000",
+            "upcommit_job_last_run_timestamp_seconds{job_name=\"reconcile\"} 1800000100",
+            "upcommit_job_last_run_ok{job_name=\"sweep\"} 0",
+            "upcommit_job_last_run_ok{job_name=\"reconcile\"} 1",
+            "upcommit_sweep_refused 1",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in {out}");
+        }
+    }
+
+    #[test]
+    fn a_job_that_never_ran_has_no_series() {
+        let runs = LastRuns {
+            sweep: Some(run(jobs::SWEEP, RunState::Failed, 1_800_000_000)),
+            reconcile: None,
+        };
+        let mut out = String::new();
+        job_gauges(&runs, &mut out);
+        assert!(
+            out.contains("upcommit_job_last_run_ok{job_name=\"sweep\"} 0"),
+            "{out}"
+        );
+        assert!(!out.contains("job_name=\"reconcile\""), "{out}");
+        assert!(!out.contains("upcommit_reconcile_missing_objects"), "{out}");
     }
 }
