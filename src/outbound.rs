@@ -7,12 +7,11 @@
 //! as no answer, and following one would send a signed body somewhere nobody configured); SQS and
 //! the store never redirect a signed request. The one caller that follows redirects, the JWKS
 //! fetch, does it by hand and bounded (`auth::jwks`). Each caller sets its own time limit per
-//! request (`RequestBuilder::timeout`): a hook's is its profile's, a webhook's the events'.
+//! request (`RequestBuilder::timeout`): a hook's is its profile's, a webhook's the events'. That
+//! limit covers the connection too: the client sets no connect timeout of its own, which would
+//! cut a hook allowed 15 s at the shared client's figure while its handshake is slow.
 
 use std::time::Duration;
-
-/// How long a connection may take to open, for every caller.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Idle connections kept per host are closed after this long.
 const POOL_IDLE: Duration = Duration::from_secs(60);
@@ -22,7 +21,6 @@ const POOL_IDLE: Duration = Duration::from_secs(60);
 pub fn client() -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(CONNECT_TIMEOUT)
         .pool_idle_timeout(POOL_IDLE)
         .user_agent(concat!("upcommit/", env!("CARGO_PKG_VERSION")))
         .build()

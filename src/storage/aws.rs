@@ -52,7 +52,7 @@ impl AwsContext {
             .region(Region::new(settings.region.clone()))
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(crate::outbound::CONNECT_TIMEOUT)
+                    .connect_timeout(Duration::from_secs(3))
                     .operation_attempt_timeout(Duration::from_secs(10))
                     .operation_timeout(Duration::from_secs(30))
                     .build(),

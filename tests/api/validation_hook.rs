@@ -764,3 +764,69 @@ async fn a_2xx_answer_that_breaks_off_never_commits_even_when_the_profile_fails_
         assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
     }
 }
+
+/// Review 34: the shared outgoing client cut every connection that took more than 3 s to open,
+/// so a hook allowed 12 s whose handshake was slow answered 503 at 3 s and never saw the
+/// request. The hook's own limit covers the connection: here the hook's listener lets its
+/// handshake complete only about 7 s after the commit asked (its accept queue is kept full, so
+/// the first SYNs are dropped and retransmitted), and the commit waits for its answer.
+#[tokio::test]
+async fn a_hook_whose_handshake_is_slow_is_waited_for_within_its_own_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    let listener = socket.listen(0).expect("listen");
+    let addr = listener.local_addr().expect("addr");
+    // Fills the accept queue: further handshakes wait until it is drained.
+    let filler = std::net::TcpStream::connect(addr).expect("filler");
+    let app = spawn_with_hook(&format!("http://{addr}/check"), ", timeout_ms = 12000").await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+
+    let asked = Arc::new(Mutex::new(0));
+    let counted = asked.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        drop(filler);
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                *counted.lock().expect("count") += 1;
+                let body = br#"{"allow": true}"#;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(body).await;
+            });
+        }
+    });
+
+    let started = std::time::Instant::now();
+    let resp = app.commit(&token, &p.key, None).await;
+    let waited = started.elapsed();
+    assert_eq!(resp.status(), 201, "{:?}", resp.text().await);
+    assert!(
+        waited > Duration::from_secs(3),
+        "the handshake was not slow ({waited:?}): the test proves nothing"
+    );
+    assert_eq!(*asked.lock().expect("count"), 1, "the hook was asked once");
+    assert_eq!(
+        app.get_object(&final_key(&p.upload_id)).await,
+        media(PNG, 2000)
+    );
+}
