@@ -9,7 +9,7 @@
 //! instance or container role.
 
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
@@ -88,38 +88,71 @@ impl AwsContext {
     }
 }
 
-/// The chain's credentials, kept until five minutes before they expire (static keys for
-/// ever). One refresh at a time: callers arriving during it wait for its answer.
+/// The chain's credentials, kept while they last longer than what is signed with them must:
+/// five minutes for a request, a presigned URL's whole lifetime for the URL (AWS refuses a URL
+/// once the keys that signed it expire, whatever its `X-Amz-Expires` says). Static keys are
+/// kept for ever. One refresh at a time: callers arriving during it take its answer. Keys the
+/// chain gave less than [`REASK_AFTER`] ago are its newest answer and are used even when they
+/// do not last long enough (a chain whose keys live shorter than a URL): asking again at once
+/// would give the same keys, one caller after another.
 pub struct CredentialsCache {
     provider: SharedCredentialsProvider,
-    latest: RwLock<Option<Credentials>>,
+    latest: RwLock<Option<Kept>>,
     refreshing: tokio::sync::Mutex<()>,
+    reask_after: Duration,
+}
+
+/// How long the chain's newest answer stands even when it does not last long enough.
+pub const REASK_AFTER: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+struct Kept {
+    credentials: Credentials,
+    fetched_at: Instant,
 }
 
 impl CredentialsCache {
     pub fn new(provider: SharedCredentialsProvider) -> Self {
+        Self::reasking_after(provider, REASK_AFTER)
+    }
+
+    fn reasking_after(provider: SharedCredentialsProvider, reask_after: Duration) -> Self {
         Self {
             provider,
             latest: RwLock::new(None),
             refreshing: tokio::sync::Mutex::new(()),
+            reask_after,
         }
     }
 
-    fn fresh(&self) -> Option<Credentials> {
+    /// The kept keys when they last `need` more, or when the chain gave them just now.
+    fn usable(&self, need: Duration) -> Option<Credentials> {
         let latest = match self.latest.read() {
             Ok(guard) => guard.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         };
-        latest.filter(|c| still_fresh(c.expiry(), SystemTime::now()))
+        latest
+            .filter(|k| {
+                lasts(k.credentials.expiry(), SystemTime::now(), need)
+                    || k.fetched_at.elapsed() < self.reask_after
+            })
+            .map(|k| k.credentials)
     }
 
-    /// Credentials to sign with now.
+    /// Credentials to sign a request with now.
     pub async fn get(&self) -> Result<Credentials, String> {
-        if let Some(c) = self.fresh() {
+        self.get_for(Duration::ZERO).await
+    }
+
+    /// Credentials that stay valid `lasting` from now (a presigned URL's lifetime), and at
+    /// least five minutes, where the chain has such.
+    pub async fn get_for(&self, lasting: Duration) -> Result<Credentials, String> {
+        let need = lasting.max(REFRESH_BEFORE_EXPIRY);
+        if let Some(c) = self.usable(need) {
             return Ok(c);
         }
         let _one_at_a_time = self.refreshing.lock().await;
-        if let Some(c) = self.fresh() {
+        if let Some(c) = self.usable(need) {
             return Ok(c);
         }
         let c = self
@@ -127,7 +160,10 @@ impl CredentialsCache {
             .provide_credentials()
             .await
             .map_err(|e| format!("credentials: {e}"))?;
-        self.store(Some(c.clone()));
+        self.store(Some(Kept {
+            credentials: c.clone(),
+            fetched_at: Instant::now(),
+        }));
         Ok(c)
     }
 
@@ -136,7 +172,7 @@ impl CredentialsCache {
         self.store(None);
     }
 
-    fn store(&self, value: Option<Credentials>) {
+    fn store(&self, value: Option<Kept>) {
         match self.latest.write() {
             Ok(mut guard) => *guard = value,
             Err(poisoned) => *poisoned.into_inner() = value,
@@ -144,10 +180,10 @@ impl CredentialsCache {
     }
 }
 
-/// Credentials without an expiry (static keys) never need fetching again.
-fn still_fresh(expiry: Option<SystemTime>, now: SystemTime) -> bool {
+/// Keys without an expiry (static keys) last for ever; others while more than `need` is left.
+fn lasts(expiry: Option<SystemTime>, now: SystemTime, need: Duration) -> bool {
     match expiry {
-        Some(at) => at > now + REFRESH_BEFORE_EXPIRY,
+        Some(at) => at > now + need,
         None => true,
     }
 }
@@ -185,21 +221,35 @@ mod tests {
     }
 
     fn cache(lifetime: Option<Duration>) -> (CredentialsCache, Arc<AtomicU32>) {
+        cache_reasking(lifetime, REASK_AFTER)
+    }
+
+    fn cache_reasking(
+        lifetime: Option<Duration>,
+        reask_after: Duration,
+    ) -> (CredentialsCache, Arc<AtomicU32>) {
         let calls = Arc::new(AtomicU32::new(0));
         let provider = SharedCredentialsProvider::new(Counting {
             calls: calls.clone(),
             lifetime,
         });
-        (CredentialsCache::new(provider), calls)
+        (
+            CredentialsCache::reasking_after(provider, reask_after),
+            calls,
+        )
     }
 
     #[test]
     fn credentials_are_fetched_again_five_minutes_before_they_expire() {
         let now = SystemTime::now();
-        assert!(still_fresh(None, now));
-        assert!(still_fresh(Some(now + Duration::from_secs(301)), now));
-        assert!(!still_fresh(Some(now + Duration::from_secs(300)), now));
-        assert!(!still_fresh(Some(now - Duration::from_secs(1)), now));
+        let five = REFRESH_BEFORE_EXPIRY;
+        assert!(lasts(None, now, five));
+        assert!(lasts(Some(now + Duration::from_secs(301)), now, five));
+        assert!(!lasts(Some(now + Duration::from_secs(300)), now, five));
+        assert!(!lasts(Some(now - Duration::from_secs(1)), now, five));
+        let url = Duration::from_secs(900);
+        assert!(!lasts(Some(now + Duration::from_secs(899)), now, url));
+        assert!(lasts(Some(now + Duration::from_secs(901)), now, url));
     }
 
     #[tokio::test]
@@ -215,11 +265,62 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn keys_about_to_expire_are_asked_for_on_every_call_until_fresh_ones_come() {
-        let (cache, calls) = cache(Some(Duration::from_secs(60)));
-        cache.get().await.expect("keys");
-        cache.get().await.expect("keys");
+    async fn keys_about_to_expire_are_asked_for_again_once_the_chains_last_answer_is_old() {
+        let (asking, calls) = cache_reasking(Some(Duration::from_secs(60)), Duration::ZERO);
+        asking.get().await.expect("keys");
+        asking.get().await.expect("keys");
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+        // Within REASK_AFTER the chain's newest answer stands: the same keys again.
+        let (standing, calls) = cache(Some(Duration::from_secs(60)));
+        assert_eq!(standing.get().await.expect("keys").access_key_id(), "AKID1");
+        assert_eq!(standing.get().await.expect("keys").access_key_id(), "AKID1");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// Review 34: a 900 s URL was signed with kept keys that had 799 s left, and AWS refuses
+    /// the URL once they expire. Keys that do not outlast the URL are replaced first.
+    #[tokio::test]
+    async fn a_url_is_signed_with_keys_that_outlast_it() {
+        let (cache, calls) = cache_reasking(Some(Duration::from_secs(600)), Duration::ZERO);
+        assert_eq!(cache.get().await.expect("keys").access_key_id(), "AKID1");
+        let for_url = cache.get_for(Duration::from_secs(900)).await.expect("keys");
+        assert_eq!(
+            for_url.access_key_id(),
+            "AKID2",
+            "600 s left do not cover 900 s"
+        );
+        assert_eq!(
+            cache
+                .get_for(Duration::from_secs(500))
+                .await
+                .expect("keys")
+                .access_key_id(),
+            "AKID2",
+            "600 s cover 500 s"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    /// Review 34: in the last minutes of the chain's keys every presign asked the chain again,
+    /// one after another (20 presigns took 6 s behind a 0.3 s helper). The first caller's
+    /// answer serves the others.
+    #[tokio::test]
+    async fn callers_in_the_keys_last_minutes_share_one_answer() {
+        let (cache, calls) = cache(Some(Duration::from_secs(60)));
+        let cache = Arc::new(cache);
+        let callers: Vec<_> = (0..32)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.get_for(Duration::from_secs(900)).await })
+            })
+            .collect();
+        for caller in callers {
+            assert_eq!(
+                caller.await.expect("joined").expect("keys").access_key_id(),
+                "AKID1"
+            );
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -419,7 +419,9 @@ impl ObjectStore for S3Store {
     }
 
     async fn presign_part(&self, input: &PartInput<'_>) -> Result<PresignedPut, StoreError> {
-        let creds = self.signing_credentials().await?;
+        let creds = self
+            .signing_credentials(presign::expires_secs(input.now, input.expires_at))
+            .await?;
         let mut must_send = vec![("Content-Length".to_owned(), input.size.to_string())];
         if let Some(c) = input.checksum {
             must_send.extend(checksum_headers(c));

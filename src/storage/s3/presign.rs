@@ -14,12 +14,16 @@ use crate::signing::SigningCredentials;
 use crate::storage::{PresignInput, PresignedPut, StoreError};
 
 impl S3Store {
-    /// The cached credentials (`storage::aws`), in the signer's shape.
-    pub(super) async fn signing_credentials(&self) -> Result<SigningCredentials, StoreError> {
+    /// The cached credentials (`storage::aws`) that outlast a URL living `expires_secs`, in
+    /// the signer's shape.
+    pub(super) async fn signing_credentials(
+        &self,
+        expires_secs: u64,
+    ) -> Result<SigningCredentials, StoreError> {
         let c = self
             .aws
             .credentials()
-            .get()
+            .get_for(std::time::Duration::from_secs(expires_secs))
             .await
             .map_err(StoreError::Unavailable)?;
         Ok(SigningCredentials {
@@ -67,7 +71,9 @@ impl S3Store {
         &self,
         input: &PresignInput<'_>,
     ) -> Result<PresignedPut, StoreError> {
-        let creds = self.signing_credentials().await?;
+        let creds = self
+            .signing_credentials(expires_secs(input.now, input.expires_at))
+            .await?;
         // What the client must send is exactly what is signed.
         let mut must_send: Vec<(String, String)> = vec![
             ("Content-Type".into(), input.content_type.to_owned()),
@@ -90,7 +96,9 @@ impl S3Store {
 
     /// A browser POST form whose policy binds the key, type, size and checksum.
     pub(super) async fn post_form(&self, input: &PresignInput<'_>) -> Result<PostForm, StoreError> {
-        let creds = self.signing_credentials().await?;
+        let creds = self
+            .signing_credentials(expires_secs(input.now, input.expires_at))
+            .await?;
         Ok(post_policy::build(
             &PostPolicyRequest {
                 location: &self.location,
@@ -115,7 +123,7 @@ impl S3Store {
         disposition: &str,
         expires_secs: u64,
     ) -> Result<String, StoreError> {
-        let creds = self.signing_credentials().await?;
+        let creds = self.signing_credentials(expires_secs).await?;
         let mut q = BTreeMap::new();
         q.insert(
             "response-content-disposition".to_owned(),
@@ -144,7 +152,7 @@ impl S3Store {
         version_id: Option<&str>,
         expires_secs: u64,
     ) -> Result<String, StoreError> {
-        let creds = self.signing_credentials().await?;
+        let creds = self.signing_credentials(expires_secs).await?;
         let mut q = BTreeMap::new();
         q.insert(
             "response-content-disposition".to_owned(),
@@ -186,7 +194,7 @@ pub(super) fn checksum_headers(c: &Checksum) -> [(String, String); 2] {
 }
 
 /// Seconds from `now` to `expires_at`, at least one.
-fn expires_secs(now: DateTime<Utc>, expires_at: DateTime<Utc>) -> u64 {
+pub(super) fn expires_secs(now: DateTime<Utc>, expires_at: DateTime<Utc>) -> u64 {
     u64::try_from((expires_at - now).num_seconds())
         .unwrap_or(1)
         .max(1)
