@@ -4,7 +4,7 @@
 //! Every promise upcommit makes is kept by something the store does: a single-use upload URL by
 //! `If-None-Match: *` on PutObject, validate-then-copy by `x-amz-copy-source-if-match`, and so
 //! on. Stores differ exactly there (Garage ignores conditional writes; LocalStack does not verify
-//! POST signatures), so the server finds out by real calls (`storage::probe`) and judges the
+//! POST signatures), so the server finds out by real calls (`storage::s3::probe`) and judges the
 //! findings here: a capability a promise needs that the store lacks (or that could not be probed)
 //! makes `serve` refuse to start, until the operator accepts the gap by name
 //! (`UPCOMMIT_ACCEPT_STORE_GAPS`). The server then runs with that promise weakened as

@@ -9,7 +9,6 @@ mod listing;
 mod multipart;
 mod observe;
 mod part_copy;
-pub mod probe;
 mod s3;
 pub mod sqs;
 

@@ -89,35 +89,136 @@ fn every_module_file() -> BTreeMap<ModPath, PathBuf> {
     out
 }
 
-/// The code the library builds: line comments dropped, and the file cut where an inline
-/// `#[cfg(test)] mod … {` begins (tests may import anything they test).
-fn library_code(text: &str) -> String {
-    let mut out = String::new();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("#[cfg(test)]") {
-            match lines.peek().map(|next| next.trim()) {
-                Some(next) if next.starts_with("mod ") && next.ends_with('{') => break,
-                Some(next) if next.starts_with("mod ") && next.ends_with(';') => {
-                    lines.next();
-                    continue;
+/// The text with comments dropped and the insides of string and character literals blanked
+/// (newlines kept), so that neither a `//` in a string nor a path in a message is read as code.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let prev_ident = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            i += 2;
+            while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+            i += 2;
+        } else if c == 'r' && !prev_ident && matches!(next, Some('"') | Some('#')) {
+            let mut j = i + 1;
+            while chars.get(j) == Some(&'#') {
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let hashes = j - i - 1;
+            out.push_str("r\"");
+            i = j + 1;
+            while i < chars.len() {
+                if chars[i] == '"' && (1..=hashes).all(|h| chars.get(i + h) == Some(&'#')) {
+                    i += 1 + hashes;
+                    break;
                 }
-                _ => {}
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+            out.push('"');
+        } else if c == '"' {
+            out.push('"');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if let Some(&d) = chars.get(i) {
+                    out.push(blank(d));
+                }
+                i += 1;
+            }
+            out.push('"');
+            i += 1;
+        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+            // A character literal ('x', '\n', '\u{…}'); a lifetime has no closing quote.
+            let mut j = i + 2;
+            while j < chars.len() && chars[j] != '\'' {
+                j += 1;
+            }
+            out.push_str("' '");
+            i = j + 1;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `{` minus `}` on a line of [`code_only`] text.
+fn braces(line: &str) -> i64 {
+    line.chars()
+        .map(|c| match c {
+            '{' => 1,
+            '}' => -1,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The code the library builds: [`code_only`] text without its `#[cfg(test)]` modules (an
+/// inline one is skipped to its closing brace; code after it is read).
+fn library_code(text: &str) -> String {
+    let code = code_only(text);
+    let mut out = String::new();
+    let mut lines = code.lines().peekable();
+    let mut skipping: Option<i64> = None;
+    while let Some(line) = lines.next() {
+        if let Some(depth) = skipping.as_mut() {
+            *depth += braces(line);
+            if *depth <= 0 {
+                skipping = None;
+            }
+            continue;
+        }
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix("#[cfg(test)]") {
+            let rest = rest.trim();
+            let module = if rest.is_empty() {
+                lines.peek().map(|next| next.trim().to_owned())
+            } else {
+                Some(rest.to_owned())
+            };
+            if let Some(module) =
+                module.filter(|m| m.starts_with("mod ") || m.starts_with("pub mod "))
+            {
+                if rest.is_empty() {
+                    lines.next();
+                }
+                if module.ends_with('{') {
+                    skipping = Some(braces(&module));
+                }
+                continue;
             }
         }
-        let code = match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
-        };
-        out.push_str(code);
+        out.push_str(line);
         out.push('\n');
     }
     out
 }
 
-/// The paths of a use tree (`a::{b, c::{d, e as f}}`), each as its segments.
-fn use_paths(tree: &str) -> Vec<Vec<String>> {
+/// The paths of a use tree (`a::{b, c::{d, e as f}}`), each as its segments, with the name it
+/// is bound to here (the alias, or the last segment; `None` for a glob).
+fn use_paths(tree: &str) -> Vec<(Vec<String>, Option<String>)> {
     let mut parts = Vec::new();
     let (mut depth, mut start) = (0, 0);
     for (i, c) in tree.char_indices() {
@@ -137,19 +238,36 @@ fn use_paths(tree: &str) -> Vec<Vec<String>> {
         match (part.find('{'), part.rfind('}')) {
             (Some(open), Some(close)) => {
                 let head: Vec<String> = segments(part[..open].trim().trim_end_matches(':'));
-                for tail in use_paths(&part[open + 1..close]) {
-                    out.push(head.iter().cloned().chain(tail).collect());
+                for (tail, bound) in use_paths(&part[open + 1..close]) {
+                    // `a::{self}` binds `a`.
+                    let bound = if tail.is_empty() {
+                        head.last().cloned()
+                    } else {
+                        bound
+                    };
+                    out.push((head.iter().cloned().chain(tail).collect(), bound));
                 }
             }
             _ => {
-                let without_alias = part.split_whitespace().next().unwrap_or(part);
-                out.push(segments(without_alias));
+                let mut words = part.split_whitespace();
+                let mut path = segments(words.next().unwrap_or(part));
+                let alias = match (words.next(), words.next()) {
+                    (Some("as"), Some(alias)) => Some(alias.to_owned()),
+                    _ => None,
+                };
+                if path.last().is_some_and(|s| s == "self") {
+                    path.pop();
+                }
+                let bound = match path.last().map(String::as_str) {
+                    Some("*") => None,
+                    last => alias.or(last.map(str::to_owned)),
+                };
+                out.push((path, bound));
             }
         }
     }
     out
 }
-
 fn segments(path: &str) -> Vec<String> {
     path.split("::")
         .filter(|s| !s.is_empty())
@@ -157,23 +275,40 @@ fn segments(path: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every path the code names from the crate's root or a parent: `use` trees, and `crate::…` /
-/// `super::…` written inline.
-fn named_paths(code: &str) -> Vec<Vec<String>> {
+/// A `use` statement's tree, if `line` starts one (after any attributes and visibility).
+fn use_statement_start(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    while rest.starts_with("#[") {
+        let end = rest.find(']')?;
+        rest = rest[end + 1..].trim_start();
+    }
+    if let Some(after) = rest.strip_prefix("pub(") {
+        let end = after.find(')')?;
+        rest = after[end + 1..].trim_start();
+    } else if let Some(after) = rest.strip_prefix("pub ") {
+        rest = after.trim_start();
+    }
+    rest.strip_prefix("use ")
+}
+
+/// Every `use` statement of the code: its paths with the names they bind.
+fn use_statements(code: &str) -> Vec<(Vec<String>, Option<String>)> {
+    use_statements_of(code, false)
+}
+
+/// [`use_statements`], or only the re-exporting ones (`pub use`, `pub(crate) use`, …).
+fn use_statements_of(code: &str, only_pub: bool) -> Vec<(Vec<String>, Option<String>)> {
     let mut out = Vec::new();
     let mut statement: Option<String> = None;
     for line in code.lines() {
-        let trimmed = line.trim_start();
-        if statement.is_none() {
-            let rest = ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]
-                .iter()
-                .find_map(|p| trimmed.strip_prefix(p));
-            if let Some(rest) = rest {
-                statement = Some(String::new());
-                statement.as_mut().expect("just set").push_str(rest);
+        match statement.as_mut() {
+            None => {
+                let public = line.trim_start().starts_with("pub");
+                statement = use_statement_start(line)
+                    .filter(|_| public || !only_pub)
+                    .map(str::to_owned);
             }
-        } else if let Some(s) = statement.as_mut() {
-            s.push_str(trimmed);
+            Some(s) => s.push_str(line.trim()),
         }
         if let Some(s) = statement.as_ref() {
             if let Some(end) = s.find(';') {
@@ -182,12 +317,21 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
             }
         }
     }
+    out
+}
+
+/// Every path the code names from the crate's root, a parent or itself: `use` trees, and
+/// `crate::…` / `super::…` written inline.
+fn named_paths(code: &str) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = use_statements(code).into_iter().map(|(p, _)| p).collect();
     let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    for anchor in ["crate::", "super::"] {
+    for anchor in ["crate::", "super::", "self::"] {
         let mut from = 0;
         while let Some(i) = code[from..].find(anchor).map(|i| i + from) {
             from = i + anchor.len();
-            if code[..i].chars().next_back().is_some_and(is_ident) || code[..i].ends_with("super::")
+            if code[..i].chars().next_back().is_some_and(is_ident)
+                || code[..i].ends_with("super::")
+                || code[..i].ends_with("self::")
             {
                 continue;
             }
@@ -200,15 +344,49 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// The module a path lands in: the longest prefix that is a module file.
+/// What each module re-exports: the name it binds → the path it names (`pub use s3::S3Store`).
+type Reexports = BTreeMap<ModPath, BTreeMap<String, Vec<String>>>;
+
+fn reexports(modules: &BTreeMap<ModPath, PathBuf>) -> Reexports {
+    modules
+        .iter()
+        .map(|(module, file)| {
+            let code = library_code(&fs::read_to_string(file).expect("read a source file"));
+            let bound = use_statements_of(&code, true)
+                .into_iter()
+                .filter_map(|(path, name)| Some((name?, path)))
+                .collect();
+            (module.clone(), bound)
+        })
+        .collect()
+}
+
+/// The module a path lands in: the longest prefix that is a module file, followed through
+/// that module's re-exports (`storage::S3Store` lands in `storage::s3`). Paths from the root,
+/// a parent, the module itself, or one of its child modules are read; others are other crates.
 fn resolve(
     from: &ModPath,
     path: &[String],
     modules: &BTreeMap<ModPath, PathBuf>,
+    reexports: &Reexports,
 ) -> Option<ModPath> {
-    let mut absolute: ModPath = match path.first().map(String::as_str) {
-        Some("crate") => Vec::new(),
-        Some("super") | Some("self") => from.clone(),
+    resolve_within(from, path, modules, reexports, 0)
+}
+
+fn resolve_within(
+    from: &ModPath,
+    path: &[String],
+    modules: &BTreeMap<ModPath, PathBuf>,
+    reexports: &Reexports,
+    depth: usize,
+) -> Option<ModPath> {
+    let first = path.first()?;
+    let mut absolute: ModPath = match first.as_str() {
+        "crate" => Vec::new(),
+        "super" | "self" => from.clone(),
+        child if modules.contains_key(&[from.clone(), vec![child.to_owned()]].concat()) => {
+            from.clone()
+        }
         _ => return None,
     };
     let mut rest = path;
@@ -220,20 +398,31 @@ fn resolve(
         rest = &rest[1..];
     }
     absolute.extend(rest.iter().cloned());
-    (0..=absolute.len())
+    let module = (0..=absolute.len())
         .rev()
         .map(|n| absolute[..n].to_vec())
-        .find(|m| modules.contains_key(m))
+        .find(|m| modules.contains_key(m))?;
+    let item = absolute.get(module.len());
+    let target = item.and_then(|i| reexports.get(&module)?.get(i));
+    match target {
+        Some(target) if depth < 8 => {
+            let mut next = target.clone();
+            next.extend(absolute[module.len() + 1..].iter().cloned());
+            Some(resolve_within(&module, &next, modules, reexports, depth + 1).unwrap_or(module))
+        }
+        _ => Some(module),
+    }
 }
 
 /// Module → the modules it imports (its own module's face and itself left out).
 fn graph(modules: &BTreeMap<ModPath, PathBuf>) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    let reexports = reexports(modules);
     let mut edges = BTreeMap::new();
     for (module, file) in modules {
         let text = fs::read_to_string(file).expect("read a source file");
         let targets = named_paths(&library_code(&text))
             .iter()
-            .filter_map(|p| resolve(module, p, modules))
+            .filter_map(|p| resolve(module, p, modules, &reexports))
             .filter(|t| !module.starts_with(t))
             .collect();
         edges.insert(module.clone(), targets);
@@ -441,43 +630,79 @@ fn no_source_file_is_over_the_limit_unless_the_document_says_why() {
 /// The checks themselves, on small inputs: each finds what it is for.
 #[test]
 fn the_reader_finds_use_trees_inline_paths_and_circles() {
+    let bound = |tree: &str| -> Vec<(Vec<String>, Option<String>)> { use_paths(tree) };
     assert_eq!(
-        use_paths("crate::domain::{keys::{FinalKey, TmpKey}, ids as i}"),
+        bound("crate::domain::{keys::{FinalKey, TmpKey}, ids as i, jobs::*, self}"),
         vec![
-            segments("crate::domain::keys::FinalKey"),
-            segments("crate::domain::keys::TmpKey"),
-            segments("crate::domain::ids"),
+            (
+                segments("crate::domain::keys::FinalKey"),
+                Some("FinalKey".into())
+            ),
+            (
+                segments("crate::domain::keys::TmpKey"),
+                Some("TmpKey".into())
+            ),
+            (segments("crate::domain::ids"), Some("i".into())),
+            (segments("crate::domain::jobs::*"), None),
+            (segments("crate::domain"), Some("domain".into())),
         ]
     );
-    let code = library_code(
-        "use super::super::x::Y;\nfn f() { crate::a::b(); } // crate::c::d\n#[cfg(test)]\nmod tests {\n use crate::e;\n}\n",
-    );
+    let code = library_code(concat!(
+        "use super::super::x::Y;\n",
+        "fn f() { crate::a::b(); } // crate::c::d\n",
+        "fn g() { let _ = \"http://host/ crate::s::t\"; crate::after::string(); }\n",
+        "#[allow(unused)] pub(in crate::q) use crate::{attr::A, grouped::B};\n",
+        "#[cfg(test)]\nmod tests {\n use crate::e;\n fn h() { if true { crate::e2::x(); } }\n}\n",
+        "fn after_tests() { crate::late::z(); }\n",
+        "/* crate::block::c */\n",
+    ));
     let named = named_paths(&code);
+    for found in [
+        "super::super::x::Y",
+        "crate::a::b",
+        "crate::after::string",
+        "crate::attr::A",
+        "crate::grouped::B",
+        "crate::late::z",
+    ] {
+        assert!(named.contains(&segments(found)), "{found}: {named:?}");
+    }
+    for hidden in ["c", "s", "e", "e2", "block"] {
+        assert!(
+            !named.iter().any(|p| p.contains(&hidden.to_owned())),
+            "{hidden}: {named:?}"
+        );
+    }
     let with_files =
         "mod a;\n#[cfg(test)]\nmod tests;\nuse crate::b::C;\n#[cfg(test)]\nmod properties;\n";
     assert_eq!(test_modules(with_files), vec!["tests", "properties"]);
     assert!(named_paths(&library_code(with_files)).contains(&segments("crate::b::C")));
-    assert!(named.contains(&segments("super::super::x::Y")), "{named:?}");
-    assert!(named.contains(&segments("crate::a::b")), "{named:?}");
-    assert!(
-        !named.iter().any(|p| p.contains(&"c".to_owned())),
-        "{named:?}"
-    );
-    assert!(
-        !named.iter().any(|p| p.contains(&"e".to_owned())),
-        "{named:?}"
-    );
 
     let m = |s: &str| segments(s);
-    let known: BTreeMap<ModPath, PathBuf> = [m("a"), m("a::b"), m("c")]
+    let known: BTreeMap<ModPath, PathBuf> = [m("a"), m("a::b"), m("c"), m("s"), m("s::inner")]
         .into_iter()
         .map(|k| (k, PathBuf::new()))
         .collect();
-    assert_eq!(
-        resolve(&m("a::b"), &m("super::super::c::f"), &known),
-        Some(m("c"))
+    // `s` re-exports `inner::Thing` (as `storage` re-exports `s3::S3Store`).
+    let mut reexported = Reexports::new();
+    reexported.insert(
+        m("s"),
+        [("Thing".to_owned(), m("inner::Thing"))]
+            .into_iter()
+            .collect(),
     );
-    assert_eq!(resolve(&m("a::b"), &m("super::g"), &known), Some(m("a")));
+    let resolve = |from: &str, path: &str| resolve(&m(from), &m(path), &known, &reexported);
+    assert_eq!(resolve("a::b", "super::super::c::f"), Some(m("c")));
+    assert_eq!(resolve("a::b", "super::g"), Some(m("a")));
+    assert_eq!(
+        resolve("a", "b::g"),
+        Some(m("a::b")),
+        "a child module by name"
+    );
+    assert_eq!(resolve("c", "crate::s::Thing"), Some(m("s::inner")));
+    assert_eq!(resolve("c", "crate::s::Other"), Some(m("s")));
+    assert_eq!(resolve("c", "tokio::spawn"), None, "another crate");
+
     let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
     edges.insert(m("a"), [m("c")].into());
     edges.insert(m("c"), [m("a::b")].into());

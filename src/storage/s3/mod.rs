@@ -7,6 +7,7 @@ use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
 
 mod presign;
+pub mod probe;
 
 use crate::config::S3Settings;
 use crate::domain::bucket_check::BucketView;
@@ -391,16 +392,11 @@ impl ObjectStore for S3Store {
     }
 
     async fn probe(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
-        super::probe::run(&self.quiet_twin(), archive_class).await
+        probe::run(&self.quiet_twin(), archive_class).await
     }
 
     async fn probe_archival(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
-        super::probe::run_scoped(
-            &self.quiet_twin(),
-            archive_class,
-            super::probe::Scope::Archival,
-        )
-        .await
+        probe::run_scoped(&self.quiet_twin(), archive_class, probe::Scope::Archival).await
     }
 
     async fn bucket_view(&self) -> BucketView {

@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use chrono::{Datelike, Utc};
 
-use super::{NewMultipart, ObjectStore, PartInput, PresignInput, PresignedPut, S3Store};
 use crate::domain::capabilities::{Capability, Finding, Findings};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::prefixes::TMP_PREFIX;
+use crate::storage::{NewMultipart, ObjectStore, PartInput, PresignInput, PresignedPut, S3Store};
 use answer::{both, http_answer, Answer, PRECONDITION};
 
 /// The whole probe's time limit.
@@ -277,7 +277,7 @@ impl Probe<'_> {
         &self,
         key: &str,
         checksum: Option<ChecksumAlgorithm>,
-    ) -> Result<String, super::StoreError> {
+    ) -> Result<String, crate::storage::StoreError> {
         self.store
             .create_multipart(&NewMultipart {
                 key,
@@ -321,7 +321,7 @@ impl Probe<'_> {
     }
 
     /// Removes every version and multipart upload under the probe prefix.
-    async fn clean(&self) -> Result<(), super::StoreError> {
+    async fn clean(&self) -> Result<(), crate::storage::StoreError> {
         for (key, id) in self.store.list_multipart_uploads(&self.prefix).await? {
             self.store.abort_multipart(&key, &id).await?;
         }
@@ -335,10 +335,10 @@ impl Probe<'_> {
                 None => break,
             }
         }
-        for batch in all.chunks(super::DELETE_BATCH) {
+        for batch in all.chunks(crate::storage::DELETE_BATCH) {
             let failed = self.store.delete_versions(batch).await?;
             if let Some(f) = failed.first() {
-                return Err(super::StoreError::Other(format!(
+                return Err(crate::storage::StoreError::Other(format!(
                     "{} not deleted: {f:?}",
                     failed.len()
                 )));
