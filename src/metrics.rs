@@ -212,6 +212,16 @@ impl Metrics {
         }
     }
 
+    /// Starts the fail-open counter of each profile at 0, so that its first increase is seen:
+    /// a counter series that appears already at 1 shows no `increase()` in Prometheus.
+    pub fn validation_hooks_configured<'a>(&self, profiles: impl IntoIterator<Item = &'a str>) {
+        if let Ok(mut map) = self.hooks_failed_open.lock() {
+            for profile in profiles {
+                map.entry(profile.to_owned()).or_default();
+            }
+        }
+    }
+
     /// A commit that went on although the hook gave no answer (fail open).
     pub fn validation_hook_failed_open(&self, profile: &str) {
         if let Ok(mut map) = self.hooks_failed_open.lock() {

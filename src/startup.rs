@@ -104,6 +104,14 @@ impl Application {
         let catalog: Arc<dyn Catalog> = Arc::new(ObservedCatalog::new(catalog, metrics.clone()));
         let store_verdict = Arc::new(judge_store(&settings, store.as_ref()).await?);
         metrics.set_store_verdict(&store_verdict);
+        metrics.validation_hooks_configured(
+            settings
+                .uploads
+                .profiles
+                .iter()
+                .filter(|p| p.validation_hook.is_some())
+                .map(|p| p.name.as_str()),
+        );
         let listener = crate::http::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Bind {

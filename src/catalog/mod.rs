@@ -145,6 +145,9 @@ pub trait JobCatalog: Send + Sync + 'static {
     async fn unfinished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError>;
     /// The latest finished, failed or refused run of `job`.
     async fn last_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError>;
+    /// The latest run of `job` that finished (not failed, not refused, not a dry run): the
+    /// last complete findings.
+    async fn last_finished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError>;
     async fn run_by_id(&self, id: &str) -> Result<Option<JobRun>, CatalogError>;
     async fn update_run(
         &self,

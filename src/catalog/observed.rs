@@ -133,6 +133,9 @@ impl JobCatalog for ObservedCatalog {
     async fn last_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
         timed!(self, last_run(job))
     }
+    async fn last_finished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
+        timed!(self, last_finished_run(job))
+    }
     async fn run_by_id(&self, id: &str) -> Result<Option<JobRun>, CatalogError> {
         timed!(self, run_by_id(id))
     }

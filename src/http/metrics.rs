@@ -77,7 +77,7 @@ fn job_gauges(runs: &LastRuns, out: &mut String) {
             summary(run)["deleted_bytes"].as_u64().unwrap_or(0)
         );
     }
-    if let Some(run) = &runs.reconcile {
+    if let Some(run) = &runs.reconcile_finished {
         let s = summary(run);
         for (name, field, help) in [
             (
@@ -165,6 +165,7 @@ mod tests {
         let runs = LastRuns {
             sweep: Some(run(jobs::SWEEP, RunState::Refused, 1_800_000_000)),
             reconcile: Some(run(jobs::RECONCILE, RunState::Finished, 1_800_000_100)),
+            reconcile_finished: None,
         };
         let mut out = String::new();
         job_gauges(&runs, &mut out);
@@ -184,6 +185,7 @@ mod tests {
         let runs = LastRuns {
             sweep: Some(run(jobs::SWEEP, RunState::Failed, 1_800_000_000)),
             reconcile: None,
+            reconcile_finished: None,
         };
         let mut out = String::new();
         job_gauges(&runs, &mut out);
@@ -193,5 +195,29 @@ mod tests {
         );
         assert!(!out.contains("job_name=\"reconcile\""), "{out}");
         assert!(!out.contains("upcommit_reconcile_missing_objects"), "{out}");
+    }
+
+    /// Review 35: a failed reconcile's partial counts replaced the last finished run's, so a
+    /// failed run after one that found a missing object cleared the data-loss alert.
+    #[test]
+    fn the_findings_are_the_last_finished_reconciles_whatever_came_after() {
+        let mut finished = run(jobs::RECONCILE, RunState::Finished, 1_800_000_000);
+        finished.summary = Some(r#"{"missing":1,"unindexed":0}"#.into());
+        let mut failed = run(jobs::RECONCILE, RunState::Failed, 1_800_000_100);
+        failed.summary = Some(r#"{"missing":0,"unindexed":0}"#.into());
+        let runs = LastRuns {
+            sweep: None,
+            reconcile: Some(failed),
+            reconcile_finished: Some(finished),
+        };
+        let mut out = String::new();
+        job_gauges(&runs, &mut out);
+        for line in [
+            "upcommit_reconcile_missing_objects 1",
+            "upcommit_job_last_run_ok{job_name=\"reconcile\"} 0",
+            "upcommit_job_last_run_timestamp_seconds{job_name=\"reconcile\"} 1800000100",
+        ] {
+            assert!(out.lines().any(|l| l == line), "{line} in {out}");
+        }
     }
 }

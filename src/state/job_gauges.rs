@@ -15,7 +15,11 @@ pub const EVERY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, Default)]
 pub struct LastRuns {
     pub sweep: Option<JobRun>,
+    /// The last reconcile run, whatever its end: when it ran and whether it succeeded.
     pub reconcile: Option<JobRun>,
+    /// The last reconcile run that finished: its findings (a failed run's counts are partial,
+    /// and a missing object it did not reach again must not clear the alarm).
+    pub reconcile_finished: Option<JobRun>,
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +45,7 @@ impl JobGauges {
         let runs = Arc::new(LastRuns {
             sweep: catalog.last_run(jobs::SWEEP).await?,
             reconcile: catalog.last_run(jobs::RECONCILE).await?,
+            reconcile_finished: catalog.last_finished_run(jobs::RECONCILE).await?,
         });
         match self.latest.write() {
             Ok(mut guard) => *guard = runs,

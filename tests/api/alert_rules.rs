@@ -96,6 +96,11 @@ fn tokens(expr: &str) -> Result<(Vec<Selector>, Vec<String>), String> {
             while i < c.len() && c[i] != '\n' {
                 i += 1;
             }
+        } else if ch == '[' {
+            // A range or a subquery's `[2d:30m]`: durations, not names.
+            while i < c.len() && c[i] != ']' {
+                i += 1;
+            }
         } else if ch.is_ascii_alphabetic() || ch == '_' || ch == ':' {
             let start = i;
             while i < c.len() && word_char(c[i]) {

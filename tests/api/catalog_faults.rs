@@ -190,6 +190,9 @@ impl JobCatalog for FaultyCatalog {
     async fn last_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
         self.inner.last_run(job).await
     }
+    async fn last_finished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError> {
+        self.inner.last_finished_run(job).await
+    }
     async fn run_by_id(&self, id: &str) -> Result<Option<JobRun>, CatalogError> {
         self.inner.run_by_id(id).await
     }

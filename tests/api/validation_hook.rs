@@ -360,6 +360,13 @@ async fn no_answer_fails_open_when_the_profile_says_so_and_is_counted() {
     let app = spawn_with_hook(&url, r#", on_error = "allow""#).await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "scan", PNG, 2000, "PUT").await;
+    // Review 35: the series started at 1 with the first fail-open, and Prometheus's
+    // increase() sees no increase in a series that appears at 1. It is there at 0 from start.
+    let before = app.metrics_text().await;
+    assert!(
+        before.contains("upcommit_validation_hook_failed_open_total{profile=\"scan\"} 0"),
+        "{before}"
+    );
 
     let resp = app.commit(&token, &p.key, None).await;
     assert_eq!(resp.status(), 201);

@@ -4,6 +4,16 @@
 
 use std::sync::Arc;
 
+/// How long the comparison waits for the store's next answer (a head or a chunk).
+const STALL: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn stalled() -> StoreError {
+    StoreError::Unavailable(format!(
+        "comparing with the earlier copy: the store sent nothing for {} s",
+        STALL.as_secs()
+    ))
+}
+
 use super::ReconcileSummary;
 use crate::catalog::Catalog;
 use crate::domain::jobs::JobItem;
@@ -74,11 +84,16 @@ async fn same_bytes(
     for (key, head) in [a, b] {
         let version = head.version_id.as_deref().filter(|v| *v != "null");
         let url = store.presign_get_version(key, version, 900).await?;
+        // The answer's head within STALL; the body is read chunk by chunk, each within STALL
+        // too (an object of any size is compared, but a store that stops answering ends it).
         let resp = http
             .get(url)
             .header("cache-control", "no-cache")
-            .send()
+            .timeout(STALL)
+            .send();
+        let resp = tokio::time::timeout(STALL, resp)
             .await
+            .map_err(|_| stalled())?
             .map_err(unavailable)?;
         let resp = resp.error_for_status().map_err(unavailable)?;
         let named = |h: &str| resp.headers().get(h).and_then(|v| v.to_str().ok());
@@ -98,9 +113,13 @@ async fn same_bytes(
     }
     let (mut rb, mut ra) = (open.pop().expect("two"), open.pop().expect("two"));
     // Refills an empty buffer from its body (skipping empty chunks); stays empty at its end.
-    async fn fill(resp: &mut reqwest::Response, buf: &mut Vec<u8>) -> Result<(), reqwest::Error> {
+    async fn fill(resp: &mut reqwest::Response, buf: &mut Vec<u8>) -> Result<(), StoreError> {
         while buf.is_empty() {
-            match resp.chunk().await? {
+            let chunk = tokio::time::timeout(STALL, resp.chunk())
+                .await
+                .map_err(|_| stalled())?
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            match chunk {
                 Some(chunk) => buf.extend_from_slice(&chunk),
                 None => break,
             }
@@ -110,8 +129,8 @@ async fn same_bytes(
     let (mut left, mut right) = (Vec::new(), Vec::new());
     let mut compared: i64 = 0;
     loop {
-        fill(&mut ra, &mut left).await.map_err(unavailable)?;
-        fill(&mut rb, &mut right).await.map_err(unavailable)?;
+        fill(&mut ra, &mut left).await?;
+        fill(&mut rb, &mut right).await?;
         let n = left.len().min(right.len());
         if n == 0 {
             // One of them ended: the same only if both did, after every byte.
