@@ -5,6 +5,13 @@
 //! module's face (its `mod.rs`): that is how Rust modules are built, not a circle. Source files
 //! stay under the document's line limit unless its "Long files" list says why. No network, no
 //! build of the crate's code: it reads text.
+//!
+//! Read: `use` trees (grouped, aliased, `self`, globs, after attributes, any visibility), paths
+//! from `crate::`, `super::`, `self::` or a child module, followed through the re-exports of the
+//! module they land in. Not read (none is used in `src/`; an outside review grepped for each):
+//! the crate renamed (`use crate as x`, `extern crate self as x`, `use crate::{self as x}`), a
+//! glob of the crate root, macros called by path, byte and C raw strings (`br"…"`, `cr"…"`), a
+//! `use` that does not start its line, and code on the same line after a test module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
