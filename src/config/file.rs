@@ -134,6 +134,7 @@ pub(super) struct FileSettings {
     pub(super) bucket_check_fails_readiness: Option<bool>,
     pub(super) demo: Option<bool>,
     pub(super) demo_mint_tokens: Option<bool>,
+    pub(super) admin_console: Option<bool>,
     pub(super) sweep_grace_secs: Option<u64>,
     pub(super) sweep_skew_tolerance_secs: Option<u64>,
     pub(super) sweep_interval_secs: Option<u64>,

@@ -1,4 +1,5 @@
-//! The HTTP server: where it listens, its timeouts and limits, and the demo page it may serve.
+//! The HTTP server: where it listens, its timeouts and limits, and the pages it may serve (the
+//! demo upload page, the admin console).
 
 use super::file::FileSettings;
 use super::source::{ConfigError, Source};
@@ -74,5 +75,21 @@ impl DemoSettings {
             ));
         }
         Ok(demo)
+    }
+}
+
+/// The admin console (`/admin`): pages over the admin API for operators.
+#[derive(Debug, Clone, Default)]
+pub struct ConsoleSettings {
+    /// Serve the console at `/admin` (`UPCOMMIT_ADMIN_CONSOLE`, default false). Never with the
+    /// demo's token minting (`rules`).
+    pub enabled: bool,
+}
+
+impl ConsoleSettings {
+    pub(super) fn load(src: &Source<'_>, f: &FileSettings) -> Result<Self, ConfigError> {
+        Ok(ConsoleSettings {
+            enabled: src.flag("UPCOMMIT_ADMIN_CONSOLE", f.admin_console, false)?,
+        })
     }
 }

@@ -3,11 +3,11 @@
 //! that names the setting.
 //!
 //! One file per concern, each with its structs, its tables of the TOML file, its checks and
-//! its tests: the merge of sources (`source`), the HTTP server and demo page (`http`), the
-//! database (`database`), the bucket (`s3`), uploads and quotas (`uploads`) and their profiles
-//! (`profiles`), identity and issuers (`identity`), events, webhooks and queues (`events`),
-//! background jobs (`jobs`). `Settings::parse` loads them in order; the rules that read two
-//! concerns are in `rules`.
+//! its tests: the merge of sources (`source`), the HTTP server, demo page and admin console
+//! (`http`), the database (`database`), the bucket (`s3`), uploads and quotas (`uploads`) and
+//! their profiles (`profiles`), identity and issuers (`identity`), events, webhooks and queues
+//! (`events`), background jobs (`jobs`). `Settings::parse` loads them in order; the rules that
+//! read two concerns are in `rules`.
 
 use std::collections::HashMap;
 
@@ -25,7 +25,7 @@ mod uploads;
 
 pub use database::DatabaseSettings;
 pub use events::{EventSettings, QueueSettings, WebhookSettings};
-pub use http::{DemoSettings, HttpSettings};
+pub use http::{ConsoleSettings, DemoSettings, HttpSettings};
 pub use identity::{AuthSettings, ProviderSettings};
 pub use jobs::JobSettings;
 pub use s3::{BucketCheckSettings, S3Settings};
@@ -73,6 +73,7 @@ pub struct Settings {
     pub bucket_check: BucketCheckSettings,
     pub jobs: JobSettings,
     pub demo: DemoSettings,
+    pub console: ConsoleSettings,
     pub events: EventSettings,
     /// `text` or `json` (`UPCOMMIT_LOG_FORMAT`).
     pub log_format: LogFormat,
@@ -139,6 +140,7 @@ impl Settings {
         let uploads = UploadSettings::load(&src, &mut f)?;
         let log_format = LogFormat::load(&src, &mut f)?;
         let demo = DemoSettings::load(&src, &f)?;
+        let console = ConsoleSettings::load(&src, &f)?;
         let jobs = JobSettings::load(&src, &mut f)?;
         let events = EventSettings::load(&src, &mut f)?;
         let listen = http::listen(&src, &mut f);
@@ -156,6 +158,7 @@ impl Settings {
             bucket_check,
             jobs,
             demo,
+            console,
             events,
             log_format,
         };

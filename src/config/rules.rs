@@ -3,9 +3,18 @@
 use super::source::ConfigError;
 use super::Settings;
 
-/// The demo's token minting against the HS256 secret, then each profile's validation hook
-/// against the request timeout.
+/// The admin console against the demo's token minting, the minting against the HS256 secret,
+/// then each profile's validation hook against the request timeout.
 pub(super) fn check(settings: &Settings) -> Result<(), ConfigError> {
+    // The console acts on every file and endpoint; a server that hands out tokens to anyone
+    // who asks is a development toy, and the two must never be one server.
+    if settings.console.enabled && settings.demo.mint_tokens {
+        return Err(ConfigError(
+            "UPCOMMIT_ADMIN_CONSOLE=true cannot be served with UPCOMMIT_DEMO_MINT_TOKENS=true \
+             (minting hands out tokens to anyone): turn minting off to open the console"
+                .into(),
+        ));
+    }
     if settings.demo.mint_tokens && settings.auth.jwt_secret.expose().is_empty() {
         return Err(ConfigError(
             "UPCOMMIT_DEMO_MINT_TOKENS needs UPCOMMIT_JWT_SECRET (it mints HS256 tokens)".into(),
@@ -25,4 +34,54 @@ pub(super) fn check(settings: &Settings) -> Result<(), ConfigError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::source::env;
+    use crate::config::Settings;
+
+    fn with(extra: &[(&str, &str)]) -> Result<Settings, String> {
+        let mut vars = env(extra);
+        vars.insert("UPCOMMIT_JWT_SECRET".into(), "0123456789abcdef".into());
+        Settings::from_map(&vars).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn the_console_is_never_served_with_token_minting() {
+        let err = with(&[
+            ("UPCOMMIT_ADMIN_CONSOLE", "true"),
+            ("UPCOMMIT_DEMO", "true"),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true"),
+        ])
+        .expect_err("console with minting");
+        assert!(err.starts_with("UPCOMMIT_ADMIN_CONSOLE"), "{err}");
+        assert!(err.contains("UPCOMMIT_DEMO_MINT_TOKENS"), "{err}");
+
+        // Either alone starts; the demo page without minting may sit beside the console.
+        assert!(with(&[("UPCOMMIT_ADMIN_CONSOLE", "true")]).is_ok_and(|s| s.console.enabled));
+        assert!(with(&[
+            ("UPCOMMIT_ADMIN_CONSOLE", "true"),
+            ("UPCOMMIT_DEMO", "true")
+        ])
+        .is_ok());
+        assert!(with(&[
+            ("UPCOMMIT_DEMO", "true"),
+            ("UPCOMMIT_DEMO_MINT_TOKENS", "true")
+        ])
+        .is_ok_and(|s| !s.console.enabled));
+        // Off by default; the settings file's key turns it on too, and still meets the rule.
+        assert!(with(&[]).is_ok_and(|s| !s.console.enabled));
+        let mut vars = env(&[]);
+        vars.insert("UPCOMMIT_JWT_SECRET".into(), "0123456789abcdef".into());
+        let file = "admin_console = true\ndemo = true\ndemo_mint_tokens = true\n";
+        let err = Settings::from_sources(Some(file), &|k| vars.get(k).cloned())
+            .expect_err("the file's console with the file's minting");
+        assert!(err.0.starts_with("UPCOMMIT_ADMIN_CONSOLE"), "{}", err.0);
+        let file = "admin_console = true\n";
+        assert!(Settings::from_sources(Some(file), &|k| vars.get(k).cloned())
+            .is_ok_and(|s| s.console.enabled));
+        assert!(with(&[("UPCOMMIT_ADMIN_CONSOLE", "maybe")])
+            .is_err_and(|e| e.starts_with("UPCOMMIT_ADMIN_CONSOLE")));
+    }
 }

@@ -2,6 +2,7 @@
 //! one function that builds the middleware stack.
 
 mod admin;
+mod console;
 mod demo;
 mod error;
 mod events;
@@ -61,6 +62,7 @@ pub fn router(state: AppState) -> Router {
         .merge(metrics::router())
         .merge(spec::router())
         .merge(demo::router(&state.settings))
+        .merge(console::router(&state.settings))
         .fallback(|| async { AppError::RouteNotFound })
         .method_not_allowed_fallback(|| async { AppError::MethodNotAllowed })
         .with_state(state);

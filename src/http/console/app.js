@@ -1,0 +1,871 @@
+// upcommit's admin console: one page, hash routes (#/overview, #/files, #/files/<id>, #/events,
+// #/events/<endpoint>, #/jobs, #/jobs/<run>), drawn from the admin API with the token the
+// operator pasted. Every number shown and every action taken is one documented `/v1/...` call
+// (openapi.yaml); the page keeps nothing but the token, in this tab's sessionStorage.
+//
+// Everything the API answers is put in the page as text (textContent, SVG text nodes, hrefs
+// built from encoded ids): keys, filenames, URLs and error messages are attacker-chosen.
+// Plain JavaScript, no build step, no dependency; charts are inline SVG.
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+
+// ---- the session -------------------------------------------------------------------------
+
+// The token, for this tab only. Signing in through the identity provider (later) ends with
+// `session.set(token)` as pasting does.
+const TOKEN_KEY = "upcommit.console.token";
+const session = {
+  token: () => sessionStorage.getItem(TOKEN_KEY),
+  set: (token) => sessionStorage.setItem(TOKEN_KEY, token),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+// ---- the API -----------------------------------------------------------------------------
+
+// One call: {status, ok, body (parsed JSON or null), code, message, location}. Never throws.
+async function call(method, path, body) {
+  const headers = { Authorization: `Bearer ${session.token() || ""}` };
+  const init = { method, headers, cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let resp;
+  try {
+    resp = await fetch(path, init);
+  } catch (e) {
+    return { status: 0, ok: false, body: null, code: "network", message: String(e.message || e) };
+  }
+  const text = await resp.text();
+  let json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  const error = json && typeof json === "object" && json.error ? json.error : null;
+  return {
+    status: resp.status,
+    ok: resp.ok,
+    body: json,
+    code: error ? error.code : null,
+    message: error ? error.message : null,
+    location: resp.headers.get("Location"),
+  };
+}
+
+// The token itself was refused (none, expired, not an admin's): not an answer about the thing
+// asked for.
+const endsSession = (answer) => answer.status === 401 || (answer.status === 403 && answer.code === "admin_required");
+
+class ApiError extends Error {
+  constructor(path, answer) {
+    super(`${path}: ${answer.status} ${answer.code || ""} ${answer.message || ""}`.trim());
+    this.answer = answer;
+  }
+}
+
+// A read a page needs: its JSON, or an ApiError. A refused token ends the session (and shows
+// nothing but why), whatever page asked.
+async function load(path) {
+  const answer = await call("GET", path);
+  if (endsSession(answer)) {
+    refused(answer);
+    throw new ApiError(path, answer);
+  }
+  if (!answer.ok) throw new ApiError(path, answer);
+  return answer.body;
+}
+
+const q = (params) => {
+  const s = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") s.set(k, v);
+  const text = s.toString();
+  return text ? `?${text}` : "";
+};
+const enc = encodeURIComponent;
+
+// ---- formatting --------------------------------------------------------------------------
+
+function fmtBytes(n) {
+  if (typeof n !== "number" || !Number.isFinite(n)) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let v = n;
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+const fmtCount = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : "–");
+function fmtTime(t) {
+  if (!t) return "–";
+  const d = new Date(t);
+  if (Number.isNaN(d.getTime())) return String(t);
+  return `${d.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+function fmtAge(seconds) {
+  if (typeof seconds !== "number" || !Number.isFinite(seconds)) return "–";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+const ageSince = (t) => (t ? (Date.now() - new Date(t).getTime()) / 1000 : null);
+const AGE_LABELS = { under_1d: "under 1 day", "1d_to_7d": "1–7 days", "7d_to_30d": "7–30 days", over_30d: "over 30 days" };
+
+// A run's summary: the API's object (or JSON text), as "key: value" pairs.
+function summaryText(summary) {
+  let s = summary;
+  if (typeof s === "string") {
+    try {
+      s = JSON.parse(s);
+    } catch {
+      return s;
+    }
+  }
+  if (s === null || s === undefined) return "–";
+  if (typeof s !== "object") return String(s);
+  return Object.entries(s)
+    .map(([k, v]) => `${k}: ${v !== null && typeof v === "object" ? JSON.stringify(v) : v}`)
+    .join(", ");
+}
+
+// ---- DOM helpers (text only) -------------------------------------------------------------
+
+// el("td", {class: "num"}, "text", otherNode): attributes are set as attributes, children as
+// text nodes or nodes; nothing is ever parsed as HTML.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "onclick" || k === "onsubmit" || k === "onchange") node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function link(href, text, attrs) {
+  return el("a", { href, ...(attrs || {}) }, text);
+}
+
+// A table: columns [{title, num?}], rows of cells (text or nodes). Scrolls inside itself, never
+// the page.
+function table(columns, rows, attrs) {
+  return el(
+    "div",
+    { class: "scroll" },
+    el(
+      "table",
+      attrs || {},
+      el("thead", {}, el("tr", {}, columns.map((c) => el("th", { class: c.num ? "num" : null, scope: "col" }, c.title)))),
+      el(
+        "tbody",
+        {},
+        rows.length
+          ? rows.map((r) =>
+              el(
+                "tr",
+                r.attrs || {},
+                (r.cells || r).map((cell, i) => el("td", { class: columns[i] && columns[i].num ? "num" : null }, cell)),
+              ),
+            )
+          : el("tr", {}, el("td", { colspan: columns.length, class: "muted" }, "None.")),
+      ),
+    ),
+  );
+}
+
+function dl(pairs, attrs) {
+  return el("dl", attrs || {}, pairs.filter(Boolean).map(([k, v, field]) => [el("dt", {}, k), el("dd", { "data-field": field || null }, v)]));
+}
+
+function problem(e) {
+  const a = e && e.answer;
+  if (!a) return el("p", { class: "fail", role: "alert" }, String(e && e.message ? e.message : e));
+  return el(
+    "p",
+    { class: "fail", role: "alert", "data-error-code": a.code || "" },
+    `${a.status || "no answer"}${a.code ? ` ${a.code}` : ""}: ${a.message || "the request failed"}`,
+  );
+}
+
+// An action's answer, shown as the API gave it: the status, the error code on failure, the
+// JSON body.
+function answerBox(what, answer, extra) {
+  return el(
+    "div",
+    { class: "answer", "data-ok": String(answer.ok), "data-status": String(answer.status), "data-action": what, role: "status" },
+    el("div", {}, el("span", { class: "status" }, `${what}: ${answer.status || "no answer"}`), answer.ok ? " OK" : ""),
+    answer.code ? el("div", {}, "code: ", el("code", { "data-code": answer.code }, answer.code), answer.message ? ` — ${answer.message}` : "") : null,
+    extra || null,
+    answer.body !== null && answer.body !== undefined ? el("pre", {}, JSON.stringify(answer.body, null, 2)) : null,
+  );
+}
+
+// ---- charts (inline SVG) -----------------------------------------------------------------
+
+function svgEl(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// Horizontal bars, one row per entry: the name, the bar, and the value as text.
+function barChart(caption, rows, format, attrs) {
+  const W = 340;
+  const ROW = 22;
+  const LABEL = 108;
+  const VALUE = 74;
+  const max = Math.max(1, ...rows.map((r) => r.value || 0));
+  const height = Math.max(1, rows.length) * ROW + 4;
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${height}`, role: "img", "aria-label": caption });
+  if (!rows.length) svg.append(svgEl("text", { x: 0, y: 15, class: "muted" }, "nothing yet"));
+  rows.forEach((r, i) => {
+    const y = i * ROW + 2;
+    const width = r.value > 0 ? Math.max(2, ((W - LABEL - VALUE) * r.value) / max) : 0;
+    const text = format(r.value);
+    const g = svgEl("g", { "data-name": r.name, "data-value": r.value });
+    g.append(svgEl("title", {}, `${r.name}: ${text}`));
+    const name = r.name.length > 17 ? `${r.name.slice(0, 16)}…` : r.name;
+    g.append(svgEl("text", { x: 0, y: y + 14, class: "label" }, name));
+    g.append(svgEl("rect", { x: LABEL, y: y + 3, width, height: ROW - 8, rx: 2, class: "bar" }));
+    g.append(svgEl("text", { x: LABEL + width + 4, y: y + 14, class: "value" }, text));
+    svg.append(g);
+  });
+  return el("figure", attrs || {}, el("figcaption", {}, caption), svg);
+}
+
+// One dimension of the report ([{name, count, bytes}]) as two charts: bytes and objects.
+function dimension(title, key, rows) {
+  const sorted = [...(rows || [])].sort((a, b) => (b.bytes || 0) - (a.bytes || 0) || a.name.localeCompare(b.name));
+  return [
+    barChart(`${title}: bytes`, sorted.map((r) => ({ name: r.name, value: r.bytes })), fmtBytes, { "data-chart": `${key}.bytes` }),
+    barChart(`${title}: objects`, sorted.map((r) => ({ name: r.name, value: r.count })), fmtCount, { "data-chart": `${key}.count` }),
+  ];
+}
+
+// Uploads per day: a column per day, committed in front of presigned.
+function perDayChart(days) {
+  const W = 340;
+  const H = 120;
+  const BASE = 100;
+  const n = Math.max(1, days.length);
+  const step = W / n;
+  const max = Math.max(1, ...days.map((d) => Math.max(d.presigned || 0, d.committed || 0)));
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "Uploads per day: presigned and committed" });
+  days.forEach((d, i) => {
+    const x = i * step + 1;
+    const w = Math.max(1, step - 2);
+    const g = svgEl("g", { "data-day": d.day, "data-presigned": d.presigned, "data-committed": d.committed });
+    g.append(svgEl("title", {}, `${d.day}: ${fmtCount(d.presigned)} presigned, ${fmtCount(d.committed)} committed (${fmtBytes(d.committed_bytes)})`));
+    const hp = ((d.presigned || 0) * (BASE - 4)) / max;
+    const hc = ((d.committed || 0) * (BASE - 4)) / max;
+    g.append(svgEl("rect", { x, y: BASE - hp, width: w, height: hp, class: "bar second" }));
+    g.append(svgEl("rect", { x: x + w / 4, y: BASE - hc, width: w / 2, height: hc, class: "bar" }));
+    svg.append(g);
+  });
+  svg.append(svgEl("line", { x1: 0, y1: BASE, x2: W, y2: BASE, stroke: "#9aa4ae" }));
+  if (days.length) {
+    svg.append(svgEl("text", { x: 0, y: H - 4 }, days[0].day));
+    svg.append(svgEl("text", { x: W, y: H - 4, "text-anchor": "end" }, days[days.length - 1].day));
+  }
+  const total = (k) => days.reduce((s, d) => s + (d[k] || 0), 0);
+  return el(
+    "figure",
+    { "data-chart": "uploads_per_day" },
+    el("figcaption", {}, `Uploads per day (last ${days.length} days): presigned (light) and committed (dark)`),
+    svg,
+    el(
+      "p",
+      { "data-field": "uploads_total" },
+      `${fmtCount(total("presigned"))} presigned, ${fmtCount(total("committed"))} committed, ${fmtBytes(total("committed_bytes"))} committed`,
+    ),
+    el(
+      "details",
+      {},
+      el("summary", {}, "As a table"),
+      table(
+        [{ title: "Day" }, { title: "Presigned", num: true }, { title: "Committed", num: true }, { title: "Committed bytes", num: true }],
+        days.filter((d) => d.presigned || d.committed).map((d) => [d.day, fmtCount(d.presigned), fmtCount(d.committed), fmtBytes(d.committed_bytes)]),
+      ),
+    ),
+  );
+}
+
+// ---- pages -------------------------------------------------------------------------------
+
+// A section filled by `fill` (async); its failure shows in it alone.
+async function section(parent, title, key, fill) {
+  const body = el("div", {});
+  const s = el("section", { "data-section": key, "aria-busy": "true" }, el("h2", {}, title), body);
+  parent.append(s);
+  try {
+    await fill(body);
+  } catch (e) {
+    body.replaceChildren(problem(e));
+    s.dataset.failed = "true";
+  }
+  s.removeAttribute("aria-busy");
+}
+
+function heading(text) {
+  return el("h1", { tabindex: "-1" }, text);
+}
+
+const STANDING_CLASS = { present: "pass", not_needed: "pass", accepted: "warn", missing: "fail" };
+
+async function overviewPage(view) {
+  view.append(heading("Overview"));
+  await Promise.all([
+    section(view, "Bucket", "bucket", async (body) => {
+      const b = await load("/v1/admin/bucket");
+      const verdictClass = { ok: "pass", failing: "fail", pending: "warn", disabled: "muted" }[b.verdict] || "";
+      body.append(
+        el("p", {}, "Bucket ", el("code", {}, b.bucket), ": ", el("span", { class: verdictClass, "data-field": "verdict" }, b.verdict),
+          b.report ? ` (checked ${fmtTime(b.report.checked_at)})` : ""),
+        el("h3", {}, "Checks"),
+        table(
+          [{ title: "Check" }, { title: "Result" }, { title: "Detail" }, { title: "Fix" }],
+          ((b.report && b.report.results) || []).map((r) => ({
+            attrs: { "data-check": r.check },
+            cells: [el("code", {}, r.check), el("span", { class: r.ok ? "pass" : "fail" }, r.ok ? "pass" : "fail"), r.detail || "", r.fix || ""],
+          })),
+        ),
+        el("h3", {}, "Store capabilities"),
+        table(
+          [{ title: "Capability" }, { title: "Standing" }, { title: "Found" }, { title: "What it keeps" }, { title: "Without it" }],
+          (b.capabilities || []).map((c) => ({
+            attrs: { "data-capability": c.capability },
+            cells: [
+              el("code", {}, c.capability),
+              el("span", { class: STANDING_CLASS[c.standing] || "" }, c.standing),
+              [c.found, c.detail ? ` — ${c.detail}` : ""].join(""),
+              c.promise || "",
+              c.standing === "present" || c.standing === "not_needed" ? "" : c.without || "",
+            ],
+          })),
+        ),
+      );
+    }),
+    section(view, "Storage", "storage", async (body) => {
+      const r = await load("/v1/admin/storage-report");
+      body.append(
+        el(
+          "div",
+          { class: "stats" },
+          el("div", {}, el("div", { class: "muted" }, "Estimated monthly cost"),
+            el("div", { class: "stat", "data-field": "estimated_monthly_cost" }, Number(r.estimated_monthly_cost).toFixed(2))),
+          el("div", {}, el("div", { class: "muted" }, "Report"), el("div", {}, fmtTime(r.generated_at))),
+        ),
+        el(
+          "p",
+          { class: "muted" },
+          "The cost is in the unit of UPCOMMIT_PRICE_PER_GIB (S3 list prices, USD, by default) per month.",
+        ),
+        el("div", { class: "cards" }, dimension("By status", "by_status", r.by_status), dimension("By storage class", "by_storage_class", r.by_storage_class), dimension("By profile", "by_profile", r.by_profile)),
+        el("h3", {}, "tmp backlog by age"),
+        el(
+          "div",
+          { class: "cards" },
+          barChart("tmp by age: bytes", (r.tmp_by_age || []).map((t) => ({ name: AGE_LABELS[t.age] || t.age, value: t.bytes })), fmtBytes, { "data-chart": "tmp_by_age.bytes" }),
+          barChart("tmp by age: objects", (r.tmp_by_age || []).map((t) => ({ name: AGE_LABELS[t.age] || t.age, value: t.objects })), fmtCount, { "data-chart": "tmp_by_age.objects" }),
+        ),
+        el("h3", {}, "Uploads per day"),
+        perDayChart(r.uploads_per_day || []),
+      );
+    }),
+    section(view, "Event outbox", "outbox", async (body) => {
+      const { webhooks } = await load("/v1/admin/webhooks");
+      const depth = webhooks.reduce((s, w) => s + (w.pending || 0), 0);
+      const failed = webhooks.reduce((s, w) => s + (w.failed || 0), 0);
+      const oldest = webhooks.map((w) => w.oldest_undelivered_at).filter(Boolean).sort()[0] || null;
+      body.append(
+        el(
+          "div",
+          { class: "stats" },
+          el("div", {}, el("div", { class: "muted" }, "Depth (pending)"), el("div", { class: "stat", "data-field": "outbox_depth" }, fmtCount(depth))),
+          el("div", {}, el("div", { class: "muted" }, "Failed"), el("div", { class: `stat ${failed ? "fail" : ""}`, "data-field": "outbox_failed" }, fmtCount(failed))),
+          el("div", {}, el("div", { class: "muted" }, "Oldest undelivered"),
+            el("div", { class: "stat", "data-field": "outbox_oldest" }, oldest ? fmtAge(ageSince(oldest)) : "none")),
+        ),
+        table(
+          [{ title: "Endpoint" }, { title: "Enabled" }, { title: "Pending", num: true }, { title: "Failed", num: true }, { title: "Oldest undelivered" }],
+          webhooks.map((w) => ({
+            attrs: { "data-endpoint": w.id },
+            cells: [link(`#/events/${enc(w.id)}`, w.id), w.enabled ? "yes" : "no", fmtCount(w.pending),
+              el("span", { class: w.failed ? "fail" : "" }, fmtCount(w.failed)), w.oldest_undelivered_at ? fmtAge(ageSince(w.oldest_undelivered_at)) : "–"],
+          })),
+        ),
+      );
+    }),
+    section(view, "Jobs", "jobs", async (body) => {
+      const { jobs } = await load("/v1/admin/jobs");
+      body.append(jobsTable(jobs));
+    }),
+  ]);
+}
+
+function jobsTable(jobs) {
+  return table(
+    [{ title: "Job" }, { title: "Last run" }, { title: "Summary" }, { title: "Next due" }],
+    jobs.map((j) => ({
+      attrs: { "data-job": j.job },
+      cells: [
+        j.job,
+        j.last_run
+          ? [el("span", { class: runClass(j.last_run.state) }, j.last_run.state), " ", fmtTime(j.last_run.finished_at || j.last_run.started_at), " ",
+            link(`#/jobs/${enc(j.last_run.id)}`, "findings")]
+          : "never",
+        j.last_run ? summaryText(j.last_run.summary) : "–",
+        j.next_due_at ? fmtTime(j.next_due_at) : j.interval_secs ? "–" : "not scheduled here",
+      ],
+    })),
+  );
+}
+
+const runClass = (state) => ({ finished: "pass", failed: "fail", refused: "warn", running: "muted" }[state] || "");
+
+// Files: the search form (kept in the hash, so back and reload keep it) and a page of results.
+const STATUSES = ["available", "unlinked", "archived", "deleted", "expired"];
+
+async function filesPage(view, params) {
+  view.append(heading("Files"));
+  const field = (name, label, attrs) =>
+    el("div", {}, el("label", { for: `f-${name}` }, label), el("input", { id: `f-${name}`, name, value: params.get(name) || "", ...(attrs || {}) }));
+  const status = el("select", { id: "f-status", name: "status" }, el("option", { value: "" }, "any"),
+    STATUSES.map((s) => el("option", { value: s, selected: params.get("status") === s }, s)));
+  const form = el(
+    "form",
+    { id: "file-search", role: "search" },
+    el("div", { class: "row" },
+      field("id", "File id", { spellcheck: "false" }),
+      field("owner", "Owner"),
+      field("key_prefix", "Key prefix", { spellcheck: "false" }),
+      el("div", {}, el("label", { for: "f-status" }, "Status"), status),
+      field("profile", "Profile")),
+    el("div", { class: "actions" }, el("button", { type: "submit" }, "Search")),
+  );
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const data = Object.fromEntries(new FormData(form).entries());
+    location.hash = `#/files${q(data)}`;
+  });
+  view.append(form);
+  const filters = {};
+  for (const k of ["id", "owner", "key_prefix", "status", "profile", "after"]) filters[k] = params.get(k) || "";
+  await section(view, "Results", "results", async (body) => {
+    const { files, next_after: next } = await load(`/v1/admin/files${q({ ...filters, limit: 50 })}`);
+    body.append(
+      table(
+        [{ title: "File" }, { title: "Owner" }, { title: "Key" }, { title: "Status" }, { title: "Profile" }, { title: "Size", num: true }, { title: "Created" }],
+        files.map((f) => ({
+          attrs: { "data-file": f.id },
+          cells: [link(`#/files/${enc(f.id)}`, f.id, { class: "mono" }), f.created_by, el("code", {}, f.key), f.status, f.profile, fmtBytes(f.size), fmtTime(f.created_at)],
+        })),
+        { "data-table": "files" },
+      ),
+    );
+    const nav = el("div", { class: "actions" });
+    if (filters.after) nav.append(link(`#/files${q({ ...filters, after: "" })}`, "First page"));
+    if (next) nav.append(link(`#/files${q({ ...filters, after: next })}`, "Next page", { "data-next": next }));
+    body.append(nav);
+  });
+}
+
+async function filePage(view, id) {
+  view.append(heading(`File ${id}`));
+  const answers = el("div", { id: "answers", "aria-live": "polite" });
+  const details = el("div", {});
+  const actions = el(
+    "div",
+    { class: "actions" },
+    el("button", { type: "button", id: "action-download", onclick: () => act("Download", () => call("GET", `/v1/files/${enc(id)}/download-url`), downloadExtra) }, "Download"),
+    el("button", { type: "button", id: "action-restore", class: "secondary", onclick: () => act("Restore", () => call("POST", `/v1/files/${enc(id)}/restore`)) }, "Restore"),
+    el("button", { type: "button", id: "action-copy", class: "secondary", onclick: () => act("Copy", () => call("POST", `/v1/files/${enc(id)}/copies`, {}), copyExtra) }, "Copy"),
+  );
+  view.append(el("p", { class: "muted" }, "Each action is the API call a client makes, with this console's token; its answer shows below."), actions, answers, details);
+
+  async function act(what, request, extra) {
+    const buttons = actions.querySelectorAll("button");
+    buttons.forEach((b) => { b.disabled = true; });
+    const answer = await request();
+    if (endsSession(answer)) return refused(answer);
+    answers.prepend(answerBox(what, answer, answer.ok && extra ? extra(answer.body) : null));
+    buttons.forEach((b) => { b.disabled = false; });
+    await fill();
+  }
+
+  async function fill() {
+    const fresh = el("div", {});
+    await section(fresh, "Handle", "file", async (body) => {
+      const d = await load(`/v1/admin/files/${enc(id)}`);
+      const f = d.file;
+      body.append(
+        dl([
+          ["Id", el("code", {}, f.id), "id"],
+          ["Status", f.status, "status"],
+          ["Owner", f.created_by, "owner"],
+          ["Key", el("code", {}, f.key), "key"],
+          ["Size", `${fmtBytes(f.size)} (${fmtCount(f.size)} bytes)`, "size"],
+          ["Content type", f.content_type, "content_type"],
+          ["Profile", f.profile, "profile"],
+          ["Created", fmtTime(f.created_at), "created_at"],
+          f.original_filename ? ["Original filename", f.original_filename, "original_filename"] : null,
+          f.checksum ? ["Checksum", el("code", {}, `${f.checksum.algorithm} ${f.checksum.value}`), "checksum"] : null,
+          f.copied_from ? ["Copied from", link(`#/files/${enc(f.copied_from)}`, f.copied_from, { class: "mono" }), "copied_from"] : null,
+          f.expires_at ? ["Expires", fmtTime(f.expires_at), "expires_at"] : null,
+          ["Upload", el("code", {}, f.upload_id), "upload_id"],
+          ["ETag", el("code", {}, f.etag), "etag"],
+        ], { "data-handle": f.id }),
+        el("h3", {}, `Copies (${d.copies.length})`),
+        table(
+          [{ title: "File" }, { title: "Owner" }, { title: "Status" }, { title: "Created" }],
+          d.copies.map((c) => ({ attrs: { "data-copy": c.id }, cells: [link(`#/files/${enc(c.id)}`, c.id, { class: "mono" }), c.created_by, c.status, fmtTime(c.created_at)] })),
+          { "data-table": "copies" },
+        ),
+        el("h3", {}, `Links (${d.links.length})`),
+        table(
+          [{ title: "Object type" }, { title: "Object id" }, { title: "Linked" }],
+          d.links.map((l) => ({ attrs: { "data-link": `${l.object_type}/${l.object_id}` }, cells: [l.object_type, l.object_id, fmtTime(l.created_at)] })),
+          { "data-table": "links" },
+        ),
+        el("h3", {}, `Events (${d.events.length})`),
+        table(
+          [{ title: "When" }, { title: "Type" }, { title: "Event" }, { title: "Cursor" }],
+          d.events.map((e) => ({ attrs: { "data-event": e.id }, cells: [fmtTime(e.timestamp), e.type, el("code", {}, e.id), el("code", {}, e.cursor)] })),
+          { "data-table": "events" },
+        ),
+      );
+    });
+    details.replaceChildren(...fresh.childNodes);
+  }
+  await fill();
+}
+
+// The download URL, as a link that opens it (only an http(s) URL becomes a link).
+function downloadExtra(body) {
+  const url = body && body.url;
+  if (typeof url !== "string" || !/^https?:\/\//i.test(url)) return null;
+  return el("p", {}, link(url, `Open the download URL (valid ${body.expires_in} s)`, { target: "_blank", rel: "noopener noreferrer", id: "download-link" }));
+}
+
+function copyExtra(body) {
+  if (!body || typeof body.id !== "string") return null;
+  return el("p", {}, "New file: ", link(`#/files/${enc(body.id)}`, body.id, { class: "mono", "data-new-file": body.id }));
+}
+
+// Events: every endpoint's counts; one endpoint's failed deliveries and its actions.
+async function eventsPage(view, endpoint, params) {
+  view.append(heading(endpoint ? `Events: ${endpoint}` : "Events"));
+  const answers = el("div", { id: "answers", "aria-live": "polite" });
+  const list = el("div", {});
+  const deliveries = el("div", {});
+
+  async function fillList() {
+    const fresh = el("div", {});
+    await section(fresh, "Endpoints", "endpoints", async (body) => {
+      const { webhooks } = await load("/v1/admin/webhooks");
+      body.append(
+        table(
+          [{ title: "Endpoint" }, { title: "Kind" }, { title: "URL" }, { title: "Source" }, { title: "Enabled" },
+            { title: "Pending", num: true }, { title: "Failed", num: true }, { title: "Delivered", num: true }, { title: "Oldest undelivered" }],
+          webhooks.map((w) => ({
+            attrs: { "data-endpoint": w.id, "aria-current": w.id === endpoint ? "true" : null },
+            cells: [link(`#/events/${enc(w.id)}`, w.id), w.kind, el("code", {}, w.url), w.source, w.enabled ? "yes" : "no",
+              el("span", { "data-count": "pending" }, fmtCount(w.pending)),
+              el("span", { "data-count": "failed", class: w.failed ? "fail" : "" }, fmtCount(w.failed)),
+              el("span", { "data-count": "delivered" }, fmtCount(w.delivered)),
+              w.oldest_undelivered_at ? fmtAge(ageSince(w.oldest_undelivered_at)) : "–"],
+          })),
+          { "data-table": "endpoints" },
+        ),
+      );
+    });
+    list.replaceChildren(...fresh.childNodes);
+  }
+
+  async function fillDeliveries() {
+    const fresh = el("div", {});
+    const after = params.get("after") || "";
+    await section(fresh, "Failed deliveries", "deliveries", async (body) => {
+      const d = await load(`/v1/admin/webhooks/${enc(endpoint)}/deliveries${q({ state: "failed", after, limit: 50 })}`);
+      body.append(
+        table(
+          [{ title: "Cursor" }, { title: "Type" }, { title: "Subject" }, { title: "Attempts", num: true }, { title: "Last status" }, { title: "Last error" }, { title: "Created" }],
+          d.deliveries.map((x) => ({
+            attrs: { "data-delivery": x.event_id },
+            cells: [el("code", {}, x.cursor), x.type, el("code", {}, x.subject || ""), fmtCount(x.attempts),
+              x.last_status === null || x.last_status === undefined ? "no answer" : String(x.last_status), x.last_error || "", fmtTime(x.created_at)],
+          })),
+          { "data-table": "deliveries" },
+        ),
+      );
+      if (d.next_after) body.append(el("div", { class: "actions" }, link(`#/events/${enc(endpoint)}${q({ after: d.next_after })}`, "More failed deliveries")));
+    });
+    deliveries.replaceChildren(...fresh.childNodes);
+  }
+
+  view.append(list);
+  if (endpoint) {
+    const cursor = el("input", { id: "replay-after", spellcheck: "false", placeholder: "a feed cursor (GET /v1/events' cursor); empty: from the start" });
+    const disableConfirm = el(
+      "div",
+      { class: "answer", id: "disable-confirm", hidden: true },
+      el("p", {}, `Disable ${endpoint}? No more events are sent to it; its deliveries are kept.`),
+      el("div", { class: "actions" },
+        el("button", { type: "button", class: "danger", id: "action-disable-confirm", onclick: () => { disableConfirm.hidden = true; act("Disable", () => call("DELETE", `/v1/admin/webhooks/${enc(endpoint)}`)); } }, `Disable ${endpoint}`),
+        el("button", { type: "button", class: "secondary", onclick: () => { disableConfirm.hidden = true; } }, "Cancel")),
+    );
+    const actions = el(
+      "div",
+      {},
+      el("h2", {}, "Actions"),
+      el("div", { class: "actions" },
+        el("button", { type: "button", id: "action-retry", onclick: () => act("Retry", () => call("POST", `/v1/admin/webhooks/${enc(endpoint)}/retry`)) }, "Retry failed deliveries"),
+        el("button", { type: "button", class: "secondary", id: "action-disable", onclick: () => { disableConfirm.hidden = false; $("action-disable-confirm").focus(); } }, "Disable…")),
+      el("div", { class: "row" },
+        el("div", {}, el("label", { for: "replay-after" }, "Replay every event after this cursor"), cursor),
+        el("div", { style: "flex: 0 0 auto" }, el("button", { type: "button", class: "secondary", id: "action-replay",
+          onclick: () => act("Replay", () => call("POST", `/v1/admin/webhooks/${enc(endpoint)}/replay`, cursor.value.trim() ? { after: cursor.value.trim() } : {})) }, "Replay"))),
+      disableConfirm,
+    );
+    view.append(actions, answers, deliveries);
+
+    async function act(what, request) {
+      const buttons = actions.querySelectorAll("button");
+      buttons.forEach((b) => { b.disabled = true; });
+      const answer = await request();
+      if (endsSession(answer)) return refused(answer);
+      answers.prepend(answerBox(what, answer));
+      buttons.forEach((b) => { b.disabled = false; });
+      await Promise.all([fillList(), fillDeliveries()]);
+    }
+    await Promise.all([fillList(), fillDeliveries()]);
+  } else {
+    view.append(el("p", { class: "muted" }, "Pick an endpoint for its failed deliveries and the actions retry, replay and disable."));
+    await fillList();
+  }
+}
+
+// Jobs: the history of runs (newest first), one run's findings, and hygiene's dry run.
+const JOBS = ["sweep", "hygiene", "reconcile", "prune", "legacy_import"];
+
+async function jobsPage(view, params) {
+  view.append(heading("Jobs"));
+  const job = params.get("job") || "";
+  const before = params.get("before") || "";
+  const answers = el("div", { id: "answers", "aria-live": "polite" });
+  const select = el("select", { id: "job-filter" }, el("option", { value: "" }, "every job"), JOBS.map((j) => el("option", { value: j, selected: j === job }, j)));
+  select.addEventListener("change", () => { location.hash = `#/jobs${q({ job: select.value })}`; });
+  const dry = el("button", { type: "button", id: "action-hygiene-dry-run" }, "Hygiene dry run");
+  view.append(
+    el("div", { class: "row" },
+      el("div", {}, el("label", { for: "job-filter" }, "Show runs of"), select),
+      el("div", { style: "flex: 0 0 auto" }, dry)),
+    el("p", { class: "muted" }, "The dry run lists what hygiene's next run would do, and changes nothing."),
+    answers,
+  );
+  const history = el("div", {});
+  view.append(history);
+
+  async function fillHistory() {
+    const fresh = el("div", {});
+    await section(fresh, "Runs", "runs", async (body) => {
+      const { runs, next_before: next } = await load(`/v1/admin/jobs/runs${q({ job, before, limit: 25 })}`);
+      body.append(runsTable(runs));
+      const nav = el("div", { class: "actions" });
+      if (before) nav.append(link(`#/jobs${q({ job })}`, "Newest runs"));
+      if (next) nav.append(link(`#/jobs${q({ job, before: next })}`, "Older runs", { "data-next": next }));
+      body.append(nav);
+    });
+    history.replaceChildren(...fresh.childNodes);
+  }
+
+  dry.addEventListener("click", async () => {
+    dry.disabled = true;
+    const answer = await call("POST", "/v1/admin/jobs/hygiene/dry-run");
+    if (endsSession(answer)) return refused(answer);
+    const box = answerBox("Hygiene dry run", answer);
+    answers.prepend(box);
+    if (answer.ok && answer.body && answer.body.run_id) {
+      const id = answer.body.run_id;
+      const progress = el("p", { "data-field": "dry-run-progress" }, `Run ${id}: running…`);
+      box.append(progress);
+      const run = await waitForRun(id);
+      progress.replaceChildren(
+        "Run ", link(`#/jobs/${enc(id)}`, id, { class: "mono", "data-run-link": id }), ": ",
+        el("span", { class: runClass(run && run.state), "data-field": "dry-run-state" }, run ? run.state : "unknown"),
+        " — ", el("span", { "data-field": "dry-run-summary" }, run ? summaryText(run.summary) : "no answer"),
+      );
+    }
+    dry.disabled = false;
+    await fillHistory();
+  });
+  await fillHistory();
+}
+
+// Polls a run until it is not running (or a minute has passed); the last run read.
+async function waitForRun(id) {
+  const until = Date.now() + 60000;
+  let last = null;
+  while (Date.now() < until) {
+    const a = await call("GET", `/v1/admin/jobs/runs/${enc(id)}${q({ limit: 1 })}`);
+    if (a.ok && a.body && a.body.run) {
+      last = a.body.run;
+      if (last.state !== "running") return last;
+    } else if (endsSession(a)) {
+      refused(a);
+      return null;
+    }
+    await new Promise((r) => setTimeout(r, 400));
+  }
+  return last;
+}
+
+function runsTable(runs) {
+  return table(
+    [{ title: "Run" }, { title: "Job" }, { title: "Dry run" }, { title: "State" }, { title: "Started" }, { title: "Finished" }, { title: "Summary" }],
+    runs.map((r) => ({
+      attrs: { "data-run": r.id },
+      cells: [link(`#/jobs/${enc(r.id)}`, r.id.slice(0, 12), { class: "mono", title: r.id }), r.job, r.dry_run ? "yes" : "no",
+        el("span", { class: runClass(r.state) }, r.state), fmtTime(r.started_at), fmtTime(r.finished_at), summaryText(r.summary)],
+    })),
+    { "data-table": "runs" },
+  );
+}
+
+async function runPage(view, id, params) {
+  view.append(heading(`Run ${id}`));
+  const after = params.get("after") || "";
+  await section(view, "Findings", "run", async (body) => {
+    const d = await load(`/v1/admin/jobs/runs/${enc(id)}${q({ after, limit: 100 })}`);
+    const r = d.run;
+    body.append(
+      dl([
+        ["Job", r.job, "job"],
+        ["State", el("span", { class: runClass(r.state) }, r.state), "state"],
+        ["Dry run", r.dry_run ? "yes" : "no", "dry_run"],
+        ["Started", fmtTime(r.started_at), "started_at"],
+        ["Updated", fmtTime(r.updated_at), "updated_at"],
+        ["Finished", fmtTime(r.finished_at), "finished_at"],
+        ["Summary", summaryText(r.summary), "summary"],
+      ], { "data-run": r.id }),
+      el("h3", {}, "Items"),
+      table(
+        [{ title: "Action" }, { title: "Key" }, { title: "Version" }, { title: "Size", num: true }, { title: "Reason" }],
+        d.items.map((i) => ({ attrs: { "data-item": i.key }, cells: [i.action, el("code", {}, i.key), el("code", {}, i.version_id || ""), fmtBytes(i.bytes), i.reason || ""] })),
+        { "data-table": "items" },
+      ),
+    );
+    const nav = el("div", { class: "actions" }, link(`#/jobs${q({ job: r.job })}`, `Every ${r.job} run`));
+    if (after) nav.append(link(`#/jobs/${enc(id)}`, "First findings"));
+    if (d.next_after) nav.append(link(`#/jobs/${enc(id)}${q({ after: d.next_after })}`, "More findings"));
+    body.append(nav);
+  });
+}
+
+// ---- routing and the session's screens ---------------------------------------------------
+
+const ROUTES = [
+  [/^\/overview$/, "overview", (v) => overviewPage(v)],
+  [/^\/files$/, "files", (v, p) => filesPage(v, p)],
+  [/^\/files\/([^/]+)$/, "file", (v, p, m) => filePage(v, decodeURIComponent(m[1]))],
+  [/^\/events$/, "events", (v, p) => eventsPage(v, null, p)],
+  [/^\/events\/([^/]+)$/, "endpoint", (v, p, m) => eventsPage(v, decodeURIComponent(m[1]), p)],
+  [/^\/jobs$/, "jobs", (v, p) => jobsPage(v, p)],
+  [/^\/jobs\/([^/]+)$/, "run", (v, p, m) => runPage(v, decodeURIComponent(m[1]), p)],
+];
+const NAV_OF = { overview: "overview", files: "files", file: "files", events: "events", endpoint: "events", jobs: "jobs", run: "jobs" };
+
+let renderCount = 0;
+
+async function render() {
+  if (!session.token()) {
+    showSignIn();
+    return;
+  }
+  const [path, query] = (location.hash.replace(/^#/, "") || "/overview").split("?");
+  const route = ROUTES.find(([re]) => re.test(path));
+  if (!route) {
+    location.replace("#/overview");
+    return;
+  }
+  const [re, name, draw] = route;
+  const mine = ++renderCount;
+  $("sign-in").hidden = true;
+  $("nav").hidden = false;
+  $("sign-out").hidden = false;
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    if (a.dataset.nav === NAV_OF[name]) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  document.body.dataset.page = name;
+  document.body.dataset.state = "loading";
+  const view = el("div", {});
+  $("view").replaceChildren(view);
+  try {
+    await draw(view, new URLSearchParams(query || ""), path.match(re));
+  } catch (e) {
+    if (mine === renderCount && session.token()) view.append(problem(e));
+  }
+  // A later navigation, or a refused token, has replaced this page.
+  if (mine !== renderCount || !session.token()) return;
+  document.title = `upcommit admin — ${name}`;
+  document.body.dataset.state = "ready";
+}
+
+function showSignIn(error) {
+  renderCount += 1;
+  $("view").replaceChildren();
+  $("nav").hidden = true;
+  $("sign-out").hidden = true;
+  $("sign-in").hidden = false;
+  $("sign-in-error").textContent = error || "";
+  document.body.dataset.page = "sign-in";
+  document.body.dataset.state = error ? "refused" : "ready";
+  document.title = "upcommit admin — sign in";
+}
+
+// A token the API refused: the session ends, and nothing but the reason stays on screen.
+function refused(answer) {
+  session.clear();
+  const why = answer.code === "admin_required"
+    ? "This token is not an admin's: the console needs an admin token."
+    : "The token was refused (expired, malformed or not from this server's issuers).";
+  showSignIn(`${why} (${answer.status} ${answer.code || ""})`);
+}
+
+$("sign-in-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const token = $("token").value.trim();
+  $("token").value = "";
+  if (!token) return;
+  session.set(token);
+  $("sign-in-error").textContent = "";
+  if (!location.hash || location.hash === "#" || location.hash === "#/") location.hash = "#/overview";
+  else render();
+});
+
+$("sign-out").addEventListener("click", () => {
+  session.clear();
+  showSignIn();
+  $("token").focus();
+});
+
+window.addEventListener("hashchange", render);
+// Moving to another page puts the keyboard focus on its title.
+window.addEventListener("hashchange", () => {
+  const h = document.querySelector("#view h1");
+  if (h) h.focus({ preventScroll: true });
+});
+
+render();
