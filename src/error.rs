@@ -42,6 +42,10 @@ pub enum AppError {
     WebhookExists,
     #[error("this endpoint comes from the settings file; remove it there")]
     WebhookFromSettings,
+    #[error("this endpoint is disabled, so nothing would send these; one removed from the settings comes back when it is listed there again; one removed through the API cannot be enabled again: create an endpoint with another id and replay into it")]
+    WebhookDisabled,
+    #[error("no job run with this id")]
+    JobRunNotFound,
     #[error("this link scan is completed; start a new one")]
     LinkScanCompleted,
     #[error("no such route")]
@@ -198,7 +202,7 @@ impl AppError {
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
             FinalKeyForbidden | AdminRequired | OwnerForbidden => StatusCode::FORBIDDEN,
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
-            | LinkScanNotFound | WebhookNotFound => StatusCode::NOT_FOUND,
+            | LinkScanNotFound | WebhookNotFound | JobRunNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             UploadExpired
             | MultipartSessionExpired
@@ -221,7 +225,7 @@ impl AppError {
             | StoreLacks(_) => StatusCode::BAD_REQUEST,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            WebhookExists | WebhookFromSettings => StatusCode::CONFLICT,
+            WebhookExists | WebhookFromSettings | WebhookDisabled => StatusCode::CONFLICT,
             FinalKeyConflict
             | UploadAlreadyCommitted { .. }
             | ObjectChanged
@@ -274,6 +278,8 @@ impl AppError {
             WebhookNotFound => "webhook_not_found",
             WebhookExists => "webhook_exists",
             WebhookFromSettings => "webhook_from_settings",
+            WebhookDisabled => "webhook_disabled",
+            JobRunNotFound => "job_run_not_found",
             LinkScanCompleted => "link_scan_completed",
             RouteNotFound => "not_found",
             MethodNotAllowed => "method_not_allowed",

@@ -314,7 +314,9 @@ macro_rules! impl_event_delivery_catalog {
                      (SELECT COUNT(*) FROM event_deliveries d WHERE d.endpoint_id = ep.id \
                       AND d.state = 'failed') AS failed, \
                      (SELECT COUNT(*) FROM event_deliveries d WHERE d.endpoint_id = ep.id \
-                      AND d.state = 'delivered') AS delivered \
+                      AND d.state = 'delivered') AS delivered, \
+                     (SELECT MIN(d.created_at) FROM event_deliveries d WHERE d.endpoint_id = ep.id \
+                      AND d.state <> 'delivered') AS oldest_undelivered_at \
                      FROM event_endpoints ep ORDER BY ep.id",
                 )
                 .fetch_all(&self.pool)
@@ -331,6 +333,7 @@ macro_rules! impl_event_delivery_catalog {
                             pending: r.try_get("pending")?,
                             failed: r.try_get("failed")?,
                             delivered: r.try_get("delivered")?,
+                            oldest_undelivered_at: r.try_get("oldest_undelivered_at")?,
                         })
                     })
                     .collect()

@@ -120,6 +120,9 @@ pub struct EndpointCounts {
     pub pending: i64,
     pub failed: i64,
     pub delivered: i64,
+    /// When the oldest delivery still pending or failed was created (the outbox's age for
+    /// this endpoint); `None` when nothing is owed.
+    pub oldest_undelivered_at: Option<DateTime<Utc>>,
 }
 
 /// Event delivery: endpoints, and the workers' claims and outcomes. Every lease and due time

@@ -6,6 +6,8 @@
 //! job and retention traits; the hygiene and events traits, with their types, are in `hygiene`
 //! and `events`. Each trait's SQL is in its `*_queries` file.
 
+mod admin;
+mod admin_queries;
 mod checkpoint;
 mod delivery_queries;
 mod errors;
@@ -34,6 +36,10 @@ use crate::domain::multipart::{MultipartSession, PartRecord, SessionState};
 use crate::domain::quota::QuotaLimits;
 use crate::domain::records::{FileHandle, Upload, UploadState};
 
+pub use admin::{
+    AdminCatalog, Before, DayOfUploads, DeliveryRow, HandleDimension, HandleFilter, LinkRow, Share,
+    SubjectEvent,
+};
 pub use errors::CatalogError;
 pub use events::{
     ClaimedDelivery, DeliveryGauges, EndpointCounts, EndpointSpec, EventDeliveryCatalog,
@@ -288,6 +294,7 @@ pub trait RetentionCatalog: Send + Sync + 'static {
 #[async_trait]
 pub trait Catalog:
     MultipartCatalog
+    + AdminCatalog
     + JobCatalog
     + HygieneCatalog
     + RetentionCatalog

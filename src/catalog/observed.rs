@@ -112,6 +112,70 @@ impl MultipartCatalog for ObservedCatalog {
 }
 
 #[async_trait]
+impl super::AdminCatalog for ObservedCatalog {
+    async fn storage_by(
+        &self,
+        dimension: super::HandleDimension,
+    ) -> Result<Vec<super::Share>, CatalogError> {
+        timed!(self, storage_by(dimension))
+    }
+    async fn uploads_per_day(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<super::DayOfUploads>, CatalogError> {
+        timed!(self, uploads_per_day(since))
+    }
+    async fn deliveries_page(
+        &self,
+        endpoint: &str,
+        state: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<super::DeliveryRow>, CatalogError> {
+        timed!(self, deliveries_page(endpoint, state, after, limit))
+    }
+    async fn runs_page(
+        &self,
+        job: Option<&str>,
+        before: Option<&super::Before>,
+        limit: i64,
+    ) -> Result<Vec<JobRun>, CatalogError> {
+        timed!(self, runs_page(job, before, limit))
+    }
+    async fn find_handles(
+        &self,
+        filter: &super::HandleFilter,
+        before: Option<&super::Before>,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        timed!(self, find_handles(filter, before, limit))
+    }
+    async fn handles_of_key(&self, key: &str, limit: i64) -> Result<Vec<FileHandle>, CatalogError> {
+        timed!(self, handles_of_key(key, limit))
+    }
+    async fn file_links(
+        &self,
+        file_id: &str,
+        limit: i64,
+    ) -> Result<Vec<super::LinkRow>, CatalogError> {
+        timed!(self, file_links(file_id, limit))
+    }
+    async fn events_of_subject(
+        &self,
+        subject: &str,
+        limit: i64,
+    ) -> Result<Vec<super::SubjectEvent>, CatalogError> {
+        timed!(self, events_of_subject(subject, limit))
+    }
+    async fn prunable_runs(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError> {
+        timed!(self, prunable_runs(cutoff))
+    }
+    async fn prune_runs(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError> {
+        timed!(self, prune_runs(cutoff, limit))
+    }
+}
+
+#[async_trait]
 impl JobCatalog for ObservedCatalog {
     async fn acquire_job_lock(
         &self,

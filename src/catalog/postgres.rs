@@ -6,6 +6,7 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Pool, Postgres};
 
+use super::admin_queries::impl_admin_catalog;
 use super::delivery_queries::impl_event_delivery_catalog;
 use super::event_queries::impl_event_outbox;
 use super::group_commit::GroupCommit;
@@ -117,6 +118,12 @@ impl PostgresCatalog {
 // Presign batches lock the ledger rows they read, so replicas charging one user queue.
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN", " FOR UPDATE");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
+impl_admin_catalog!(
+    PostgresCatalog,
+    Postgres,
+    "BEGIN",
+    "to_char(COL AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+);
 impl_job_catalog!(
     PostgresCatalog,
     Postgres,

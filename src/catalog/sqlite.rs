@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Pool, Sqlite};
 
+use super::admin_queries::impl_admin_catalog;
 use super::checkpoint::Checkpointer;
 use super::delivery_queries::impl_event_delivery_catalog;
 use super::event_queries::impl_event_outbox;
@@ -173,6 +174,12 @@ impl SqliteCatalog {
 // SQLite's write transaction (BEGIN IMMEDIATE) already excludes every other writer.
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
+impl_admin_catalog!(
+    SqliteCatalog,
+    Sqlite,
+    "BEGIN IMMEDIATE",
+    "substr(COL, 1, 10)"
+);
 impl_job_catalog!(
     SqliteCatalog,
     Sqlite,

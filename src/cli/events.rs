@@ -4,6 +4,7 @@
 use clap::{ArgGroup, Subcommand};
 
 use crate::config::Settings;
+use crate::services::events::redeliver::{self, RedeliverError};
 
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
@@ -109,84 +110,64 @@ pub async fn run(settings: &Settings, command: EventsCommand) -> i32 {
                 eprintln!("upcommit events replay: --after: a cursor of GET /v1/events");
                 return 2;
             };
-            let Some(c) = counts.iter().find(|c| c.id == endpoint) else {
-                eprintln!(
-                    "upcommit events replay: no endpoint {:?}",
-                    super::jobs::printable(&endpoint)
-                );
-                return 3;
-            };
-            if !c.enabled {
-                // Nothing delivers to a disabled endpoint: the rows would only wait for the
-                // retention and then count as discarded (review 26).
-                eprintln!(
-                    "upcommit events replay: endpoint {} is disabled, so nothing would send these. One removed from the settings comes back when it is listed there again; one removed through the API cannot be enabled again: create an endpoint with another id and replay into it",
-                    c.id
-                );
-                return 3;
-            }
-            let window = i64::try_from(settings.events.retry_window_secs).unwrap_or(i64::MAX / 4);
-            // As the feed does: say so when events after the cursor were pruned.
-            if let Ok(Some((first, _))) = catalog.event_positions().await {
-                if after < first - 1 {
-                    eprintln!(
-                        "upcommit events replay: events after cursor {after} up to {} were pruned (retention); replaying from {} on",
-                        first - 1,
-                        first - 1
-                    );
+            match redeliver::replay(&catalog, settings, &endpoint, after, !yes).await {
+                Ok(r) => {
+                    if let Some(through) = r.pruned_through {
+                        eprintln!(
+                            "upcommit events replay: events after cursor {after} up to {through} were pruned (retention); replaying from {through} on"
+                        );
+                    }
+                    if yes {
+                        println!(
+                            "{} events after cursor {after} are due again to {endpoint}",
+                            r.due_again
+                        );
+                    } else {
+                        println!(
+                            "{} events after cursor {after} would be sent to {endpoint} again (dry run; --yes sends them)",
+                            r.due_again
+                        );
+                    }
+                    0
                 }
+                Err(e) => redeliver_failed("replay", &endpoint, e),
             }
-            match catalog.replay_deliveries(&c.id, after, window, !yes).await {
+        }
+        EventsCommand::Retry { endpoint, yes, .. } => {
+            match redeliver::retry(&catalog, settings, &endpoint, !yes).await {
                 Ok(n) if yes => {
-                    println!("{n} events after cursor {after} are due again to {}", c.id);
+                    println!("{n} failed deliveries of {endpoint} are due again");
                     0
                 }
                 Ok(n) => {
                     println!(
-                        "{n} events after cursor {after} would be sent to {} again (dry run; --yes sends them)",
-                        c.id
+                        "{n} failed deliveries of {endpoint} would be sent again (dry run; --yes sends them)"
                     );
                     0
                 }
-                Err(e) => {
-                    eprintln!("upcommit events replay: {e}");
-                    1
-                }
+                Err(e) => redeliver_failed("retry", &endpoint, e),
             }
         }
-        EventsCommand::Retry { endpoint, yes, .. } => {
-            let Some(c) = counts.iter().find(|c| c.id == endpoint) else {
-                eprintln!(
-                    "upcommit events retry: no endpoint {:?}",
-                    super::jobs::printable(&endpoint)
-                );
-                return 3;
-            };
-            if !c.enabled {
-                eprintln!(
-                    "upcommit events retry: endpoint {} is disabled, so nothing would send these. One removed from the settings comes back when it is listed there again; one removed through the API cannot be enabled again: create an endpoint with another id and replay into it",
-                    c.id
-                );
-                return 3;
-            }
-            if !yes {
-                println!(
-                    "{} failed deliveries of {} would be sent again (dry run; --yes sends them)",
-                    c.failed, c.id
-                );
-                return 0;
-            }
-            let window = i64::try_from(settings.events.retry_window_secs).unwrap_or(i64::MAX / 4);
-            match catalog.retry_failed_deliveries(&c.id, window).await {
-                Ok(n) => {
-                    println!("{n} failed deliveries of {} are due again", c.id);
-                    0
-                }
-                Err(e) => {
-                    eprintln!("upcommit events retry: {e}");
-                    1
-                }
-            }
+    }
+}
+
+/// Exit 3 for an endpoint that is missing or disabled, 1 for a failure.
+fn redeliver_failed(verb: &str, endpoint: &str, e: RedeliverError) -> i32 {
+    match e {
+        RedeliverError::NotFound => {
+            eprintln!(
+                "upcommit events {verb}: no endpoint {:?}",
+                super::jobs::printable(endpoint)
+            );
+            3
+        }
+        RedeliverError::Disabled(_) => {
+            eprintln!("upcommit events {verb}: {e}");
+            3
+        }
+        RedeliverError::Catalog(e) => {
+            eprintln!("upcommit events {verb}: {e}");
+            1
         }
     }
 }

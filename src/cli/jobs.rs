@@ -322,7 +322,7 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
     let u = &summary.uploads;
     let headline = || {
         format!(
-            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}), {} delivered events, {} undelivered deliveries discarded, older than {}s, in {} batches",
+            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}), {} delivered events, {} undelivered deliveries discarded, older than {}s; {} job runs ended before {}; in {} batches",
             run.id,
             run.state.as_str(),
             if dry_run { " (dry run)" } else { "" },
@@ -337,6 +337,11 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
             summary.events,
             summary.discarded_deliveries.values().sum::<u64>(),
             summary.retention_secs,
+            summary.job_runs,
+            summary
+                .job_history_cutoff
+                .map(|t| t.to_rfc3339())
+                .unwrap_or_default(),
             summary.batches,
         )
     };

@@ -149,6 +149,7 @@ pub(super) struct FileSettings {
     pub(super) archive_storage_class: Option<String>,
     pub(super) hygiene_interval_secs: Option<u64>,
     pub(super) upload_retention: Option<String>,
+    pub(super) job_history_retention: Option<String>,
     pub(super) reconcile_workers: Option<usize>,
     pub(super) log_format: Option<String>,
     pub(super) profiles: Option<Vec<FileProfile>>,

@@ -52,6 +52,10 @@ pub struct JobSettings {
     /// is this old, in seconds (`UPCOMMIT_UPLOAD_RETENTION`, a duration such as `90d`; default
     /// 90 days, at least 1 day). Quota rows go with the days before it.
     pub upload_retention_secs: u64,
+    /// A maintenance run's row and findings are pruned once it ended this long ago, in seconds
+    /// (`UPCOMMIT_JOB_HISTORY_RETENTION`, a duration; default 90 days, at least 1 day); the
+    /// newest run of each job, kind and outcome always stays.
+    pub job_history_retention_secs: u64,
     /// Key ranges reconcile lists at once (`UPCOMMIT_RECONCILE_WORKERS`, default 1, 1 to 64).
     pub reconcile_workers: usize,
 }
@@ -135,11 +139,22 @@ impl JobSettings {
                 f.hygiene_interval_secs,
                 86_400,
             )?,
-            upload_retention_secs: retention(&src.string(
+            upload_retention_secs: retention(
                 "UPCOMMIT_UPLOAD_RETENTION",
-                f.upload_retention.take(),
-                "90d",
-            ))?,
+                &src.string(
+                    "UPCOMMIT_UPLOAD_RETENTION",
+                    f.upload_retention.take(),
+                    "90d",
+                ),
+            )?,
+            job_history_retention_secs: retention(
+                "UPCOMMIT_JOB_HISTORY_RETENTION",
+                &src.string(
+                    "UPCOMMIT_JOB_HISTORY_RETENTION",
+                    f.job_history_retention.take(),
+                    "90d",
+                ),
+            )?,
             reconcile_workers: src
                 .number("UPCOMMIT_RECONCILE_WORKERS", f.reconcile_workers, 1)?
                 .clamp(1, 64),
@@ -147,16 +162,15 @@ impl JobSettings {
     }
 }
 
-/// `UPCOMMIT_UPLOAD_RETENTION`: a duration of at least a day, so that quota days still being
-/// charged (today, and yesterday on a replica whose clock lags) are never pruned.
-fn retention(raw: &str) -> Result<u64, ConfigError> {
+/// `UPCOMMIT_UPLOAD_RETENTION` and `UPCOMMIT_JOB_HISTORY_RETENTION`: a duration of at least a
+/// day, so that quota days still being charged (today, and yesterday on a replica whose clock
+/// lags) are never pruned.
+fn retention(name: &str, raw: &str) -> Result<u64, ConfigError> {
     match crate::domain::duration::parse_secs(raw) {
         Some(secs) if secs >= 86_400 => Ok(secs),
-        Some(_) => Err(ConfigError(format!(
-            "UPCOMMIT_UPLOAD_RETENTION: at least 1d, got {raw:?}"
-        ))),
+        Some(_) => Err(ConfigError(format!("{name}: at least 1d, got {raw:?}"))),
         None => Err(ConfigError(format!(
-            "UPCOMMIT_UPLOAD_RETENTION: {}, got {raw:?}",
+            "{name}: {}, got {raw:?}",
             crate::domain::duration::EXPECTED
         ))),
     }

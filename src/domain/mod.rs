@@ -17,6 +17,7 @@ pub mod keys;
 pub mod legacy;
 pub mod lifecycle;
 pub mod multipart;
+pub mod paging;
 pub mod prefixes;
 pub mod profile;
 pub mod queue;

@@ -30,12 +30,10 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let (db, bucket) = (probe.database.is_ok(), probe.bucket.is_ok());
     let show = |ok: bool| if ok { "ok" } else { "unavailable" };
     let report = state.bucket_watch.latest();
-    let config_status = match &report {
-        Some(r) if r.ok() => "ok",
-        Some(_) => "failing",
-        None if state.settings.bucket_check.interval_secs == 0 => "disabled",
-        None => "pending",
-    };
+    let config_status = crate::state::bucket_watch::verdict(
+        report.as_deref(),
+        state.settings.bucket_check.interval_secs,
+    );
     let verdict = &state.store_verdict;
     let gaps: Vec<Value> = verdict
         .lines

@@ -44,6 +44,11 @@ pub struct PruneSummary {
     /// Events the feed carried and every endpoint received (or that were owed only deliveries
     /// discarded above), older than the retention, pruned (or that would be).
     pub events: u64,
+    /// Maintenance runs (with their findings) that ended before `job_history_cutoff` pruned,
+    /// or that would be (`UPCOMMIT_JOB_HISTORY_RETENTION`); the newest run of each job, kind
+    /// and outcome always stays.
+    pub job_runs: u64,
+    pub job_history_cutoff: Option<DateTime<Utc>>,
     /// Transactions it took.
     pub batches: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -86,11 +91,14 @@ pub async fn prune_at(
     // The quota day the cutoff falls in may still hold charges from before the cutoff; the
     // days before it hold only charges older than the retention (at least a day).
     let quota_before = quota_day(cutoff);
+    let history = settings.jobs.job_history_retention_secs;
+    let history_cutoff = now - Duration::seconds(i64::try_from(history).unwrap_or(i64::MAX / 4));
     let mut summary = PruneSummary {
         dry_run,
         retention_secs: retention,
         cutoff: Some(cutoff),
         quota_before: Some(quota_before),
+        job_history_cutoff: Some(history_cutoff),
         ..PruneSummary::default()
     };
     let state = if dry_run {
@@ -102,9 +110,18 @@ pub async fn prune_at(
             .into_iter()
             .collect();
         summary.events = catalog.prunable_events(cutoff).await?;
+        summary.job_runs = catalog.prunable_runs(history_cutoff).await?;
         RunState::Finished
     } else {
-        match prune_batches(catalog, &mut job, &mut summary, cutoff, quota_before).await {
+        match prune_batches(
+            catalog,
+            &mut job,
+            &mut summary,
+            (cutoff, history_cutoff),
+            quota_before,
+        )
+        .await
+        {
             Ok(()) => RunState::Finished,
             Err(e) => {
                 summary.error = Some(e);
@@ -130,6 +147,7 @@ pub async fn prune_at(
         parts = summary.uploads.upload_parts,
         quota_rows = summary.quota_rows,
         events = summary.events,
+        job_runs = summary.job_runs,
         batches = summary.batches,
         dry_run,
         "prune finished"
@@ -146,7 +164,7 @@ async fn prune_batches(
     catalog: &Arc<dyn Catalog>,
     job: &mut jobs::JobHandle,
     summary: &mut PruneSummary,
-    cutoff: DateTime<Utc>,
+    (cutoff, history_cutoff): (DateTime<Utc>, DateTime<Utc>),
     quota_before: NaiveDate,
 ) -> Result<(), String> {
     loop {
@@ -217,6 +235,24 @@ async fn prune_batches(
         summary.batches += 1;
         summary.events += n;
         job.checkpoint(catalog, &[], "events", &*summary)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    loop {
+        if job.lost() {
+            return Err("lost the job's lease to another replica".into());
+        }
+        // This run's own row is `running`, so never among them.
+        let n = catalog
+            .prune_runs(history_cutoff, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        summary.batches += 1;
+        summary.job_runs += n;
+        job.checkpoint(catalog, &[], "job_runs", &*summary)
             .await
             .map_err(|e| e.to_string())?;
     }

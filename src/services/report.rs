@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::catalog::{Catalog, CatalogError};
+use crate::catalog::{Catalog, CatalogError, DayOfUploads, HandleDimension, Share};
 use crate::config::Settings;
 use crate::domain::records;
 use crate::storage::{ObjectStore, StoreError};
@@ -62,7 +62,18 @@ pub struct StorageReport {
     /// Every table of the catalog: rows, and bytes with indexes where the database can tell.
     pub tables: Vec<crate::catalog::TableSize>,
     pub last_prune: Option<LastRun>,
+    /// Objects of handles that are not deleted or expired (copies share one), by the handles'
+    /// status, storage class and profile.
+    pub by_status: Vec<Share>,
+    pub by_storage_class: Vec<Share>,
+    pub by_profile: Vec<Share>,
+    /// The last [`UPLOAD_DAYS`] UTC days (today included) with any upload: presigned,
+    /// committed, bytes committed.
+    pub uploads_per_day: Vec<DayOfUploads>,
 }
+
+/// How many days of uploads the report shows.
+pub const UPLOAD_DAYS: i64 = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -199,5 +210,15 @@ pub async fn storage_report(
         price_per_gib: settings.jobs.price_per_gib.clone(),
         tables: catalog.table_sizes().await?,
         last_prune: last_run(catalog, crate::services::prune::JOB).await?,
+        by_status: catalog.storage_by(HandleDimension::Status).await?,
+        by_storage_class: catalog.storage_by(HandleDimension::StorageClass).await?,
+        by_profile: catalog.storage_by(HandleDimension::Profile).await?,
+        uploads_per_day: catalog.uploads_per_day(first_day_shown(now)).await?,
     })
+}
+
+/// Midnight UTC of the first of the [`UPLOAD_DAYS`] days shown.
+fn first_day_shown(now: DateTime<Utc>) -> DateTime<Utc> {
+    let day = now.date_naive() - chrono::Duration::days(UPLOAD_DAYS - 1);
+    day.and_hms_opt(0, 0, 0).map_or(now, |t| t.and_utc())
 }

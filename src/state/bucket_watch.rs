@@ -45,6 +45,17 @@ impl BucketReport {
     }
 }
 
+/// The watch's verdict as `/readyz` and `GET /v1/admin/bucket` say it: `ok`, `failing`,
+/// `pending` (no run yet) or `disabled` (`UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS=0`).
+pub fn verdict(latest: Option<&BucketReport>, interval_secs: u64) -> &'static str {
+    match latest {
+        Some(r) if r.ok() => "ok",
+        Some(_) => "failing",
+        None if interval_secs == 0 => "disabled",
+        None => "pending",
+    }
+}
+
 /// Reads the live bucket and runs every check once.
 pub async fn check(store: &dyn ObjectStore, want: &Expectations) -> BucketReport {
     let view = store.bucket_view().await;

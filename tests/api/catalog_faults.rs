@@ -169,6 +169,72 @@ impl MultipartCatalog for FaultyCatalog {
 }
 
 #[async_trait]
+impl upcommit::catalog::AdminCatalog for FaultyCatalog {
+    async fn storage_by(
+        &self,
+        dimension: upcommit::catalog::HandleDimension,
+    ) -> Result<Vec<upcommit::catalog::Share>, CatalogError> {
+        self.inner.storage_by(dimension).await
+    }
+    async fn uploads_per_day(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<upcommit::catalog::DayOfUploads>, CatalogError> {
+        self.inner.uploads_per_day(since).await
+    }
+    async fn deliveries_page(
+        &self,
+        endpoint: &str,
+        state: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<upcommit::catalog::DeliveryRow>, CatalogError> {
+        self.inner
+            .deliveries_page(endpoint, state, after, limit)
+            .await
+    }
+    async fn runs_page(
+        &self,
+        job: Option<&str>,
+        before: Option<&upcommit::catalog::Before>,
+        limit: i64,
+    ) -> Result<Vec<JobRun>, CatalogError> {
+        self.inner.runs_page(job, before, limit).await
+    }
+    async fn find_handles(
+        &self,
+        filter: &upcommit::catalog::HandleFilter,
+        before: Option<&upcommit::catalog::Before>,
+        limit: i64,
+    ) -> Result<Vec<FileHandle>, CatalogError> {
+        self.inner.find_handles(filter, before, limit).await
+    }
+    async fn handles_of_key(&self, key: &str, limit: i64) -> Result<Vec<FileHandle>, CatalogError> {
+        self.inner.handles_of_key(key, limit).await
+    }
+    async fn file_links(
+        &self,
+        file_id: &str,
+        limit: i64,
+    ) -> Result<Vec<upcommit::catalog::LinkRow>, CatalogError> {
+        self.inner.file_links(file_id, limit).await
+    }
+    async fn events_of_subject(
+        &self,
+        subject: &str,
+        limit: i64,
+    ) -> Result<Vec<upcommit::catalog::SubjectEvent>, CatalogError> {
+        self.inner.events_of_subject(subject, limit).await
+    }
+    async fn prunable_runs(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError> {
+        self.inner.prunable_runs(cutoff).await
+    }
+    async fn prune_runs(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError> {
+        self.inner.prune_runs(cutoff, limit).await
+    }
+}
+
+#[async_trait]
 impl JobCatalog for FaultyCatalog {
     async fn acquire_job_lock(
         &self,

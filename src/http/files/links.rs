@@ -37,6 +37,7 @@ fn restore_error(e: RestoreError) -> AppError {
         RestoreError::Deleted => AppError::FileDeleted,
         RestoreError::Failed(HygieneError::Catalog(e)) => e.into(),
         RestoreError::Failed(HygieneError::Store(e)) => e.into(),
+        RestoreError::Failed(HygieneError::Busy) => AppError::FileBusy,
     }
 }
 

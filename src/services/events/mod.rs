@@ -4,4 +4,5 @@
 
 pub mod delivery;
 pub mod feed;
+pub mod redeliver;
 pub mod sequencer;

@@ -77,6 +77,8 @@ pub enum HygieneError {
     Catalog(#[from] CatalogError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("another replica holds the job")]
+    Busy,
 }
 
 fn secs(s: u64) -> Duration {
@@ -134,6 +136,40 @@ pub async fn run(
         Begin::Started(job) => job,
         Begin::Busy => return Ok(HygieneOutcome::Busy),
     };
+    run_begun(job, catalog, store, settings, dry_run, now).await
+}
+
+/// Starts a dry run ("what the next run would do") in the background and returns its run id
+/// at once: its row is `running` until it ends, then holds the summary and the findings
+/// (`GET /v1/admin/jobs/runs/{id}`). A dry run changes nothing and takes no lease.
+pub async fn start_dry_run(
+    catalog: Arc<dyn Catalog>,
+    store: Arc<dyn ObjectStore>,
+    settings: Arc<Settings>,
+) -> Result<String, HygieneError> {
+    let job = match jobs::begin(&catalog, JOB, true, settings.jobs.lease_secs).await? {
+        Begin::Started(job) => job,
+        // Dry runs take no lease; kept exhaustive should that change.
+        Begin::Busy => return Err(HygieneError::Busy),
+    };
+    let run_id = job.run_id().to_owned();
+    let now = crate::domain::records::now();
+    tokio::spawn(async move {
+        if let Err(e) = run_begun(job, &catalog, &store, &settings, true, now).await {
+            tracing::error!(error = %e, "hygiene dry run failed");
+        }
+    });
+    Ok(run_id)
+}
+
+async fn run_begun(
+    job: jobs::JobHandle,
+    catalog: &Arc<dyn Catalog>,
+    store: &Arc<dyn ObjectStore>,
+    settings: &Settings,
+    dry_run: bool,
+    now: DateTime<Utc>,
+) -> Result<HygieneOutcome, HygieneError> {
     let mut summary = HygieneSummary {
         dry_run,
         at: Some(now),

@@ -1,0 +1,161 @@
+//! Finding files (admins): `GET /v1/admin/files` (by id, owner, key prefix, status or profile,
+//! newest first, paged) and `GET /v1/admin/files/{id}` (a handle with its copies, links and
+//! events). What an admin then does to a file — download, restore, copy — is the same call a
+//! client makes (`/v1/files/{id}/…`).
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+
+use super::{bad_query, require_admin};
+use crate::auth::Identity;
+use crate::catalog::{Before, HandleFilter};
+use crate::domain::ids::FileId;
+use crate::domain::paging;
+use crate::error::AppError;
+use crate::http::extract::ApiPath;
+use crate::state::AppState;
+
+/// At most this many copies, links and events on a file's page (the newest events).
+const DETAIL_ROWS: i64 = 200;
+
+/// The statuses a handle can have (openapi.yaml's `FileHandle.status`).
+const STATUSES: [&str; 5] = ["available", "unlinked", "archived", "deleted", "expired"];
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/admin/files", get(find))
+        .route("/v1/admin/files/{id}", get(detail))
+}
+
+#[derive(Debug, Deserialize)]
+struct FindQuery {
+    id: Option<String>,
+    owner: Option<String>,
+    key_prefix: Option<String>,
+    status: Option<String>,
+    profile: Option<String>,
+    before: Option<String>,
+    limit: Option<i64>,
+}
+
+/// An empty field is no filter (what a blank search form sends).
+fn given(v: Option<String>) -> Option<String> {
+    v.filter(|s| !s.is_empty())
+}
+
+fn filter_of(q: &mut FindQuery) -> Result<HandleFilter, AppError> {
+    let filter = HandleFilter {
+        id: given(q.id.take()),
+        owner: given(q.owner.take()),
+        key_prefix: given(q.key_prefix.take()),
+        status: given(q.status.take()),
+        profile: given(q.profile.take()),
+    };
+    if let Some(id) = &filter.id {
+        if FileId::parse(id).is_none() {
+            return Err(AppError::InvalidRequest(
+                "id: 32 lowercase hex digits".into(),
+            ));
+        }
+    }
+    if let Some(status) = &filter.status {
+        if !STATUSES.contains(&status.as_str()) {
+            return Err(AppError::InvalidRequest(format!(
+                "status: one of {}",
+                STATUSES.join(", ")
+            )));
+        }
+    }
+    for (name, value, max) in [
+        ("owner", &filter.owner, 256),
+        ("key_prefix", &filter.key_prefix, 1024),
+        ("profile", &filter.profile, 128),
+    ] {
+        if value.as_ref().is_some_and(|v| v.len() > max) {
+            return Err(AppError::InvalidRequest(format!(
+                "{name}: at most {max} bytes"
+            )));
+        }
+    }
+    Ok(filter)
+}
+
+async fn find(
+    State(state): State<AppState>,
+    who: Identity,
+    query: Result<Query<FindQuery>, QueryRejection>,
+) -> Result<Json<serde_json::Value>, AppError> {
+    require_admin(&who)?;
+    let Query(mut q) = query.map_err(|e| bad_query(&e.body_text()))?;
+    let filter = filter_of(&mut q)?;
+    let before = match given(q.before) {
+        None => None,
+        Some(c) => {
+            let (at, id) = paging::parse_before(&c).ok_or_else(|| {
+                AppError::InvalidRequest("before: a next_before this search returned".into())
+            })?;
+            Some(Before { at, id })
+        }
+    };
+    let limit = paging::page_size(q.limit)
+        .ok_or_else(|| AppError::InvalidRequest(format!("limit: 1..={}", paging::MAX_PAGE)))?;
+    let files = state
+        .catalog
+        .find_handles(&filter, before.as_ref(), limit)
+        .await?;
+    let next_before = match files.last() {
+        Some(h) if i64::try_from(files.len()).unwrap_or(i64::MAX) == limit => {
+            Some(paging::before_cursor(h.created_at, h.id.as_str()))
+        }
+        _ => None,
+    };
+    Ok(Json(
+        serde_json::json!({ "files": files, "next_before": next_before }),
+    ))
+}
+
+async fn detail(
+    State(state): State<AppState>,
+    who: Identity,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<serde_json::Value>, AppError> {
+    require_admin(&who)?;
+    let id = FileId::parse(&id).ok_or(AppError::FileNotFound)?;
+    let file = state
+        .catalog
+        .handle_by_id(&id)
+        .await?
+        .ok_or(AppError::FileNotFound)?;
+    let copies: Vec<_> = state
+        .catalog
+        .handles_of_key(&file.key, DETAIL_ROWS + 1)
+        .await?
+        .into_iter()
+        .filter(|h| h.id != file.id)
+        .collect();
+    let links = state.catalog.file_links(id.as_str(), DETAIL_ROWS).await?;
+    let events: Vec<serde_json::Value> = state
+        .catalog
+        .events_of_subject(id.as_str(), DETAIL_ROWS)
+        .await?
+        .into_iter()
+        .map(|e| {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&e.payload).unwrap_or(serde_json::Value::Null);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("id".into(), e.id.into());
+                o.insert("cursor".into(), e.position.map(|p| p.to_string()).into());
+            }
+            v
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "file": file,
+        "copies": copies,
+        "links": links,
+        "events": events,
+    })))
+}
