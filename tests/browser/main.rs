@@ -1,6 +1,6 @@
 //! The demo page, the browser client (`clients/js/upcommit.js`, also as the npm package an app
-//! installs from `npm pack`'s tarball) and the Uppy example in a real
-//! browser: Playwright (`playwright-core`) drives Debian's chromium,
+//! installs from `npm pack`'s tarball), the Uppy example and the admin console (`console.rs`
+//! with `console.mjs`) in a real browser: Playwright (`playwright-core`) drives Debian's chromium,
 //! headless and off the network, through `/demo` on the real server, uploading real PNGs to
 //! LocalStack's S3 through CORS (preflight included). `demo.mjs` asserts what the page shows
 //! (and the checksums it computed against Node's); this side checks the catalog and the bucket
@@ -11,6 +11,8 @@
 #[allow(dead_code)]
 #[path = "../api/helpers.rs"]
 mod helpers;
+
+mod console;
 
 use std::process::Command;
 

@@ -145,7 +145,7 @@ function el(tag, attrs, ...children) {
     if (k === "onclick" || k === "onsubmit" || k === "onchange") node.addEventListener(k.slice(2), v);
     else node.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -227,7 +227,7 @@ function barChart(caption, rows, format, attrs) {
   const VALUE = 74;
   const max = Math.max(1, ...rows.map((r) => r.value || 0));
   const height = Math.max(1, rows.length) * ROW + 4;
-  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${height}`, role: "img", "aria-label": caption });
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${height}`, width: W, role: "img", "aria-label": caption });
   if (!rows.length) svg.append(svgEl("text", { x: 0, y: 15, class: "muted" }, "nothing yet"));
   rows.forEach((r, i) => {
     const y = i * ROW + 2;
@@ -253,15 +253,28 @@ function dimension(title, key, rows) {
   ];
 }
 
+// The report lists the days with uploads; the chart has a column for each of the 30 days up to
+// the report's own (UTC), the others at zero.
+function everyDay(days, generatedAt) {
+  const byDay = new Map(days.map((d) => [d.day, d]));
+  const end = new Date(generatedAt || Date.now());
+  const out = [];
+  for (let i = 29; i >= 0; i -= 1) {
+    const day = new Date(Date.UTC(end.getUTCFullYear(), end.getUTCMonth(), end.getUTCDate() - i)).toISOString().slice(0, 10);
+    out.push(byDay.get(day) || { day, presigned: 0, committed: 0, committed_bytes: 0 });
+  }
+  return out;
+}
+
 // Uploads per day: a column per day, committed in front of presigned.
 function perDayChart(days) {
-  const W = 340;
-  const H = 120;
-  const BASE = 100;
+  const W = 680;
+  const H = 130;
+  const BASE = 108;
   const n = Math.max(1, days.length);
   const step = W / n;
   const max = Math.max(1, ...days.map((d) => Math.max(d.presigned || 0, d.committed || 0)));
-  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "Uploads per day: presigned and committed" });
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: W, role: "img", "aria-label": "Uploads per day: presigned and committed" });
   days.forEach((d, i) => {
     const x = i * step + 1;
     const w = Math.max(1, step - 2);
@@ -317,11 +330,25 @@ async function section(parent, title, key, fill) {
   s.removeAttribute("aria-busy");
 }
 
+// Runs an action: its buttons disabled meanwhile, the page marked busy until the answer shows
+// and the numbers it changes are read again.
+async function acting(buttonsIn, work) {
+  const buttons = [...buttonsIn.querySelectorAll("button")];
+  buttons.forEach((b) => { b.disabled = true; });
+  document.body.dataset.state = "acting";
+  try {
+    await work();
+  } finally {
+    buttons.forEach((b) => { b.disabled = false; });
+    if (document.body.dataset.state === "acting") document.body.dataset.state = "ready";
+  }
+}
+
 function heading(text) {
   return el("h1", { tabindex: "-1" }, text);
 }
 
-const STANDING_CLASS = { present: "pass", not_needed: "pass", accepted: "warn", missing: "fail" };
+const STANDING_CLASS = { present: "pass", not_needed: "pass", accepted: "warn", refused: "fail" };
 
 async function overviewPage(view) {
   view.append(heading("Overview"));
@@ -346,11 +373,11 @@ async function overviewPage(view) {
           (b.capabilities || []).map((c) => ({
             attrs: { "data-capability": c.capability },
             cells: [
-              el("code", {}, c.capability),
-              el("span", { class: STANDING_CLASS[c.standing] || "" }, c.standing),
-              [c.found, c.detail ? ` — ${c.detail}` : ""].join(""),
+              [el("code", {}, c.capability), c.what ? el("div", { class: "muted" }, c.what) : null],
+              el("span", { class: STANDING_CLASS[c.standing] || "", "data-standing": c.standing }, c.standing.replace("_", " ")),
+              c.finding ? [c.finding.found, c.finding.detail ? ` — ${c.finding.detail}` : ""].join("") : "",
               c.promise || "",
-              c.standing === "present" || c.standing === "not_needed" ? "" : c.without || "",
+              c.without || "",
             ],
           })),
         ),
@@ -380,7 +407,7 @@ async function overviewPage(view) {
           barChart("tmp by age: objects", (r.tmp_by_age || []).map((t) => ({ name: AGE_LABELS[t.age] || t.age, value: t.objects })), fmtCount, { "data-chart": "tmp_by_age.objects" }),
         ),
         el("h3", {}, "Uploads per day"),
-        perDayChart(r.uploads_per_day || []),
+        perDayChart(everyDay(r.uploads_per_day || [], r.generated_at)),
       );
     }),
     section(view, "Event outbox", "outbox", async (body) => {
@@ -457,13 +484,13 @@ async function filesPage(view, params) {
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const data = Object.fromEntries(new FormData(form).entries());
-    location.hash = `#/files${q(data)}`;
+    location.hash = `#/files${q({ ...data, limit: params.get("limit") || "" })}`;
   });
   view.append(form);
   const filters = {};
-  for (const k of ["id", "owner", "key_prefix", "status", "profile", "after"]) filters[k] = params.get(k) || "";
+  for (const k of ["id", "owner", "key_prefix", "status", "profile", "before", "limit"]) filters[k] = params.get(k) || "";
   await section(view, "Results", "results", async (body) => {
-    const { files, next_after: next } = await load(`/v1/admin/files${q({ ...filters, limit: 50 })}`);
+    const { files, next_before: next } = await load(`/v1/admin/files${q({ ...filters, limit: filters.limit || 50 })}`);
     body.append(
       table(
         [{ title: "File" }, { title: "Owner" }, { title: "Key" }, { title: "Status" }, { title: "Profile" }, { title: "Size", num: true }, { title: "Created" }],
@@ -475,8 +502,8 @@ async function filesPage(view, params) {
       ),
     );
     const nav = el("div", { class: "actions" });
-    if (filters.after) nav.append(link(`#/files${q({ ...filters, after: "" })}`, "First page"));
-    if (next) nav.append(link(`#/files${q({ ...filters, after: next })}`, "Next page", { "data-next": next }));
+    if (filters.before) nav.append(link(`#/files${q({ ...filters, before: "" })}`, "First page"));
+    if (next) nav.append(link(`#/files${q({ ...filters, before: next })}`, "Next page", { "data-next": next }));
     body.append(nav);
   });
 }
@@ -495,13 +522,12 @@ async function filePage(view, id) {
   view.append(el("p", { class: "muted" }, "Each action is the API call a client makes, with this console's token; its answer shows below."), actions, answers, details);
 
   async function act(what, request, extra) {
-    const buttons = actions.querySelectorAll("button");
-    buttons.forEach((b) => { b.disabled = true; });
-    const answer = await request();
-    if (endsSession(answer)) return refused(answer);
-    answers.prepend(answerBox(what, answer, answer.ok && extra ? extra(answer.body) : null));
-    buttons.forEach((b) => { b.disabled = false; });
-    await fill();
+    await acting(actions, async () => {
+      const answer = await request();
+      if (endsSession(answer)) return refused(answer);
+      answers.prepend(answerBox(what, answer, answer.ok && extra ? extra(answer.body) : null));
+      return fill();
+    });
   }
 
   async function fill() {
@@ -551,11 +577,13 @@ async function filePage(view, id) {
   await fill();
 }
 
-// The download URL, as a link that opens it (only an http(s) URL becomes a link).
+// The download URL, as a link that fetches the file (only an http(s) URL becomes a link). The
+// store answers it with `Content-Disposition: attachment`, so the browser saves the file and
+// the console stays where it is.
 function downloadExtra(body) {
   const url = body && body.url;
   if (typeof url !== "string" || !/^https?:\/\//i.test(url)) return null;
-  return el("p", {}, link(url, `Open the download URL (valid ${body.expires_in} s)`, { target: "_blank", rel: "noopener noreferrer", id: "download-link" }));
+  return el("p", {}, link(url, `Download the file (the URL is valid for ${body.expires_in} s)`, { rel: "noopener noreferrer", id: "download-link" }));
 }
 
 function copyExtra(body) {
@@ -635,19 +663,18 @@ async function eventsPage(view, endpoint, params) {
       el("div", { class: "row" },
         el("div", {}, el("label", { for: "replay-after" }, "Replay every event after this cursor"), cursor),
         el("div", { style: "flex: 0 0 auto" }, el("button", { type: "button", class: "secondary", id: "action-replay",
-          onclick: () => act("Replay", () => call("POST", `/v1/admin/webhooks/${enc(endpoint)}/replay`, cursor.value.trim() ? { after: cursor.value.trim() } : {})) }, "Replay"))),
+          onclick: () => act("Replay", () => call("POST", `/v1/admin/webhooks/${enc(endpoint)}/replay`, { after: cursor.value.trim() })) }, "Replay"))),
       disableConfirm,
     );
     view.append(actions, answers, deliveries);
 
     async function act(what, request) {
-      const buttons = actions.querySelectorAll("button");
-      buttons.forEach((b) => { b.disabled = true; });
-      const answer = await request();
-      if (endsSession(answer)) return refused(answer);
-      answers.prepend(answerBox(what, answer));
-      buttons.forEach((b) => { b.disabled = false; });
-      await Promise.all([fillList(), fillDeliveries()]);
+      await acting(actions, async () => {
+        const answer = await request();
+        if (endsSession(answer)) return refused(answer);
+        answers.prepend(answerBox(what, answer));
+        return Promise.all([fillList(), fillDeliveries()]);
+      });
     }
     await Promise.all([fillList(), fillDeliveries()]);
   } else {
@@ -663,6 +690,7 @@ async function jobsPage(view, params) {
   view.append(heading("Jobs"));
   const job = params.get("job") || "";
   const before = params.get("before") || "";
+  const limit = params.get("limit") || "";
   const answers = el("div", { id: "answers", "aria-live": "polite" });
   const select = el("select", { id: "job-filter" }, el("option", { value: "" }, "every job"), JOBS.map((j) => el("option", { value: j, selected: j === job }, j)));
   select.addEventListener("change", () => { location.hash = `#/jobs${q({ job: select.value })}`; });
@@ -680,18 +708,17 @@ async function jobsPage(view, params) {
   async function fillHistory() {
     const fresh = el("div", {});
     await section(fresh, "Runs", "runs", async (body) => {
-      const { runs, next_before: next } = await load(`/v1/admin/jobs/runs${q({ job, before, limit: 25 })}`);
+      const { runs, next_before: next } = await load(`/v1/admin/jobs/runs${q({ job, before, limit: limit || 25 })}`);
       body.append(runsTable(runs));
       const nav = el("div", { class: "actions" });
-      if (before) nav.append(link(`#/jobs${q({ job })}`, "Newest runs"));
-      if (next) nav.append(link(`#/jobs${q({ job, before: next })}`, "Older runs", { "data-next": next }));
+      if (before) nav.append(link(`#/jobs${q({ job, limit })}`, "Newest runs"));
+      if (next) nav.append(link(`#/jobs${q({ job, before: next, limit })}`, "Older runs", { "data-next": next }));
       body.append(nav);
     });
     history.replaceChildren(...fresh.childNodes);
   }
 
-  dry.addEventListener("click", async () => {
-    dry.disabled = true;
+  dry.addEventListener("click", () => acting(dry.parentElement, async () => {
     const answer = await call("POST", "/v1/admin/jobs/hygiene/dry-run");
     if (endsSession(answer)) return refused(answer);
     const box = answerBox("Hygiene dry run", answer);
@@ -707,9 +734,8 @@ async function jobsPage(view, params) {
         " — ", el("span", { "data-field": "dry-run-summary" }, run ? summaryText(run.summary) : "no answer"),
       );
     }
-    dry.disabled = false;
-    await fillHistory();
-  });
+    return fillHistory();
+  }));
   await fillHistory();
 }
 
@@ -810,6 +836,7 @@ async function render() {
   }
   document.body.dataset.page = name;
   document.body.dataset.state = "loading";
+  document.body.dataset.render = String(mine);
   const view = el("div", {});
   $("view").replaceChildren(view);
   try {

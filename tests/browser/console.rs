@@ -1,0 +1,329 @@
+//! The admin console (`/admin`, `UPCOMMIT_ADMIN_CONSOLE=true`) in Chromium, on a real server
+//! with real data made through the real API: committed uploads of two profiles (presign, PUT to
+//! LocalStack, commit), one upload left uncommitted in `tmp/`, a link, a copy, a hygiene run of
+//! the `upcommit` binary that unlinks files, a sweep, and a webhook endpoint whose receiver is a
+//! closed port (a 6-second retry window, so its deliveries turn `failed` while the test waits).
+//! `console.mjs` compares every page with the admin API's answers, clicks every action and
+//! checks the changed numbers, reads each page at 375 px and by keyboard, and signs in with a
+//! user token and a bad one; here the server's headers, the settings rule, and what the actions
+//! left in the catalog are checked. Screenshots land in `target/test-artifacts/console/`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::helpers::{self, spawn_app_with, Spawn, TestApp};
+use super::node;
+
+const DAY: i64 = 86_400;
+
+/// Where the console's screenshots are kept (docs/operations.md names it).
+fn screenshot_dir() -> String {
+    format!("{}/target/test-artifacts/console", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `upcommit hygiene` (the binary, against the server's database and bucket) as of `days`
+/// from now: files of the tracked profile with no link become unlinked.
+async fn hygiene_run_days_later(app: &TestApp, days: i64) {
+    let at = chrono::Utc::now() + chrono::Duration::seconds(days * DAY + 5);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    command
+        .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn");
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("run upcommit hygiene");
+    assert!(
+        out.status.success(),
+        "hygiene: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn json_of(resp: reqwest::Response, want: u16, what: &str) -> Value {
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap_or_default();
+    assert_eq!(status, want, "{what}: {body}");
+    if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&body).expect("JSON")
+    }
+}
+
+/// Waits until the endpoint's deliveries are settled: some failed, none being retried (every
+/// pending one waits behind a failed one of its file), and the counts unchanged for 1.5 s.
+async fn wait_for_failed_deliveries(app: &TestApp, admin: &str, endpoint: &str) {
+    let started = Instant::now();
+    let mut last: Option<Value> = None;
+    loop {
+        let list = json_of(
+            app.get("/v1/admin/webhooks", Some(admin)).await,
+            200,
+            "webhooks",
+        )
+        .await;
+        let row = list["webhooks"]
+            .as_array()
+            .and_then(|w| w.iter().find(|w| w["id"] == endpoint))
+            .cloned()
+            .expect("the endpoint is listed");
+        let counts = json!([row["pending"], row["failed"], row["delivered"]]);
+        let retrying = app
+            .db
+            .count(&format!(
+                "SELECT COUNT(*) FROM event_deliveries WHERE endpoint_id = '{endpoint}' \
+                 AND state = 'pending' AND attempts > 0"
+            ))
+            .await;
+        if row["failed"].as_i64().unwrap_or(0) >= 2
+            && retrying == 0
+            && last.as_ref() == Some(&counts)
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the deliveries never settled: {row}, {retrying} being retried"
+        );
+        last = Some(counts);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+}
+
+/// Waits until the server's drift watch has checked the bucket once.
+async fn wait_for_bucket_check(app: &TestApp, admin: &str) {
+    let started = Instant::now();
+    loop {
+        let b = json_of(
+            app.get("/v1/admin/bucket", Some(admin)).await,
+            200,
+            "bucket",
+        )
+        .await;
+        if !b["report"].is_null() {
+            assert_eq!(b["verdict"], "ok", "the test bucket is as infra/ makes it: {b}");
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{b}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_admin_console_shows_the_servers_real_data_and_each_action_works() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_ADMIN_CONSOLE", "true".to_owned()),
+            ("UPCOMMIT_EVENT_RETRY_WINDOW", "6s".to_owned()),
+            ("UPCOMMIT_WEBHOOK_RETRY_BASE_MS", "200".to_owned()),
+            ("UPCOMMIT_WEBHOOK_RETRY_CAP_SECS", "1".to_owned()),
+            ("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", "1".to_owned()),
+            ("UPCOMMIT_TRACKS_LINKS", "image".to_owned()),
+            ("UPCOMMIT_UNLINKED_GRACE_SECS", DAY.to_string()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    let admin = app.admin_token("ops");
+    let alice = app.token("alice");
+    let bob = app.token("bob");
+
+    // The page and its script: served with the console on, under the strict policy.
+    let page = app.get("/admin", None).await;
+    assert_eq!(page.status(), 200);
+    let header = |name: &str| {
+        page.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert_eq!(
+        header("content-security-policy"),
+        "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; \
+         img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+    );
+    assert_eq!(header("cache-control"), "no-store");
+    assert!(header("content-type").starts_with("text/html"));
+    let script = app.get("/admin/app.js", None).await;
+    assert_eq!(script.status(), 200);
+    assert!(script
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/javascript")));
+
+    // A webhook whose receiver is a closed port: every delivery fails.
+    let hook = format!("http://127.0.0.1:{}/hook", helpers::free_port());
+    json_of(
+        app.post_json(
+            "/v1/admin/webhooks",
+            Some(&admin),
+            &json!({"id": "failing-hook", "url": hook, "types": ["*"]}),
+        )
+        .await,
+        201,
+        "create the webhook",
+    )
+    .await;
+
+    // Uploads through the API: alice's three images, bob's recording, one left uncommitted.
+    let mut ids = Vec::new();
+    for size in [2_000, 3_500, 150_000] {
+        let (_, handle) = app
+            .upload_and_commit(&alice, "image", "image/png", size)
+            .await;
+        ids.push(handle["id"].as_str().expect("id").to_owned());
+    }
+    app.upload_and_commit(&bob, "recording", "audio/mpeg", 40_000)
+        .await;
+    app.uploaded(&alice, "image", "image/png", 5_000, "PUT")
+        .await;
+    let (linked, unlinked) = (ids[0].clone(), ids[1].clone());
+    let resp = app
+        .http
+        .put(format!(
+            "{}/v1/files/{linked}/links/post/42",
+            app.address
+        ))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("link");
+    assert_eq!(resp.status(), 204);
+    let copy = json_of(
+        app.post_json(
+            &format!("/v1/files/{unlinked}/copies"),
+            Some(&alice),
+            &json!({}),
+        )
+        .await,
+        201,
+        "copy",
+    )
+    .await["id"]
+        .as_str()
+        .expect("copy id")
+        .to_owned();
+    // Two days on, hygiene unlinks the images nothing links (the copy too); then the sweep.
+    hygiene_run_days_later(&app, 2).await;
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT status FROM file_handles WHERE id IN ('{unlinked}', '{copy}', '{linked}') ORDER BY id = '{linked}'"
+            ))
+            .await,
+        vec!["unlinked", "unlinked", "available"]
+    );
+    app.sweep_after_urls_expire().await;
+    wait_for_bucket_check(&app, &admin).await;
+    wait_for_failed_deliveries(&app, &admin, "failing-hook").await;
+
+    let fixture = json!({
+        "owner": "alice",
+        "linked": linked,
+        "unlinked": unlinked,
+        "copy": copy,
+        "endpoint": "failing-hook",
+    });
+    let shots = screenshot_dir();
+    let result = node(
+        "console.mjs",
+        vec![
+            app.address.clone(),
+            admin.clone(),
+            alice.clone(),
+            shots.clone(),
+            fixture.to_string(),
+        ],
+    )
+    .await;
+
+    // What the console's clicks did, in the catalog.
+    assert_eq!(result["restored"], unlinked.as_str());
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT status FROM file_handles WHERE id = '{unlinked}'"
+            ))
+            .await,
+        vec!["available"],
+        "Restore made the file available"
+    );
+    let new_copy = result["new_copy"].as_str().expect("the copy's id");
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT copied_from FROM file_handles WHERE id = '{new_copy}'"
+            ))
+            .await,
+        vec![unlinked.clone()],
+        "Copy made a handle copied from the file"
+    );
+    assert_eq!(
+        app.db
+            .count(
+                "SELECT COUNT(*) FROM event_endpoints WHERE id = 'failing-hook' \
+                 AND disabled_at IS NOT NULL"
+            )
+            .await,
+        1,
+        "Disable disabled the endpoint"
+    );
+    let dry_run = result["dry_run"].as_str().expect("the dry run's id");
+    assert_eq!(
+        app.db
+            .strings(&format!(
+                "SELECT job || ' ' || state FROM job_runs WHERE id = '{dry_run}'"
+            ))
+            .await,
+        vec!["hygiene finished"],
+        "the dry run the page started is in the job history"
+    );
+    assert_eq!(
+        app.db
+            .count(&format!(
+                "SELECT COUNT(*) FROM file_handles WHERE status = 'available' AND id = '{linked}'"
+            ))
+            .await,
+        1,
+        "a dry run changed nothing"
+    );
+    let shots_taken = result["screenshots"].as_array().expect("screenshots");
+    for name in [
+        "overview-375",
+        "overview-desktop",
+        "files-375",
+        "file-375",
+        "events-375",
+        "endpoint-375",
+        "jobs-375",
+        "run-375",
+        "refused-user",
+    ] {
+        let file = format!("{shots}/{name}.png");
+        assert!(
+            shots_taken.iter().any(|s| s == &json!(file)) && std::path::Path::new(&file).exists(),
+            "{file} is kept"
+        );
+    }
+}
+
+/// Off by default: neither route exists (the router's 404 `not_found`), and the admin API is
+/// there whatever the console's setting.
+#[tokio::test]
+async fn the_console_is_absent_unless_turned_on() {
+    let app = spawn_app_with(Spawn::default()).await;
+    for path in ["/admin", "/admin/app.js"] {
+        let (status, code) = helpers::error_code(app.get(path, None).await).await;
+        assert_eq!((status, code.as_str()), (404, "not_found"), "{path}");
+    }
+    let admin = app.admin_token("ops");
+    assert_eq!(
+        app.get("/v1/admin/bucket", Some(&admin)).await.status(),
+        200
+    );
+}
