@@ -567,7 +567,39 @@ async fn dry_run(app: &TestApp) -> (String, Value) {
     (run_id, run_until_ended(app, &location).await)
 }
 
-#[tokio::test]
+/// Runs `upcommit hygiene` (a real run) against the app; its run id.
+async fn run_hygiene(app: &TestApp) -> String {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    command
+        .args(["hygiene", "--json"])
+        .envs(&app.env)
+        .env("RUST_LOG", "warn");
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("joined")
+        .expect("ran");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    v["run"]["id"].as_str().expect("run id").to_owned()
+}
+
+/// Waits (the gauges are read every 5 s) until `/metrics` has the series.
+async fn wait_for_metric(app: &TestApp, series: &str) {
+    for _ in 0..80 {
+        if app.metrics_text().await.contains(series) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{series} never on /metrics");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn hygiene_dry_run_from_the_api_is_a_run_in_the_history_with_its_findings_and_changes_nothing(
 ) {
     let app = spawn_app_with(Spawn {
@@ -608,7 +640,8 @@ async fn hygiene_dry_run_from_the_api_is_a_run_in_the_history_with_its_findings_
         .await;
     assert_eq!(status, vec!["available".to_owned()]);
 
-    // The jobs list shows it as hygiene's last run; with no in-server schedule, nothing is due.
+    // A dry run is in the history, never the job's last run: nothing ran for real, and the
+    // jobs list and /metrics (whose alerts watch the job) say so.
     let jobs = admin_get(&app, "/v1/admin/jobs").await;
     let names: Vec<&str> = jobs["jobs"]
         .as_array()
@@ -620,12 +653,17 @@ async fn hygiene_dry_run_from_the_api_is_a_run_in_the_history_with_its_findings_
         names,
         ["sweep", "hygiene", "reconcile", "prune", "legacy_import"]
     );
-    let hygiene = &jobs["jobs"][1];
-    assert_eq!(hygiene["last_run"]["id"], run_id.as_str());
-    assert_eq!(hygiene["interval_secs"], Value::Null);
-    assert_eq!(hygiene["next_due_at"], Value::Null);
-    let sweep = &jobs["jobs"][0];
-    assert_eq!(sweep["interval_secs"], 3600, "{sweep}");
+    assert_eq!(jobs["jobs"][1]["last_run"], Value::Null, "{jobs}");
+    assert_eq!(jobs["jobs"][1]["interval_secs"], Value::Null);
+    assert_eq!(jobs["jobs"][1]["next_due_at"], Value::Null);
+    assert_eq!(jobs["jobs"][0]["interval_secs"], 3600, "{jobs}");
+    let gauge = "upcommit_job_last_run_ok{job_name=\"hygiene\"} 1";
+    // A real run is.
+    let real = run_hygiene(&app).await;
+    let jobs = admin_get(&app, "/v1/admin/jobs").await;
+    assert_eq!(jobs["jobs"][1]["last_run"]["id"], real.as_str(), "{jobs}");
+    assert_eq!(jobs["jobs"][1]["last_run"]["dry_run"], false);
+    wait_for_metric(&app, gauge).await;
 
     // The history, paged newest first, each run once.
     let (second, _) = dry_run(&app).await;
@@ -641,9 +679,9 @@ async fn hygiene_dry_run_from_the_api_is_a_run_in_the_history_with_its_findings_
             Some(b) => path = format!("/v1/admin/jobs/runs?job=hygiene&limit=1&before={b}"),
             None => break,
         }
-        assert!(seen.len() <= 3, "{seen:?}");
+        assert!(seen.len() <= 4, "{seen:?}");
     }
-    assert_eq!(seen, vec![third, second, run_id.clone()]);
+    assert_eq!(seen, vec![third, second, real, run_id.clone()]);
     // Item paging: one at a time reaches the same items.
     let one = admin_get(&app, &format!("/v1/admin/jobs/runs/{run_id}?limit=1")).await;
     assert_eq!(one["items"].as_array().expect("items").len(), 1);
@@ -743,9 +781,10 @@ async fn prune_lets_old_runs_go_with_their_findings_but_keeps_each_jobs_newest()
         )
         .await;
     assert_eq!(error_code(resp).await.1, "job_run_not_found");
-    // Hygiene's last run is still there for /v1/admin/jobs and /metrics.
-    let jobs = admin_get(&app, "/v1/admin/jobs").await;
-    assert_eq!(jobs["jobs"][1]["last_run"]["id"], newest.as_str());
+    // The history shows what is kept.
+    let history = admin_get(&app, "/v1/admin/jobs/runs?job=hygiene").await;
+    assert_eq!(history["runs"].as_array().map(Vec::len), Some(1), "{history}");
+    assert_eq!(history["runs"][0]["id"], newest.as_str());
 }
 
 #[tokio::test]
