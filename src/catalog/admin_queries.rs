@@ -170,7 +170,7 @@ macro_rules! impl_admin_catalog {
                     // A prefix match without LIKE (whose `%` and `_` a prefix may hold):
                     // the key's first characters equal the prefix.
                     qb.push(" AND substr(key, 1, ")
-                        .push_bind(i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX))
+                        .push_bind(i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX))
                         .push(") = ")
                         .push_bind(prefix.clone());
                 }

@@ -104,9 +104,11 @@ macro_rules! impl_job_catalog {
             ) -> Result<Option<$crate::domain::jobs::JobRun>, CatalogError> {
                 let row = sqlx::query(
                     "SELECT id, job, dry_run, state, checkpoint, summary, started_at, updated_at, finished_at \
-                     FROM job_runs WHERE job = $1 AND state <> 'running' ORDER BY started_at DESC LIMIT 1",
+                     FROM job_runs WHERE job = $1 AND state <> 'running' AND dry_run = $2 \
+                     ORDER BY started_at DESC LIMIT 1",
                 )
                 .bind(job)
+                .bind(false)
                 .fetch_optional(&self.pool)
                 .await?;
                 row.as_ref().map(Self::run_row).transpose()

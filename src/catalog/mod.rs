@@ -149,7 +149,9 @@ pub trait JobCatalog: Send + Sync + 'static {
     async fn insert_run(&self, run: &JobRun) -> Result<(), CatalogError>;
     /// The latest run of `job` (not a dry run) that never finished: a crash to resume from.
     async fn unfinished_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError>;
-    /// The latest finished, failed or refused run of `job`.
+    /// The latest finished, failed or refused run of `job` that was not a dry run: a dry run
+    /// changes nothing, so it never stands for the job having run (on `/metrics`, in the report,
+    /// in `GET /v1/admin/jobs`).
     async fn last_run(&self, job: &str) -> Result<Option<JobRun>, CatalogError>;
     /// The latest run of `job` that finished (not failed, not refused, not a dry run): the
     /// last complete findings.

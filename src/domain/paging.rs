@@ -47,11 +47,11 @@ mod tests {
 
     #[test]
     fn a_cursor_reads_back_as_what_wrote_it() {
-        let at = DateTime::from_timestamp_micros(1_764_820_000_123_456).unwrap();
+        let at = DateTime::from_timestamp_micros(1_764_820_000_123_456).expect("in range");
         let c = before_cursor(at, "0f3a9c");
         assert_eq!(c, "1764820000123456-0f3a9c");
         assert_eq!(parse_before(&c), Some((at, "0f3a9c".to_owned())));
-        let epoch = DateTime::from_timestamp_micros(0).unwrap();
+        let epoch = DateTime::from_timestamp_micros(0).expect("in range");
         assert_eq!(
             parse_before(&before_cursor(epoch, "a_1")),
             Some((epoch, "a_1".into()))

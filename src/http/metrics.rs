@@ -110,14 +110,16 @@ fn job_gauges(runs: &LastRuns, out: &mut String) {
 }
 
 /// When each job's last run ended and whether it finished, so an alert can tell a job that
-/// stopped running (the timestamp ages) from one that runs and fails. Dry runs count: the
-/// catalog's last run is the last one of any kind (`Catalog::last_run`). The label is `job_name`,
+/// stopped running (the timestamp ages) from one that runs and fails. Dry runs do not count (a
+/// dry run changes nothing: `Catalog::last_run` leaves them out). The label is `job_name`,
 /// not `job`: Prometheus sets `job` on every scraped series (the scrape job) and would rename
 /// ours `exported_job`.
 fn job_runs(runs: &LastRuns, out: &mut String) {
     let last = [
         (jobs::SWEEP, &runs.sweep),
         (jobs::RECONCILE, &runs.reconcile),
+        (jobs::HYGIENE, &runs.hygiene),
+        (jobs::PRUNE, &runs.prune),
     ];
     out.push_str("# HELP upcommit_job_last_run_timestamp_seconds When the job's last run (any replica's) ended, whatever its state (Unix time).\n");
     out.push_str("# TYPE upcommit_job_last_run_timestamp_seconds gauge\n");
@@ -166,6 +168,8 @@ mod tests {
             sweep: Some(run(jobs::SWEEP, RunState::Refused, 1_800_000_000)),
             reconcile: Some(run(jobs::RECONCILE, RunState::Finished, 1_800_000_100)),
             reconcile_finished: None,
+            hygiene: Some(run(jobs::HYGIENE, RunState::Failed, 1_800_000_200)),
+            prune: Some(run(jobs::PRUNE, RunState::Finished, 1_800_000_300)),
         };
         let mut out = String::new();
         job_gauges(&runs, &mut out);
@@ -174,6 +178,10 @@ mod tests {
             "upcommit_job_last_run_timestamp_seconds{job_name=\"reconcile\"} 1800000100",
             "upcommit_job_last_run_ok{job_name=\"sweep\"} 0",
             "upcommit_job_last_run_ok{job_name=\"reconcile\"} 1",
+            "upcommit_job_last_run_timestamp_seconds{job_name=\"hygiene\"} 1800000200",
+            "upcommit_job_last_run_ok{job_name=\"hygiene\"} 0",
+            "upcommit_job_last_run_timestamp_seconds{job_name=\"prune\"} 1800000300",
+            "upcommit_job_last_run_ok{job_name=\"prune\"} 1",
             "upcommit_sweep_refused 1",
         ] {
             assert!(out.lines().any(|l| l == line), "{line} in {out}");
@@ -186,6 +194,8 @@ mod tests {
             sweep: Some(run(jobs::SWEEP, RunState::Failed, 1_800_000_000)),
             reconcile: None,
             reconcile_finished: None,
+            hygiene: None,
+            prune: None,
         };
         let mut out = String::new();
         job_gauges(&runs, &mut out);
@@ -209,6 +219,8 @@ mod tests {
             sweep: None,
             reconcile: Some(failed),
             reconcile_finished: Some(finished),
+            hygiene: None,
+            prune: None,
         };
         let mut out = String::new();
         job_gauges(&runs, &mut out);

@@ -1,4 +1,5 @@
-//! The last sweep's and the last reconcile's runs (any replica's), read from the catalog by a
+//! The last runs of the sweep, reconcile, hygiene and prune (any replica's, dry runs left out),
+//! read from the catalog by a
 //! background task every [`EVERY`] and kept in memory, so `GET /metrics` — which needs no token —
 //! answers from memory and a flood of scrapes never reaches the database.
 
@@ -20,6 +21,8 @@ pub struct LastRuns {
     /// The last reconcile run that finished: its findings (a failed run's counts are partial,
     /// and a missing object it did not reach again must not clear the alarm).
     pub reconcile_finished: Option<JobRun>,
+    pub hygiene: Option<JobRun>,
+    pub prune: Option<JobRun>,
 }
 
 #[derive(Debug, Default)]
@@ -40,12 +43,14 @@ impl JobGauges {
         }
     }
 
-    /// Reads both runs once; on an error the previous values stay.
+    /// Reads the runs once; on an error the previous values stay.
     pub async fn refresh(&self, catalog: &dyn Catalog) -> Result<(), CatalogError> {
         let runs = Arc::new(LastRuns {
             sweep: catalog.last_run(jobs::SWEEP).await?,
             reconcile: catalog.last_run(jobs::RECONCILE).await?,
             reconcile_finished: catalog.last_finished_run(jobs::RECONCILE).await?,
+            hygiene: catalog.last_run(jobs::HYGIENE).await?,
+            prune: catalog.last_run(jobs::PRUNE).await?,
         });
         match self.latest.write() {
             Ok(mut guard) => *guard = runs,

@@ -1,20 +1,28 @@
-//! The Prometheus rules of `deploy/prometheus/` against what the server exports: every metric an
-//! expression names is on `/metrics` of a server that has done the work (an upload committed
-//! through a validation hook that failed open, a bucket check, a sweep and a reconcile run),
+//! The Prometheus rules of `deploy/prometheus/` and the Grafana dashboard of `deploy/grafana/`
+//! against what the server exports: every metric an expression or a dashboard query names is on
+//! `/metrics` of a server that has done the work (an upload committed through a validation hook
+//! that failed open, a commit of an upload never uploaded, a presign over the quota, an event
+//! delivery attempt to a webhook nobody answers, a bucket check, a sweep and a reconcile run),
 //! with every label its matchers use and every value its equality matchers ask for; recorded
 //! names are recorded in the file; every alert links its runbook section of
 //! `docs/operations.md` and has a firing and a quiet `promtool` unit test. (`promtool` itself
 //! runs in scripts/test.sh; scripts/alerts_e2e.sh watches an alert fire in a real Prometheus.)
+//! The dashboard's own reading (Grafana's variables, its panels and rows, its shape) is in
+//! [`dashboard`].
 //!
 //! The expressions are read with a small tokenizer, not a PromQL parser: identifiers starting
 //! `upcommit_` are metric names, a `{…}` right after one holds its label matchers; identifiers
 //! with a colon are recording rules' names. Grouping labels (`by`, `on`) are not checked.
 
+mod dashboard;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::helpers::{spawn_app_with, Spawn};
+use serde_json::json;
+
+use crate::helpers::{error_code, spawn_app_with, Spawn};
 
 const RULES: &str = include_str!("../../deploy/prometheus/upcommit-rules.yml");
 const RULE_TESTS: &str = include_str!("../../deploy/prometheus/upcommit-rules.test.yml");
@@ -273,8 +281,10 @@ fn unexported(exprs: &[String], page: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_metric_and_label_the_rules_name_is_on_metrics_of_a_server_that_did_the_work() {
-    // A hook nobody answers, failing open: the commit goes on and is counted.
+async fn every_metric_and_label_the_rules_and_the_dashboard_name_is_on_metrics_of_a_server_that_did_the_work(
+) {
+    // A hook nobody answers, failing open: the commit goes on and is counted. A webhook
+    // endpoint on the same dead port: its delivery attempts are counted (result "retry").
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("free port")
         .local_addr()
@@ -289,14 +299,33 @@ async fn every_metric_and_label_the_rules_name_is_on_metrics_of_a_server_that_di
             max_size = 8388608
             final_prefix = "scanned/"
             validation_hook = {{ url = "http://127.0.0.1:{port}/check", on_error = "allow" }}
+
+            [[events.webhooks]]
+            id = "app"
+            url = "http://127.0.0.1:{port}/events"
+            secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+            types = ["*"]
             "#
         )),
+        env: vec![("UPCOMMIT_QUOTA_DAILY_UPLOADS", "2".to_owned())],
         ..Spawn::default()
     })
     .await;
     let token = app.token("alice");
     let p = app.uploaded(&token, "scan", "image/png", 2000, "PUT").await;
     assert_eq!(app.commit(&token, &p.key, None).await.status(), 201);
+    // Errors the dashboard shows by operation: S3's read of an object that is not there, and
+    // the catalog's quota refusal.
+    let never_uploaded = app.presign_ok(&token, "scan", "image/png", 10, "PUT").await;
+    let refused = app.commit(&token, &never_uploaded.key, None).await;
+    assert_eq!(error_code(refused).await.1, "object_not_uploaded");
+    let over = app
+        .presign(
+            &token,
+            json!({"profile": "scan", "content_type": "image/png", "size": 10}),
+        )
+        .await;
+    assert_eq!(error_code(over).await.1, "quota_exceeded");
     app.sweep_after_urls_expire().await;
     let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
         .args(["reconcile", "--json"])
@@ -312,7 +341,11 @@ async fn every_metric_and_label_the_rules_name_is_on_metrics_of_a_server_that_di
 
     let exprs = yaml_values(RULES, "expr");
     assert!(exprs.len() >= 17, "{exprs:?}");
-    // The job gauges show the runs within a few seconds (a background read every 5 s).
+    let board = dashboard::parse(dashboard::DASHBOARD);
+    let queries = dashboard::queries(&board).len();
+    assert!(queries >= dashboard::DASHBOARD_QUERIES, "{queries} queries");
+    // The job and outbox gauges show the runs within a few seconds (a background read every
+    // 5 s); the delivery attempt within a second of the commit.
     let started = Instant::now();
     let (page, problems) = loop {
         let page = app
@@ -321,7 +354,8 @@ async fn every_metric_and_label_the_rules_name_is_on_metrics_of_a_server_that_di
             .text()
             .await
             .expect("metrics");
-        let problems = unexported(&exprs, &page);
+        let mut problems = unexported(&exprs, &page);
+        problems.extend(dashboard::unexported_by(&board, &page));
         if problems.is_empty() || started.elapsed() > Duration::from_secs(20) {
             break (page, problems);
         }

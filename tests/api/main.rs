@@ -8,6 +8,7 @@
 //! on a current-thread runtime a blocked test would freeze the server mid-transaction — on
 //! SQLite with the database's write lock held, so the child process waits for it in vain.
 
+mod admin_api;
 mod alert_rules;
 mod archive_class;
 mod bucket;

@@ -88,6 +88,7 @@ fn valid_body(op: &SpecOperation) -> Value {
         }
         ("PUT", "/v1/link-scans/{id}/batches/{n}") => json!({"file_ids": []}),
         ("POST", "/demo/token") => json!({"sub": "someone"}),
+        ("POST", "/v1/admin/webhooks/{id}/replay") => json!({"after": "0"}),
         _ => json!({}),
     }
 }
