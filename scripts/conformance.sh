@@ -41,10 +41,15 @@ token=$("$bin" token --sub conformance --admin --ttl 2h)
 log "schemathesis $SCHEMATHESIS_VERSION against http://$UPCOMMIT_LISTEN"
 status=0
 # The hooks file works around a schemathesis crash on link-like strings in answers (see it).
+# The admin console's two routes (/admin, /admin/app.js) are left out: this server mints tokens
+# for /demo/token, and the console is never served beside minting (the server refuses to start),
+# so here they are absent. Their answers are checked by tests/browser/console.rs, whose servers
+# also leave them for the status-coverage check.
 SCHEMATHESIS_HOOKS="$PWD/scripts/schemathesis_hooks.py" \
 "$SCHEMATHESIS_VENV/bin/schemathesis" run openapi.yaml \
   --url "http://$UPCOMMIT_LISTEN" \
   --header "Authorization: Bearer $token" \
+  --exclude-path-regex '^/admin(/|$)' \
   --checks all \
   --exclude-checks positive_data_acceptance \
   --max-examples "${CONFORMANCE_MAX_EXAMPLES:-25}" \

@@ -3,8 +3,9 @@
 # check, checkov), the Prometheus rules (promtool check and unit tests), the module map's layers,
 # unit tests, the integration suite against LocalStack's S3 (signature validation on) on SQLite,
 # the alerts end to end (a real Prometheus scraping a real server: scripts/alerts_e2e.sh), the
-# integration suite on PostgreSQL, the browser tests of the demo page, the
-# browser client and its npm package (Playwright driving Debian's chromium), the README's walkthrough run as written
+# integration suite on PostgreSQL, the browser tests (on SQLite) of the demo page, the browser
+# client and its npm package and the admin console (Playwright driving Debian's chromium), the
+# admin console's browser tests again on PostgreSQL, the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check, and the store-facing integration suite on Garage 2.5.0 (a second S3
 # implementation). Installs and starts what it needs from nothing: LocalStack, Garage, checkov and
@@ -90,7 +91,7 @@ UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api
 log "alerts end to end: a real Prometheus with deploy/prometheus's rules scrapes a real server; UpcommitBucketCheckFailing fires once the bucket's lifecycle configuration is deleted, and resolves once it is back"
 bash scripts/alerts_e2e.sh
 
-log "browser tests in headless chromium (Playwright): the demo page, the browser client, the Uppy example, and the npm package (npm pack's tarball installed into a throwaway app, bundled with esbuild)"
+log "browser tests in headless chromium (Playwright): the demo page, the browser client, the Uppy example, the npm package (npm pack's tarball installed into a throwaway app, bundled with esbuild), and the admin console (screenshots in target/test-artifacts/console/)"
 ensure_browser_installed
 UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test browser
 
@@ -99,6 +100,9 @@ bash scripts/readme_walkthrough.sh
 
 log "integration tests on PostgreSQL"
 UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test api
+
+log "the admin console's browser tests on PostgreSQL (its pages read every admin query)"
+UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test browser console
 
 # The store-facing suite again on a second S3 implementation. Left out, and why (docs/stores.md,
 # "The Garage run"): the SQS sink (SQS is LocalStack's, not the store's); the S3 fault proxy

@@ -79,8 +79,10 @@ mod tests {
             .expect_err("the file's console with the file's minting");
         assert!(err.0.starts_with("UPCOMMIT_ADMIN_CONSOLE"), "{}", err.0);
         let file = "admin_console = true\n";
-        assert!(Settings::from_sources(Some(file), &|k| vars.get(k).cloned())
-            .is_ok_and(|s| s.console.enabled));
+        assert!(
+            Settings::from_sources(Some(file), &|k| vars.get(k).cloned())
+                .is_ok_and(|s| s.console.enabled)
+        );
         assert!(with(&[("UPCOMMIT_ADMIN_CONSOLE", "maybe")])
             .is_err_and(|e| e.starts_with("UPCOMMIT_ADMIN_CONSOLE")));
     }

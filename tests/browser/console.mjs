@@ -187,7 +187,7 @@ try {
     expect(j.last_run ? row.includes(j.last_run.state) : row.includes("never"), `job ${j.job}: ${row}`);
   }
   expect(jobs.find((j) => j.job === "hygiene").last_run && jobs.find((j) => j.job === "sweep").last_run, "hygiene and the sweep ran");
-  await shot(page, "overview-desktop");
+  await shot(page, "overview-failing-webhook-desktop");
 
   // ---- files ----------------------------------------------------------------------------
   const listed = async () => attrs(page, "tr[data-file]", "data-file");
@@ -224,7 +224,7 @@ try {
     await page.click("#file-search button[type=submit]");
   });
   expect(same(await listed(), [fx.linked]), "found by id");
-  await shot(page, "files-desktop");
+  await shot(page, "files-search-desktop");
 
   // The linked file's page: its link.
   await settle(page, "file", () => page.click(`tr[data-file="${fx.linked}"] a`));
@@ -241,7 +241,7 @@ try {
   expect(same(await attrs(page, "tr[data-event]", "data-event"), detail.events.map((e) => e.id)), "its events");
   const eventTypes = await page.$$eval("tr[data-event]", (rows) => rows.map((r) => r.children[1].textContent));
   expect(same(eventTypes, detail.events.map((e) => e.type)) && eventTypes.includes("file.unlinked"), `event types: ${eventTypes}`);
-  await shot(page, "file-desktop");
+  await shot(page, "file-unlinked-desktop");
 
   // Restore: 200, and the handle is available again.
   let a = await acted(page, "Restore", () => page.click("#action-restore"));
@@ -284,14 +284,14 @@ try {
     const shown = await endpointCounts(page, w.id);
     expect(same(shown, { pending: w.pending, failed: w.failed, delivered: w.delivered }), `endpoint ${w.id}: ${JSON.stringify(shown)} vs ${JSON.stringify(w)}`);
   }
-  await shot(page, "events-desktop");
+  await shot(page, "events-failing-desktop");
   await settle(page, "endpoint", () => page.click(`tr[data-endpoint="${fx.endpoint}"] a`));
   const failedList = await get(`/v1/admin/webhooks/${fx.endpoint}/deliveries?state=failed`);
   expect(failedList.deliveries.length >= 2, "at least two failed deliveries");
   expect(same(await attrs(page, "tr[data-delivery]", "data-delivery"), failedList.deliveries.map((d) => d.event_id)), "the failed deliveries, as the API lists them");
   const lastErrors = await page.$$eval("tr[data-delivery]", (rows) => rows.map((r) => r.children[5].textContent));
   expect(same(lastErrors, failedList.deliveries.map((d) => d.last_error || "")) && lastErrors.every((e) => e.length > 0), `their last errors: ${lastErrors}`);
-  await shot(page, "endpoint-desktop");
+  await shot(page, "endpoint-failed-deliveries-desktop");
 
   // Replay from the first failed delivery's cursor: the later ones are due again.
   let before = await endpointCounts(page, fx.endpoint);
@@ -336,7 +336,7 @@ try {
   runs = await get("/v1/admin/jobs/runs?limit=25");
   expect(runs.runs[0].id === dry && same(await attrs(page, "tr[data-run]", "data-run"), runs.runs.map((r) => r.id)), "the dry run heads the history");
   result.dry_run = dry;
-  await shot(page, "jobs-desktop");
+  await shot(page, "jobs-dry-run-desktop");
   // Filtered by job, and paged.
   await settle(page, "jobs", () => page.selectOption("#job-filter", "sweep"));
   expect(same(await attrs(page, "tr[data-run]", "data-run"), (await get("/v1/admin/jobs/runs?job=sweep&limit=25")).runs.map((r) => r.id)), "the sweep's runs");
@@ -350,7 +350,7 @@ try {
   await go(page, `#/jobs/${hygieneRun.id}`, "run");
   const items = await get(`/v1/admin/jobs/runs/${hygieneRun.id}?limit=100`);
   expect(items.items.length > 0 && same(await attrs(page, "tr[data-item]", "data-item"), items.items.map((i) => i.key)), "the run's findings");
-  await shot(page, "run-desktop");
+  await shot(page, "run-findings-desktop");
 
   // ---- every page at 375 px and at desktop width ----------------------------------------
   const pages = [

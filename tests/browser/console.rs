@@ -19,7 +19,10 @@ const DAY: i64 = 86_400;
 
 /// Where the console's screenshots are kept (docs/operations.md names it).
 fn screenshot_dir() -> String {
-    format!("{}/target/test-artifacts/console", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/target/test-artifacts/console",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 /// `upcommit hygiene` (the binary, against the server's database and bucket) as of `days`
@@ -104,7 +107,10 @@ async fn wait_for_bucket_check(app: &TestApp, admin: &str) {
         )
         .await;
         if !b["report"].is_null() {
-            assert_eq!(b["verdict"], "ok", "the test bucket is as infra/ makes it: {b}");
+            assert_eq!(
+                b["verdict"], "ok",
+                "the test bucket is as infra/ makes it: {b}"
+            );
             return;
         }
         assert!(started.elapsed() < Duration::from_secs(30), "{b}");
@@ -185,10 +191,7 @@ async fn the_admin_console_shows_the_servers_real_data_and_each_action_works() {
     let (linked, unlinked) = (ids[0].clone(), ids[1].clone());
     let resp = app
         .http
-        .put(format!(
-            "{}/v1/files/{linked}/links/post/42",
-            app.address
-        ))
+        .put(format!("{}/v1/files/{linked}/links/post/42", app.address))
         .bearer_auth(&alice)
         .send()
         .await
