@@ -113,35 +113,43 @@ async fn openapi_paths_and_server_routes_agree() {
         .collect();
     documented.sort();
     // Every route the router declares, read from the source, so a new route cannot hide
-    // from this test; the demo routes exist only when the demo (and its minting) is on.
+    // from this test; the demo routes exist only when the demo (and its minting) is on, the
+    // admin console's only when the console is on, which is never beside minting: a route is
+    // served when either server serves it.
     let app = crate::demo::spawn_minting_demo().await;
+    let console = crate::helpers::spawn_app_with(crate::helpers::Spawn {
+        env: vec![("UPCOMMIT_ADMIN_CONSOLE", "true".to_owned())],
+        ..crate::helpers::Spawn::default()
+    })
+    .await;
     let token = app.token("alice");
     let routes = declared_routes();
     assert!(routes.len() >= 20, "found the routes: {routes:?}");
     let mut served = Vec::new();
     for p in routes.iter().map(String::as_str) {
         for m in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
-            let url = format!(
-                "{}{}",
-                app.address,
-                p.replace("{id}", &"a".repeat(32))
-                    .replace("{upload_id}", &"a".repeat(32))
-                    .replace("{object_type}", "post")
-                    .replace("{object_id}", "1")
-                    .replace("{n}", "0")
-            );
-            let method = reqwest::Method::from_bytes(m.as_bytes()).expect("method");
-            let resp = app
-                .http
-                .request(method, url)
-                .bearer_auth(&token)
-                .header("content-type", "application/json")
-                .body("{}")
-                .send()
-                .await
-                .expect("sent");
-            let (_, code) = error_code(resp).await;
-            if code != "not_found" && code != "method_not_allowed" {
+            let path = p
+                .replace("{id}", &"a".repeat(32))
+                .replace("{upload_id}", &"a".repeat(32))
+                .replace("{object_type}", "post")
+                .replace("{object_id}", "1")
+                .replace("{n}", "0");
+            let mut answered = false;
+            for base in [&app.address, &console.address] {
+                let method = reqwest::Method::from_bytes(m.as_bytes()).expect("method");
+                let resp = app
+                    .http
+                    .request(method, format!("{base}{path}"))
+                    .bearer_auth(&token)
+                    .header("content-type", "application/json")
+                    .body("{}")
+                    .send()
+                    .await
+                    .expect("sent");
+                let (_, code) = error_code(resp).await;
+                answered |= code != "not_found" && code != "method_not_allowed";
+            }
+            if answered {
                 served.push((m.to_owned(), p.to_owned()));
             }
         }
