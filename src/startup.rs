@@ -10,6 +10,7 @@ use tracing::Instrument as _;
 
 use crate::catalog::{self, Catalog, ObservedCatalog};
 use crate::config::Settings;
+use crate::domain::jobs::RunState;
 use crate::metrics::Metrics;
 use crate::state::bucket_watch::BucketWatch;
 use crate::state::job_gauges::{self, JobGauges};
@@ -22,6 +23,8 @@ use crate::storage::{CopyLimits, ObjectStore, S3Store};
 const SEQUENCER_EVERY: Duration = Duration::from_millis(200);
 /// How long a graceful stop waits for the catalog to close.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How long a stopping server waits for a dry run the API started.
+const DRY_RUN_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -214,6 +217,7 @@ impl Application {
             readiness: Arc::new(Readiness::default()),
             job_gauges,
             store_verdict,
+            dry_runs: Arc::new(crate::state::dry_runs::DryRuns::new()),
         };
         let router = crate::http::router(state.clone());
         Ok(Self {
@@ -267,6 +271,31 @@ impl Application {
         self.gauges_task.abort();
         self.sequencer_task.abort();
         self.delivery_task.abort();
+        // A dry run started through the API: a few seconds to end, else stopped and recorded
+        // as failed (never left `running`: a dry run is never resumed).
+        if let Some(id) = self.state.dry_runs.stop(DRY_RUN_WAIT).await {
+            let summary =
+                r#"{"dry_run":true,"error":"the server stopped before the dry run ended"}"#;
+            match self
+                .state
+                .catalog
+                .update_run(
+                    &id,
+                    RunState::Failed,
+                    None,
+                    summary,
+                    crate::domain::records::now(),
+                )
+                .await
+            {
+                Ok(()) => {
+                    tracing::warn!(run.id = %id, "dry run stopped by the shutdown; recorded as failed")
+                }
+                Err(e) => {
+                    tracing::warn!(run.id = %id, error = %e, "dry run stopped by the shutdown; could not record it")
+                }
+            }
+        }
         // Every request has been answered: close the catalog, so that SQLite merges its WAL into
         // the database file and a copy of that one file is a whole backup. A connection still
         // held (an aborted task's, not yet dropped) is waited for a few seconds at most.

@@ -145,9 +145,10 @@ pub trait AdminCatalog: Send + Sync + 'static {
         subject: &str,
         limit: i64,
     ) -> Result<Vec<SubjectEvent>, CatalogError>;
-    /// How many job runs the history's retention lets go as of `cutoff`: ended (never
-    /// `running`) before it, and neither the newest run of its job nor the newest finished one
-    /// (what `/metrics`, the report and the console show as the last run).
+    /// How many job runs the history's retention lets go as of `cutoff`: ended before it and
+    /// not the newest of its job, kind and outcome (what `/metrics`, the report and the console
+    /// show as the last run), or a dry run left `running` since before it by a process that
+    /// died; never a real run still `running` (a resumable checkpoint).
     async fn prunable_runs(&self, cutoff: DateTime<Utc>) -> Result<u64, CatalogError>;
     /// Deletes up to `limit` of those runs with their items, oldest first, in one transaction;
     /// returns how many runs.

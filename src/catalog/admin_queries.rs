@@ -4,12 +4,15 @@
 /// The job runs the history's retention lets go as of the cutoff `$1` (alias `r`): ended
 /// before it, and a newer run of the same job, kind (dry run or not) and outcome exists — so
 /// the newest run of each job, its newest finished run and its newest failed one always stay,
-/// whatever their age. A `running` run is never let go (a resumable run's checkpoint).
-pub(super) const PRUNABLE_RUNS: &str = "r.state <> 'running' \
+/// whatever their age. A real run still `running` is never let go (a resumable checkpoint);
+/// a dry run still `running` since before the cutoff is one whose process died (dry runs are
+/// never resumed, and a stopping server records its own as failed), and goes.
+pub(super) const PRUNABLE_RUNS: &str = "((r.state = 'running' AND r.dry_run = TRUE AND r.updated_at < $1) \
+     OR (r.state <> 'running' \
      AND COALESCE(r.finished_at, r.updated_at) < $1 \
      AND EXISTS (SELECT 1 FROM job_runs n WHERE n.job = r.job AND n.dry_run = r.dry_run \
                  AND n.state = r.state \
-                 AND (n.started_at > r.started_at OR (n.started_at = r.started_at AND n.id > r.id)))";
+                 AND (n.started_at > r.started_at OR (n.started_at = r.started_at AND n.id > r.id)))))";
 
 /// Implements [`super::AdminCatalog`]. `$day` is the SQL of a timestamp column's UTC day as
 /// `YYYY-MM-DD`, with `COL` standing for the column.

@@ -20,7 +20,7 @@ pub(super) const DUE: &str =
 /// (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so workers on other replicas take other rows instead
 /// of waiting; SQLite's write transaction excludes every other writer already).
 macro_rules! impl_event_delivery_catalog {
-    ($ty:ty, $db:ty, $begin:expr, $lock:expr) => {
+    ($ty:ty, $db:ty, $begin:expr, $lock:expr, $share:expr) => {
         #[async_trait::async_trait]
         impl super::EventDeliveryCatalog for $ty {
             async fn sync_settings_endpoints(
@@ -240,7 +240,24 @@ macro_rules! impl_event_delivery_catalog {
                 &self,
                 endpoint: &str,
                 retry_window_secs: i64,
-            ) -> Result<u64, CatalogError> {
+            ) -> Result<Option<u64>, CatalogError> {
+                let mut tx = self.pool.begin_with($begin).await?;
+                // The endpoint is enabled, and stays so until this commits: a disable waits
+                // for it (review 36: checked in an earlier statement, a disable landing
+                // between the check and the write was not seen).
+                let enabled = format!(
+                    "SELECT id FROM event_endpoints WHERE id = $1 AND disabled_at IS NULL{}",
+                    $share
+                );
+                if sqlx::query(&enabled)
+                    .bind(endpoint)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_none()
+                {
+                    tx.commit().await?;
+                    return Ok(None);
+                }
                 let sql = format!(
                     "UPDATE event_deliveries SET state = 'pending', next_attempt_at = {now}, \
                      deadline_at = {deadline}, lease_token = NULL, lease_until = NULL \
@@ -248,12 +265,14 @@ macro_rules! impl_event_delivery_catalog {
                     now = Self::DB_NOW,
                     deadline = Self::db_now_plus("$2"),
                 );
-                Ok(sqlx::query(&sql)
+                let n = sqlx::query(&sql)
                     .bind(endpoint)
                     .bind(retry_window_secs)
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await?
-                    .rows_affected())
+                    .rows_affected();
+                tx.commit().await?;
+                Ok(Some(n))
             }
 
             async fn delivery_gauges(&self) -> Result<super::DeliveryGauges, CatalogError> {
@@ -345,36 +364,54 @@ macro_rules! impl_event_delivery_catalog {
                 after: i64,
                 retry_window_secs: i64,
                 dry_run: bool,
-            ) -> Result<u64, CatalogError> {
+            ) -> Result<Option<u64>, CatalogError> {
                 const MATCHING: &str = "FROM events e JOIN event_endpoints ep ON ep.id = $1 \
                      WHERE e.position > $2 \
                      AND (ep.event_types = '*' OR ep.event_types LIKE '%,' || e.type || ',%')";
-                if dry_run {
+                let mut tx = self.pool.begin_with($begin).await?;
+                // As in `retry_failed_deliveries`: enabled, and kept so until this commits.
+                let enabled = format!(
+                    "SELECT id FROM event_endpoints WHERE id = $1 AND disabled_at IS NULL{}",
+                    $share
+                );
+                if sqlx::query(&enabled)
+                    .bind(endpoint)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .is_none()
+                {
+                    tx.commit().await?;
+                    return Ok(None);
+                }
+                let n = if dry_run {
                     let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) {MATCHING}"))
                         .bind(endpoint)
                         .bind(after)
-                        .fetch_one(&self.pool)
+                        .fetch_one(&mut *tx)
                         .await?;
-                    return Ok(u64::try_from(n).unwrap_or(0));
-                }
-                let sql = format!(
-                    "INSERT INTO event_deliveries (endpoint_id, position, event_id, subject, state, \
-                     attempts, next_attempt_at, deadline_at, created_at) \
-                     SELECT ep.id, e.position, e.id, e.subject, 'pending', 0, {now}, {deadline}, {now} \
-                     {MATCHING} \
-                     ON CONFLICT (endpoint_id, position) DO UPDATE SET state = 'pending', \
-                     next_attempt_at = excluded.next_attempt_at, deadline_at = excluded.deadline_at, \
-                     delivered_at = NULL, lease_token = NULL, lease_until = NULL",
-                    now = Self::DB_NOW,
-                    deadline = Self::db_now_plus("$3"),
-                );
-                Ok(sqlx::query(&sql)
-                    .bind(endpoint)
-                    .bind(after)
-                    .bind(retry_window_secs)
-                    .execute(&self.pool)
-                    .await?
-                    .rows_affected())
+                    u64::try_from(n).unwrap_or(0)
+                } else {
+                    let sql = format!(
+                        "INSERT INTO event_deliveries (endpoint_id, position, event_id, subject, state, \
+                         attempts, next_attempt_at, deadline_at, created_at) \
+                         SELECT ep.id, e.position, e.id, e.subject, 'pending', 0, {now}, {deadline}, {now} \
+                         {MATCHING} \
+                         ON CONFLICT (endpoint_id, position) DO UPDATE SET state = 'pending', \
+                         next_attempt_at = excluded.next_attempt_at, deadline_at = excluded.deadline_at, \
+                         delivered_at = NULL, lease_token = NULL, lease_until = NULL",
+                        now = Self::DB_NOW,
+                        deadline = Self::db_now_plus("$3"),
+                    );
+                    sqlx::query(&sql)
+                        .bind(endpoint)
+                        .bind(after)
+                        .bind(retry_window_secs)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                };
+                tx.commit().await?;
+                Ok(Some(n))
             }
 
             async fn create_api_endpoint(

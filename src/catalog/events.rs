@@ -168,26 +168,29 @@ pub trait EventDeliveryCatalog: Send + Sync + 'static {
         outcome: &FailedAttempt<'_>,
     ) -> Result<Option<bool>, CatalogError>;
     /// `failed → pending` for every failed delivery of `endpoint`, due now, retried for
-    /// another `retry_window_secs`; how many.
+    /// another `retry_window_secs`; how many. `None` (nothing changed) when the endpoint does
+    /// not exist or is disabled, judged in the same transaction as the write, which a disable
+    /// waits for.
     async fn retry_failed_deliveries(
         &self,
         endpoint: &str,
         retry_window_secs: i64,
-    ) -> Result<u64, CatalogError>;
+    ) -> Result<Option<u64>, CatalogError>;
     async fn delivery_gauges(&self) -> Result<DeliveryGauges, CatalogError>;
     /// Every endpoint (enabled or not) with its deliveries counted by state, in id order.
     async fn endpoint_counts(&self) -> Result<Vec<EndpointCounts>, CatalogError>;
     /// Sends `endpoint` again every event after feed position `after` it subscribes to: a
     /// delivery is created where none exists, and an existing one (delivered or failed) is
     /// pending again, due now, retried for `retry_window_secs`. With `dry_run`, only counts.
-    /// Returns how many events that is.
+    /// Returns how many events that is; `None` (nothing changed) when the endpoint does not
+    /// exist or is disabled, as for `retry_failed_deliveries`.
     async fn replay_deliveries(
         &self,
         endpoint: &str,
         after: i64,
         retry_window_secs: i64,
         dry_run: bool,
-    ) -> Result<u64, CatalogError>;
+    ) -> Result<Option<u64>, CatalogError>;
     /// Inserts an endpoint of the admin API (`source = 'api'`, enabled). `Ok(false)`: an
     /// endpoint (of either source, enabled or not) already has this id; nothing changed.
     async fn create_api_endpoint(

@@ -513,7 +513,7 @@ impl EventDeliveryCatalog for ObservedCatalog {
         &self,
         endpoint: &str,
         retry_window_secs: i64,
-    ) -> Result<u64, CatalogError> {
+    ) -> Result<Option<u64>, CatalogError> {
         timed!(self, retry_failed_deliveries(endpoint, retry_window_secs))
     }
     async fn delivery_gauges(&self) -> Result<super::DeliveryGauges, CatalogError> {
@@ -542,7 +542,7 @@ impl EventDeliveryCatalog for ObservedCatalog {
         after: i64,
         retry_window_secs: i64,
         dry_run: bool,
-    ) -> Result<u64, CatalogError> {
+    ) -> Result<Option<u64>, CatalogError> {
         timed!(
             self,
             replay_deliveries(endpoint, after, retry_window_secs, dry_run)

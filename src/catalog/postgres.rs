@@ -160,5 +160,6 @@ impl_event_delivery_catalog!(
     PostgresCatalog,
     Postgres,
     "BEGIN",
-    " FOR UPDATE SKIP LOCKED"
+    " FOR UPDATE SKIP LOCKED",
+    " FOR SHARE"
 );

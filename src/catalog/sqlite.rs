@@ -209,7 +209,7 @@ impl_retention_catalog!(
 // BEGIN IMMEDIATE already makes this transaction the only writer.
 impl_event_outbox!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "SELECT TRUE");
 // BEGIN IMMEDIATE already excludes every other writer: no row locks needed.
-impl_event_delivery_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "");
+impl_event_delivery_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "", "");
 
 /// A pooled connection that goes back to the pool only when [`Self::settled`] says its SQL ran
 /// to the end; dropped otherwise (an error, or the caller's future dropped mid-call), it is

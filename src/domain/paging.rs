@@ -1,6 +1,8 @@
 //! The admin API's page cursors: newest-first lists (files, job runs) continue strictly before
-//! a (time, id) pair, written as `<microseconds since the epoch>-<id>`. The text is opaque to
-//! clients; anything that does not parse back is refused, never read as "from the start".
+//! a (time, id) pair, written as `<list letter><microseconds since the epoch>-<id>`. The text is
+//! opaque to clients; anything that does not parse back — another list's cursor, a time past
+//! the year 9999 (which the databases would order differently) — is refused, never read as
+//! "from the start".
 
 use chrono::{DateTime, Utc};
 
@@ -8,14 +10,34 @@ use chrono::{DateTime, Utc};
 pub const DEFAULT_PAGE: i64 = 50;
 pub const MAX_PAGE: i64 = 200;
 
-/// The cursor after a row of (time, id).
-pub fn before_cursor(at: DateTime<Utc>, id: &str) -> String {
-    format!("{}-{id}", at.timestamp_micros())
+/// Which list a cursor belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum List {
+    Files,
+    JobRuns,
 }
 
-/// The (time, id) a cursor names; `None` for anything [`before_cursor`] did not write (ids are
-/// 1-64 of `[0-9a-z_]`).
-pub fn parse_before(cursor: &str) -> Option<(DateTime<Utc>, String)> {
+impl List {
+    fn letter(self) -> char {
+        match self {
+            Self::Files => 'f',
+            Self::JobRuns => 'r',
+        }
+    }
+}
+
+/// 9999-12-31T23:59:59.999999Z: later times are no row's.
+const LAST_MICROS: i64 = 253_402_300_799_999_999;
+
+/// The cursor after a row of (time, id) of `list`.
+pub fn before_cursor(list: List, at: DateTime<Utc>, id: &str) -> String {
+    format!("{}{}-{id}", list.letter(), at.timestamp_micros())
+}
+
+/// The (time, id) a cursor of `list` names; `None` for anything [`before_cursor`] did not
+/// write for that list (ids are 1-64 of `[0-9a-z_]`, times from 1970 to 9999).
+pub fn parse_before(list: List, cursor: &str) -> Option<(DateTime<Utc>, String)> {
+    let cursor = cursor.strip_prefix(list.letter())?;
     let (micros, id) = cursor.split_once('-')?;
     if micros.is_empty()
         || micros.len() > 19
@@ -28,7 +50,11 @@ pub fn parse_before(cursor: &str) -> Option<(DateTime<Utc>, String)> {
     {
         return None;
     }
-    let at = DateTime::from_timestamp_micros(micros.parse().ok()?)?;
+    let micros: i64 = micros.parse().ok()?;
+    if micros > LAST_MICROS {
+        return None;
+    }
+    let at = DateTime::from_timestamp_micros(micros)?;
     Some((at, id.to_owned()))
 }
 
@@ -48,39 +74,60 @@ mod tests {
     #[test]
     fn a_cursor_reads_back_as_what_wrote_it() {
         let at = DateTime::from_timestamp_micros(1_764_820_000_123_456).expect("in range");
-        let c = before_cursor(at, "0f3a9c");
-        assert_eq!(c, "1764820000123456-0f3a9c");
-        assert_eq!(parse_before(&c), Some((at, "0f3a9c".to_owned())));
-        let epoch = DateTime::from_timestamp_micros(0).expect("in range");
+        let c = before_cursor(List::Files, at, "0f3a9c");
+        assert_eq!(c, "f1764820000123456-0f3a9c");
         assert_eq!(
-            parse_before(&before_cursor(epoch, "a_1")),
-            Some((epoch, "a_1".into()))
+            parse_before(List::Files, &c),
+            Some((at, "0f3a9c".to_owned()))
         );
+        let epoch = DateTime::from_timestamp_micros(0).expect("in range");
+        let c = before_cursor(List::JobRuns, epoch, "a_1");
+        assert_eq!(parse_before(List::JobRuns, &c), Some((epoch, "a_1".into())));
+        let last = DateTime::from_timestamp_micros(LAST_MICROS).expect("in range");
+        assert_eq!(last.to_rfc3339(), "9999-12-31T23:59:59.999999+00:00");
+        let c = before_cursor(List::Files, last, "z");
+        assert_eq!(parse_before(List::Files, &c), Some((last, "z".into())));
+    }
+
+    #[test]
+    fn a_cursor_of_one_list_is_no_cursor_of_another() {
+        let at = DateTime::from_timestamp_micros(5).expect("in range");
+        let files = before_cursor(List::Files, at, "abc");
+        let runs = before_cursor(List::JobRuns, at, "abc");
+        assert_eq!(parse_before(List::JobRuns, &files), None);
+        assert_eq!(parse_before(List::Files, &runs), None);
     }
 
     #[test]
     fn anything_else_is_refused() {
         for bad in [
             "",
-            "-",
-            "123",
-            "123-",
-            "-abc",
-            "12a-abc",
-            "+12-abc",
-            "-12-abc",
-            "12-ABC",
-            "12-a b",
-            "12-a'--",
-            "12-a%",
-            "99999999999999999999-a",
-            "9223372036854775807-a",
+            "f",
+            "f-",
+            "123-abc",
+            "F123-abc",
+            "ff123-abc",
+            "f253402300800000000-a",
+            "f262143999999999999-a",
+            "f123",
+            "f123-",
+            "f-abc",
+            "f12a-abc",
+            "f+12-abc",
+            "f-12-abc",
+            "f12-ABC",
+            "f12-a b",
+            "f12-a'--",
+            "f12-a%",
+            "f12-a\0",
+            "f99999999999999999999-a",
+            "f9223372036854775807-a",
         ] {
-            assert_eq!(parse_before(bad), None, "{bad:?}");
+            assert_eq!(parse_before(List::Files, bad), None, "{bad:?}");
         }
-        let long = format!("1-{}", "a".repeat(65));
-        assert_eq!(parse_before(&long), None);
-        assert!(parse_before(&format!("1-{}", "a".repeat(64))).is_some());
+        let long = format!("f1-{}", "a".repeat(65));
+        assert_eq!(parse_before(List::Files, &long), None);
+        assert!(parse_before(List::Files, &format!("f1-{}", "a".repeat(64))).is_some());
     }
 
     #[test]

@@ -16,10 +16,12 @@ use crate::metrics::Metrics;
 use crate::storage::ObjectStore;
 
 pub mod bucket_watch;
+pub mod dry_runs;
 pub mod job_gauges;
 pub mod readiness;
 
 use bucket_watch::BucketWatch;
+use dry_runs::DryRuns;
 use job_gauges::JobGauges;
 use readiness::Readiness;
 
@@ -45,6 +47,8 @@ pub struct AppState {
     /// What the store was found to do at start, and the gaps accepted
     /// (`domain::capabilities`). Services ask it before relying on a capability.
     pub store_verdict: Arc<Verdict>,
+    /// The admin API's dry run in flight on this replica (one at a time).
+    pub dry_runs: Arc<DryRuns>,
 }
 
 impl AppState {
@@ -75,6 +79,7 @@ impl AppState {
             readiness: Arc::new(Readiness::default()),
             job_gauges: Arc::new(JobGauges::new()),
             store_verdict: Arc::new(Verdict::unprobed()),
+            dry_runs: Arc::new(DryRuns::new()),
         }
     }
 

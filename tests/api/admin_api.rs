@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 use upcommit::config::Settings;
 use upcommit::services::prune::{prune_at, PruneOutcome};
 
-use crate::helpers::{error_code, free_port, spawn_app, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{
+    error_code, free_port, server_process, spawn_app, spawn_app_with, Spawn, TestApp,
+};
 
 /// Every route the admin API added, with a body where it takes one.
 fn admin_routes() -> Vec<(&'static str, String, Option<Value>)> {
@@ -99,6 +101,40 @@ async fn every_admin_route_refuses_strangers_and_users_and_shows_them_nothing() 
             !text.contains("alice"),
             "{method} {path} showed an owner: {text}"
         );
+    }
+    // A user learns nothing of a route's body or path from its refusal: 403 before either is
+    // read (review 36: 415, or 400 naming the expected fields).
+    for (path, body) in [
+        ("/v1/admin/webhooks/nope/replay", "{bad"),
+        ("/v1/admin/webhooks/nope/replay", r#"{"after":"0","x":1}"#),
+        ("/v1/admin/webhooks/%FF/retry", "{}"),
+    ] {
+        for content_type in ["application/json", "text/plain"] {
+            let resp = app
+                .http
+                .post(format!("{}{path}", app.address))
+                .bearer_auth(&user)
+                .header("content-type", content_type)
+                .body(body)
+                .send()
+                .await
+                .expect("sent");
+            let (status, code) = error_code(resp).await;
+            assert_eq!(
+                (status, code.as_str()),
+                (403, "admin_required"),
+                "{path} {body}"
+            );
+        }
+    }
+    for path in [
+        "/v1/admin/jobs/runs/%FF%FE",
+        "/v1/admin/files/%C0",
+        "/v1/admin/files?limit=x",
+    ] {
+        let resp = app.get(path, Some(&user)).await;
+        let (status, code) = error_code(resp).await;
+        assert_eq!((status, code.as_str()), (403, "admin_required"), "{path}");
     }
     // A user's dry run would have been a run: none was started.
     assert_eq!(
@@ -283,6 +319,17 @@ async fn files_are_found_by_each_filter_and_paged_newest_first_without_gaps_or_r
         "before=1-UPPER",
         "before=-1-abc",
         "before=99999999999999999999-abc",
+        "before=",
+        // Another list's cursor, and a time past the year 9999 (the databases order those
+        // differently: review 36).
+        "before=r1764820000000000-abc",
+        "before=1764820000000000-abc",
+        "before=f262143999999999999-a",
+        // No key, owner or profile holds a control character (PostgreSQL refuses a NUL).
+        "owner=%00",
+        "owner=a%00b",
+        "key_prefix=%00",
+        "profile=%0A",
     ] {
         let resp = app
             .get(&format!("/v1/admin/files?{bad}"), Some(&admin))
@@ -317,7 +364,7 @@ async fn files_are_found_by_each_filter_and_paged_newest_first_without_gaps_or_r
     let other_way = admin_get(&app, &format!("/v1/admin/files/{copy_id}")).await;
     assert_eq!(other_way["copies"][0]["id"], source.as_str());
     assert_eq!(other_way["file"]["copied_from"], source.as_str());
-    for missing in ["0".repeat(32), "nope".into(), "A".repeat(32)] {
+    for missing in ["0".repeat(32), "nope".into(), "A".repeat(32), "%00".into()] {
         let resp = app
             .get(&format!("/v1/admin/files/{missing}"), Some(&admin))
             .await;
@@ -491,10 +538,27 @@ async fn failed_deliveries_show_their_error_and_retry_and_replay_make_them_due_a
             "{path}"
         );
     }
-    let resp = app
-        .get("/v1/admin/webhooks/ghost/deliveries", Some(&admin))
-        .await;
-    assert_eq!(error_code(resp).await.1, "webhook_not_found");
+    for ghost in ["ghost", "%00", "a%00b", "UPPER"] {
+        let resp = app
+            .get(
+                &format!("/v1/admin/webhooks/{ghost}/deliveries"),
+                Some(&admin),
+            )
+            .await;
+        assert_eq!(
+            error_code(resp).await,
+            (404, "webhook_not_found".into()),
+            "{ghost}"
+        );
+        let resp = app
+            .delete(&format!("/v1/admin/webhooks/{ghost}"), Some(&admin))
+            .await;
+        assert_eq!(
+            error_code(resp).await,
+            (404, "webhook_not_found".into()),
+            "{ghost}"
+        );
+    }
     for bad in ["state=lost", "after=abc", "limit=0"] {
         let resp = app
             .get(
@@ -706,8 +770,24 @@ async fn hygiene_dry_run_from_the_api_is_a_run_in_the_history_with_its_findings_
             "{bad}"
         );
     }
-    let resp = app.get("/v1/admin/jobs/runs/0000", Some(&admin)).await;
-    assert_eq!(error_code(resp).await, (404, "job_run_not_found".into()));
+    for missing in ["0000", "%00", "a%00", &"0".repeat(32), &"A".repeat(32)] {
+        let resp = app
+            .get(&format!("/v1/admin/jobs/runs/{missing}"), Some(&admin))
+            .await;
+        assert_eq!(
+            error_code(resp).await,
+            (404, "job_run_not_found".into()),
+            "{missing}"
+        );
+    }
+    // A files cursor is no runs cursor.
+    let files = admin_get(&app, "/v1/admin/files?limit=1").await;
+    if let Some(c) = files["next_before"].as_str() {
+        let resp = app
+            .get(&format!("/v1/admin/jobs/runs?before={c}"), Some(&admin))
+            .await;
+        assert_eq!(error_code(resp).await.1, "invalid_request");
+    }
 }
 
 #[tokio::test]
@@ -743,7 +823,8 @@ async fn prune_lets_old_runs_go_with_their_findings_but_keeps_each_jobs_newest()
     assert_eq!(summary.job_runs, 0);
 
     // Past it: a dry run counts the two older hygiene dry runs — not the first prune's run,
-    // the newest real prune that finished (this one is `running` while it counts).
+    // the newest real prune that finished — and, 31 days on, its own row: a dry run still
+    // `running` since before the cutoff is one whose process died.
     let later = chrono::Utc::now() + chrono::Duration::days(31);
     let PruneOutcome::Ran { summary, .. } = prune_at(&app.catalog, &settings, true, later)
         .await
@@ -751,7 +832,7 @@ async fn prune_lets_old_runs_go_with_their_findings_but_keeps_each_jobs_newest()
     else {
         panic!("busy");
     };
-    assert_eq!(summary.job_runs, 2, "{summary:?}");
+    assert_eq!(summary.job_runs, 3, "{summary:?}");
     assert!(
         app.db.count(&items_of(&oldest)).await >= 1,
         "a dry run deletes nothing"
@@ -783,7 +864,11 @@ async fn prune_lets_old_runs_go_with_their_findings_but_keeps_each_jobs_newest()
     assert_eq!(error_code(resp).await.1, "job_run_not_found");
     // The history shows what is kept.
     let history = admin_get(&app, "/v1/admin/jobs/runs?job=hygiene").await;
-    assert_eq!(history["runs"].as_array().map(Vec::len), Some(1), "{history}");
+    assert_eq!(
+        history["runs"].as_array().map(Vec::len),
+        Some(1),
+        "{history}"
+    );
     assert_eq!(history["runs"][0]["id"], newest.as_str());
 }
 
@@ -868,4 +953,166 @@ async fn the_bucket_view_is_the_watchs_verdict_and_the_stores_capabilities() {
         assert!(metrics.contains(&series), "{series} not on /metrics");
         assert!(line["promise"].as_str().is_some_and(|p| !p.is_empty()));
     }
+}
+
+/// Review 36: the endpoint was checked in one statement and written in another, so a disable
+/// landing in between was not seen — retry and replay answered with rows nothing would send.
+/// Each now holds at the point between them while the endpoint is disabled through the API.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disable_between_the_check_and_the_write_leaves_retry_and_replay_refused() {
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_EVENT_RETRY_WINDOW", "1s".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let admin = app.admin_token("ops");
+    for (i, args) in [
+        vec![
+            "events",
+            "replay",
+            "--endpoint",
+            "EP",
+            "--after",
+            "0",
+            "--yes",
+        ],
+        vec!["events", "retry", "--endpoint", "EP", "--yes"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ep = format!("dead{i}");
+        let url = format!("http://127.0.0.1:{}/x", free_port());
+        let resp = app
+            .post_json(
+                "/v1/admin/webhooks",
+                Some(&admin),
+                &json!({ "id": ep, "url": url, "types": ["*"] }),
+            )
+            .await;
+        assert_eq!(resp.status(), 201);
+        app.upload_and_commit(&app.token("alice"), "image", "image/png", 300)
+            .await;
+        let args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "EP" { ep.as_str() } else { a })
+            .collect();
+        let paused = crate::hygiene::Paused::start_with(&app, &args, "redeliver_checked").await;
+        assert_eq!(
+            app.delete(&format!("/v1/admin/webhooks/{ep}"), Some(&admin))
+                .await
+                .status(),
+            204
+        );
+        let before = app
+            .db
+            .strings(&format!(
+                "SELECT state || ':' || attempts || ':' || next_attempt_at FROM event_deliveries WHERE endpoint_id = '{ep}' ORDER BY position"
+            ))
+            .await;
+        let out = paused.finish();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert!(stderr.contains("is disabled"), "{stderr}");
+        let after = app
+            .db
+            .strings(&format!(
+                "SELECT state || ':' || attempts || ':' || next_attempt_at FROM event_deliveries WHERE endpoint_id = '{ep}' ORDER BY position"
+            ))
+            .await;
+        assert_eq!(
+            before, after,
+            "{args:?} changed a disabled endpoint's deliveries"
+        );
+    }
+}
+
+/// Review 36: dry runs were spawned without bound (669 in 0.7 s) and a shutdown left the one in
+/// flight `running` for good. Now a replica runs one at a time (a second request gets the
+/// running one's id) and a stopping server records the one it had to stop as failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_runs_run_one_at_a_time_and_a_shutdown_records_the_one_it_stopped_as_failed() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
+            ("UPCOMMIT_UNLINKED_GRACE_SECS", "1".into()),
+            ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "0".into()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    app.upload_and_commit(&app.token("alice"), "image", "image/png", 300)
+        .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // A server process whose dry run holds at its first unlink until a gate that never opens.
+    let gate =
+        std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
+    let gate_text = gate.to_str().expect("path").to_owned();
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_PAUSE_AT", "hygiene_unlink"),
+            ("UPCOMMIT_PAUSE_GATE", &gate_text),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let admin = app.admin_token("ops");
+    let start = || async {
+        let resp = app
+            .http
+            .post(format!("{base}/v1/admin/jobs/hygiene/dry-run"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(resp.status(), 202);
+        let v: Value = resp.json().await.expect("json");
+        v["run_id"].as_str().expect("run_id").to_owned()
+    };
+    let first = start().await;
+    let reached = gate.with_extension("reached");
+    for _ in 0..500 {
+        if reached.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        reached.exists(),
+        "the dry run never reached its first unlink"
+    );
+    for _ in 0..5 {
+        assert_eq!(
+            start().await,
+            first,
+            "a second dry run while one is in flight"
+        );
+    }
+    let runs = "SELECT COUNT(*) FROM job_runs WHERE job = 'hygiene'";
+    assert_eq!(app.db.count(runs).await, 1);
+    // SIGTERM: the server waits a few seconds for the run, then stops it and says so.
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(term.success());
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("joined")
+        .expect("exited");
+    assert!(status.success(), "{status:?}");
+    let _ = std::fs::remove_file(&reached);
+    let state = app
+        .db
+        .strings(&format!("SELECT state FROM job_runs WHERE id = '{first}'"))
+        .await;
+    assert_eq!(state, vec!["failed".to_owned()]);
+    let summary = app
+        .db
+        .strings(&format!(
+            "SELECT summary FROM job_runs WHERE id = '{first}'"
+        ))
+        .await;
+    assert!(summary[0].contains("the server stopped"), "{summary:?}");
 }

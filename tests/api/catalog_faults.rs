@@ -587,7 +587,7 @@ impl EventDeliveryCatalog for FaultyCatalog {
         &self,
         endpoint: &str,
         retry_window_secs: i64,
-    ) -> Result<u64, CatalogError> {
+    ) -> Result<Option<u64>, CatalogError> {
         self.inner
             .retry_failed_deliveries(endpoint, retry_window_secs)
             .await
@@ -620,7 +620,7 @@ impl EventDeliveryCatalog for FaultyCatalog {
         after: i64,
         retry_window_secs: i64,
         dry_run: bool,
-    ) -> Result<u64, CatalogError> {
+    ) -> Result<Option<u64>, CatalogError> {
         self.inner
             .replay_deliveries(endpoint, after, retry_window_secs, dry_run)
             .await

@@ -12,13 +12,12 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{bad_query, require_admin};
-use crate::auth::Identity;
+use super::bad_query;
 use crate::catalog::Before;
 use crate::domain::jobs::{JobItem, JobRun, HYGIENE, LEGACY_IMPORT, PRUNE, RECONCILE, SWEEP};
 use crate::domain::paging;
 use crate::error::AppError;
-use crate::http::extract::ApiPath;
+use crate::http::extract::{Admin, ApiPath};
 use crate::services::hygiene::{self, HygieneError};
 use crate::state::AppState;
 
@@ -79,10 +78,9 @@ struct JobView {
 }
 
 async fn list(
+    _admin: Admin,
     State(state): State<AppState>,
-    who: Identity,
 ) -> Result<Json<serde_json::Value>, AppError> {
-    require_admin(&who)?;
     let jobs = &state.settings.jobs;
     let mut out = Vec::with_capacity(JOBS.len());
     for job in JOBS {
@@ -118,11 +116,10 @@ struct RunsQuery {
 }
 
 async fn runs(
+    _admin: Admin,
     State(state): State<AppState>,
-    who: Identity,
     query: Result<Query<RunsQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, AppError> {
-    require_admin(&who)?;
     let Query(q) = query.map_err(|e| bad_query(&e.body_text()))?;
     if let Some(job) = &q.job {
         if !JOBS.contains(&job.as_str()) {
@@ -135,7 +132,7 @@ async fn runs(
     let before = match q.before.as_deref() {
         None => None,
         Some(c) => {
-            let (at, id) = paging::parse_before(c).ok_or_else(|| {
+            let (at, id) = paging::parse_before(paging::List::JobRuns, c).ok_or_else(|| {
                 AppError::InvalidRequest("before: a next_before this list returned".into())
             })?;
             Some(Before { at, id })
@@ -148,9 +145,9 @@ async fn runs(
         .runs_page(q.job.as_deref(), before.as_ref(), limit)
         .await?;
     let next_before = match rows.last() {
-        Some(r) if i64::try_from(rows.len()).unwrap_or(i64::MAX) == limit => {
-            Some(paging::before_cursor(r.started_at, &r.id))
-        }
+        Some(r) if i64::try_from(rows.len()).unwrap_or(i64::MAX) == limit => Some(
+            paging::before_cursor(paging::List::JobRuns, r.started_at, &r.id),
+        ),
         _ => None,
     };
     let runs: Vec<RunView> = rows.into_iter().map(RunView::from).collect();
@@ -187,12 +184,11 @@ impl From<JobItem> for Item {
 }
 
 async fn run(
+    _admin: Admin,
     State(state): State<AppState>,
-    who: Identity,
     ApiPath(id): ApiPath<String>,
     query: Result<Query<ItemsQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, AppError> {
-    require_admin(&who)?;
     let Query(q) = query.map_err(|e| bad_query(&e.body_text()))?;
     let after = q.after.unwrap_or(0);
     if after < 0 {
@@ -202,6 +198,15 @@ async fn run(
     }
     let limit = paging::page_size(q.limit)
         .ok_or_else(|| AppError::InvalidRequest(format!("limit: 1..={}", paging::MAX_PAGE)))?;
+    // Run ids are 32 lowercase hex digits; anything else is no run (and a NUL byte would be
+    // refused by PostgreSQL as text).
+    if id.len() != 32
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(AppError::JobRunNotFound);
+    }
     let run = state
         .catalog
         .run_by_id(&id)
@@ -220,24 +225,30 @@ async fn run(
     })))
 }
 
-/// Starts hygiene's dry run and answers at once: 202 with the run's id and its address.
+/// Starts hygiene's dry run and answers at once: 202 with the run's id and its address — the
+/// run this replica already has in flight, if any (one at a time).
 async fn hygiene_dry_run(
+    _admin: Admin,
     State(state): State<AppState>,
-    who: Identity,
 ) -> Result<impl IntoResponse, AppError> {
-    require_admin(&who)?;
-    let run_id = hygiene::start_dry_run(
-        state.catalog.clone(),
-        state.store.clone(),
-        state.settings.clone(),
-    )
-    .await
-    .map_err(|e| match e {
-        HygieneError::Catalog(e) => e.into(),
-        HygieneError::Store(e) => e.into(),
-        HygieneError::Busy => AppError::Unavailable("another run holds the job".into()),
-    })?;
-    tracing::info!(run.id = %run_id, "hygiene dry run started through the API");
+    let (run_id, started) = state
+        .dry_runs
+        .one_at_a_time(|| {
+            hygiene::start_dry_run(
+                state.catalog.clone(),
+                state.store.clone(),
+                state.settings.clone(),
+            )
+        })
+        .await
+        .map_err(|e| match e {
+            HygieneError::Catalog(e) => e.into(),
+            HygieneError::Store(e) => e.into(),
+            HygieneError::Busy => AppError::Unavailable("another run holds the job".into()),
+        })?;
+    if started {
+        tracing::info!(run.id = %run_id, "hygiene dry run started through the API");
+    }
     let location = format!("/v1/admin/jobs/runs/{run_id}");
     Ok((
         StatusCode::ACCEPTED,

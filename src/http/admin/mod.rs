@@ -1,8 +1,8 @@
 //! Admin routes that read what the service holds and run its maintenance from the API — what
 //! the console (`/admin`) shows and does, each also a plain call any admin client can make:
 //! `GET /v1/admin/storage-report`, `GET /v1/admin/bucket` (here), the job history and
-//! hygiene's dry run (`jobs`), and finding files (`files`). Every route answers 403
-//! `admin_required` to a token that is not an admin's.
+//! hygiene's dry run (`jobs`), and finding files (`files`). Every handler takes [`Admin`] first:
+//! a token that is not an admin's is answered 403 `admin_required` before anything else is read.
 
 mod files;
 mod jobs;
@@ -12,9 +12,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
-use crate::auth::Identity;
 use crate::domain::capabilities::Line;
 use crate::error::AppError;
+use crate::http::extract::Admin;
 use crate::services::report::{self, ReportError, StorageReport};
 use crate::state::bucket_watch::{self, BucketReport};
 use crate::state::AppState;
@@ -27,25 +27,15 @@ pub fn router() -> Router<AppState> {
         .merge(files::router())
 }
 
-/// Refuses every caller but an admin.
-pub(super) fn require_admin(who: &Identity) -> Result<(), AppError> {
-    if who.admin {
-        Ok(())
-    } else {
-        Err(AppError::AdminRequired)
-    }
-}
-
 /// A query string that did not parse (a number that is none, a repeated key): one message.
 pub(super) fn bad_query(what: &str) -> AppError {
     AppError::InvalidRequest(format!("query: {what}"))
 }
 
 async fn storage_report(
+    _admin: Admin,
     State(state): State<AppState>,
-    who: Identity,
 ) -> Result<Json<StorageReport>, AppError> {
-    require_admin(&who)?;
     report::storage_report(&state.catalog, &state.store, &state.settings)
         .await
         .map(Json)
@@ -69,10 +59,9 @@ struct Bucket<'a> {
 /// The live bucket's checks and the store's capabilities, from this replica's memory (the
 /// drift watch and the start-up probe): no call to the store.
 async fn bucket(
+    _admin: Admin,
     State(state): State<AppState>,
-    who: Identity,
 ) -> Result<Json<serde_json::Value>, AppError> {
-    require_admin(&who)?;
     let report = state.bucket_watch.latest();
     let body = Bucket {
         bucket: state.store.bucket(),

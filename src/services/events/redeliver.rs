@@ -32,7 +32,8 @@ fn window(settings: &Settings) -> i64 {
     i64::try_from(settings.events.retry_window_secs).unwrap_or(i64::MAX / 4)
 }
 
-/// The endpoint, enabled.
+/// The endpoint, enabled (checked again by the write itself, in one transaction with it: a
+/// disable landing in between answers `Disabled`, never a count of rows nothing will send).
 async fn enabled(
     catalog: &Arc<dyn Catalog>,
     endpoint: &str,
@@ -61,9 +62,11 @@ pub async fn retry(
     if dry_run {
         return Ok(u64::try_from(c.failed).unwrap_or(0));
     }
+    crate::pause::point("redeliver_checked").await;
     let n = catalog
         .retry_failed_deliveries(&c.id, window(settings))
-        .await?;
+        .await?
+        .ok_or_else(|| RedeliverError::Disabled(c.id.clone()))?;
     tracing::info!(endpoint = %c.id, due_again = n, "failed deliveries are due again");
     Ok(n)
 }
@@ -78,6 +81,7 @@ pub async fn replay(
     dry_run: bool,
 ) -> Result<Replayed, RedeliverError> {
     let c = enabled(catalog, endpoint).await?;
+    crate::pause::point("redeliver_checked").await;
     // As the feed does: say so when events after the cursor were pruned.
     let pruned_through = match catalog.event_positions().await? {
         Some((first, _)) if after < first - 1 => Some(first - 1),
@@ -85,7 +89,8 @@ pub async fn replay(
     };
     let due_again = catalog
         .replay_deliveries(&c.id, after, window(settings), dry_run)
-        .await?;
+        .await?
+        .ok_or_else(|| RedeliverError::Disabled(c.id.clone()))?;
     if !dry_run {
         tracing::info!(endpoint = %c.id, after, due_again, "events replayed to an endpoint");
     }

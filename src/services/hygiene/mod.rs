@@ -140,13 +140,13 @@ pub async fn run(
 }
 
 /// Starts a dry run ("what the next run would do") in the background and returns its run id
-/// at once: its row is `running` until it ends, then holds the summary and the findings
-/// (`GET /v1/admin/jobs/runs/{id}`). A dry run changes nothing and takes no lease.
+/// at once with its task: its row is `running` until it ends, then holds the summary and the
+/// findings (`GET /v1/admin/jobs/runs/{id}`). A dry run changes nothing and takes no lease.
 pub async fn start_dry_run(
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
     settings: Arc<Settings>,
-) -> Result<String, HygieneError> {
+) -> Result<(String, tokio::task::JoinHandle<()>), HygieneError> {
     let job = match jobs::begin(&catalog, JOB, true, settings.jobs.lease_secs).await? {
         Begin::Started(job) => job,
         // Dry runs take no lease; kept exhaustive should that change.
@@ -154,12 +154,12 @@ pub async fn start_dry_run(
     };
     let run_id = job.run_id().to_owned();
     let now = crate::domain::records::now();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         if let Err(e) = run_begun(job, &catalog, &store, &settings, true, now).await {
             tracing::error!(error = %e, "hygiene dry run failed");
         }
     });
-    Ok(run_id)
+    Ok((run_id, task))
 }
 
 async fn run_begun(
