@@ -26,6 +26,14 @@
 # host's loopback) through a forwarder on the host that accepts only podman's subnet and
 # loopback; presigned URLs name that address, which the host reaches too.
 #
+# The systemd unit, deploy/systemd/upcommit.service: `systemd-analyze verify` must print nothing
+# (with the image's binary as its ExecStart) and `systemd-analyze security` must rate it 2.0 or
+# lower; then it runs under systemd as PID 1 of a container (these machines run no systemd),
+# with the image's binary and an env file: it must answer on the env file's UPCOMMIT_LISTEN as a
+# dynamic user with no capability, no new privileges, a seccomp filter and a read-only /, serve
+# a commit, let docs/operations.md's one-off `systemd-run ... upcommit report` see it as the same
+# uid, and stop on `systemctl stop` with exit status 0, drained.
+#
 # Prints the build's time (cold or warm), the image's size and the run's time. Called by
 # scripts/test.sh after LocalStack is up; standalone: LOCALSTACK_ADDR must answer.
 set -euo pipefail
@@ -42,6 +50,7 @@ fi
 
 BASE_IMAGE=localhost/upcommit-base:bookworm
 BUILDER_IMAGE=localhost/upcommit-builder:bookworm
+SYSTEMD_IMAGE=localhost/upcommit-systemd:bookworm
 # A tag of this run's own (removed at exit): runs of other checkouts may build at the same time.
 IMAGE=localhost/upcommit:e2e-$$
 CONTAINER_CACHE="${CONTAINER_E2E_CACHE:-$UPCOMMIT_CACHE/container}"
@@ -58,7 +67,7 @@ work=$(mktemp -d)
 name="upcommit-e2e-$$"
 forwarder_pid=""
 cleanup_container_e2e() {
-  podman rm -f -v -t 0 --ignore "$name" "$name-files" >/dev/null 2>&1 || true
+  podman rm -f -v -t 0 --ignore "$name" "$name-files" "$name-systemd" >/dev/null 2>&1 || true
   podman rmi "$IMAGE" >/dev/null 2>&1 || true
   if [ -n "$forwarder_pid" ]; then
     kill "$forwarder_pid" 2>/dev/null || true
@@ -75,7 +84,7 @@ elapsed() { echo $(($(date +%s) - $1)); }
 
 # --- the base images -----------------------------------------------------------------------
 if [ -n "${CONTAINER_E2E_REBASE:-}" ]; then
-  podman rmi -f "$BUILDER_IMAGE" "$BASE_IMAGE" >/dev/null 2>&1 || true
+  podman rmi -f "$SYSTEMD_IMAGE" "$BUILDER_IMAGE" "$BASE_IMAGE" >/dev/null 2>&1 || true
 fi
 if ! podman image exists "$BASE_IMAGE"; then
   mirror=$(debian_mirror)
@@ -142,6 +151,10 @@ fail() {
 }
 
 # --- the systemd unit, with the image's binary as its ExecStart ------------------------------
+mkdir -p "$work/bin"
+podman create --name "$name-files" "$IMAGE" >/dev/null 2>>"$work/podman.log"
+podman cp "$name-files:/usr/local/bin/upcommit" "$work/bin/upcommit"
+podman rm -v "$name-files" >/dev/null 2>>"$work/podman.log"
 if command -v systemd-analyze >/dev/null; then
   # verify resolves the unit's dependencies (network-online.target, ...) and checks ExecStart's
   # binary under --root: the host's system units, the unit, and the binary the image ships.
@@ -149,9 +162,7 @@ if command -v systemd-analyze >/dev/null; then
   mkdir -p "$unit_root/etc/systemd/system" "$unit_root/usr/local/bin" "$unit_root/usr/lib/systemd"
   cp -a /usr/lib/systemd/system "$unit_root/usr/lib/systemd/"
   cp deploy/systemd/upcommit.service "$unit_root/etc/systemd/system/"
-  podman create --name "$name-files" "$IMAGE" >/dev/null 2>>"$work/podman.log"
-  podman cp "$name-files:/usr/local/bin/upcommit" "$unit_root/usr/local/bin/upcommit"
-  podman rm -v "$name-files" >/dev/null 2>>"$work/podman.log"
+  cp "$work/bin/upcommit" "$unit_root/usr/local/bin/upcommit"
   # It warns (unknown keys, bad values) and still exits 0: any output fails.
   verified=$(systemd-analyze verify --root="$unit_root" upcommit.service 2>&1) ||
     fail "systemd-analyze verify: $verified"
@@ -358,4 +369,87 @@ podman cp "$name:/var/lib/upcommit/." "$work/state/"
 [ -s "$work/state/upcommit.db" ] || fail "no database in /var/lib/upcommit"
 [ ! -e "$work/state/upcommit.db-wal" ] || fail "the WAL is still beside the database after a graceful stop"
 log "SIGTERM: the commit in flight answered 201, exit code 0, the log says it drained, the WAL is merged"
+
+# --- the systemd unit, started by systemd ---------------------------------------------------
+# These machines do not run systemd; a container does: systemd as its PID 1 (podman's
+# --systemd=always), CAP_SYS_ADMIN so that it can set up the unit's namespaces (ProtectSystem,
+# PrivateTmp, ...), the unit and the image's binary mounted read-only where the unit's comment
+# installs them, and an env file that also sets UPCOMMIT_LISTEN=0.0.0.0:8080, which must
+# override the unit's own 127.0.0.1 (EnvironmentFile= after Environment=).
+mkdir -p "$work/systemd"
+cat >"$work/systemd/Containerfile" <<CONTAINERFILE
+FROM $BASE_IMAGE
+RUN apt-get update \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd systemd-sysv dbus \\
+    && apt-get clean && rm -rf /var/lib/apt/lists/*
+STOPSIGNAL SIGRTMIN+3
+CMD ["/sbin/init"]
+CONTAINERFILE
+podman build --quiet -t "$SYSTEMD_IMAGE" "$work/systemd" >"$work/systemd.log" 2>&1 ||
+  { tail -n 20 "$work/systemd.log" >&2; log "building $SYSTEMD_IMAGE failed"; exit 1; }
+{ cat "$work/upcommit.env"; echo "UPCOMMIT_LISTEN=0.0.0.0:8080"; } >"$work/unit.env"
+chmod 600 "$work/unit.env"
+unit_port=$(free_port)
+podman run -d --name "$name-systemd" --systemd=always --cap-add SYS_ADMIN \
+  -p "127.0.0.1:$unit_port:8080" \
+  -v "$work/bin/upcommit:/usr/local/bin/upcommit:ro" \
+  -v "$PWD/deploy/systemd/upcommit.service:/etc/systemd/system/upcommit.service:ro" \
+  -v "$work/unit.env:/etc/upcommit/upcommit.env:ro" \
+  "$SYSTEMD_IMAGE" >/dev/null 2>>"$work/podman.log" ||
+  { cat "$work/podman.log" >&2; log "podman run of systemd failed"; exit 1; }
+in_systemd() { podman exec "$name-systemd" "$@"; }
+unit_fail() {
+  log "systemd unit: $*"
+  in_systemd journalctl -u upcommit --no-pager -n 30 >&2 || true
+  exit 1
+}
+for _ in $(seq 1 100); do
+  state=$(in_systemd systemctl is-system-running 2>/dev/null || true)
+  case "$state" in running | degraded) break ;; esac
+  sleep 0.2
+done
+case "$state" in running | degraded) ;; *) unit_fail "systemd in the container is '$state'" ;; esac
+in_systemd systemctl enable --now upcommit >/dev/null 2>&1 || unit_fail "systemctl enable --now upcommit failed"
+unit_base="http://127.0.0.1:$unit_port"
+for _ in $(seq 1 100); do
+  curl -fsS "$unit_base/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -fsS "$unit_base/readyz" >/dev/null 2>&1 || unit_fail "not ready on $unit_base (UPCOMMIT_LISTEN from the env file)"
+main_pid=$(in_systemd systemctl show upcommit -p MainPID --value)
+read -r unit_uid nnp seccomp cap_eff cap_bnd < <(in_systemd awk '
+  /^Uid:/ {u=$2} /^NoNewPrivs:/ {n=$2} /^Seccomp:/ {s=$2} /^CapEff:/ {e=$2} /^CapBnd:/ {b=$2}
+  END {print u, n, s, e, b}' "/proc/$main_pid/status")
+# DynamicUser's range (systemd.exec(5)); no capability, no new privileges, a seccomp filter.
+[ "$unit_uid" -ge 61184 ] && [ "$unit_uid" -le 65519 ] || unit_fail "runs as uid $unit_uid, not a dynamic user"
+[ "$nnp $seccomp $cap_eff $cap_bnd" = "1 2 0000000000000000 0000000000000000" ] ||
+  unit_fail "NoNewPrivs $nnp, Seccomp $seccomp, CapEff $cap_eff, CapBnd $cap_bnd"
+# ProtectSystem=strict: / is read-only to the service; its state directory is not.
+mounts=$(in_systemd awk '$5 == "/" || $5 == "/var/lib/private/upcommit" {print $5, $6}' "/proc/$main_pid/mountinfo")
+echo "$mounts" | grep -q '^/ ro' || unit_fail "/ is not read-only to the service: $mounts"
+echo "$mounts" | grep -q '^/var/lib/private/upcommit rw' || unit_fail "the state directory is not writable: $mounts"
+base=$unit_base
+presign >"$work/presign3.json" || unit_fail "presign failed"
+upload "$(field url <"$work/presign3.json")"
+status=$(curl -s -o "$work/handle3.json" -w '%{http_code}' -X POST "$base/v1/files" \
+  -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  -d "{\"key\":\"$(field key <"$work/presign3.json")\"}")
+[ "$status" = 201 ] || unit_fail "commit answered $status: $(cat "$work/handle3.json")"
+# docs/operations.md's one-off command: the same dynamic user, so the same uid on the SQLite file.
+report=$(in_systemd systemd-run --pipe --wait --collect -p DynamicUser=yes -p User=upcommit \
+  -p StateDirectory=upcommit -p WorkingDirectory=/var/lib/upcommit \
+  -p EnvironmentFile=/etc/upcommit/upcommit.env \
+  -p Environment=DATABASE_URL=sqlite:///var/lib/upcommit/upcommit.db \
+  /usr/local/bin/upcommit report 2>&1) || unit_fail "the one-off report failed: $report"
+echo "$report" | grep -Eq 'file_handles +1 rows' || unit_fail "the one-off report does not see the commit: $report"
+owner=$(in_systemd stat -c %u /var/lib/private/upcommit/upcommit.db)
+[ "$owner" = "$unit_uid" ] || unit_fail "after the one-off command the database belongs to uid $owner, not $unit_uid"
+in_systemd systemctl stop upcommit
+stopped=$(in_systemd systemctl show upcommit -p Result -p ExecMainStatus -p ActiveState | sort | tr '\n' ' ')
+[ "$stopped" = "ActiveState=inactive ExecMainStatus=0 Result=success " ] || unit_fail "after systemctl stop: $stopped"
+in_systemd journalctl -u upcommit --no-pager | grep -q 'stopped: every in-flight request answered, catalog closed' ||
+  unit_fail "the journal does not say the drain finished"
+in_systemd test ! -e /var/lib/private/upcommit/upcommit.db-wal || unit_fail "the WAL is still beside the database"
+log "systemd unit under systemd: dynamic uid $unit_uid, no capabilities, seccomp, / read-only; commit 201 on the env file's UPCOMMIT_LISTEN; the one-off report as the same uid; systemctl stop: exit 0, drained"
+
 log "container e2e passed: build $build_secs s ($kind), image $((image_size / 1000000)) MB, whole run $(elapsed "$started") s"

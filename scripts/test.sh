@@ -5,7 +5,8 @@
 # the alerts end to end (a real Prometheus scraping a real server: scripts/alerts_e2e.sh), the
 # container image end to end (built with Debian's podman on debootstrap-made base images, run
 # against LocalStack: presign, upload, commit through its port, health check, non-root PID 1,
-# a clean SIGTERM stop; and the systemd unit through systemd-analyze: scripts/container_e2e.sh),
+# a clean SIGTERM stop; and the systemd unit, through systemd-analyze and started by systemd in
+# a container: scripts/container_e2e.sh),
 # the integration suite on PostgreSQL, the browser tests of the demo page, the
 # browser client and its npm package (Playwright driving Debian's chromium), the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
@@ -94,7 +95,7 @@ UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api
 log "alerts end to end: a real Prometheus with deploy/prometheus's rules scrapes a real server; UpcommitBucketCheckFailing fires once the bucket's lifecycle configuration is deleted, and resolves once it is back"
 bash scripts/alerts_e2e.sh
 
-log "container image end to end: Containerfile built with Debian's podman (debootstrap-made bases), run against LocalStack (presign, upload, commit, health check, non-root PID 1, SIGTERM with a commit in flight), and the systemd unit checked by systemd-analyze"
+log "container image end to end: Containerfile built with Debian's podman (debootstrap-made bases), run against LocalStack (presign, upload, commit, health check, non-root PID 1, SIGTERM with a commit in flight), and the systemd unit checked by systemd-analyze and run by systemd in a container"
 bash scripts/container_e2e.sh
 
 log "browser tests in headless chromium (Playwright): the demo page, the browser client, the Uppy example, and the npm package (npm pack's tarball installed into a throwaway app, bundled with esbuild)"
