@@ -173,6 +173,63 @@ ensure_prometheus_installed() {
   return "$status"
 }
 
+# Debian's podman for the container image's end-to-end run (scripts/container_e2e.sh), with
+# Debian's runc (the default runtime, crun, cannot set limits or cgroups on these machines) and
+# debootstrap, which builds the base images from the configured Debian mirror (no container
+# registry is reachable here). Writes $PODMAN_CONF, the CONTAINERS_CONF every podman call of the
+# scripts uses: no default ulimits, cgroupfs rather than systemd for cgroups, runc.
+PODMAN_CONF="$UPCOMMIT_CACHE/podman/containers.conf"
+ensure_podman_installed() {
+  local missing=() cmd
+  for cmd in podman runc debootstrap; do
+    command -v "$cmd" >/dev/null || missing+=("$cmd")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]} from Debian's packages"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  mkdir -p "$(dirname "$PODMAN_CONF")"
+  cat >"$PODMAN_CONF" <<'CONF'
+# Written by scripts/lib.sh (ensure_podman_installed) for the scripts' podman calls.
+[containers]
+default_ulimits = []
+
+[engine]
+cgroup_manager = "cgroupfs"
+runtime = "runc"
+CONF
+  export CONTAINERS_CONF="$PODMAN_CONF"
+}
+
+# The Debian mirror apt is configured with for the host's release (its main archive, not the
+# security one), read from /etc/apt/sources.list.d/*.sources (deb822) or the one-line lists.
+# Prints the URI; fails when none names the release.
+debian_mirror() {
+  python3 - "$(. /etc/os-release && echo "$VERSION_CODENAME")" <<'PY'
+import glob, re, sys
+release = sys.argv[1]
+for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+    for stanza in re.split(r"\n\s*\n", open(path).read()):
+        fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M))
+        if (fields.get("Enabled", "yes") != "no" and "deb" in fields.get("Types", "").split()
+                and release in fields.get("Suites", "").split()):
+            print(fields["URIs"].split()[0])
+            sys.exit(0)
+for path in ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list")):
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        continue
+    for line in lines:
+        m = re.match(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+(\S+)", line)
+        if m and m.group(2) == release:
+            print(m.group(1))
+            sys.exit(0)
+sys.exit(f"no apt source for {release} in /etc/apt")
+PY
+}
+
 localstack_up() { curl -fsS "http://$LOCALSTACK_ADDR/_localstack/health" 2>/dev/null | grep -q '"s3": "\(available\|running\)"'; }
 
 # Starts LocalStack (S3, and SQS for the event queue sink) on the host with signature validation on, unless one already answers.

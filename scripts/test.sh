@@ -3,13 +3,18 @@
 # check, checkov), the Prometheus rules (promtool check and unit tests), the module map's layers,
 # unit tests, the integration suite against LocalStack's S3 (signature validation on) on SQLite,
 # the alerts end to end (a real Prometheus scraping a real server: scripts/alerts_e2e.sh), the
-# integration suite on PostgreSQL, the browser tests (on SQLite) of the demo page, the browser
+# container image end to end (built with Debian's podman on debootstrap-made base images, run
+# against LocalStack: presign, upload, commit through its port, health check, non-root PID 1,
+# a clean SIGTERM stop; and the systemd unit, through systemd-analyze and started by systemd in
+# a container: scripts/container_e2e.sh),
+# the integration suite on PostgreSQL, the browser tests (on SQLite) of the demo page, the browser
 # client and its npm package and the admin console (Playwright driving Debian's chromium), the
 # admin console's browser tests again on PostgreSQL, the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check, and the store-facing integration suite on Garage 2.5.0 (a second S3
 # implementation). Installs and starts what it needs from nothing: LocalStack, Garage, checkov and
-# schemathesis, Debian's prometheus package (its service never started), PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, clients/js's TypeScript, and a
+# schemathesis, Debian's prometheus package (its service never started), Debian's podman, runc
+# and debootstrap (the base images and cargo's caches kept for the next run), PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, clients/js's TypeScript, and a
 # throwaway PostgreSQL cluster; stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +95,9 @@ UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api
 
 log "alerts end to end: a real Prometheus with deploy/prometheus's rules scrapes a real server; UpcommitBucketCheckFailing fires once the bucket's lifecycle configuration is deleted, and resolves once it is back"
 bash scripts/alerts_e2e.sh
+
+log "container image end to end: Containerfile built with Debian's podman (debootstrap-made bases), run against LocalStack (presign, upload, commit, health check, non-root PID 1, SIGTERM with a commit in flight), and the systemd unit checked by systemd-analyze and run by systemd in a container"
+bash scripts/container_e2e.sh
 
 log "browser tests in headless chromium (Playwright): the demo page, the browser client, the Uppy example, the npm package (npm pack's tarball installed into a throwaway app, bundled with esbuild), and the admin console (screenshots in target/test-artifacts/console/)"
 ensure_browser_installed

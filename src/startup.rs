@@ -299,11 +299,14 @@ impl Application {
         // Every request has been answered: close the catalog, so that SQLite merges its WAL into
         // the database file and a copy of that one file is a whole backup. A connection still
         // held (an aborted task's, not yet dropped) is waited for a few seconds at most.
-        if tokio::time::timeout(CLOSE_WAIT, self.state.catalog.close())
+        let closed = tokio::time::timeout(CLOSE_WAIT, self.state.catalog.close())
             .await
-            .is_err()
-        {
+            .is_ok();
+        if !closed {
             tracing::warn!("the catalog did not close within {CLOSE_WAIT:?}");
+        } else if served.is_ok() {
+            // The last line of a graceful stop: a supervisor's log shows the drain finished.
+            tracing::info!("stopped: every in-flight request answered, catalog closed");
         }
         served
     }

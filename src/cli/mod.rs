@@ -1,10 +1,11 @@
-//! The command line: `serve`, `migrate`, `token`, `doctor`, `bucket apply-lifecycle`, the
-//! maintenance jobs, `legacy import`, `events` and the `upload` client. Each dispatches into library
-//! functions.
+//! The command line: `serve`, `migrate`, `token`, `healthcheck`, `doctor`, `bucket
+//! apply-lifecycle`, the maintenance jobs, `legacy import`, `events` and the `upload` client.
+//! Each dispatches into library functions.
 
 mod api_client;
 mod bucket;
 mod events;
+mod healthcheck;
 mod jobs;
 mod legacy;
 mod resume;
@@ -42,6 +43,14 @@ pub enum Command {
         /// Lifetime: 90s, 30m, 1h30m, 2d or seconds (above 0).
         #[arg(long, default_value = "1h")]
         ttl: String,
+    },
+    /// Ask the server this host runs for /readyz (at the UPCOMMIT_LISTEN address; 0.0.0.0 and
+    /// [::] are probed on loopback); exit 0 when it answers 2xx, 1 otherwise. For container
+    /// health checks and other probes that can only run a command.
+    Healthcheck {
+        /// Probe this URL instead.
+        #[arg(long)]
+        url: Option<String>,
     },
     /// Check the live bucket (versioning, lifecycle rules, CORS, encryption); exit 1 on any failure.
     Doctor {
@@ -164,7 +173,8 @@ pub async fn run(cli: Cli) -> i32 {
     }
     let loaded = match cli.command {
         // Operator commands never see a token: they need no JWT secret.
-        Command::Doctor { .. }
+        Command::Healthcheck { .. }
+        | Command::Doctor { .. }
         | Command::Bucket { .. }
         | Command::Sweep { .. }
         | Command::Reconcile { .. }
@@ -207,6 +217,7 @@ pub async fn run(cli: Cli) -> i32 {
                 1
             }
         },
+        Command::Healthcheck { url } => healthcheck::run(&settings, url.as_deref()).await,
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
         Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
         Command::Report { json } => jobs::report(&settings, json).await,

@@ -121,3 +121,52 @@ async fn metrics_scrapes_read_no_database_and_no_s3() {
     );
     assert_eq!(s3, 0.0, "50 scrapes made {s3} S3 calls");
 }
+
+/// `upcommit healthcheck`, the container image's HEALTHCHECK, run as the image runs it: with
+/// the server's settings and UPCOMMIT_LISTEN on the wildcard address, which it probes on loopback.
+/// Off the test's runtime thread, which serves the test server meanwhile.
+async fn healthcheck(app: &TestApp, port: &str) -> (i32, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    command
+        .arg("healthcheck")
+        .envs(&app.env)
+        .env("UPCOMMIT_LISTEN", format!("0.0.0.0:{port}"))
+        .env("RUST_LOG", "warn");
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("run upcommit healthcheck");
+    let printed =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), printed)
+}
+
+#[tokio::test]
+async fn the_healthcheck_command_exits_0_while_ready_and_1_once_readiness_fails() {
+    let app = quiet_app().await;
+    let port = app.address.rsplit(':').next().expect("a port").to_owned();
+    let (code, printed) = healthcheck(&app, &port).await;
+    assert_eq!(code, 0, "{printed}");
+    assert!(printed.starts_with("200 "), "{printed}");
+
+    match &app.db {
+        TestDb::Sqlite(p) => p.close().await,
+        TestDb::Postgres(p) => p.close().await,
+    }
+    // Past the cached probe's lifetime, the next one finds the database gone.
+    tokio::time::sleep(upcommit::state::readiness::TTL + Duration::from_millis(100)).await;
+    let (code, printed) = healthcheck(&app, &port).await;
+    assert_eq!(code, 1, "{printed}");
+    assert!(printed.starts_with("503 "), "{printed}");
+}
+
+#[tokio::test]
+async fn the_healthcheck_command_exits_1_when_nothing_listens() {
+    let app = quiet_app().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port().to_string();
+    drop(closed);
+    let (code, printed) = healthcheck(&app, &port).await;
+    assert_eq!(code, 1, "{printed}");
+    assert!(printed.contains("GET http://127.0.0.1:"), "{printed}");
+}
