@@ -135,6 +135,8 @@ pub(super) struct FileSettings {
     pub(super) demo: Option<bool>,
     pub(super) demo_mint_tokens: Option<bool>,
     pub(super) admin_console: Option<bool>,
+    pub(super) admin_console_client_id: Option<String>,
+    pub(super) admin_console_scope: Option<String>,
     pub(super) sweep_grace_secs: Option<u64>,
     pub(super) sweep_skew_tolerance_secs: Option<u64>,
     pub(super) sweep_interval_secs: Option<u64>,

@@ -84,12 +84,48 @@ pub struct ConsoleSettings {
     /// Serve the console at `/admin` (`UPCOMMIT_ADMIN_CONSOLE`, default false). Never with the
     /// demo's token minting (`rules`).
     pub enabled: bool,
+    /// The console's OAuth client id at the identity provider (`UPCOMMIT_ADMIN_CONSOLE_CLIENT_ID`,
+    /// default none: pasted tokens only): with it the sign-in page offers the provider's
+    /// authorization code flow with PKCE, as a public client whose redirect URI is
+    /// `<origin>/admin`. Needs the console on and exactly one identity provider with an admin
+    /// claim (`rules`).
+    pub client_id: Option<String>,
+    /// The scopes the console asks the provider for (`UPCOMMIT_ADMIN_CONSOLE_SCOPE`, default
+    /// `openid`).
+    pub scope: String,
 }
 
 impl ConsoleSettings {
-    pub(super) fn load(src: &Source<'_>, f: &FileSettings) -> Result<Self, ConfigError> {
+    pub(super) fn load(src: &Source<'_>, f: &mut FileSettings) -> Result<Self, ConfigError> {
+        let client_id = src.string(
+            "UPCOMMIT_ADMIN_CONSOLE_CLIENT_ID",
+            f.admin_console_client_id.take(),
+            "",
+        );
+        if client_id
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace())
+            || client_id.len() > 256
+        {
+            return Err(ConfigError(
+                "UPCOMMIT_ADMIN_CONSOLE_CLIENT_ID: at most 256 characters, no spaces or control characters".into(),
+            ));
+        }
+        let scope = src.string(
+            "UPCOMMIT_ADMIN_CONSOLE_SCOPE",
+            f.admin_console_scope.take(),
+            "openid",
+        );
+        if scope.is_empty() || scope.chars().any(|c| c.is_control()) || scope.len() > 512 {
+            return Err(ConfigError(
+                "UPCOMMIT_ADMIN_CONSOLE_SCOPE: space-separated scopes, at most 512 characters"
+                    .into(),
+            ));
+        }
         Ok(ConsoleSettings {
             enabled: src.flag("UPCOMMIT_ADMIN_CONSOLE", f.admin_console, false)?,
+            client_id: (!client_id.is_empty()).then_some(client_id),
+            scope,
         })
     }
 }

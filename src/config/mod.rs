@@ -140,7 +140,7 @@ impl Settings {
         let uploads = UploadSettings::load(&src, &mut f)?;
         let log_format = LogFormat::load(&src, &mut f)?;
         let demo = DemoSettings::load(&src, &f)?;
-        let console = ConsoleSettings::load(&src, &f)?;
+        let console = ConsoleSettings::load(&src, &mut f)?;
         let jobs = JobSettings::load(&src, &mut f)?;
         let events = EventSettings::load(&src, &mut f)?;
         let listen = http::listen(&src, &mut f);

@@ -330,3 +330,122 @@ async fn the_console_is_absent_unless_turned_on() {
         200
     );
 }
+
+/// `tests/browser/oidc_provider.py` on `port`, for `redirect_uri`, giving `subject` the role
+/// `role` ("-" for none); killed when dropped.
+struct Provider(std::process::Child);
+
+impl Provider {
+    fn start(port: u16, redirect_uri: &str, subject: &str, role: &str) -> Self {
+        use std::io::BufRead;
+        let python = std::env::var("UPCOMMIT_TEST_PYJWT")
+            .expect("UPCOMMIT_TEST_PYJWT: a Python with PyJWT and cryptography (scripts/test.sh)");
+        let mut child = std::process::Command::new(python)
+            .arg(format!(
+                "{}/tests/browser/oidc_provider.py",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .args([
+                &port.to_string(),
+                "upcommit",
+                "console",
+                redirect_uri,
+                subject,
+                role,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the identity provider");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line.trim(), "ready");
+        Self(child)
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Signing in through the identity provider (`UPCOMMIT_ADMIN_CONSOLE_CLIENT_ID`): the
+/// authorization code flow with PKCE in the browser, for a provider user with the admin claim
+/// (the console opens on the page it left) and one without (only the refusal shows). The
+/// provider is a real one over HTTP (`oidc_provider.py`: discovery, authorize, token, JWKS;
+/// PKCE checked, codes single-use); the server verifies its RS256 tokens through its JWKS.
+#[tokio::test]
+async fn the_console_signs_in_through_the_identity_provider() {
+    for (subject, role, want) in [("ops", "upcommit-admin", "admin"), ("mallory", "-", "user")] {
+        let idp_port = helpers::free_port();
+        let port = helpers::free_port();
+        let idp = format!("http://127.0.0.1:{idp_port}");
+        let base = format!("http://127.0.0.1:{port}");
+        let _provider = Provider::start(idp_port, &format!("{base}/admin"), subject, role);
+        let app = spawn_app_with(Spawn {
+            env: vec![
+                ("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}")),
+                ("UPCOMMIT_ADMIN_CONSOLE", "true".into()),
+                ("UPCOMMIT_ADMIN_CONSOLE_CLIENT_ID", "console".into()),
+                ("UPCOMMIT_JWKS_URL", format!("{idp}/jwks")),
+                ("UPCOMMIT_JWT_ISSUER", idp.clone()),
+                ("UPCOMMIT_JWT_AUDIENCE", "upcommit".into()),
+                ("UPCOMMIT_JWT_ADMIN_CLAIM", "roles".into()),
+                ("UPCOMMIT_JWT_ADMIN_VALUE", "upcommit-admin".into()),
+            ],
+            ..Spawn::default()
+        })
+        .await;
+        assert_eq!(app.address, base);
+        // The page may talk to the provider, and to nothing else.
+        let page = app.get("/admin", None).await;
+        let csp = page
+            .headers()
+            .get("content-security-policy")
+            .and_then(|v| v.to_str().ok())
+            .expect("CSP")
+            .to_owned();
+        assert!(csp.contains(&format!("connect-src 'self' {idp};")), "{csp}");
+        let config = json_of(app.get("/admin/config", None).await, 200, "config").await;
+        assert_eq!(
+            config,
+            json!({ "sign_in": { "issuer": idp, "client_id": "console", "scope": "openid" } })
+        );
+        // Only the provider's tokens are taken now: the server's own HS256 ones are not.
+        let (status, code) = helpers::error_code(
+            app.get("/v1/admin/bucket", Some(&app.admin_token("root")))
+                .await,
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (401, "token_algorithm_not_allowed")
+        );
+        let shots = format!(
+            "{}/target/test-artifacts/console-sign-in",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let out = node(
+            "console_sign_in.mjs",
+            vec![base.clone(), idp.clone(), shots, want.into()],
+        )
+        .await;
+        assert!(
+            out["requests"].as_array().is_some_and(|r| !r.is_empty()),
+            "{out}"
+        );
+    }
+    // Without a client id the page offers pasting only.
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_ADMIN_CONSOLE", "true".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let config = json_of(app.get("/admin/config", None).await, 200, "config").await;
+    assert_eq!(config, json!({ "sign_in": null }));
+}

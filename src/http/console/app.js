@@ -12,7 +12,7 @@ const SVG = "http://www.w3.org/2000/svg";
 
 // ---- the session -------------------------------------------------------------------------
 
-// The token, for this tab only. Signing in through the identity provider (later) ends with
+// The token, for this tab only. Signing in through the identity provider ends with
 // `session.set(token)` as pasting does.
 const TOKEN_KEY = "upcommit.console.token";
 const session = {
@@ -895,4 +895,124 @@ window.addEventListener("hashchange", () => {
   if (h) h.focus({ preventScroll: true });
 });
 
-render();
+// ---- signing in through the identity provider ------------------------------------------------
+
+// With UPCOMMIT_ADMIN_CONSOLE_CLIENT_ID, `/admin/config` names the provider's issuer and this
+// console's client id there: the authorization code flow with PKCE (S256), all in this tab.
+// The verifier and the state wait in sessionStorage while the browser is at the provider; the
+// answer is taken only with the state this tab sent, and the code leaves the address bar at
+// once. The token endpoint's answer is the same kind of token a pasted one is: the API checks
+// it (issuer, audience, admin claim), the page does not.
+const OIDC_KEY = "upcommit.console.oidc";
+
+function b64url(bytes) {
+  let text = "";
+  for (const b of new Uint8Array(bytes)) text += String.fromCharCode(b);
+  return btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function randomText() {
+  const bytes = new Uint8Array(32);
+  crypto.getRandomValues(bytes);
+  return b64url(bytes);
+}
+
+const redirectUri = () => `${location.origin}/admin`;
+
+// The provider's endpoints, from its discovery document, which must name the same issuer.
+async function discover(issuer) {
+  const resp = await fetch(`${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`, { cache: "no-store" });
+  if (!resp.ok) throw new Error(`the identity provider's discovery document answered ${resp.status}`);
+  const doc = await resp.json();
+  if (doc.issuer !== issuer) throw new Error("the discovery document names another issuer");
+  for (const k of ["authorization_endpoint", "token_endpoint"]) {
+    const u = new URL(doc[k]);
+    if (u.protocol !== "https:" && u.protocol !== "http:") throw new Error(`${k} is not an http(s) URL`);
+  }
+  return doc;
+}
+
+async function startProviderSignIn(signIn) {
+  const doc = await discover(signIn.issuer);
+  const verifier = randomText();
+  const state = randomText();
+  const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+  sessionStorage.setItem(OIDC_KEY, JSON.stringify({ verifier, state, hash: location.hash }));
+  const url = new URL(doc.authorization_endpoint);
+  url.searchParams.set("response_type", "code");
+  url.searchParams.set("client_id", signIn.client_id);
+  url.searchParams.set("redirect_uri", redirectUri());
+  url.searchParams.set("scope", signIn.scope);
+  url.searchParams.set("state", state);
+  url.searchParams.set("code_challenge", challenge);
+  url.searchParams.set("code_challenge_method", "S256");
+  location.assign(url.toString());
+}
+
+// Back from the provider (`?code=…&state=…` or `?error=…`): the token, or why not. Returns an
+// error text, or null when signed in or when this load is no answer from the provider.
+async function finishProviderSignIn(signIn) {
+  const params = new URLSearchParams(location.search);
+  if (!params.has("code") && !params.has("error")) return null;
+  let pending = null;
+  try {
+    pending = JSON.parse(sessionStorage.getItem(OIDC_KEY) || "null");
+  } catch (_) {
+    pending = null;
+  }
+  sessionStorage.removeItem(OIDC_KEY);
+  const hash = pending && typeof pending.hash === "string" && pending.hash.startsWith("#/") ? pending.hash : "#/overview";
+  history.replaceState(null, "", `/admin${hash}`);
+  if (params.has("error")) return `The identity provider did not sign you in (${params.get("error")}).`;
+  if (!signIn) return "This console does not sign in through an identity provider.";
+  if (!pending || params.get("state") !== pending.state) {
+    return "This answer is not from the sign-in this tab started (its state does not match): ignored.";
+  }
+  const doc = await discover(signIn.issuer);
+  const form = new URLSearchParams({
+    grant_type: "authorization_code",
+    code: params.get("code") || "",
+    redirect_uri: redirectUri(),
+    client_id: signIn.client_id,
+    code_verifier: pending.verifier,
+  });
+  const resp = await fetch(doc.token_endpoint, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: form,
+    cache: "no-store",
+  });
+  const answer = await resp.json().catch(() => ({}));
+  if (!resp.ok || typeof answer.access_token !== "string") {
+    return `The identity provider gave no token (${resp.status} ${typeof answer.error === "string" ? answer.error : ""}).`;
+  }
+  session.set(answer.access_token);
+  return null;
+}
+
+async function start() {
+  let signIn = null;
+  try {
+    const resp = await fetch("/admin/config", { cache: "no-store" });
+    if (resp.ok) signIn = (await resp.json()).sign_in || null;
+  } catch (_) {
+    signIn = null;
+  }
+  if (signIn) {
+    $("provider-sign-in").hidden = false;
+    $("provider-issuer").textContent = signIn.issuer;
+    $("provider-button").addEventListener("click", () => {
+      startProviderSignIn(signIn).catch((e) => showSignIn(`Cannot reach the identity provider: ${e.message || e}`));
+    });
+  }
+  let error = null;
+  try {
+    error = await finishProviderSignIn(signIn);
+  } catch (e) {
+    error = `Signing in through the identity provider failed: ${e.message || e}`;
+  }
+  if (error) showSignIn(error);
+  else render();
+}
+
+start();
