@@ -297,7 +297,6 @@ async fn retry(
 #[serde(deny_unknown_fields)]
 struct ReplayRequest {
     /// A feed cursor (`GET /v1/events`, or a delivery's); the events after it are sent again.
-    #[validate(length(max = 19))]
     after: String,
 }
 

@@ -73,6 +73,16 @@ async function settle(page, name, act) {
   expect(failed.length === 0, `${name}: every section rendered: ${failed.join(" | ")}`);
 }
 const go = (page, hash, name) => settle(page, name, () => page.evaluate((h) => { location.hash = h; }, hash));
+// To a page that is expected to fail (an id that is none): drawn, whatever its sections say.
+async function goFailing(page, hash, name) {
+  const before = await page.evaluate(() => document.body.dataset.render || "0");
+  await page.evaluate((h) => { location.hash = h; }, hash);
+  await page.waitForFunction(
+    ([n, b]) => document.body.dataset.page === n && document.body.dataset.render !== b && document.body.dataset.state !== "loading",
+    [name, before],
+    { timeout: 30000 },
+  );
+}
 
 const texts = (page, selector) => page.$$eval(selector, (els) => els.map((e) => e.textContent.trim()));
 const attrs = (page, selector, attr) => page.$$eval(selector, (els, a) => els.map((e) => e.getAttribute(a)), attr);
@@ -338,7 +348,8 @@ try {
   result.dry_run = dry;
   await shot(page, "jobs-dry-run-desktop");
   // Filtered by job, and paged.
-  await settle(page, "jobs", () => page.selectOption("#job-filter", "sweep"));
+  await page.selectOption("#job-filter", "sweep");
+  await settle(page, "jobs", () => page.click("#job-filter-show"));
   expect(same(await attrs(page, "tr[data-run]", "data-run"), (await get("/v1/admin/jobs/runs?job=sweep&limit=25")).runs.map((r) => r.id)), "the sweep's runs");
   await go(page, "#/jobs?limit=1", "jobs");
   const page1 = await get("/v1/admin/jobs/runs?limit=1");
@@ -377,10 +388,59 @@ try {
   }
   result.widths = widths;
 
+  // ---- hand-made addresses (review 37) ------------------------------------------------------
+  // An id that is not one is refused before any call: `..` would be resolved by fetch into
+  // another route's path.
+  const sent = [];
+  const record = (r) => { if (new URL(r.url()).pathname.startsWith("/v1/")) sent.push(new URL(r.url()).pathname); };
+  page.on("request", record);
+  for (const [hash, route, what] of [["#/files/..", "file", "file id"], ["#/files/.", "file", "file id"],
+    ["#/events/..", "endpoint", "endpoint id"], ["#/jobs/..", "run", "run id"], ["#/files/%E0%A4%A", "file", "file id"]]) {
+    sent.length = 0;
+    await goFailing(page, hash, route);
+    const shown = await page.textContent("#view");
+    expect(shown.includes(`not a ${what}`), `${hash} is refused: ${shown.slice(0, 200)}`);
+    expect(!sent.some((p) => /^\/v1\/admin\/?$|^\/v1\/(restore|copies|download-url)$|\/webhooks\/?$/.test(p)), `${hash} called no other route: ${sent}`);
+  }
+  page.off("request", record);
+  // A 64-character endpoint id (the longest the API takes) in the disable confirmation still
+  // fits 375 px.
+  await page.setViewportSize({ width: 375, height: 812 });
+  await goFailing(page, `#/events/${"w".repeat(64)}`, "endpoint");
+  await page.click("#action-disable");
+  const confirmWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+  expect(confirmWidth <= 375, `the disable confirmation at 375 px scrolls sideways: ${confirmWidth}`);
+  await page.click("#disable-confirm button.secondary");
+  expect((await page.evaluate(() => document.activeElement && document.activeElement.id)) === "action-disable", "Cancel gives the focus back to Disable…");
+  await page.setViewportSize({ width: 1280, height: 900 });
+
   // ---- sign out -------------------------------------------------------------------------
+  // While an action's answer is on its way (review 37: the answer then reloaded the page with
+  // no token, and the sign-in screen blamed the token).
+  await go(page, `#/files/${fx.linked}`, "file");
+  await page.route("**/restore", async (route) => {
+    await new Promise((done) => setTimeout(done, 1500));
+    await route.continue();
+  });
+  await page.click("#action-restore");
   await page.click("#sign-out");
   await page.waitForSelector("body[data-page=sign-in]");
+  await page.waitForTimeout(2500);
+  await page.unroute("**/restore");
+  expect((await page.textContent("#sign-in-error")) === "", `a sign-out is not a refusal: ${await page.textContent("#sign-in-error")}`);
   expect(await page.evaluate(() => sessionStorage.length === 0 && document.getElementById("view").childElementCount === 0), "signing out forgets the token and clears the page");
+
+  // A paste that is no token (here with a character a header cannot carry) is not kept.
+  await page.fill("#token", `${admin}…`);
+  await page.click("#sign-in-button");
+  await page.waitForSelector("body[data-page=sign-in][data-state=refused]");
+  expect(/not a token/.test(await page.textContent("#sign-in-error")), "a paste that is no token is refused");
+  expect(await page.evaluate(() => sessionStorage.length === 0), "and not kept");
+  // Text in the address is never shown as the page's: this console has no provider sign-in.
+  await page.goto(`${base}/admin?error=Your%20session%20expired%3A%20paste%20your%20token%20at%20evil.example#/overview`);
+  await page.waitForSelector("body[data-page=sign-in]");
+  expect(!(await page.textContent("body")).includes("evil.example"), "the address's text is not shown");
+  expect((await page.evaluate(() => location.search)) === "", "and leaves the address bar");
 
   const unexpected = errors.filter((e) => !/Failed to load resource/.test(e));
   expect(unexpected.length === 0, `no script errors or CSP violations: ${unexpected.join(" | ")}`);

@@ -52,6 +52,15 @@ try {
   expect((await page.evaluate(() => location.search)) === "", "the forged code left the address bar");
   expect((await page.evaluate(() => sessionStorage.length)) === 0, "nothing kept from a forged answer");
 
+  // An error in the address shows only an OAuth error code, never its free text.
+  await page.goto(`${base}/admin?error=Paste%20your%20token%20at%20evil.example`);
+  await page.waitForSelector("body[data-page=sign-in][data-state=refused]");
+  const shown = await page.textContent("#sign-in-error");
+  expect(!shown.includes("evil.example") && /did not sign you in/.test(shown), `only a fixed text: ${shown}`);
+  await page.goto(`${base}/admin?error=access_denied`);
+  await page.waitForSelector("body[data-page=sign-in][data-state=refused]");
+  expect((await page.textContent("#sign-in-error")).includes("(access_denied)"), "an OAuth error code is named");
+
   // The real flow.
   await page.goto(`${base}/admin#/jobs`);
   await page.waitForSelector("body[data-page=sign-in][data-state=ready]");
@@ -80,6 +89,11 @@ try {
     await page.waitForSelector("body[data-page=overview][data-state=ready]");
     expect((await page.textContent("[data-field=verdict]")) === bucket.verdict, "the overview shows the API's verdict");
     await page.screenshot({ path: path.join(shots, "provider-signed-in.png"), fullPage: true });
+    // An answer arriving in a signed-in tab ends that session first: the sign-in screen never
+    // hides a token still kept.
+    await page.goto(`${base}/admin?code=late&state=forged#/overview`);
+    await page.waitForSelector("body[data-page=sign-in][data-state=refused]");
+    expect((await page.evaluate(() => sessionStorage.getItem("upcommit.console.token"))) === null, "the old session ended");
   } else {
     await page.waitForSelector("body[data-page=sign-in][data-state=refused]", { timeout: 15000 });
     const why = await page.textContent("#sign-in-error");

@@ -330,6 +330,18 @@ async function section(parent, title, key, fill) {
   s.removeAttribute("aria-busy");
 }
 
+// Thrown when the session an action started in has ended before its answer came.
+class SessionEnded extends Error {}
+
+// The call, with the session's token at the time of the call; throws SessionEnded when the
+// session is no longer that one once the answer is in (sign-out mid-action).
+async function callInSession(method, path, body) {
+  const token = session.token();
+  const answer = await call(method, path, body);
+  if (!token || session.token() !== token) throw new SessionEnded();
+  return answer;
+}
+
 // Runs an action: its buttons disabled meanwhile, the page marked busy until the answer shows
 // and the numbers it changes are read again.
 async function acting(buttonsIn, work) {
@@ -338,6 +350,9 @@ async function acting(buttonsIn, work) {
   document.body.dataset.state = "acting";
   try {
     await work();
+  } catch (e) {
+    // Signed out (or in as someone else) while the action ran: its answer is nobody's now.
+    if (!(e instanceof SessionEnded)) throw e;
   } finally {
     buttons.forEach((b) => { b.disabled = false; });
     if (document.body.dataset.state === "acting") document.body.dataset.state = "ready";
@@ -515,9 +530,9 @@ async function filePage(view, id) {
   const actions = el(
     "div",
     { class: "actions" },
-    el("button", { type: "button", id: "action-download", onclick: () => act("Download", () => call("GET", `/v1/files/${enc(id)}/download-url`), downloadExtra) }, "Download"),
-    el("button", { type: "button", id: "action-restore", class: "secondary", onclick: () => act("Restore", () => call("POST", `/v1/files/${enc(id)}/restore`)) }, "Restore"),
-    el("button", { type: "button", id: "action-copy", class: "secondary", onclick: () => act("Copy", () => call("POST", `/v1/files/${enc(id)}/copies`, {}), copyExtra) }, "Copy"),
+    el("button", { type: "button", id: "action-download", onclick: () => act("Download", () => callInSession("GET", `/v1/files/${enc(id)}/download-url`), downloadExtra) }, "Download"),
+    el("button", { type: "button", id: "action-restore", class: "secondary", onclick: () => act("Restore", () => callInSession("POST", `/v1/files/${enc(id)}/restore`)) }, "Restore"),
+    el("button", { type: "button", id: "action-copy", class: "secondary", onclick: () => act("Copy", () => callInSession("POST", `/v1/files/${enc(id)}/copies`, {}), copyExtra) }, "Copy"),
   );
   view.append(el("p", { class: "muted" }, "Each action is the API call a client makes, with this console's token; its answer shows below."), actions, answers, details);
 
@@ -650,20 +665,20 @@ async function eventsPage(view, endpoint, params) {
       { class: "answer", id: "disable-confirm", hidden: true },
       el("p", {}, `Disable ${endpoint}? No more events are sent to it; its deliveries are kept.`),
       el("div", { class: "actions" },
-        el("button", { type: "button", class: "danger", id: "action-disable-confirm", onclick: () => { disableConfirm.hidden = true; act("Disable", () => call("DELETE", `/v1/admin/webhooks/${enc(endpoint)}`)); } }, `Disable ${endpoint}`),
-        el("button", { type: "button", class: "secondary", onclick: () => { disableConfirm.hidden = true; } }, "Cancel")),
+        el("button", { type: "button", class: "danger", id: "action-disable-confirm", onclick: () => { disableConfirm.hidden = true; act("Disable", () => callInSession("DELETE", `/v1/admin/webhooks/${enc(endpoint)}`)); } }, `Disable ${endpoint}`),
+        el("button", { type: "button", class: "secondary", onclick: () => { disableConfirm.hidden = true; $("action-disable").focus(); } }, "Cancel")),
     );
     const actions = el(
       "div",
       {},
       el("h2", {}, "Actions"),
       el("div", { class: "actions" },
-        el("button", { type: "button", id: "action-retry", onclick: () => act("Retry", () => call("POST", `/v1/admin/webhooks/${enc(endpoint)}/retry`)) }, "Retry failed deliveries"),
+        el("button", { type: "button", id: "action-retry", onclick: () => act("Retry", () => callInSession("POST", `/v1/admin/webhooks/${enc(endpoint)}/retry`)) }, "Retry failed deliveries"),
         el("button", { type: "button", class: "secondary", id: "action-disable", onclick: () => { disableConfirm.hidden = false; $("action-disable-confirm").focus(); } }, "Disable…")),
       el("div", { class: "row" },
         el("div", {}, el("label", { for: "replay-after" }, "Replay every event after this cursor"), cursor),
         el("div", { style: "flex: 0 0 auto" }, el("button", { type: "button", class: "secondary", id: "action-replay",
-          onclick: () => act("Replay", () => call("POST", `/v1/admin/webhooks/${enc(endpoint)}/replay`, { after: cursor.value.trim() })) }, "Replay"))),
+          onclick: () => act("Replay", () => callInSession("POST", `/v1/admin/webhooks/${enc(endpoint)}/replay`, { after: cursor.value.trim() })) }, "Replay"))),
       disableConfirm,
     );
     view.append(actions, answers, deliveries);
@@ -693,11 +708,19 @@ async function jobsPage(view, params) {
   const limit = params.get("limit") || "";
   const answers = el("div", { id: "answers", "aria-live": "polite" });
   const select = el("select", { id: "job-filter" }, el("option", { value: "" }, "every job"), JOBS.map((j) => el("option", { value: j, selected: j === job }, j)));
-  select.addEventListener("change", () => { location.hash = `#/jobs${q({ job: select.value })}`; });
+  // Applied with its button, not on each change: arrow keys move through the options without
+  // leaving the list (review 37).
+  const filter = el("form", { class: "row", id: "job-filter-form" },
+    el("div", {}, el("label", { for: "job-filter" }, "Show runs of"), select),
+    el("div", { style: "flex: 0 0 auto" }, el("button", { type: "submit", class: "secondary", id: "job-filter-show" }, "Show")));
+  filter.addEventListener("submit", (e) => {
+    e.preventDefault();
+    location.hash = `#/jobs${q({ job: select.value })}`;
+  });
   const dry = el("button", { type: "button", id: "action-hygiene-dry-run" }, "Hygiene dry run");
   view.append(
+    filter,
     el("div", { class: "row" },
-      el("div", {}, el("label", { for: "job-filter" }, "Show runs of"), select),
       el("div", { style: "flex: 0 0 auto" }, dry)),
     el("p", { class: "muted" }, "The dry run lists what hygiene's next run would do, and changes nothing."),
     answers,
@@ -719,7 +742,7 @@ async function jobsPage(view, params) {
   }
 
   dry.addEventListener("click", () => acting(dry.parentElement, async () => {
-    const answer = await call("POST", "/v1/admin/jobs/hygiene/dry-run");
+    const answer = await callInSession("POST", "/v1/admin/jobs/hygiene/dry-run");
     if (endsSession(answer)) return refused(answer);
     const box = answerBox("Hygiene dry run", answer);
     answers.prepend(box);
@@ -744,7 +767,7 @@ async function waitForRun(id) {
   const until = Date.now() + 60000;
   let last = null;
   while (Date.now() < until) {
-    const a = await call("GET", `/v1/admin/jobs/runs/${enc(id)}${q({ limit: 1 })}`);
+    const a = await callInSession("GET", `/v1/admin/jobs/runs/${enc(id)}${q({ limit: 1 })}`);
     if (a.ok && a.body && a.body.run) {
       last = a.body.run;
       if (last.state !== "running") return last;
@@ -801,14 +824,31 @@ async function runPage(view, id, params) {
 
 // ---- routing and the session's screens ---------------------------------------------------
 
+// The ids a page's address may carry, in the forms the API gives them. Anything else (`..`,
+// `.`, which fetch would resolve into another route's path) is refused before any call.
+const FILE_ID = /^[0-9a-f]{32}$/;
+const ENDPOINT_ID = /^[a-z0-9_-]{1,64}$/;
+const RUN_ID = /^[0-9a-f]{32}$/;
+
+function idOf(text, form, what) {
+  let id = null;
+  try {
+    id = decodeURIComponent(text);
+  } catch (_) {
+    id = null;
+  }
+  if (id === null || !form.test(id)) throw new Error(`not a ${what}: the address names none`);
+  return id;
+}
+
 const ROUTES = [
   [/^\/overview$/, "overview", (v) => overviewPage(v)],
   [/^\/files$/, "files", (v, p) => filesPage(v, p)],
-  [/^\/files\/([^/]+)$/, "file", (v, p, m) => filePage(v, decodeURIComponent(m[1]))],
+  [/^\/files\/([^/]+)$/, "file", (v, p, m) => filePage(v, idOf(m[1], FILE_ID, "file id")) ],
   [/^\/events$/, "events", (v, p) => eventsPage(v, null, p)],
-  [/^\/events\/([^/]+)$/, "endpoint", (v, p, m) => eventsPage(v, decodeURIComponent(m[1]), p)],
+  [/^\/events\/([^/]+)$/, "endpoint", (v, p, m) => eventsPage(v, idOf(m[1], ENDPOINT_ID, "endpoint id"), p)],
   [/^\/jobs$/, "jobs", (v, p) => jobsPage(v, p)],
-  [/^\/jobs\/([^/]+)$/, "run", (v, p, m) => runPage(v, decodeURIComponent(m[1]), p)],
+  [/^\/jobs\/([^/]+)$/, "run", (v, p, m) => runPage(v, idOf(m[1], RUN_ID, "run id"), p)],
 ];
 const NAV_OF = { overview: "overview", files: "files", file: "files", events: "events", endpoint: "events", jobs: "jobs", run: "jobs" };
 
@@ -876,6 +916,12 @@ $("sign-in-form").addEventListener("submit", (e) => {
   const token = $("token").value.trim();
   $("token").value = "";
   if (!token) return;
+  // A bearer token is printable ASCII without spaces; anything else the browser could not
+  // even send (review 37: it was kept, and every call failed as "network").
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    showSignIn("That is not a token: a token is printable ASCII without spaces.");
+    return;
+  }
   session.set(token);
   $("sign-in-error").textContent = "";
   if (!location.hash || location.hash === "#" || location.hash === "#/") location.hash = "#/overview";
@@ -954,6 +1000,14 @@ async function startProviderSignIn(signIn) {
 async function finishProviderSignIn(signIn) {
   const params = new URLSearchParams(location.search);
   if (!params.has("code") && !params.has("error")) return null;
+  if (!signIn) {
+    // No provider sign-in here: whatever the address carries is dropped, never shown.
+    history.replaceState(null, "", `/admin${location.hash}`);
+    return null;
+  }
+  // An answer from the provider starts a new session: the one this tab had ends first, so the
+  // sign-in screen never hides a token still kept (review 37).
+  session.clear();
   let pending = null;
   try {
     pending = JSON.parse(sessionStorage.getItem(OIDC_KEY) || "null");
@@ -963,8 +1017,12 @@ async function finishProviderSignIn(signIn) {
   sessionStorage.removeItem(OIDC_KEY);
   const hash = pending && typeof pending.hash === "string" && pending.hash.startsWith("#/") ? pending.hash : "#/overview";
   history.replaceState(null, "", `/admin${hash}`);
-  if (params.has("error")) return `The identity provider did not sign you in (${params.get("error")}).`;
-  if (!signIn) return "This console does not sign in through an identity provider.";
+  if (params.has("error")) {
+    // Only an OAuth error code is shown, never free text from the address (review 37: a link
+    // could put any sentence on this page).
+    const code = params.get("error");
+    return `The identity provider did not sign you in${/^[a-z_]{1,64}$/.test(code) ? ` (${code})` : ""}.`;
+  }
   if (!pending || params.get("state") !== pending.state) {
     return "This answer is not from the sign-in this tab started (its state does not match): ignored.";
   }
