@@ -46,7 +46,7 @@ status=0
 # so here they are absent. Their answers are checked by tests/browser/console.rs, whose servers
 # also leave them for the status-coverage check.
 SCHEMATHESIS_HOOKS="$PWD/scripts/schemathesis_hooks.py" \
-"$SCHEMATHESIS_VENV/bin/schemathesis" run openapi.yaml \
+"$SCHEMATHESIS_VENV/bin/schemathesis" --config-file scripts/schemathesis.toml run openapi.yaml \
   --url "http://$UPCOMMIT_LISTEN" \
   --header "Authorization: Bearer $token" \
   --exclude-path-regex '^/admin(/|$)' \

@@ -226,7 +226,7 @@ async fn deliveries(
 ) -> Result<Json<serde_json::Value>, AppError> {
     let Query(q) =
         query.map_err(|e| AppError::InvalidRequest(format!("query: {}", e.body_text())))?;
-    let wanted = q.state.filter(|s| !s.is_empty());
+    let wanted = q.state;
     if let Some(s) = &wanted {
         if !["pending", "failed", "delivered"].contains(&s.as_str()) {
             return Err(AppError::InvalidRequest(
