@@ -80,6 +80,11 @@ async fn page(State(state): State<AppState>) -> impl IntoResponse {
                 HeaderName::from_static("content-security-policy"),
                 csp(&state.settings),
             ),
+            // The address may carry the provider's code for a moment: no request names it.
+            (
+                HeaderName::from_static("referrer-policy"),
+                "no-referrer".to_owned(),
+            ),
         ],
         PAGE,
     )
