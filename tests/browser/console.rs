@@ -412,7 +412,9 @@ async fn the_console_signs_in_through_the_identity_provider() {
             .to_owned();
         assert!(csp.contains(&format!("connect-src 'self' {idp};")), "{csp}");
         assert_eq!(
-            page.headers().get("referrer-policy").and_then(|v| v.to_str().ok()),
+            page.headers()
+                .get("referrer-policy")
+                .and_then(|v| v.to_str().ok()),
             Some("no-referrer")
         );
         let config = json_of(app.get("/admin/config", None).await, 200, "config").await;
