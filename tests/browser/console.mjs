@@ -399,7 +399,7 @@ try {
     sent.length = 0;
     await goFailing(page, hash, route);
     const shown = await page.textContent("#view");
-    expect(shown.includes(`not a ${what}`), `${hash} is refused: ${shown.slice(0, 200)}`);
+    expect(shown.includes(`no such ${what}`), `${hash} is refused: ${shown.slice(0, 200)}`);
     expect(!sent.some((p) => /^\/v1\/admin\/?$|^\/v1\/(restore|copies|download-url)$|\/webhooks\/?$/.test(p)), `${hash} called no other route: ${sent}`);
   }
   page.off("request", record);

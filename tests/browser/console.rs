@@ -332,11 +332,11 @@ async fn the_console_is_absent_unless_turned_on() {
 }
 
 /// `tests/browser/oidc_provider.py` on `port`, for `redirect_uri`, giving `subject` the role
-/// `role` ("-" for none); killed when dropped.
+/// `role` ("-" for none), its token endpoint on `token_host`; killed when dropped.
 struct Provider(std::process::Child);
 
 impl Provider {
-    fn start(port: u16, redirect_uri: &str, subject: &str, role: &str) -> Self {
+    fn start(port: u16, redirect_uri: &str, subject: &str, role: &str, token_host: &str) -> Self {
         use std::io::BufRead;
         let python = std::env::var("UPCOMMIT_TEST_PYJWT")
             .expect("UPCOMMIT_TEST_PYJWT: a Python with PyJWT and cryptography (scripts/test.sh)");
@@ -352,6 +352,7 @@ impl Provider {
                 redirect_uri,
                 subject,
                 role,
+                token_host,
             ])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -376,17 +377,30 @@ impl Drop for Provider {
 
 /// Signing in through the identity provider (`UPCOMMIT_ADMIN_CONSOLE_CLIENT_ID`): the
 /// authorization code flow with PKCE in the browser, for a provider user with the admin claim
-/// (the console opens on the page it left) and one without (only the refusal shows). The
+/// (the console opens on the page it left), one without (only the refusal shows), a provider
+/// whose token endpoint is on another origin (refused before leaving: the page's CSP would
+/// block it) and one whose token no header can carry (refused, not kept). The
 /// provider is a real one over HTTP (`oidc_provider.py`: discovery, authorize, token, JWKS;
 /// PKCE checked, codes single-use); the server verifies its RS256 tokens through its JWKS.
 #[tokio::test]
 async fn the_console_signs_in_through_the_identity_provider() {
-    for (subject, role, want) in [("ops", "upcommit-admin", "admin"), ("mallory", "-", "user")] {
+    for (subject, role, token_host, want) in [
+        ("ops", "upcommit-admin", "127.0.0.1", "admin"),
+        ("mallory", "-", "127.0.0.1", "user"),
+        ("ops", "upcommit-admin", "localhost", "foreign"),
+        ("nonascii", "upcommit-admin", "127.0.0.1", "nonascii"),
+    ] {
         let idp_port = helpers::free_port();
         let port = helpers::free_port();
         let idp = format!("http://127.0.0.1:{idp_port}");
         let base = format!("http://127.0.0.1:{port}");
-        let _provider = Provider::start(idp_port, &format!("{base}/admin"), subject, role);
+        let _provider = Provider::start(
+            idp_port,
+            &format!("{base}/admin"),
+            subject,
+            role,
+            token_host,
+        );
         let app = spawn_app_with(Spawn {
             env: vec![
                 ("UPCOMMIT_LISTEN", format!("127.0.0.1:{port}")),

@@ -2,7 +2,10 @@
 // oidc_provider.py: the authorization code flow with PKCE) in Debian's chromium:
 //   node console_sign_in.mjs BASE_URL IDP_URL SCREENSHOT_DIR EXPECT
 // EXPECT is "admin" (the provider's token carries the admin claim: the overview shows the
-// API's bucket verdict) or "user" (it does not: only the refusal shows, nothing is kept).
+// API's bucket verdict), "user" (it does not: only the refusal shows, nothing is kept),
+// "foreign" (the provider's token endpoint is on another origin than its issuer, which the
+// page's CSP does not allow: refused before the browser leaves for the provider) or
+// "nonascii" (the provider's token is no header value: refused, not kept).
 // Both also check: the code and state leave the address bar at once, the token is kept in
 // sessionStorage only, and an answer carrying another state is ignored without asking the
 // token endpoint. Prints {"requests": [...IdP paths the browser asked...]}; exits 1 with the
@@ -12,8 +15,8 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 
 const [base, idp, shots, want] = process.argv.slice(2);
-if (!base || !idp || !shots || !["admin", "user"].includes(want)) {
-  console.error("usage: node console_sign_in.mjs BASE_URL IDP_URL SCREENSHOT_DIR admin|user");
+if (!base || !idp || !shots || !["admin", "user", "foreign", "nonascii"].includes(want)) {
+  console.error("usage: node console_sign_in.mjs BASE_URL IDP_URL SCREENSHOT_DIR admin|user|foreign|nonascii");
   process.exit(2);
 }
 
@@ -94,6 +97,16 @@ try {
     await page.goto(`${base}/admin?code=late&state=forged#/overview`);
     await page.waitForSelector("body[data-page=sign-in][data-state=refused]");
     expect((await page.evaluate(() => sessionStorage.getItem("upcommit.console.token"))) === null, "the old session ended");
+  } else if (want === "foreign") {
+    await page.waitForSelector("body[data-page=sign-in][data-state=refused]", { timeout: 15000 });
+    const why = await page.textContent("#sign-in-error");
+    expect(/not on the issuer's origin/.test(why), `a token endpoint on another origin is refused: ${why}`);
+    expect(!requests.includes("GET /authorize"), `the browser never left for the provider: ${requests}`);
+  } else if (want === "nonascii") {
+    await page.waitForSelector("body[data-page=sign-in][data-state=refused]", { timeout: 15000 });
+    const why = await page.textContent("#sign-in-error");
+    expect(/not a token a request can carry/.test(why), `a token no header can carry is refused: ${why}`);
+    expect((await page.evaluate(() => sessionStorage.getItem("upcommit.console.token"))) === null, "and not kept");
   } else {
     await page.waitForSelector("body[data-page=sign-in][data-state=refused]", { timeout: 15000 });
     const why = await page.textContent("#sign-in-error");
@@ -103,7 +116,10 @@ try {
     await page.screenshot({ path: path.join(shots, "provider-refused-user.png"), fullPage: true });
   }
   expect((await page.evaluate(() => location.search)) === "", "the code and state left the address bar");
-  for (const step of ["GET /.well-known/openid-configuration", "GET /authorize", "POST /token"]) {
+  const steps = want === "foreign"
+    ? ["GET /.well-known/openid-configuration"]
+    : ["GET /.well-known/openid-configuration", "GET /authorize", "POST /token"];
+  for (const step of steps) {
     expect(requests.includes(step), `the browser asked the provider ${step}: ${requests}`);
   }
   expect(errors.length === 0, `no script errors or CSP violations: ${errors}`);

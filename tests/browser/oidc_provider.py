@@ -3,7 +3,7 @@ authorization code flow with PKCE (S256) for one public client, as an identity p
 for a single-page app. Tokens are RS256 JWTs signed with PyJWT and cryptography (libraries this
 project did not write); the server under test verifies them through the JWKS published here.
 
-  python oidc_provider.py PORT AUDIENCE CLIENT_ID REDIRECT_URI SUBJECT ROLE
+  python oidc_provider.py PORT AUDIENCE CLIENT_ID REDIRECT_URI SUBJECT ROLE [TOKEN_HOST]
 
 Serves on 127.0.0.1:PORT, issuer http://127.0.0.1:PORT:
   GET  /.well-known/openid-configuration   discovery (CORS: any origin)
@@ -14,7 +14,9 @@ Serves on 127.0.0.1:PORT, issuer http://127.0.0.1:PORT:
   POST /token                              code + code_verifier (+ client_id, redirect_uri)
                                            -> {"access_token", "token_type", "expires_in"}
                                            with `roles: [ROLE]` (ROLE "-" for none); CORS
-Prints "ready" once listening; every request is logged to stderr.
+TOKEN_HOST (default 127.0.0.1) names the token endpoint's host in discovery: `localhost` puts it
+on another origin than the issuer's. SUBJECT `nonascii` gets an access token no HTTP header can
+carry. Prints "ready" once listening; every request is logged to stderr.
 """
 import base64
 import hashlib
@@ -32,6 +34,7 @@ from jwt.algorithms import RSAAlgorithm
 
 PORT = int(sys.argv[1])
 AUDIENCE, CLIENT_ID, REDIRECT_URI, SUBJECT, ROLE = sys.argv[2:7]
+TOKEN_HOST = sys.argv[7] if len(sys.argv) > 7 else "127.0.0.1"
 ISSUER = f"http://127.0.0.1:{PORT}"
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 PEM = KEY.private_bytes(
@@ -78,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, {
                 "issuer": ISSUER,
                 "authorization_endpoint": f"{ISSUER}/authorize",
-                "token_endpoint": f"{ISSUER}/token",
+                "token_endpoint": f"http://{TOKEN_HOST}:{PORT}/token",
                 "jwks_uri": f"{ISSUER}/jwks",
                 "response_types_supported": ["code"],
                 "code_challenge_methods_supported": ["S256"],
@@ -124,6 +127,9 @@ class Handler(BaseHTTPRequestHandler):
         if ROLE != "-":
             claims["roles"] = [ROLE]
         token = jwt.encode(claims, PEM, algorithm="RS256", headers={"kid": "console-test"})
+        if SUBJECT == "nonascii":
+            token = token + "\u2026"
+
         return self.reply(200, {"access_token": token, "token_type": "Bearer", "expires_in": 600})
 
 

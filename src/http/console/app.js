@@ -15,6 +15,8 @@ const SVG = "http://www.w3.org/2000/svg";
 // The token, for this tab only. Signing in through the identity provider ends with
 // `session.set(token)` as pasting does.
 const TOKEN_KEY = "upcommit.console.token";
+// A bearer token: printable ASCII without spaces (anything else a browser cannot even send).
+const TOKEN_FORM = /^[\x21-\x7e]+$/;
 const session = {
   token: () => sessionStorage.getItem(TOKEN_KEY),
   set: (token) => sessionStorage.setItem(TOKEN_KEY, token),
@@ -837,7 +839,7 @@ function idOf(text, form, what) {
   } catch (_) {
     id = null;
   }
-  if (id === null || !form.test(id)) throw new Error(`not a ${what}: the address names none`);
+  if (id === null || !form.test(id)) throw new Error(`no such ${what}: the address names none`);
   return id;
 }
 
@@ -918,7 +920,7 @@ $("sign-in-form").addEventListener("submit", (e) => {
   if (!token) return;
   // A bearer token is printable ASCII without spaces; anything else the browser could not
   // even send (review 37: it was kept, and every call failed as "network").
-  if (!/^[\x21-\x7e]+$/.test(token)) {
+  if (!TOKEN_FORM.test(token)) {
     showSignIn("That is not a token: a token is printable ASCII without spaces.");
     return;
   }
@@ -974,6 +976,12 @@ async function discover(issuer) {
   for (const k of ["authorization_endpoint", "token_endpoint"]) {
     const u = new URL(doc[k]);
     if (u.protocol !== "https:" && u.protocol !== "http:") throw new Error(`${k} is not an http(s) URL`);
+  }
+  // The page's security policy lets it talk to the issuer's origin only: a token endpoint
+  // elsewhere is refused here, before the browser leaves for the provider (review 38: the code
+  // was spent and the request then blocked).
+  if (new URL(doc.token_endpoint).origin !== new URL(issuer).origin) {
+    throw new Error(`its token endpoint (${new URL(doc.token_endpoint).origin}) is not on the issuer's origin, the only one this page may call`);
   }
   return doc;
 }
@@ -1042,7 +1050,13 @@ async function finishProviderSignIn(signIn) {
   });
   const answer = await resp.json().catch(() => ({}));
   if (!resp.ok || typeof answer.access_token !== "string") {
-    return `The identity provider gave no token (${resp.status} ${typeof answer.error === "string" ? answer.error : ""}).`;
+    // As for `?error=`: only an OAuth error code is shown, never the provider's free text.
+    const code = typeof answer.error === "string" && /^[a-z_]{1,64}$/.test(answer.error) ? ` ${answer.error}` : "";
+    return `The identity provider gave no token (${resp.status}${code}).`;
+  }
+  // What a pasted token must be, a provider's too (review 38).
+  if (!TOKEN_FORM.test(answer.access_token)) {
+    return "The identity provider's answer is not a token a request can carry (printable ASCII without spaces).";
   }
   session.set(answer.access_token);
   return null;
