@@ -631,6 +631,27 @@ async fn dry_run(app: &TestApp) -> (String, Value) {
     (run_id, run_until_ended(app, &location).await)
 }
 
+/// A server where hygiene tracks `image` with a 1-second grace and no schedule of its own, and
+/// one image committed past that grace (an unlink candidate): the committed handle.
+async fn app_with_an_unlink_candidate(extra: &[(&'static str, &str)]) -> (TestApp, Value) {
+    let mut env = vec![
+        ("UPCOMMIT_TRACKS_LINKS", "image".to_owned()),
+        ("UPCOMMIT_UNLINKED_GRACE_SECS", "1".to_owned()),
+        ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "0".to_owned()),
+    ];
+    env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    let app = spawn_app_with(Spawn {
+        env,
+        ..Spawn::default()
+    })
+    .await;
+    let (_, committed) = app
+        .upload_and_commit(&app.token("alice"), "image", "image/png", 300)
+        .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    (app, committed)
+}
+
 /// Runs `upcommit hygiene` (a real run) against the app; its run id.
 async fn run_hygiene(app: &TestApp) -> String {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
@@ -666,21 +687,9 @@ async fn wait_for_metric(app: &TestApp, series: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn hygiene_dry_run_from_the_api_is_a_run_in_the_history_with_its_findings_and_changes_nothing(
 ) {
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", "1".into()),
-            ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "0".into()),
-        ],
-        ..Spawn::default()
-    })
-    .await;
-    let (_, committed) = app
-        .upload_and_commit(&app.token("alice"), "image", "image/png", 300)
-        .await;
+    let (app, committed) = app_with_an_unlink_candidate(&[]).await;
     let id = committed["id"].as_str().expect("id");
     let key = committed["key"].as_str().expect("key");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
 
     let (run_id, ended) = dry_run(&app).await;
     let run = &ended["run"];
@@ -792,19 +801,7 @@ async fn hygiene_dry_run_from_the_api_is_a_run_in_the_history_with_its_findings_
 
 #[tokio::test]
 async fn prune_lets_old_runs_go_with_their_findings_but_keeps_each_jobs_newest() {
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", "1".into()),
-            ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "0".into()),
-            ("UPCOMMIT_JOB_HISTORY_RETENTION", "30d".into()),
-        ],
-        ..Spawn::default()
-    })
-    .await;
-    app.upload_and_commit(&app.token("alice"), "image", "image/png", 300)
-        .await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (app, _) = app_with_an_unlink_candidate(&[("UPCOMMIT_JOB_HISTORY_RETENTION", "30d")]).await;
     let (oldest, _) = dry_run(&app).await;
     let (middle, _) = dry_run(&app).await;
     let (newest, _) = dry_run(&app).await;
@@ -870,6 +867,44 @@ async fn prune_lets_old_runs_go_with_their_findings_but_keeps_each_jobs_newest()
         "{history}"
     );
     assert_eq!(history["runs"][0]["id"], newest.as_str());
+}
+
+/// The history's retention never lets a real run still `running` go, however old: it is the
+/// checkpoint the next run resumes from. Here one is held at its first unlink while a prune
+/// runs 400 days on.
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_never_lets_a_real_run_in_flight_go() {
+    let (app, _) = app_with_an_unlink_candidate(&[("UPCOMMIT_JOB_HISTORY_RETENTION", "1d")]).await;
+    let in_flight =
+        crate::hygiene::Paused::start_with(&app, &["hygiene", "--json"], "hygiene_unlink").await;
+    let running = "SELECT COUNT(*) FROM job_runs WHERE job = 'hygiene' AND dry_run = FALSE AND state = 'running'";
+    assert_eq!(app.db.count(running).await, 1);
+    let settings = Settings::from_map(&app.env).expect("settings");
+    let later = chrono::Utc::now() + chrono::Duration::days(400);
+    // A real prune (a dry one would count its own `running` row, 400 days on).
+    for dry_run in [false] {
+        let PruneOutcome::Ran { summary, .. } = prune_at(&app.catalog, &settings, dry_run, later)
+            .await
+            .expect("prune")
+        else {
+            panic!("busy");
+        };
+        assert_eq!(summary.job_runs, 0, "dry run {dry_run}: {summary:?}");
+    }
+    assert_eq!(
+        app.db.count(running).await,
+        1,
+        "the run in flight is still there"
+    );
+    let out = in_flight.finish();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let finished = "SELECT COUNT(*) FROM job_runs WHERE job = 'hygiene' AND state = 'finished'";
+    assert_eq!(app.db.count(finished).await, 1, "and ends as it would have");
 }
 
 #[tokio::test]
@@ -1032,18 +1067,7 @@ async fn a_disable_between_the_check_and_the_write_leaves_retry_and_replay_refus
 /// running one's id) and a stopping server records the one it had to stop as failed.
 #[tokio::test(flavor = "multi_thread")]
 async fn dry_runs_run_one_at_a_time_and_a_shutdown_records_the_one_it_stopped_as_failed() {
-    let app = spawn_app_with(Spawn {
-        env: vec![
-            ("UPCOMMIT_TRACKS_LINKS", "image".into()),
-            ("UPCOMMIT_UNLINKED_GRACE_SECS", "1".into()),
-            ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "0".into()),
-        ],
-        ..Spawn::default()
-    })
-    .await;
-    app.upload_and_commit(&app.token("alice"), "image", "image/png", 300)
-        .await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (app, _) = app_with_an_unlink_candidate(&[]).await;
     // A server process whose dry run holds at its first unlink until a gate that never opens.
     let gate =
         std::env::temp_dir().join(format!("upcommit-gate-{}", uuid::Uuid::new_v4().simple()));
