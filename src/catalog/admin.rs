@@ -110,6 +110,8 @@ pub trait AdminCatalog: Send + Sync + 'static {
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<DayOfUploads>, CatalogError>;
+    /// Whether an event endpoint (enabled or not) has this id: one primary-key read.
+    async fn endpoint_exists(&self, id: &str) -> Result<bool, CatalogError>;
     /// Up to `limit` deliveries of `endpoint` after feed position `after`, in feed order,
     /// only those in `state` when given.
     async fn deliveries_page(

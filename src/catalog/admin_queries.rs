@@ -97,6 +97,14 @@ macro_rules! impl_admin_catalog {
                     .collect()
             }
 
+            async fn endpoint_exists(&self, id: &str) -> Result<bool, CatalogError> {
+                Ok(sqlx::query("SELECT id FROM event_endpoints WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .is_some())
+            }
+
             async fn deliveries_page(
                 &self,
                 endpoint: &str,

@@ -21,6 +21,26 @@ pub(super) const DUE: &str =
 /// of waiting; SQLite's write transaction excludes every other writer already).
 macro_rules! impl_event_delivery_catalog {
     ($ty:ty, $db:ty, $begin:expr, $lock:expr, $share:expr) => {
+        impl $ty {
+            /// Whether `endpoint` exists and is enabled, holding it so until `tx` ends: a
+            /// disable waits for the transaction (review 36: checked in an earlier statement,
+            /// a disable landing between the check and the write was not seen).
+            async fn hold_enabled(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                endpoint: &str,
+            ) -> Result<bool, CatalogError> {
+                let sql = format!(
+                    "SELECT id FROM event_endpoints WHERE id = $1 AND disabled_at IS NULL{}",
+                    $share
+                );
+                Ok(sqlx::query(&sql)
+                    .bind(endpoint)
+                    .fetch_optional(&mut **tx)
+                    .await?
+                    .is_some())
+            }
+        }
+
         #[async_trait::async_trait]
         impl super::EventDeliveryCatalog for $ty {
             async fn sync_settings_endpoints(
@@ -242,19 +262,7 @@ macro_rules! impl_event_delivery_catalog {
                 retry_window_secs: i64,
             ) -> Result<Option<u64>, CatalogError> {
                 let mut tx = self.pool.begin_with($begin).await?;
-                // The endpoint is enabled, and stays so until this commits: a disable waits
-                // for it (review 36: checked in an earlier statement, a disable landing
-                // between the check and the write was not seen).
-                let enabled = format!(
-                    "SELECT id FROM event_endpoints WHERE id = $1 AND disabled_at IS NULL{}",
-                    $share
-                );
-                if sqlx::query(&enabled)
-                    .bind(endpoint)
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .is_none()
-                {
+                if !Self::hold_enabled(&mut tx, endpoint).await? {
                     tx.commit().await?;
                     return Ok(None);
                 }
@@ -369,17 +377,7 @@ macro_rules! impl_event_delivery_catalog {
                      WHERE e.position > $2 \
                      AND (ep.event_types = '*' OR ep.event_types LIKE '%,' || e.type || ',%')";
                 let mut tx = self.pool.begin_with($begin).await?;
-                // As in `retry_failed_deliveries`: enabled, and kept so until this commits.
-                let enabled = format!(
-                    "SELECT id FROM event_endpoints WHERE id = $1 AND disabled_at IS NULL{}",
-                    $share
-                );
-                if sqlx::query(&enabled)
-                    .bind(endpoint)
-                    .fetch_optional(&mut *tx)
-                    .await?
-                    .is_none()
-                {
+                if !Self::hold_enabled(&mut tx, endpoint).await? {
                     tx.commit().await?;
                     return Ok(None);
                 }

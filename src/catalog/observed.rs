@@ -113,6 +113,9 @@ impl MultipartCatalog for ObservedCatalog {
 
 #[async_trait]
 impl super::AdminCatalog for ObservedCatalog {
+    async fn endpoint_exists(&self, id: &str) -> Result<bool, CatalogError> {
+        timed!(self, endpoint_exists(id))
+    }
     async fn storage_by(
         &self,
         dimension: super::HandleDimension,

@@ -170,6 +170,9 @@ impl MultipartCatalog for FaultyCatalog {
 
 #[async_trait]
 impl upcommit::catalog::AdminCatalog for FaultyCatalog {
+    async fn endpoint_exists(&self, id: &str) -> Result<bool, CatalogError> {
+        self.inner.endpoint_exists(id).await
+    }
     async fn storage_by(
         &self,
         dimension: upcommit::catalog::HandleDimension,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::catalog::{Catalog, CatalogError, EndpointCounts};
+use crate::catalog::{Catalog, CatalogError};
 use crate::config::Settings;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,22 +32,15 @@ fn window(settings: &Settings) -> i64 {
     i64::try_from(settings.events.retry_window_secs).unwrap_or(i64::MAX / 4)
 }
 
-/// The endpoint, enabled (checked again by the write itself, in one transaction with it: a
-/// disable landing in between answers `Disabled`, never a count of rows nothing will send).
-async fn enabled(
-    catalog: &Arc<dyn Catalog>,
-    endpoint: &str,
-) -> Result<EndpointCounts, RedeliverError> {
-    let c = catalog
-        .endpoint_counts()
-        .await?
-        .into_iter()
-        .find(|c| c.id == endpoint)
-        .ok_or(RedeliverError::NotFound)?;
-    if !c.enabled {
-        return Err(RedeliverError::Disabled(c.id));
+/// Why the write changed nothing: the endpoint is missing, or disabled. The write itself
+/// judged it, in its own transaction (a disable waits for it), so no earlier read of the
+/// endpoint — nor of its deliveries' counts — is needed.
+async fn refusal(catalog: &Arc<dyn Catalog>, endpoint: &str) -> RedeliverError {
+    match catalog.endpoint_exists(endpoint).await {
+        Ok(true) => RedeliverError::Disabled(endpoint.to_owned()),
+        Ok(false) => RedeliverError::NotFound,
+        Err(e) => RedeliverError::Catalog(e),
     }
-    Ok(c)
 }
 
 /// Makes the endpoint's failed deliveries (past their retry window, kept) due again for
@@ -58,16 +51,27 @@ pub async fn retry(
     endpoint: &str,
     dry_run: bool,
 ) -> Result<u64, RedeliverError> {
-    let c = enabled(catalog, endpoint).await?;
     if dry_run {
+        // Counted from the endpoint's row as `events list` shows it; nothing is written.
+        let c = catalog
+            .endpoint_counts()
+            .await?
+            .into_iter()
+            .find(|c| c.id == endpoint)
+            .ok_or(RedeliverError::NotFound)?;
+        if !c.enabled {
+            return Err(RedeliverError::Disabled(c.id));
+        }
         return Ok(u64::try_from(c.failed).unwrap_or(0));
     }
     crate::pause::point("redeliver_checked").await;
-    let n = catalog
-        .retry_failed_deliveries(&c.id, window(settings))
+    let Some(n) = catalog
+        .retry_failed_deliveries(endpoint, window(settings))
         .await?
-        .ok_or_else(|| RedeliverError::Disabled(c.id.clone()))?;
-    tracing::info!(endpoint = %c.id, due_again = n, "failed deliveries are due again");
+    else {
+        return Err(refusal(catalog, endpoint).await);
+    };
+    tracing::info!(endpoint, due_again = n, "failed deliveries are due again");
     Ok(n)
 }
 
@@ -80,19 +84,20 @@ pub async fn replay(
     after: i64,
     dry_run: bool,
 ) -> Result<Replayed, RedeliverError> {
-    let c = enabled(catalog, endpoint).await?;
     crate::pause::point("redeliver_checked").await;
     // As the feed does: say so when events after the cursor were pruned.
     let pruned_through = match catalog.event_positions().await? {
         Some((first, _)) if after < first - 1 => Some(first - 1),
         _ => None,
     };
-    let due_again = catalog
-        .replay_deliveries(&c.id, after, window(settings), dry_run)
+    let Some(due_again) = catalog
+        .replay_deliveries(endpoint, after, window(settings), dry_run)
         .await?
-        .ok_or_else(|| RedeliverError::Disabled(c.id.clone()))?;
+    else {
+        return Err(refusal(catalog, endpoint).await);
+    };
     if !dry_run {
-        tracing::info!(endpoint = %c.id, after, due_again, "events replayed to an endpoint");
+        tracing::info!(endpoint, after, due_again, "events replayed to an endpoint");
     }
     Ok(Replayed {
         due_again,
