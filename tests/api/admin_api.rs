@@ -654,15 +654,7 @@ async fn app_with_an_unlink_candidate(extra: &[(&'static str, &str)]) -> (TestAp
 
 /// Runs `upcommit hygiene` (a real run) against the app; its run id.
 async fn run_hygiene(app: &TestApp) -> String {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
-    command
-        .args(["hygiene", "--json"])
-        .envs(&app.env)
-        .env("RUST_LOG", "warn");
-    let out = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("joined")
-        .expect("ran");
+    let out = crate::helpers::hygiene_cli(app, None).await;
     assert_eq!(
         out.status.code(),
         Some(0),

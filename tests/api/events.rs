@@ -356,12 +356,7 @@ async fn run_cli(mut command: std::process::Command) -> std::process::Output {
 
 async fn hygiene(app: &TestApp, days: i64) {
     let at = chrono::Utc::now() + chrono::Duration::seconds(days * DAY + 5);
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
-    command
-        .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
-        .envs(&app.env)
-        .env("RUST_LOG", "warn");
-    let out = run_cli(command).await;
+    let out = crate::helpers::hygiene_cli(app, Some(at)).await;
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -1161,3 +1161,20 @@ pub async fn server_process_from(
     let _ = child.wait();
     panic!("upcommit serve did not start");
 }
+
+/// `upcommit hygiene --json [--at T]` (a real run of the binary) against the app's database and
+/// bucket, on a blocking thread; its output, however it ended.
+pub async fn hygiene_cli(
+    app: &TestApp,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+    command.args(["hygiene", "--json"]);
+    if let Some(at) = at {
+        command.args(["--at", &at.to_rfc3339()]);
+    }
+    command.envs(&app.env).env("RUST_LOG", "warn");
+    tokio::task::spawn_blocking(move || command.output().expect("run upcommit hygiene"))
+        .await
+        .expect("CLI thread")
+}

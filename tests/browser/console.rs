@@ -29,15 +29,7 @@ fn screenshot_dir() -> String {
 /// from now: files of the tracked profile with no link become unlinked.
 async fn hygiene_run_days_later(app: &TestApp, days: i64) {
     let at = chrono::Utc::now() + chrono::Duration::seconds(days * DAY + 5);
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
-    command
-        .args(["hygiene", "--json", "--at", &at.to_rfc3339()])
-        .envs(&app.env)
-        .env("RUST_LOG", "warn");
-    let out = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("join")
-        .expect("run upcommit hygiene");
+    let out = helpers::hygiene_cli(app, Some(at)).await;
     assert!(
         out.status.success(),
         "hygiene: {}",
