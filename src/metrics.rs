@@ -58,6 +58,18 @@ impl Histogram {
 /// One route's latencies by (method, status).
 type ByMethodStatus = BTreeMap<(&'static str, u16), Histogram>;
 
+/// The background tasks whose panic counters are shown from zero (so that `increase()` sees
+/// the first one).
+pub const TASKS: [&str; 7] = [
+    "sweep",
+    "prune",
+    "hygiene",
+    "bucket_watch",
+    "event_sequencer",
+    "event_delivery",
+    "job_gauges",
+];
+
 /// Which flow an outcome counter belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Flow {
@@ -98,6 +110,8 @@ pub struct Metrics {
     outbox: Mutex<Option<OutboxGauges>>,
     /// (capability, standing) of the store as judged at start.
     store: Mutex<Vec<(&'static str, &'static str)>>,
+    /// background task (a job, a loop) → panics caught by `services::supervise`.
+    task_panics: Mutex<BTreeMap<&'static str, u64>>,
     quota_rejections: AtomicU64,
     bytes_committed: AtomicU64,
     files_committed: AtomicU64,
@@ -226,6 +240,13 @@ impl Metrics {
     pub fn validation_hook_failed_open(&self, profile: &str) {
         if let Ok(mut map) = self.hooks_failed_open.lock() {
             *map.entry(profile.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// A background task panicked (and was kept alive).
+    pub fn task_panicked(&self, task: &'static str) {
+        if let Ok(mut map) = self.task_panics.lock() {
+            *map.entry(task).or_default() += 1;
         }
     }
 
@@ -416,6 +437,21 @@ impl Metrics {
         ] {
             header(out, name, kind, help);
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
+        header(
+            out,
+            "upcommit_task_panics_total",
+            "counter",
+            "Panics caught in background tasks (scheduled jobs and loops), by task; the task runs again at its next tick.",
+        );
+        if let Ok(map) = self.task_panics.lock() {
+            for task in TASKS {
+                let n = map.get(task).copied().unwrap_or(0);
+                let _ = writeln!(out, "upcommit_task_panics_total{{task=\"{task}\"}} {n}");
+            }
+            for (task, n) in map.iter().filter(|(t, _)| !TASKS.contains(t)) {
+                let _ = writeln!(out, "upcommit_task_panics_total{{task=\"{task}\"}} {n}");
+            }
         }
         header(
             out,

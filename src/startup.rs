@@ -12,6 +12,7 @@ use crate::catalog::{self, Catalog, ObservedCatalog};
 use crate::config::Settings;
 use crate::domain::jobs::RunState;
 use crate::metrics::Metrics;
+use crate::services::supervise::catching;
 use crate::state::bucket_watch::BucketWatch;
 use crate::state::job_gauges::{self, JobGauges};
 use crate::state::readiness::Readiness;
@@ -135,6 +136,7 @@ impl Application {
                 store.clone(),
                 settings.bucket_expectations_for(&store_verdict),
                 Duration::from_secs(secs),
+                metrics.clone(),
             )),
         };
         let sweep_task = match settings.jobs.sweep_interval_secs {
@@ -144,6 +146,7 @@ impl Application {
                 store.clone(),
                 Arc::new(settings.clone()),
                 Duration::from_secs(secs),
+                metrics.clone(),
             )),
         };
         // Hygiene deletes files in the end: say which profiles' files it may act on.
@@ -165,6 +168,7 @@ impl Application {
                 store.clone(),
                 Arc::new(settings.clone()),
                 Duration::from_secs(secs),
+                metrics.clone(),
             )),
         };
         let presign_limiter = Arc::new(std::sync::Mutex::new(
@@ -174,7 +178,10 @@ impl Application {
             ),
         ));
         let job_gauges = Arc::new(JobGauges::new());
-        let gauges_task = job_gauges.clone().spawn(catalog.clone(), job_gauges::EVERY);
+        let gauges_task =
+            job_gauges
+                .clone()
+                .spawn(catalog.clone(), job_gauges::EVERY, metrics.clone());
         let http = aws.http().clone();
         let verifier = Arc::new(crate::auth::Verifier::new(&settings.auth, http.clone()));
         let jwks_task = verifier.spawn_refresh();
@@ -194,6 +201,7 @@ impl Application {
             Duration::from_secs(settings.events.retry_window_secs),
             SEQUENCER_EVERY,
             sequenced.clone(),
+            metrics.clone(),
         );
         let delivery_task = crate::services::events::delivery::spawn(
             catalog.clone(),
@@ -312,7 +320,8 @@ impl Application {
     }
 }
 
-/// Runs `job` every `every`, the first time one interval after start, until aborted.
+/// Runs `job` every `every`, the first time one interval after start, until aborted. Each job
+/// inside runs under `supervise::catching`, so a panic ends that run, never the schedule.
 fn spawn_every<F, Fut>(every: Duration, job: F) -> JoinHandle<()>
 where
     F: Fn() -> Fut + Send + 'static,
@@ -327,35 +336,50 @@ where
 }
 
 /// The tmp sweep, then the prune of upload rows past their retention; another replica
-/// holding a job's lease makes that job a no-op.
+/// holding a job's lease makes that job a no-op. A sweep that panicked does not keep the prune
+/// from running.
 fn spawn_sweeper(
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
     settings: Arc<Settings>,
     every: Duration,
+    metrics: Arc<Metrics>,
 ) -> JoinHandle<()> {
     spawn_every(every, move || {
-        let (catalog, store, settings) = (catalog.clone(), store.clone(), settings.clone());
-        let span = crate::telemetry::spans::job("sweep");
+        let (catalog, store, settings, metrics) = (
+            catalog.clone(),
+            store.clone(),
+            settings.clone(),
+            metrics.clone(),
+        );
         async move {
-            match crate::services::sweep::sweep(&catalog, &store, &settings, false).await {
-                Ok(crate::services::sweep::SweepOutcome::Busy) => {
-                    tracing::debug!("another replica is sweeping")
+            let sweep = async {
+                match crate::services::sweep::sweep(&catalog, &store, &settings, false).await {
+                    Ok(crate::services::sweep::SweepOutcome::Busy) => {
+                        tracing::debug!("another replica is sweeping")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "sweep failed"),
                 }
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "sweep failed"),
-            }
+            };
+            catching("sweep", Some(&metrics), sweep)
+                .instrument(crate::telemetry::spans::job("sweep"))
+                .await;
             // Upload rows past their retention go after the sweep, which clears what they
             // wait for (tmp objects, open multipart sessions).
-            match crate::services::prune::prune(&catalog, &settings, false).await {
-                Ok(crate::services::prune::PruneOutcome::Busy) => {
-                    tracing::debug!("another replica is pruning")
+            let prune = async {
+                match crate::services::prune::prune(&catalog, &settings, false).await {
+                    Ok(crate::services::prune::PruneOutcome::Busy) => {
+                        tracing::debug!("another replica is pruning")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "prune failed"),
                 }
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "prune failed"),
-            }
+            };
+            catching("prune", Some(&metrics), prune)
+                .instrument(crate::telemetry::spans::job("prune"))
+                .await;
         }
-        .instrument(span)
     })
 }
 
@@ -365,11 +389,17 @@ fn spawn_hygiene(
     store: Arc<dyn ObjectStore>,
     settings: Arc<Settings>,
     every: Duration,
+    metrics: Arc<Metrics>,
 ) -> JoinHandle<()> {
     spawn_every(every, move || {
-        let (catalog, store, settings) = (catalog.clone(), store.clone(), settings.clone());
+        let (catalog, store, settings, metrics) = (
+            catalog.clone(),
+            store.clone(),
+            settings.clone(),
+            metrics.clone(),
+        );
         let span = crate::telemetry::spans::job("hygiene");
-        async move {
+        let run = async move {
             // The database's clock: the one every replica shares.
             let now = match catalog.clock().await {
                 Ok(now) => now,
@@ -383,8 +413,12 @@ fn spawn_hygiene(
             {
                 tracing::error!(error = %e, "unlinked-data run failed");
             }
+        };
+        async move {
+            catching("hygiene", Some(&metrics), run)
+                .instrument(span)
+                .await;
         }
-        .instrument(span)
     })
 }
 

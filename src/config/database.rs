@@ -29,9 +29,12 @@ impl DatabaseSettings {
         }
         Ok(DatabaseSettings {
             url: SecretString::new(database_url),
-            max_connections: src
-                .number("UPCOMMIT_DB_MAX_CONNECTIONS", f.db_max_connections, 16)?
-                .max(1),
+            max_connections: src.number(
+                "UPCOMMIT_DB_MAX_CONNECTIONS",
+                f.db_max_connections,
+                16,
+                1..=10_000,
+            )?,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! is pushed (retry window, timeout, concurrency, backoff).
 
 use super::file::{FileQueue, FileSettings, FileWebhook};
-use super::source::{in_range, ConfigError, SecretString, Source};
+use super::source::{ConfigError, SecretString, Source};
 
 /// Event delivery: where events go and how hard they are pushed.
 #[derive(Debug, Clone)]
@@ -72,11 +72,12 @@ impl EventSettings {
     /// The retry window, the webhooks, the queues (whose ids must not be a webhook's), then
     /// the delivery numbers, each refused out of range rather than clamped.
     pub(super) fn load(src: &Source<'_>, f: &mut FileSettings) -> Result<Self, ConfigError> {
-        let retry_window_raw = src.string(
+        let retry_window_secs = src.duration(
             "UPCOMMIT_EVENT_RETRY_WINDOW",
             f.event_retry_window.take(),
             "24h",
-        );
+            1,
+        )?;
         let (file_webhooks, file_queues) = f
             .events
             .take()
@@ -86,46 +87,31 @@ impl EventSettings {
         let events = EventSettings {
             queues: queues(src, file_queues, &webhooks)?,
             webhooks,
-            retry_window_secs: match crate::domain::duration::parse_secs(&retry_window_raw) {
-                Some(s) if s >= 1 => s,
-                _ => {
-                    return Err(ConfigError(format!(
-                        "UPCOMMIT_EVENT_RETRY_WINDOW: at least 1s; {}, got {retry_window_raw:?}",
-                        crate::domain::duration::EXPECTED
-                    )))
-                }
-            },
-            webhook_timeout_secs: in_range(
+            retry_window_secs,
+            webhook_timeout_secs: src.number(
                 "UPCOMMIT_WEBHOOK_TIMEOUT_SECS",
-                src.number("UPCOMMIT_WEBHOOK_TIMEOUT_SECS", f.webhook_timeout_secs, 10)?,
-                1,
-                300,
+                f.webhook_timeout_secs,
+                10,
+                1..=300,
             )?,
-            webhook_concurrency: in_range(
+            webhook_concurrency: src.number(
                 "UPCOMMIT_WEBHOOK_CONCURRENCY",
-                src.number("UPCOMMIT_WEBHOOK_CONCURRENCY", f.webhook_concurrency, 8)?,
-                0,
-                256,
+                f.webhook_concurrency,
+                8,
+                0..=256,
             )?,
-            retry_base_ms: in_range(
+            // A day between attempts at most: the retry window is what bounds a delivery.
+            retry_base_ms: src.number(
                 "UPCOMMIT_WEBHOOK_RETRY_BASE_MS",
-                src.number(
-                    "UPCOMMIT_WEBHOOK_RETRY_BASE_MS",
-                    f.webhook_retry_base_ms,
-                    5000,
-                )?,
-                1,
-                u64::MAX,
+                f.webhook_retry_base_ms,
+                5000,
+                1..=86_400_000,
             )?,
-            retry_cap_secs: in_range(
+            retry_cap_secs: src.number(
                 "UPCOMMIT_WEBHOOK_RETRY_CAP_SECS",
-                src.number(
-                    "UPCOMMIT_WEBHOOK_RETRY_CAP_SECS",
-                    f.webhook_retry_cap_secs,
-                    3600,
-                )?,
-                1,
-                u64::MAX,
+                f.webhook_retry_cap_secs,
+                3600,
+                1..=86_400,
             )?,
         };
         Ok(events)

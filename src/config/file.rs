@@ -144,8 +144,8 @@ pub(super) struct FileSettings {
     pub(super) job_lease_secs: Option<u64>,
     pub(super) price_per_gib: Option<Vec<String>>,
     pub(super) unlinked_grace_secs: Option<u64>,
-    pub(super) archive_after_secs: Option<u64>,
-    pub(super) delete_after_secs: Option<u64>,
+    pub(super) archive_after_secs: Option<SecsOrNever>,
+    pub(super) delete_after_secs: Option<SecsOrNever>,
     pub(super) archive_min_bytes: Option<u64>,
     pub(super) max_copies_per_file: Option<u64>,
     pub(super) archive_storage_class: Option<String>,
@@ -161,4 +161,12 @@ pub(super) struct FileSettings {
     pub(super) webhook_retry_base_ms: Option<u64>,
     pub(super) webhook_retry_cap_secs: Option<u64>,
     pub(super) events: Option<FileEvents>,
+}
+
+/// A number of seconds, or the word `never`, as a file writes it (`delete_after_secs = "never"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum SecsOrNever {
+    Secs(u64),
+    Word(String),
 }

@@ -28,24 +28,31 @@ impl HttpSettings {
     /// Timeouts and limits; the timeouts and the connection limit are at least 1.
     pub(super) fn load(src: &Source<'_>, f: &FileSettings) -> Result<Self, ConfigError> {
         Ok(HttpSettings {
-            request_timeout_secs: src
-                .number("UPCOMMIT_REQUEST_TIMEOUT_SECS", f.request_timeout_secs, 30)?
-                .max(1),
+            request_timeout_secs: src.number(
+                "UPCOMMIT_REQUEST_TIMEOUT_SECS",
+                f.request_timeout_secs,
+                30,
+                1..=86_400,
+            )?,
+            // Request bodies are small JSON documents; the bytes go straight to S3.
             body_limit_bytes: src.number(
                 "UPCOMMIT_BODY_LIMIT_BYTES",
                 f.body_limit_bytes,
                 64 * 1024,
+                1024..=64 * 1024 * 1024,
             )?,
-            header_read_timeout_secs: src
-                .number(
-                    "UPCOMMIT_HEADER_READ_TIMEOUT_SECS",
-                    f.header_read_timeout_secs,
-                    30,
-                )?
-                .max(1),
-            max_connections: src
-                .number("UPCOMMIT_MAX_CONNECTIONS", f.max_connections, 4096)?
-                .max(1),
+            header_read_timeout_secs: src.number(
+                "UPCOMMIT_HEADER_READ_TIMEOUT_SECS",
+                f.header_read_timeout_secs,
+                30,
+                1..=3600,
+            )?,
+            max_connections: src.number(
+                "UPCOMMIT_MAX_CONNECTIONS",
+                f.max_connections,
+                4096,
+                1..=1_000_000,
+            )?,
         })
     }
 }

@@ -86,14 +86,19 @@ fn provider_timings(
     src: &Source<'_>,
     f: &mut FileSettings,
 ) -> Result<ProviderTimings, ConfigError> {
-    let leeway_secs = src.number("UPCOMMIT_JWT_LEEWAY_SECS", f.jwt_leeway_secs, 30)?;
-    if leeway_secs > 300 {
-        return Err(ConfigError("UPCOMMIT_JWT_LEEWAY_SECS: at most 300".into()));
-    }
-    let refresh_secs = src
-        .number("UPCOMMIT_JWKS_REFRESH_SECS", f.jwks_refresh_secs, 300)?
-        .max(1);
-    let max_age_secs = src.number("UPCOMMIT_JWKS_MAX_AGE_SECS", f.jwks_max_age_secs, 3600)?;
+    let leeway_secs = src.number("UPCOMMIT_JWT_LEEWAY_SECS", f.jwt_leeway_secs, 30, 0..=300)?;
+    let refresh_secs = src.number(
+        "UPCOMMIT_JWKS_REFRESH_SECS",
+        f.jwks_refresh_secs,
+        300,
+        1..=7 * 86_400,
+    )?;
+    let max_age_secs = src.number(
+        "UPCOMMIT_JWKS_MAX_AGE_SECS",
+        f.jwks_max_age_secs,
+        3600,
+        1..=30 * 86_400,
+    )?;
     if max_age_secs < refresh_secs {
         return Err(ConfigError(
             "UPCOMMIT_JWKS_MAX_AGE_SECS: at least UPCOMMIT_JWKS_REFRESH_SECS".into(),
@@ -103,13 +108,12 @@ fn provider_timings(
         leeway_secs,
         refresh_secs,
         max_age_secs,
-        min_refetch_secs: src
-            .number(
-                "UPCOMMIT_JWKS_MIN_REFETCH_SECS",
-                f.jwks_min_refetch_secs,
-                30,
-            )?
-            .max(1),
+        min_refetch_secs: src.number(
+            "UPCOMMIT_JWKS_MIN_REFETCH_SECS",
+            f.jwks_min_refetch_secs,
+            30,
+            1..=86_400,
+        )?,
     })
 }
 

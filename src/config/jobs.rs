@@ -2,7 +2,7 @@
 //! (unlinked, archived, deleted), upload retention and reconcile.
 
 use super::file::FileSettings;
-use super::source::{ConfigError, Source};
+use super::source::{ConfigError, Source, GIB};
 
 #[derive(Debug, Clone)]
 pub struct JobSettings {
@@ -15,10 +15,10 @@ pub struct JobSettings {
     /// Seconds between sweeps run by the server; 0 turns it off
     /// (`UPCOMMIT_SWEEP_INTERVAL_SECS`, default 3600).
     pub sweep_interval_secs: u64,
-    /// Partitions swept at once (`UPCOMMIT_SWEEP_CONCURRENCY`, default 4).
+    /// Partitions swept at once (`UPCOMMIT_SWEEP_CONCURRENCY`, default 4, 1 to 64).
     pub sweep_concurrency: usize,
     /// How long one replica holds a job before another may take it over; renewed while the job
-    /// runs (`UPCOMMIT_JOB_LEASE_SECS`, default 300).
+    /// runs (`UPCOMMIT_JOB_LEASE_SECS`, default 300, 3 to 86400).
     pub lease_secs: u64,
     /// Monthly price per GiB by storage class, for the storage report's cost estimate
     /// (`UPCOMMIT_PRICE_PER_GIB`, `CLASS=price` comma-separated; default S3 us-east-1 list
@@ -29,16 +29,17 @@ pub struct JobSettings {
     /// within it.
     pub unlinked_grace_secs: u64,
     /// An unlinked handle is archived this long after it became unlinked
-    /// (`UPCOMMIT_ARCHIVE_AFTER_SECS`, default 30 days).
-    pub archive_after_secs: u64,
+    /// (`UPCOMMIT_ARCHIVE_AFTER_SECS`, default 30 days; `never`: `None`, nothing is archived,
+    /// and so nothing deleted).
+    pub archive_after_secs: Option<u64>,
     /// An archived handle's object is deleted this long after archival
-    /// (`UPCOMMIT_DELETE_AFTER_SECS`, default 365 days).
-    pub delete_after_secs: u64,
+    /// (`UPCOMMIT_DELETE_AFTER_SECS`, default 365 days; `never`: `None`, archived objects stay).
+    pub delete_after_secs: Option<u64>,
     /// Objects smaller than this keep their storage class when archived
-    /// (`UPCOMMIT_ARCHIVE_MIN_BYTES`, default 131072).
+    /// (`UPCOMMIT_ARCHIVE_MIN_BYTES`, default 131072, at most 5 TiB).
     pub archive_min_bytes: u64,
     /// How many handles one object may have (the file and its copies,
-    /// `UPCOMMIT_MAX_COPIES_PER_FILE`, default 100, at least 1): hygiene's work on a key grows
+    /// `UPCOMMIT_MAX_COPIES_PER_FILE`, default 100, 1 to 100,000): hygiene's work on a key grows
     /// with the square of its handles, so an unbounded number would let one user stall it.
     pub max_copies_per_file: u64,
     /// The storage class archived objects move to (`UPCOMMIT_ARCHIVE_STORAGE_CLASS`, default
@@ -77,102 +78,95 @@ impl JobSettings {
             )));
         }
         Ok(JobSettings {
-            sweep_grace_secs: src.number(
-                "UPCOMMIT_SWEEP_GRACE_SECS",
-                f.sweep_grace_secs,
-                86_400,
-            )?,
+            sweep_grace_secs: src.secs("UPCOMMIT_SWEEP_GRACE_SECS", f.sweep_grace_secs, 86_400, 0)?,
+            // Past a week the future-partition guard guards nothing.
             sweep_skew_tolerance_secs: src.number(
                 "UPCOMMIT_SWEEP_SKEW_TOLERANCE_SECS",
                 f.sweep_skew_tolerance_secs,
                 300,
+                0..=7 * 86_400,
             )?,
-            sweep_interval_secs: src.number(
+            sweep_interval_secs: src.secs(
                 "UPCOMMIT_SWEEP_INTERVAL_SECS",
                 f.sweep_interval_secs,
                 3600,
+                0,
             )?,
-            sweep_concurrency: src
-                .number("UPCOMMIT_SWEEP_CONCURRENCY", f.sweep_concurrency, 4)?
-                .clamp(1, 64),
-            lease_secs: src
-                .number("UPCOMMIT_JOB_LEASE_SECS", f.job_lease_secs, 300)?
-                .max(3),
+            sweep_concurrency: src.number(
+                "UPCOMMIT_SWEEP_CONCURRENCY",
+                f.sweep_concurrency,
+                4,
+                1..=64,
+            )?,
+            // Renewed every third of itself: below 3 s a renewal would be due every second;
+            // past a day a crashed replica would hold its job for longer than anyone waits.
+            lease_secs: src.number(
+                "UPCOMMIT_JOB_LEASE_SECS",
+                f.job_lease_secs,
+                300,
+                3..=86_400,
+            )?,
             price_per_gib: parse_prices(
                 &src.list("UPCOMMIT_PRICE_PER_GIB", f.price_per_gib.take()),
             )?,
-            unlinked_grace_secs: src.number(
+            unlinked_grace_secs: src.secs(
                 "UPCOMMIT_UNLINKED_GRACE_SECS",
                 f.unlinked_grace_secs,
                 30 * 86_400,
+                0,
             )?,
-            archive_after_secs: src.number(
+            archive_after_secs: src.secs_or_never(
                 "UPCOMMIT_ARCHIVE_AFTER_SECS",
-                f.archive_after_secs,
+                f.archive_after_secs.take(),
                 30 * 86_400,
+                0,
             )?,
-            delete_after_secs: src.number(
+            delete_after_secs: src.secs_or_never(
                 "UPCOMMIT_DELETE_AFTER_SECS",
-                f.delete_after_secs,
+                f.delete_after_secs.take(),
                 365 * 86_400,
+                0,
             )?,
             archive_min_bytes: src.number(
                 "UPCOMMIT_ARCHIVE_MIN_BYTES",
                 f.archive_min_bytes,
                 128 * 1024,
+                0..=5 * 1024 * GIB,
             )?,
-            max_copies_per_file: match src.number(
+            max_copies_per_file: src.number(
                 "UPCOMMIT_MAX_COPIES_PER_FILE",
                 f.max_copies_per_file,
                 100,
-            )? {
-                0 => {
-                    return Err(ConfigError(
-                        "UPCOMMIT_MAX_COPIES_PER_FILE: must be at least 1".into(),
-                    ))
-                }
-                n => n,
-            },
+                1..=100_000,
+            )?,
             archive_storage_class,
-            hygiene_interval_secs: src.number(
+            hygiene_interval_secs: src.secs(
                 "UPCOMMIT_HYGIENE_INTERVAL_SECS",
                 f.hygiene_interval_secs,
                 86_400,
+                0,
             )?,
-            upload_retention_secs: retention(
+            // At least a day, so that quota days still being charged (today, and yesterday on
+            // a replica whose clock lags) are never pruned.
+            upload_retention_secs: src.duration(
                 "UPCOMMIT_UPLOAD_RETENTION",
-                &src.string(
-                    "UPCOMMIT_UPLOAD_RETENTION",
-                    f.upload_retention.take(),
-                    "90d",
-                ),
+                f.upload_retention.take(),
+                "90d",
+                86_400,
             )?,
-            job_history_retention_secs: retention(
+            job_history_retention_secs: src.duration(
                 "UPCOMMIT_JOB_HISTORY_RETENTION",
-                &src.string(
-                    "UPCOMMIT_JOB_HISTORY_RETENTION",
-                    f.job_history_retention.take(),
-                    "90d",
-                ),
+                f.job_history_retention.take(),
+                "90d",
+                86_400,
             )?,
-            reconcile_workers: src
-                .number("UPCOMMIT_RECONCILE_WORKERS", f.reconcile_workers, 1)?
-                .clamp(1, 64),
+            reconcile_workers: src.number(
+                "UPCOMMIT_RECONCILE_WORKERS",
+                f.reconcile_workers,
+                1,
+                1..=64,
+            )?,
         })
-    }
-}
-
-/// `UPCOMMIT_UPLOAD_RETENTION` and `UPCOMMIT_JOB_HISTORY_RETENTION`: a duration of at least a
-/// day, so that quota days still being charged (today, and yesterday on a replica whose clock
-/// lags) are never pruned.
-fn retention(name: &str, raw: &str) -> Result<u64, ConfigError> {
-    match crate::domain::duration::parse_secs(raw) {
-        Some(secs) if secs >= 86_400 => Ok(secs),
-        Some(_) => Err(ConfigError(format!("{name}: at least 1d, got {raw:?}"))),
-        None => Err(ConfigError(format!(
-            "{name}: {}, got {raw:?}",
-            crate::domain::duration::EXPECTED
-        ))),
     }
 }
 

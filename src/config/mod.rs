@@ -29,7 +29,7 @@ pub use http::{ConsoleSettings, DemoSettings, HttpSettings};
 pub use identity::{AuthSettings, ProviderSettings};
 pub use jobs::JobSettings;
 pub use s3::{BucketCheckSettings, S3Settings};
-pub use source::{ConfigError, SecretString};
+pub use source::{ConfigError, NumericSetting, SecretString, MAX_DURATION_SECS};
 pub use uploads::UploadSettings;
 
 use crate::domain::quota::QuotaLimits;
@@ -115,9 +115,26 @@ impl Settings {
         Self::parse(file, env, true)
     }
 
+    /// Every numeric setting these sources make the loader read, with the range it accepts
+    /// (settings read only when something else is configured — an issuer's timings — appear
+    /// only then): the settings property test tries each at and past its bounds.
+    pub fn numeric_settings(env: &dyn Fn(&str) -> Option<String>) -> Vec<NumericSetting> {
+        let src = Source::new(env);
+        let _ = Self::parse_from(&src, None, true);
+        src.numeric.into_inner()
+    }
+
     fn parse(
         file: Option<&str>,
         env: &dyn Fn(&str) -> Option<String>,
+        require_secret: bool,
+    ) -> Result<Self, ConfigError> {
+        Self::parse_from(&Source::new(env), file, require_secret)
+    }
+
+    fn parse_from(
+        src: &Source<'_>,
+        file: Option<&str>,
         require_secret: bool,
     ) -> Result<Self, ConfigError> {
         let mut f: FileSettings = match file {
@@ -126,7 +143,6 @@ impl Settings {
             }
             None => FileSettings::default(),
         };
-        let src = Source { env };
 
         // One concern after another, each checking its settings in the order the single
         // loader did (where a message depends on an earlier check passing, as the commit
@@ -134,19 +150,19 @@ impl Settings {
         // order their first checks ran, so that a bad setting is reported with the same
         // message. Only when two concerns each hold a bad value can the one named first
         // differ from before the split.
-        let auth = AuthSettings::load(&src, &mut f, require_secret)?;
-        let database = DatabaseSettings::load(&src, &mut f)?;
-        let s3 = S3Settings::load(&src, &mut f)?;
-        let uploads = UploadSettings::load(&src, &mut f)?;
-        let log_format = LogFormat::load(&src, &mut f)?;
-        let demo = DemoSettings::load(&src, &f)?;
-        let console = ConsoleSettings::load(&src, &mut f)?;
-        let jobs = JobSettings::load(&src, &mut f)?;
-        let events = EventSettings::load(&src, &mut f)?;
-        let listen = http::listen(&src, &mut f);
-        let bucket_check = BucketCheckSettings::load(&src, &f)?;
-        let quota = uploads::quota(&src, &f)?;
-        let http = HttpSettings::load(&src, &f)?;
+        let auth = AuthSettings::load(src, &mut f, require_secret)?;
+        let database = DatabaseSettings::load(src, &mut f)?;
+        let s3 = S3Settings::load(src, &mut f)?;
+        let uploads = UploadSettings::load(src, &mut f)?;
+        let log_format = LogFormat::load(src, &mut f)?;
+        let demo = DemoSettings::load(src, &f)?;
+        let console = ConsoleSettings::load(src, &mut f)?;
+        let jobs = JobSettings::load(src, &mut f)?;
+        let events = EventSettings::load(src, &mut f)?;
+        let listen = http::listen(src, &mut f);
+        let bucket_check = BucketCheckSettings::load(src, &f)?;
+        let quota = uploads::quota(src, &f)?;
+        let http = HttpSettings::load(src, &f)?;
         let settings = Self {
             listen,
             database,
@@ -283,6 +299,7 @@ mod tests {
         let test_only: std::collections::BTreeSet<String> = [
             "UPCOMMIT_CRASH_AT".to_owned(),
             "UPCOMMIT_PAUSE_AT".to_owned(),
+            "UPCOMMIT_PANIC_AT".to_owned(),
         ]
         .into_iter()
         .collect();
@@ -310,3 +327,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod bounds_tests;

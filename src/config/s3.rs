@@ -100,10 +100,11 @@ impl BucketCheckSettings {
     /// How often the live bucket is checked, and whether a failed check fails readiness.
     pub(super) fn load(src: &Source<'_>, f: &FileSettings) -> Result<Self, ConfigError> {
         Ok(BucketCheckSettings {
-            interval_secs: src.number(
+            interval_secs: src.secs(
                 "UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS",
                 f.bucket_check_interval_secs,
                 300,
+                0,
             )?,
             fails_readiness: src.flag(
                 "UPCOMMIT_BUCKET_CHECK_FAILS_READINESS",

@@ -42,12 +42,71 @@ where
     Ok(value)
 }
 
+/// The longest span a duration setting may name: 100 years. Every date a setting is added to
+/// or taken from stays far inside what the clock types hold (a chrono `TimeDelta` panics past
+/// about 292 million years, a `DateTime` past year 262,143), and nobody means more.
+pub const MAX_DURATION_SECS: u64 = 100 * 365 * 86_400 + 25 * 86_400;
+
+/// One numeric setting's accepted range, as the loader checks it: every `number` or duration
+/// setting records itself here, so a test can try each at and past its bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NumericSetting {
+    /// The environment variable.
+    pub name: &'static str,
+    pub lo: i128,
+    pub hi: i128,
+    /// The value `never` is also accepted (the stage it times never runs).
+    pub never: bool,
+}
+
+/// A number a setting holds: whole numbers, and the one rate.
+pub(super) trait Numeric: std::str::FromStr + Copy + PartialOrd + fmt::Display {
+    /// For [`NumericSetting`]'s bounds (a fractional bound is rounded down).
+    fn bound(self) -> i128;
+}
+
+macro_rules! numeric {
+    ($($t:ty),*) => {$(
+        impl Numeric for $t {
+            fn bound(self) -> i128 {
+                i128::try_from(self).unwrap_or(i128::MAX)
+            }
+        }
+    )*};
+}
+numeric!(u16, u32, u64, usize, i64);
+
+impl Numeric for f64 {
+    fn bound(self) -> i128 {
+        // Bounds are small whole numbers; the cast saturates.
+        self.floor() as i128
+    }
+}
+
 /// Reads one setting: environment first, then file, then default.
 pub(super) struct Source<'a> {
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+    /// Every numeric setting read, with its bounds (see [`NumericSetting`]).
+    pub(super) numeric: std::cell::RefCell<Vec<NumericSetting>>,
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    pub(super) fn new(env: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        Self {
+            env,
+            numeric: std::cell::RefCell::default(),
+        }
+    }
+
+    fn record(&self, name: &'static str, lo: i128, hi: i128, never: bool) {
+        self.numeric.borrow_mut().push(NumericSetting {
+            name,
+            lo,
+            hi,
+            never,
+        });
+    }
+
     pub(super) fn string(&self, env: &str, file: Option<String>, default: &str) -> String {
         (self.env)(env)
             .filter(|v| !v.is_empty())
@@ -55,19 +114,93 @@ impl Source<'_> {
             .unwrap_or_else(|| default.to_owned())
     }
 
-    pub(super) fn number<T: std::str::FromStr + Copy>(
+    /// A number in `range` (from the environment or the file; the default must lie in it). A
+    /// value out of range stops the start with the variable's name: a silent clamp would run
+    /// with a value nobody wrote, and an unbounded one can overflow where it meets a clock.
+    pub(super) fn number<T: Numeric>(
         &self,
-        env: &str,
+        env: &'static str,
         file: Option<T>,
         default: T,
+        range: std::ops::RangeInclusive<T>,
     ) -> Result<T, ConfigError> {
-        match (self.env)(env).filter(|v| !v.is_empty()) {
+        let (lo, hi) = (*range.start(), *range.end());
+        self.record(env, lo.bound(), hi.bound(), false);
+        let value = match (self.env)(env).filter(|v| !v.is_empty()) {
             Some(v) => v
                 .trim()
                 .parse()
-                .map_err(|_| ConfigError(format!("{env}: expected a whole number, got {v:?}"))),
-            None => Ok(file.unwrap_or(default)),
+                .map_err(|_| ConfigError(format!("{env}: expected a number, got {v:?}")))?,
+            None => file.unwrap_or(default),
+        };
+        in_range(env, value, lo, hi)
+    }
+
+    /// A number of seconds from `lo` to [`MAX_DURATION_SECS`].
+    pub(super) fn secs(
+        &self,
+        env: &'static str,
+        file: Option<u64>,
+        default: u64,
+        lo: u64,
+    ) -> Result<u64, ConfigError> {
+        self.number(env, file, default, lo..=MAX_DURATION_SECS)
+            .map_err(|e| ConfigError(format!("{} (seconds; at most 100 years)", e.0)))
+    }
+
+    /// [`Self::secs`], or `never` (`None`: the stage it times never runs). `never` is the
+    /// spelling of "not in my lifetime" that cannot overflow.
+    pub(super) fn secs_or_never(
+        &self,
+        env: &'static str,
+        file: Option<super::file::SecsOrNever>,
+        default: u64,
+        lo: u64,
+    ) -> Result<Option<u64>, ConfigError> {
+        use super::file::SecsOrNever;
+        self.record(env, i128::from(lo), i128::from(MAX_DURATION_SECS), true);
+        let raw = match (self.env)(env).filter(|v| !v.is_empty()) {
+            Some(v) => SecsOrNever::Word(v),
+            None => file.unwrap_or(SecsOrNever::Secs(default)),
+        };
+        let value = match raw {
+            SecsOrNever::Secs(n) => n,
+            SecsOrNever::Word(w) if w.trim().eq_ignore_ascii_case("never") => return Ok(None),
+            SecsOrNever::Word(w) => w.trim().parse().map_err(|_| {
+                ConfigError(format!(
+                    "{env}: expected a number of seconds or never, got {w:?}"
+                ))
+            })?,
+        };
+        in_range(env, value, lo, MAX_DURATION_SECS)
+            .map(Some)
+            .map_err(|e| ConfigError(format!("{} (seconds; at most 100 years, or never)", e.0)))
+    }
+
+    /// A duration as operators write it (`90d`, `36h`, or seconds), from `lo` to
+    /// [`MAX_DURATION_SECS`] seconds.
+    pub(super) fn duration(
+        &self,
+        env: &'static str,
+        file: Option<String>,
+        default: &str,
+        lo: u64,
+    ) -> Result<u64, ConfigError> {
+        self.record(env, i128::from(lo), i128::from(MAX_DURATION_SECS), false);
+        let raw = self.string(env, file, default);
+        let secs = crate::domain::duration::parse_secs(&raw).ok_or_else(|| {
+            ConfigError(format!(
+                "{env}: {}, got {raw:?}",
+                crate::domain::duration::EXPECTED
+            ))
+        })?;
+        if secs < lo || secs > MAX_DURATION_SECS {
+            return Err(ConfigError(format!(
+                "{env}: from {} to 100 years, got {raw:?}",
+                humantime::format_duration(std::time::Duration::from_secs(lo))
+            )));
         }
+        Ok(secs)
     }
 
     pub(super) fn flag(

@@ -8,6 +8,7 @@ use crate::domain::quota::QuotaLimits;
 
 use super::file::FileSettings;
 use super::source::{ConfigError, Source, GIB, MIB};
+use crate::domain::multipart::{MAX_PART_SIZE, MIN_PART_SIZE};
 
 #[derive(Debug, Clone)]
 pub struct UploadSettings {
@@ -71,54 +72,83 @@ impl UploadSettings {
         let profiles = super::profiles::load(src, f)?;
 
         let uploads = UploadSettings {
+            // S3's limit on a presigned URL's lifetime.
             presign_expiry_secs: src.number(
                 "UPCOMMIT_PRESIGN_EXPIRY_SECS",
                 f.presign_expiry_secs,
                 900,
+                1..=604_800,
             )?,
+            // The tmp rule expires objects after 7 days.
             commit_window_secs: src.number(
                 "UPCOMMIT_COMMIT_WINDOW_SECS",
                 f.commit_window_secs,
                 86_400,
+                1..=6 * 86_400,
             )?,
-            commit_lease_secs: src.number("UPCOMMIT_COMMIT_LEASE_SECS", f.commit_lease_secs, 30)?,
+            commit_lease_secs: src.number(
+                "UPCOMMIT_COMMIT_LEASE_SECS",
+                f.commit_lease_secs,
+                30,
+                1..=3600,
+            )?,
             download_expiry_secs: src.number(
                 "UPCOMMIT_DOWNLOAD_EXPIRY_SECS",
                 f.download_expiry_secs,
                 300,
+                1..=604_800,
             )?,
+            // S3's CopyObject limit.
             max_single_copy_bytes: src.number(
                 "UPCOMMIT_MAX_SINGLE_COPY_BYTES",
                 f.max_single_copy_bytes,
                 5 * GIB,
+                1..=MAX_PART_SIZE,
             )?,
+            // S3's part limits.
             copy_part_size_bytes: src.number(
                 "UPCOMMIT_COPY_PART_SIZE_BYTES",
                 f.copy_part_size_bytes,
                 512 * MIB,
+                MIN_PART_SIZE..=MAX_PART_SIZE,
             )?,
-            copy_concurrency: src.number("UPCOMMIT_COPY_CONCURRENCY", f.copy_concurrency, 4)?,
+            copy_concurrency: src.number(
+                "UPCOMMIT_COPY_CONCURRENCY",
+                f.copy_concurrency,
+                4,
+                1..=32,
+            )?,
+            // S3's largest object.
             multipart_threshold_bytes: src.number(
                 "UPCOMMIT_MULTIPART_THRESHOLD_BYTES",
                 f.multipart_threshold_bytes,
                 100 * MIB,
+                0..=5 * 1024 * GIB,
             )?,
             multipart_part_size_bytes: src.number(
                 "UPCOMMIT_MULTIPART_PART_SIZE_BYTES",
                 f.multipart_part_size_bytes,
                 16 * MIB,
+                MIN_PART_SIZE..=MAX_PART_SIZE,
             )?,
             multipart_session_secs: src.number(
                 "UPCOMMIT_MULTIPART_SESSION_SECS",
                 f.multipart_session_secs,
                 43_200,
+                1..=6 * 86_400,
             )?,
             presign_rate_per_sec: src.number(
                 "UPCOMMIT_PRESIGN_RATE_PER_SEC",
                 f.presign_rate_per_sec,
                 10.0,
+                0.0..=1_000_000.0,
             )?,
-            presign_burst: src.number("UPCOMMIT_PRESIGN_BURST", f.presign_burst, 30)?,
+            presign_burst: src.number(
+                "UPCOMMIT_PRESIGN_BURST",
+                f.presign_burst,
+                30,
+                0..=1_000_000,
+            )?,
             legacy_prefixes,
             profiles,
         };
@@ -136,7 +166,7 @@ impl UploadSettings {
             || uploads.commit_window_secs > 6 * 86_400
         {
             return Err(ConfigError(
-                "UPCOMMIT_COMMIT_WINDOW_SECS: must be at least the presign expiry and at most 6 days (the tmp rule expires objects after 7)".into(),
+                "UPCOMMIT_COMMIT_WINDOW_SECS: must be at least the presign expiry (UPCOMMIT_PRESIGN_EXPIRY_SECS) and at most 6 days (the tmp rule expires objects after 7)".into(),
             ));
         }
         if !(1..=3600).contains(&uploads.commit_lease_secs) {
@@ -155,7 +185,6 @@ impl UploadSettings {
 }
 
 fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {
-    use crate::domain::multipart::{MAX_PART_SIZE, MIN_PART_SIZE};
     if !(1..=MAX_PART_SIZE).contains(&u.max_single_copy_bytes) {
         return Err(ConfigError(
             "UPCOMMIT_MAX_SINGLE_COPY_BYTES: must be 1..=5 GiB (S3's CopyObject limit)".into(),
@@ -188,7 +217,7 @@ fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {
         || u.multipart_session_secs > u.commit_window_secs
     {
         return Err(ConfigError(format!(
-            "UPCOMMIT_MULTIPART_SESSION_SECS: must be above 0, below the bucket's abort-incomplete rule ({abort_secs} s) and at most the commit window"
+            "UPCOMMIT_MULTIPART_SESSION_SECS: must be above 0, below the bucket's abort-incomplete rule ({abort_secs} s) and at most the commit window (UPCOMMIT_COMMIT_WINDOW_SECS)"
         )));
     }
     Ok(())
@@ -197,7 +226,18 @@ fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {
 /// Per-user daily limits; 0 = unlimited.
 pub(super) fn quota(src: &Source<'_>, f: &FileSettings) -> Result<QuotaLimits, ConfigError> {
     Ok(QuotaLimits {
-        daily_uploads: src.number("UPCOMMIT_QUOTA_DAILY_UPLOADS", f.quota_daily_uploads, 500)?,
-        daily_bytes: src.number("UPCOMMIT_QUOTA_DAILY_BYTES", f.quota_daily_bytes, 5 * GIB)?,
+        daily_uploads: src.number(
+            "UPCOMMIT_QUOTA_DAILY_UPLOADS",
+            f.quota_daily_uploads,
+            500,
+            0..=1_000_000_000,
+        )?,
+        // A pebibyte a day per user: beyond it, 0 (unlimited) says it plainly.
+        daily_bytes: src.number(
+            "UPCOMMIT_QUOTA_DAILY_BYTES",
+            f.quota_daily_bytes,
+            5 * GIB,
+            0..=1024 * 1024 * GIB,
+        )?,
     })
 }

@@ -1,6 +1,9 @@
 //! Durations as operators write them on the command line: `0s`, `90s`, `30m`, `1h30m`, `2d`,
 //! `1h 30m`, or a bare number of seconds. The spellings are humantime's (a well-kept crate), not
-//! a grammar of our own; a bare number is seconds, as it always was here.
+//! a grammar of our own; a bare number is seconds, as it always was here. Also the checked
+//! arithmetic every setting goes through where it meets a clock.
+
+use chrono::{DateTime, Utc};
 
 /// What a refused duration is told, next to the flag's name.
 pub const EXPECTED: &str =
@@ -23,6 +26,28 @@ pub fn parse_span(s: &str) -> Option<chrono::Duration> {
         .and_then(chrono::Duration::try_seconds)
 }
 
+/// `secs` as a time span, saturating at the longest one chrono holds (a setting is bounded at
+/// load, but a clock must not panic on a number that escaped the bound).
+pub fn span(secs: u64) -> chrono::Duration {
+    i64::try_from(secs)
+        .ok()
+        .and_then(chrono::Duration::try_seconds)
+        .unwrap_or(chrono::Duration::MAX)
+}
+
+/// `at` minus `secs`, saturating at the earliest time chrono holds: a cutoff that far back
+/// selects nothing, which is the safe reading of "older than forever".
+pub fn before(at: DateTime<Utc>, secs: u64) -> DateTime<Utc> {
+    at.checked_sub_signed(span(secs))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// `at` plus `secs`, saturating at the latest time chrono holds ("not in this era").
+pub fn after(at: DateTime<Utc>, secs: u64) -> DateTime<Utc> {
+    at.checked_add_signed(span(secs))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,6 +63,19 @@ mod tests {
         ] {
             assert_eq!(parse_span(raw), None, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn clock_arithmetic_saturates_instead_of_panicking() {
+        let now = chrono::Utc::now();
+        for secs in [0, 1, 86_400, 1 << 40, i64::MAX as u64, u64::MAX] {
+            assert!(before(now, secs) <= now, "{secs}");
+            assert!(after(now, secs) >= now, "{secs}");
+        }
+        assert_eq!(before(now, u64::MAX), DateTime::<Utc>::MIN_UTC);
+        assert_eq!(after(now, u64::MAX), DateTime::<Utc>::MAX_UTC);
+        assert_eq!(after(now, 60), now + chrono::Duration::seconds(60));
+        assert_eq!(before(now, 60), now - chrono::Duration::seconds(60));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The tmp sweeper's rules, pure: which time partitions are old enough to sweep, which are dated
 //! in the future (a clock-skew guard), and what to do with each object found in an old one.
 
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 
 use super::prefixes::TMP_PREFIX;
 use super::records::{Upload, UploadState};
@@ -15,15 +15,16 @@ pub struct SweepPolicy {
     pub skew_tolerance_secs: u64,
 }
 
-fn secs(s: u64) -> Duration {
-    Duration::seconds(i64::try_from(s).unwrap_or(i64::MAX / 2))
-}
 
 impl SweepPolicy {
     /// Objects of uploads created before this can no longer be committed: their commit window
     /// (which starts at presign) has passed, plus the grace period.
     pub fn cutoff(&self, now: DateTime<Utc>) -> DateTime<Utc> {
-        now - secs(self.presign_expiry_secs) - secs(self.commit_window_secs) - secs(self.grace_secs)
+        let waited = self
+            .presign_expiry_secs
+            .saturating_add(self.commit_window_secs)
+            .saturating_add(self.grace_secs);
+        super::duration::before(now, waited)
     }
 
     /// A partition may be swept once all of its day lies before the cutoff.
@@ -36,7 +37,9 @@ impl SweepPolicy {
     /// ours or a writer's — so every age computed here is doubtful.
     pub fn in_the_future(&self, day: NaiveDate, now: DateTime<Utc>) -> bool {
         day.and_hms_opt(0, 0, 0)
-            .is_some_and(|start| start.and_utc() > now + secs(self.skew_tolerance_secs))
+            .is_some_and(|start| {
+                start.and_utc() > super::duration::after(now, self.skew_tolerance_secs)
+            })
     }
 }
 

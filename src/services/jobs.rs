@@ -21,6 +21,12 @@ pub struct JobHandle {
     holder: Option<String>,
     renew: Option<JoinHandle<()>>,
     lost: Arc<AtomicBool>,
+    /// For recording the run failed if a panic drops the handle ([`Drop`]).
+    catalog: Arc<dyn Catalog>,
+    /// The summary as last written, kept in a panicked run's record.
+    summary: Option<String>,
+    /// Finished or suspended: dropping the handle leaves nothing to record.
+    settled: bool,
 }
 
 pub enum Begin {
@@ -47,6 +53,9 @@ pub async fn begin(
             holder: None,
             renew: None,
             lost: Arc::new(AtomicBool::new(false)),
+            catalog: catalog.clone(),
+            summary: None,
+            settled: false,
         }));
     }
     let holder = uuid::Uuid::new_v4().simple().to_string();
@@ -88,12 +97,16 @@ pub async fn begin(
             }
         })
     };
+    let summary = run.summary.clone();
     Ok(Begin::Started(JobHandle {
         run,
         resumed,
         holder: Some(holder),
         renew: Some(renew),
         lost,
+        catalog: catalog.clone(),
+        summary,
+        settled: false,
     }))
 }
 
@@ -130,6 +143,7 @@ impl JobHandle {
             )
             .await?;
         self.run.checkpoint = Some(checkpoint.to_owned());
+        self.summary = Some(text);
         Ok(())
     }
 
@@ -141,6 +155,7 @@ impl JobHandle {
         items: &[JobItem],
         summary: &S,
     ) -> Result<JobRun, CatalogError> {
+        self.settled = true;
         if let Some(task) = self.renew.take() {
             task.abort();
         }
@@ -177,6 +192,7 @@ impl JobHandle {
         catalog: &Arc<dyn Catalog>,
         summary: &S,
     ) -> Result<JobRun, CatalogError> {
+        self.settled = true;
         if let Some(task) = self.renew.take() {
             task.abort();
         }
@@ -199,9 +215,44 @@ impl JobHandle {
 }
 
 impl Drop for JobHandle {
+    /// Dropped unsettled by an error (`?`) or a cancellation, the run stays `running`, its
+    /// lease is given back, and the next run resumes it from its checkpoint (a crash's path,
+    /// where the lease runs out instead).
+    /// Dropped by a panic, it is recorded `failed` with the panic's message and its lease
+    /// given back (`services::supervise`): the code that panicked would panic again where it
+    /// resumed.
     fn drop(&mut self) {
         if let Some(task) = self.renew.take() {
             task.abort();
+        }
+        if self.settled {
+            return;
+        }
+        if !std::thread::panicking() {
+            // The run stays `running` for the next to resume; the lease goes back now rather
+            // than when it runs out (if the database is unreachable, it runs out).
+            if let (Some(holder), Ok(rt)) =
+                (self.holder.take(), tokio::runtime::Handle::try_current())
+            {
+                let (catalog, job) = (self.catalog.clone(), self.run.job.clone());
+                rt.spawn(async move {
+                    if let Err(e) = catalog.release_job_lock(&job, &holder).await {
+                        tracing::warn!(job, error = %e, "could not give the job's lease back; it runs out");
+                    }
+                });
+            }
+            return;
+        }
+        {
+            crate::services::supervise::Abandoned {
+                catalog: self.catalog.clone(),
+                job: self.run.job.clone(),
+                run_id: self.run.id.clone(),
+                checkpoint: self.run.checkpoint.clone(),
+                summary: self.summary.take(),
+                holder: self.holder.take(),
+            }
+            .report();
         }
     }
 }

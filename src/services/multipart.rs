@@ -4,7 +4,7 @@
 //! comes before the bucket's abort-incomplete rule, so the service never offers to resume an
 //! upload S3 may already have removed.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::auth::Identity;
@@ -148,8 +148,8 @@ pub async fn part_urls(
             PartNumberError::Duplicate(n) => format!("part number {n} is named twice"),
         })
     })?;
-    let presign_secs = i64::try_from(state.settings.uploads.presign_expiry_secs).unwrap_or(900);
-    let expires_at = (now + Duration::seconds(presign_secs)).min(session.expires_at);
+    let expires_at = crate::domain::duration::after(now, state.settings.uploads.presign_expiry_secs)
+        .min(session.expires_at);
     let mut parts = Vec::with_capacity(numbers.len());
     for (i, n) in numbers.into_iter().enumerate() {
         let size = session.plan.size_of(n).unwrap_or(0);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::auth::Identity;
@@ -127,9 +127,8 @@ pub async fn presign(
         UploadMethod::Multipart => uploads.multipart_session_secs,
         _ => uploads.presign_expiry_secs,
     };
-    let expires_at = now + Duration::seconds(i64::try_from(url_secs).unwrap_or(900));
-    let commit_deadline = now
-        + Duration::seconds(i64::try_from(settings.uploads.commit_window_secs).unwrap_or(86_400));
+    let expires_at = crate::domain::duration::after(now, url_secs);
+    let commit_deadline = crate::domain::duration::after(now, settings.uploads.commit_window_secs);
     let upload_id = UploadId::generate();
     let key = TmpKey::new(quota_day(now), upload_id.clone(), name);
 

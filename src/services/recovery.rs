@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::auth::Identity;
@@ -43,9 +43,11 @@ pub async fn recover_stale_commits(
     now: DateTime<Utc>,
     dry_run: bool,
 ) -> Result<(RecoverySummary, Vec<JobItem>), CatalogError> {
-    let lease = i64::try_from(settings.uploads.commit_lease_secs).unwrap_or(i64::MAX);
     let stale = catalog
-        .stale_promoting(now - Duration::seconds(lease), BATCH)
+        .stale_promoting(
+            crate::domain::duration::before(now, settings.uploads.commit_lease_secs),
+            BATCH,
+        )
         .await?;
     let mut summary = RecoverySummary {
         stale_commits: stale.len() as u64,

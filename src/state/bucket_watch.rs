@@ -111,6 +111,7 @@ impl BucketWatch {
         want: &Expectations,
     ) -> Arc<BucketReport> {
         let report = Arc::new(check(store, want).await);
+        crate::pause::point("bucket_watch_checked").await;
         let previous = self.latest();
         log_changes(previous.as_deref(), &report);
         if let Some(outbox) = &self.outbox {
@@ -141,13 +142,20 @@ impl BucketWatch {
         store: Arc<dyn ObjectStore>,
         want: Expectations,
         every: Duration,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                self.run_once(store.as_ref(), &want).await;
+                // A panicking check costs this pass, not the watch.
+                crate::services::supervise::catching(
+                    "bucket_watch",
+                    Some(&metrics),
+                    self.run_once(store.as_ref(), &want),
+                )
+                .await;
             }
         })
     }

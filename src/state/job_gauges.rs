@@ -64,13 +64,21 @@ impl JobGauges {
         self: Arc<Self>,
         catalog: Arc<dyn Catalog>,
         every: Duration,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                if let Err(e) = self.refresh(catalog.as_ref()).await {
+                let refresh = self.refresh(catalog.as_ref());
+                if let Some(Err(e)) = crate::services::supervise::catching(
+                    "job_gauges",
+                    Some(&metrics),
+                    refresh,
+                )
+                .await
+                {
                     tracing::warn!(error = %e, "cannot read the last job runs for /metrics");
                 }
             }

@@ -94,7 +94,7 @@ async fn list(
         let next_due_at = match (&last, interval_secs) {
             (Some(r), Some(secs)) => {
                 let ended = r.finished_at.unwrap_or(r.updated_at);
-                Some(ended + chrono::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 4)))
+                Some(crate::domain::duration::after(ended, secs))
             }
             _ => None,
         };

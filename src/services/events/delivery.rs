@@ -340,16 +340,23 @@ pub fn spawn(
         let mut guard = AbortOnDrop(Vec::new());
         loop {
             ticks.tick().await;
-            refresh_gauges(&catalog, &metrics).await;
-            if config.concurrency == 0 {
-                continue;
-            }
-            let endpoints = match catalog.enabled_endpoints().await {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not read the event endpoints; retrying");
-                    continue;
+            let read = async {
+                refresh_gauges(&catalog, &metrics).await;
+                if config.concurrency == 0 {
+                    return None;
                 }
+                match catalog.enabled_endpoints().await {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read the event endpoints; retrying");
+                        None
+                    }
+                }
+            };
+            let Some(Some(endpoints)) =
+                crate::services::supervise::catching("event_delivery", Some(&metrics), read).await
+            else {
+                continue;
             };
             loops.retain(|id, (spec, task)| {
                 let keep = endpoints.iter().any(|e| e == spec) && !task.is_finished();
@@ -363,14 +370,20 @@ pub fn spawn(
                 if loops.contains_key(&spec.id) {
                     continue;
                 }
-                let task = tokio::spawn(endpoint_loop(
+                // A loop that panicked has finished: the next refresh starts it again.
+                let work = endpoint_loop(
                     catalog.clone(),
                     spec.clone(),
                     config.clone(),
                     http.clone(),
                     sequenced.clone(),
                     metrics.clone(),
-                ));
+                );
+                let counted = metrics.clone();
+                let task = tokio::spawn(async move {
+                    crate::services::supervise::catching("event_delivery", Some(&counted), work)
+                        .await;
+                });
                 loops.insert(spec.id.clone(), (spec, task));
             }
             guard.0 = loops.values().map(|(_, t)| t.abort_handle()).collect();

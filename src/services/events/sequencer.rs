@@ -60,6 +60,7 @@ pub fn spawn(
     retry_window: Duration,
     every: Duration,
     sequenced: Arc<Sequenced>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(every);
@@ -67,7 +68,15 @@ pub fn spawn(
         let mut failing = false;
         loop {
             ticks.tick().await;
-            match run_once(&catalog, retry_window, &sequenced).await {
+            let pass = run_once(&catalog, retry_window, &sequenced);
+            // A panicking pass changed nothing it did not commit: the next one starts over.
+            let Some(outcome) =
+                crate::services::supervise::catching("event_sequencer", Some(&metrics), pass)
+                    .await
+            else {
+                continue;
+            };
+            match outcome {
                 Ok(_) => {
                     if failing {
                         tracing::info!("event sequencing works again");

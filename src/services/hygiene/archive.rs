@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{claim_or_skip, item, secs, HygieneError, HygieneSummary, Items, ARCHIVED_TAG, PAGE};
+use super::{claim_or_skip, item, HygieneError, HygieneSummary, Items, ARCHIVED_TAG, PAGE};
 use crate::catalog::{Catalog, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
 use crate::domain::capabilities::{judge, Capability, Needs};
@@ -24,7 +24,11 @@ pub(super) async fn archive(
     summary: &mut HygieneSummary,
     items: &mut Items,
 ) -> Result<(), HygieneError> {
-    let cutoff = now - secs(settings.jobs.archive_after_secs);
+    // `never`: nothing is archived.
+    let Some(after) = settings.jobs.archive_after_secs else {
+        return Ok(());
+    };
+    let cutoff = crate::domain::duration::before(now, after);
     let class = settings.jobs.archive_storage_class.as_str();
     let profiles = settings.hygiene_profiles();
     let guard = HygieneGuard {

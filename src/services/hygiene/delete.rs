@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{claim_or_skip, item, secs, HygieneError, HygieneSummary, Items, PAGE};
+use super::{claim_or_skip, item, HygieneError, HygieneSummary, Items, PAGE};
 use crate::catalog::{Catalog, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
 use crate::domain::records::HandleStatus;
@@ -22,7 +22,11 @@ pub(super) async fn delete(
     summary: &mut HygieneSummary,
     items: &mut Items,
 ) -> Result<(), HygieneError> {
-    let cutoff = now - secs(settings.jobs.delete_after_secs);
+    // `never`: archived objects stay.
+    let Some(after) = settings.jobs.delete_after_secs else {
+        return Ok(());
+    };
+    let cutoff = crate::domain::duration::before(now, after);
     let profiles = settings.hygiene_profiles();
     let live = [HandleStatus::Available, HandleStatus::Unlinked];
     let guard = HygieneGuard {

@@ -17,7 +17,7 @@ mod restore;
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError, ClaimKind, HygieneGuard};
@@ -81,9 +81,6 @@ pub enum HygieneError {
     Busy,
 }
 
-fn secs(s: u64) -> Duration {
-    Duration::seconds(i64::try_from(s).unwrap_or(i64::MAX / 4))
-}
 
 fn item(action: &str, h: &FileHandle, reason: impl Into<String>) -> JobItem {
     JobItem {
@@ -234,7 +231,7 @@ async fn detect(
     summary: &mut HygieneSummary,
     items: &mut Items,
 ) -> Result<(), HygieneError> {
-    let cutoff = now - secs(settings.jobs.unlinked_grace_secs);
+    let cutoff = crate::domain::duration::before(now, settings.jobs.unlinked_grace_secs);
     let profiles = settings.hygiene_profiles();
     // A scan is evidence of use: unlinked files the latest one saw come back first.
     if !dry_run {

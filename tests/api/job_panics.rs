@@ -1,0 +1,168 @@
+//! A panic in `serve`'s background work ends that run, never its schedule: the real binary runs
+//! with `UPCOMMIT_PANIC_AT` (test builds only) naming a step every run of a job reaches, so
+//! every run panics there. The schedule must go on — a run per tick, each recorded `failed`
+//! with the panic's message, the lease given back at once (the default lease is 300 s: a second
+//! run within seconds proves it) — the job that shares the loop must still run, the panics must
+//! be counted on `/metrics`, and the server must stay up and ready.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::helpers::{on_postgres, series_value, server_process, spawn_app, TestApp};
+
+/// Failed runs of `job` whose summary carries the panic `marker`, and runs of it left running.
+async fn runs(app: &TestApp, job: &str, marker: &str) -> (i64, i64) {
+    let dry = if on_postgres() { "false" } else { "0" };
+    let failed = app
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM job_runs WHERE job = '{job}' AND state = 'failed' AND dry_run = {dry} AND summary LIKE '%the run panicked: {marker}%'"
+        ))
+        .await;
+    let running = app
+        .db
+        .count(&format!(
+            "SELECT COUNT(*) FROM job_runs WHERE job = '{job}' AND state = 'running' AND dry_run = {dry}"
+        ))
+        .await;
+    (failed, running)
+}
+
+async fn finished(app: &TestApp, job: &str) -> i64 {
+    app.db
+        .count(&format!(
+            "SELECT COUNT(*) FROM job_runs WHERE job = '{job}' AND state = 'finished'"
+        ))
+        .await
+}
+
+/// Waits (30 s at most) until `job` has at least two failed runs carrying `marker`.
+async fn two_panicked_runs(app: &TestApp, job: &str, marker: &str) -> (i64, i64) {
+    let mut seen = (0, 0);
+    for _ in 0..300 {
+        seen = runs(app, job, marker).await;
+        if seen.0 >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    seen
+}
+
+async fn panics_counted(app: &TestApp, base: &str, task: &str) -> f64 {
+    let text = app.metrics_text_at(base).await;
+    series_value(&text, &format!("upcommit_task_panics_total{{task=\"{task}\"}}")).unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn a_sweep_that_panics_every_time_fails_each_run_and_the_schedule_and_prune_go_on() {
+    let app = spawn_app().await;
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_SWEEP_INTERVAL_SECS", "1"),
+            // Every sweep reaches it (after its run began), nothing else calls it.
+            ("UPCOMMIT_PANIC_AT", "catalog.mark_expired_handles"),
+            ("RUST_LOG", "error"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let marker = "UPCOMMIT_PANIC_AT: catalog.mark_expired_handles";
+    let (failed, _) = two_panicked_runs(&app, "sweep", marker).await;
+    let counted = panics_counted(&app, &base, "sweep").await;
+    let ready = app.http.get(format!("{base}/readyz")).send().await.map(|r| r.status().as_u16());
+    let (_, running) = runs(&app, "sweep", marker).await;
+    let pruned = finished(&app, "prune").await;
+    let _ = child.kill();
+    let _ = child.wait();
+
+    assert!(failed >= 2, "a second sweep ran after the first panicked: {failed} failed runs");
+    // The run in progress at the moment of reading may be running; none is left behind.
+    assert!(running <= 1, "{running} sweeps left running");
+    assert!(counted >= 2.0, "the panics are counted on /metrics: {counted}");
+    assert!(pruned >= 1, "prune, which shares the sweep's loop, still ran");
+    assert_eq!(ready.ok(), Some(200), "the server stays ready");
+}
+
+#[tokio::test]
+async fn hygiene_that_panics_every_time_fails_each_run_and_its_schedule_goes_on() {
+    let app = spawn_app().await;
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "1"),
+            ("UPCOMMIT_SWEEP_INTERVAL_SECS", "0"),
+            ("UPCOMMIT_TRACKS_LINKS", "image"),
+            // Every hygiene run reaches it after its run began, nothing else calls it.
+            ("UPCOMMIT_PANIC_AT", "catalog.return_vouched"),
+            ("RUST_LOG", "error"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let marker = "UPCOMMIT_PANIC_AT: catalog.return_vouched";
+    let (failed, _) = two_panicked_runs(&app, "hygiene", marker).await;
+    let counted = panics_counted(&app, &base, "hygiene").await;
+    let (_, running) = runs(&app, "hygiene", marker).await;
+    let _ = child.kill();
+    let _ = child.wait();
+
+    assert!(failed >= 2, "a second hygiene run followed the first panic: {failed} failed runs");
+    assert!(running <= 1, "{running} hygiene runs left running");
+    assert!(counted >= 2.0, "the panics are counted on /metrics: {counted}");
+}
+
+#[tokio::test]
+async fn an_event_delivery_loop_that_panics_is_started_again_and_counted() {
+    let app = spawn_app().await;
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            // The delivery supervisor reads the endpoints every few seconds; every read panics.
+            ("UPCOMMIT_PANIC_AT", "catalog.delivery_gauges"),
+            ("RUST_LOG", "error"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let mut counted = 0.0;
+    for _ in 0..150 {
+        counted = panics_counted(&app, &base, "event_delivery").await;
+        if counted >= 2.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready = app.http.get(format!("{base}/readyz")).send().await.map(|r| r.status().as_u16());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(counted >= 2.0, "the loop went on after a panic and panicked again: {counted}");
+    assert_eq!(ready.ok(), Some(200));
+}
+
+#[tokio::test]
+async fn a_bucket_watch_that_panics_is_counted_and_checks_again() {
+    let app = spawn_app().await;
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1"),
+            ("UPCOMMIT_PANIC_AT", "bucket_watch_checked"),
+            ("RUST_LOG", "error"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let mut counted = 0.0;
+    for _ in 0..100 {
+        counted = panics_counted(&app, &base, "bucket_watch").await;
+        if counted >= 2.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(counted >= 2.0, "the watch checked again after a panic: {counted}");
+}
