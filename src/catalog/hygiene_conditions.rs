@@ -31,13 +31,17 @@ pub(super) fn statuses_sql(statuses: &[crate::domain::records::HandleStatus]) ->
         .join(", ")
 }
 
+/// The id of the latest completed link scan, the one hygiene judges by (alias `l2`): the
+/// prune's guard (`retention_queries::RETIRED_SCANS`) names it with the same words.
+pub(super) const LATEST_COMPLETED_SCAN: &str = "SELECT l2.id FROM link_scans l2 \
+     WHERE l2.state = 'completed' ORDER BY l2.completed_at DESC, l2.id DESC LIMIT 1";
+
 /// The latest completed link scan vouches for handle `alias`: it saw it, or it began before the
 /// handle was created (so it could not judge it). The latest scan is looked up in the statement
 /// that uses this, never read beforehand: a scan completed since the job's read counts.
 pub(super) fn scan_vouches(alias: &str) -> String {
     format!(
-        "EXISTS (SELECT 1 FROM link_scans ls WHERE ls.id = (SELECT l2.id FROM link_scans l2 \
-         WHERE l2.state = 'completed' ORDER BY l2.completed_at DESC, l2.id DESC LIMIT 1) \
+        "EXISTS (SELECT 1 FROM link_scans ls WHERE ls.id = ({LATEST_COMPLETED_SCAN}) \
          AND ({alias}.created_at >= ls.started_at OR EXISTS (SELECT 1 FROM link_scan_seen s \
          WHERE s.scan_id = ls.id AND s.file_id = {alias}.id)))"
     )

@@ -132,8 +132,10 @@ macro_rules! impl_hygiene_catalog {
             }
 
             async fn scan(&self, id: &str) -> Result<Option<super::LinkScan>, CatalogError> {
+                // An expired scan (the prune let it go) is as gone as a pruned one.
                 let row = sqlx::query(
-                    "SELECT id, state, started_at, completed_at FROM link_scans WHERE id = $1",
+                    "SELECT id, state, started_at, completed_at FROM link_scans \
+                     WHERE id = $1 AND state <> 'expired'",
                 )
                 .bind(id)
                 .fetch_optional(&self.pool)

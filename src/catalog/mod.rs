@@ -243,6 +243,37 @@ impl PruneCounts {
     }
 }
 
+/// Link scans pruned (or that would be), by why, with their rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ScanPruneCounts {
+    /// Completed scans a newer completed one superseded, completed before the cutoff.
+    pub superseded: u64,
+    /// Open scans nothing was sent to since before the cutoff (expired, then pruned).
+    pub abandoned: u64,
+    /// Their `link_scan_batches` rows.
+    pub batches: u64,
+    /// Their `link_scan_seen` rows (one per file a scan saw).
+    pub seen: u64,
+}
+
+impl ScanPruneCounts {
+    pub fn scans(&self) -> u64 {
+        self.superseded + self.abandoned
+    }
+
+    /// Rows of the three tables together.
+    pub fn rows(&self) -> u64 {
+        self.scans() + self.batches + self.seen
+    }
+
+    pub fn add(&mut self, other: &ScanPruneCounts) {
+        self.superseded += other.superseded;
+        self.abandoned += other.abandoned;
+        self.batches += other.batches;
+        self.seen += other.seen;
+    }
+}
+
 /// One table's size for the report: rows, and bytes (with its indexes) where the database can
 /// tell.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -288,6 +319,22 @@ pub trait RetentionCatalog: Send + Sync + 'static {
     /// endpoint has received (none pending or failed), never the last one, with their
     /// deliveries, in one transaction.
     async fn prune_events(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError>;
+    /// What expiring and pruning link scans as of `cutoff` would remove, all batches together
+    /// (dry runs): the scans [`RetentionCatalog::prune_scans`] takes, and the open ones
+    /// [`RetentionCatalog::expire_scans`] would let go, with their rows.
+    async fn prunable_scans(&self, cutoff: DateTime<Utc>) -> Result<ScanPruneCounts, CatalogError>;
+    /// `open → expired` for up to `limit` open scans started before `cutoff` that received no
+    /// batch since: no batch or completion is taken for them any more; how many.
+    async fn expire_scans(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError>;
+    /// Deletes up to `limit` rows of expired scans and of completed scans that a newer
+    /// completed one superseded and that completed before `cutoff` — seen rows, then batches,
+    /// then the scans left with neither — in one transaction. The latest completed scan (the
+    /// one hygiene judges by) is never among them.
+    async fn prune_scans(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<ScanPruneCounts, CatalogError>;
     /// The oldest and newest positions the feed holds (`None`: no event positioned yet): a
     /// cursor before the oldest lost events to pruning; one past the newest was never given.
     async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError>;

@@ -441,6 +441,22 @@ impl RetentionCatalog for ObservedCatalog {
     async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError> {
         timed!(self, event_positions())
     }
+    async fn prunable_scans(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<super::ScanPruneCounts, CatalogError> {
+        timed!(self, prunable_scans(cutoff))
+    }
+    async fn expire_scans(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError> {
+        timed!(self, expire_scans(cutoff, limit))
+    }
+    async fn prune_scans(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<super::ScanPruneCounts, CatalogError> {
+        timed!(self, prune_scans(cutoff, limit))
+    }
 }
 
 #[async_trait]

@@ -69,6 +69,26 @@ pub(super) const PRUNABLE_EVENTS: &str = concat!(
     ")))), (SELECT MAX(m.position) FROM events m))"
 );
 
+/// The link scans (alias `ls`) the prune deletes as of the cutoff `$1`: those it expired, and
+/// the completed ones completed before the cutoff that are not the latest completed scan — the
+/// one hygiene judges by ([`super::hygiene_conditions::LATEST_COMPLETED_SCAN`], the same words
+/// as its statements). Neither kind can become that scan again (an expired scan is never
+/// completed; a newer completed one stays newer), so deleting their rows in several
+/// transactions changes no hygiene decision, even half done.
+pub(super) fn retired_scans() -> String {
+    format!(
+        "(ls.state = 'expired' OR (ls.state = 'completed' AND ls.completed_at < $1 \
+         AND ls.id <> ({})))",
+        super::hygiene_conditions::LATEST_COMPLETED_SCAN
+    )
+}
+
+/// Open scans (alias `ls`) abandoned as of the cutoff `$1`: started before it, and no batch
+/// received since. The prune expires them before deleting anything of theirs.
+pub(super) const IDLE_OPEN_SCANS: &str = "ls.state = 'open' AND ls.started_at < $1 \
+     AND NOT EXISTS (SELECT 1 FROM link_scan_batches b WHERE b.scan_id = ls.id \
+     AND b.received_at >= $1)";
+
 /// Implements [`super::RetentionCatalog`] for a struct with a `pool: sqlx::Pool<$db>` field.
 /// `$lock` locks the rows a batch selects (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so a batch
 /// never waits on a row another transaction holds; SQLite's write transaction excludes every
@@ -307,6 +327,127 @@ macro_rules! impl_retention_catalog {
                 }
                 tx.commit().await?;
                 Ok(positions.len() as u64)
+            }
+
+            async fn prunable_scans(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+            ) -> Result<super::ScanPruneCounts, CatalogError> {
+                use sqlx::Row;
+                let sql = format!(
+                    "SELECT ls.state, COUNT(*) AS n, \
+                     CAST(SUM((SELECT COUNT(*) FROM link_scan_batches b WHERE b.scan_id = ls.id)) AS BIGINT) AS batches, \
+                     CAST(SUM((SELECT COUNT(*) FROM link_scan_seen s WHERE s.scan_id = ls.id)) AS BIGINT) AS seen \
+                     FROM link_scans ls WHERE {} OR ({}) GROUP BY ls.state",
+                    super::retention_queries::retired_scans(),
+                    super::retention_queries::IDLE_OPEN_SCANS
+                );
+                let rows = sqlx::query(&sql).bind(cutoff).fetch_all(&self.pool).await?;
+                let mut counts = super::ScanPruneCounts::default();
+                for r in &rows {
+                    let state: String = r.try_get("state")?;
+                    let n = u64::try_from(r.try_get::<i64, _>("n")?).unwrap_or(0);
+                    if state == "completed" {
+                        counts.superseded += n;
+                    } else {
+                        counts.abandoned += n;
+                    }
+                    let batches: Option<i64> = r.try_get("batches")?;
+                    let seen: Option<i64> = r.try_get("seen")?;
+                    counts.batches += u64::try_from(batches.unwrap_or(0)).unwrap_or(0);
+                    counts.seen += u64::try_from(seen.unwrap_or(0)).unwrap_or(0);
+                }
+                Ok(counts)
+            }
+
+            #[tracing::instrument(skip_all, fields(limit))]
+            async fn expire_scans(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<u64, CatalogError> {
+                // `state = 'open'` again outside: a completion that won the row lock wins.
+                let sql = format!(
+                    "UPDATE link_scans SET state = 'expired' WHERE state = 'open' AND id IN \
+                     (SELECT ls.id FROM link_scans ls WHERE {} LIMIT $2{})",
+                    super::retention_queries::IDLE_OPEN_SCANS,
+                    $lock
+                );
+                let n = sqlx::query(&sql)
+                    .bind(cutoff)
+                    .bind(limit)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected();
+                Ok(n)
+            }
+
+            #[tracing::instrument(skip_all, fields(limit))]
+            async fn prune_scans(
+                &self,
+                cutoff: chrono::DateTime<chrono::Utc>,
+                limit: i64,
+            ) -> Result<super::ScanPruneCounts, CatalogError> {
+                use sqlx::Row;
+                let retired = super::retention_queries::retired_scans();
+                let mut counts = super::ScanPruneCounts::default();
+                let mut tx = self.pool.begin_with($begin).await?;
+                // Children first (they reference their scan), all within one budget of rows.
+                let mut budget = limit;
+                for (table, key, counted) in [
+                    ("link_scan_seen", "file_id", &mut counts.seen),
+                    ("link_scan_batches", "n", &mut counts.batches),
+                ] {
+                    if budget <= 0 {
+                        break;
+                    }
+                    let sql = format!(
+                        "DELETE FROM {table} WHERE (scan_id, {key}) IN (SELECT c.scan_id, c.{key} \
+                         FROM {table} c WHERE c.scan_id IN (SELECT ls.id FROM link_scans ls WHERE {retired}) \
+                         LIMIT $2{})",
+                        $lock
+                    );
+                    let n = sqlx::query(&sql)
+                        .bind(cutoff)
+                        .bind(budget)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    *counted = n;
+                    budget -= i64::try_from(n).unwrap_or(i64::MAX);
+                }
+                if budget > 0 {
+                    let sql = format!(
+                        "SELECT ls.id, ls.state FROM link_scans ls WHERE {retired} \
+                         AND NOT EXISTS (SELECT 1 FROM link_scan_seen s WHERE s.scan_id = ls.id) \
+                         AND NOT EXISTS (SELECT 1 FROM link_scan_batches b WHERE b.scan_id = ls.id) \
+                         LIMIT $2{}",
+                        $lock
+                    );
+                    let rows = sqlx::query(&sql)
+                        .bind(cutoff)
+                        .bind(budget)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    for r in &rows {
+                        let id: String = r.try_get("id")?;
+                        let state: String = r.try_get("state")?;
+                        // The state again: only what was selected, as it was selected.
+                        let n = sqlx::query("DELETE FROM link_scans WHERE id = $1 AND state = $2")
+                            .bind(id.as_str())
+                            .bind(state.as_str())
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        if state == "completed" {
+                            counts.superseded += n;
+                        } else {
+                            counts.abandoned += n;
+                        }
+                    }
+                }
+                tx.commit().await?;
+                Ok(counts)
             }
 
             async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError> {

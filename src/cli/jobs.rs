@@ -322,7 +322,7 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
     let u = &summary.uploads;
     let headline = || {
         format!(
-            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}), {} delivered events, {} undelivered deliveries discarded, older than {}s; {} job runs ended before {}; in {} batches",
+            "prune run {} {}{}: {verb} {} upload rows ({} committed, {} rejected, {} expired), {} multipart sessions, {} parts, {} quota rows (days before {}), {} delivered events, {} undelivered deliveries discarded, older than {}s; {} job runs ended before {}, {} link scans ({} superseded, {} abandoned) with {} batches and {} seen rows; in {} batches",
             run.id,
             run.state.as_str(),
             if dry_run { " (dry run)" } else { "" },
@@ -342,6 +342,11 @@ pub async fn prune(settings: &Settings, dry_run: bool, json: bool) -> i32 {
                 .job_history_cutoff
                 .map(|t| t.to_rfc3339())
                 .unwrap_or_default(),
+            summary.link_scans.scans(),
+            summary.link_scans.superseded,
+            summary.link_scans.abandoned,
+            summary.link_scans.batches,
+            summary.link_scans.seen,
             summary.batches,
         )
     };

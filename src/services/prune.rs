@@ -3,7 +3,9 @@
 //! past the retention, commit window closed, tmp object cleared, no multipart session open),
 //! with their multipart sessions and parts, and quota rows of days that can no longer be
 //! charged. A committed upload's handle keeps its upload id, which is all an idempotent commit
-//! retry needs once the row is gone (`services::commit` answers it from the handle).
+//! retry needs once the row is gone (`services::commit` answers it from the handle). By the job
+//! history's retention, maintenance runs and link scans go too: those a newer completed scan
+//! superseded, and open ones abandoned (expired first); never the latest completed scan.
 //!
 //! Deletes go in batches of [`BATCH`] rows, one short transaction each (PostgreSQL skips rows
 //! another transaction holds), under the job's lease; a dry run counts and changes nothing.
@@ -49,6 +51,11 @@ pub struct PruneSummary {
     /// and outcome always stays.
     pub job_runs: u64,
     pub job_history_cutoff: Option<DateTime<Utc>>,
+    /// Link scans pruned with their batches and seen rows, or that would be, by the same
+    /// cutoff: completed ones a newer completed scan superseded, and open ones nothing was sent
+    /// to since (expired first, so no scanner completes a scan half pruned). The latest
+    /// completed scan, the one hygiene judges by, always stays.
+    pub link_scans: crate::catalog::ScanPruneCounts,
     /// Transactions it took.
     pub batches: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,6 +118,7 @@ pub async fn prune_at(
             .collect();
         summary.events = catalog.prunable_events(cutoff).await?;
         summary.job_runs = catalog.prunable_runs(history_cutoff).await?;
+        summary.link_scans = catalog.prunable_scans(history_cutoff).await?;
         RunState::Finished
     } else {
         match prune_batches(
@@ -148,6 +156,8 @@ pub async fn prune_at(
         quota_rows = summary.quota_rows,
         events = summary.events,
         job_runs = summary.job_runs,
+        link_scans = summary.link_scans.scans(),
+        link_scan_rows = summary.link_scans.rows(),
         batches = summary.batches,
         dry_run,
         "prune finished"
@@ -253,6 +263,47 @@ async fn prune_batches(
         summary.batches += 1;
         summary.job_runs += n;
         job.checkpoint(catalog, &[], "job_runs", &*summary)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    prune_scans(catalog, job, summary, history_cutoff).await
+}
+
+/// Expires abandoned open link scans, then deletes the retired scans' rows, in batches.
+async fn prune_scans(
+    catalog: &Arc<dyn Catalog>,
+    job: &mut jobs::JobHandle,
+    summary: &mut PruneSummary,
+    cutoff: DateTime<Utc>,
+) -> Result<(), String> {
+    loop {
+        if job.lost() {
+            return Err("lost the job's lease to another replica".into());
+        }
+        // Counted when their rows go (as `abandoned`), below.
+        let n = catalog
+            .expire_scans(cutoff, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        summary.batches += 1;
+    }
+    loop {
+        if job.lost() {
+            return Err("lost the job's lease to another replica".into());
+        }
+        let batch = catalog
+            .prune_scans(cutoff, BATCH)
+            .await
+            .map_err(|e| e.to_string())?;
+        if batch.rows() == 0 {
+            break;
+        }
+        summary.batches += 1;
+        summary.link_scans.add(&batch);
+        job.checkpoint(catalog, &[], "link_scans", &*summary)
             .await
             .map_err(|e| e.to_string())?;
     }

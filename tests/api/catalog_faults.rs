@@ -510,6 +510,22 @@ impl RetentionCatalog for FaultyCatalog {
     async fn event_positions(&self) -> Result<Option<(i64, i64)>, CatalogError> {
         faulty!(self, event_positions())
     }
+    async fn prunable_scans(
+        &self,
+        cutoff: DateTime<Utc>,
+    ) -> Result<upcommit::catalog::ScanPruneCounts, CatalogError> {
+        self.inner.prunable_scans(cutoff).await
+    }
+    async fn expire_scans(&self, cutoff: DateTime<Utc>, limit: i64) -> Result<u64, CatalogError> {
+        self.inner.expire_scans(cutoff, limit).await
+    }
+    async fn prune_scans(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<upcommit::catalog::ScanPruneCounts, CatalogError> {
+        self.inner.prune_scans(cutoff, limit).await
+    }
 }
 
 #[async_trait]

@@ -36,6 +36,7 @@ mod hygiene_copies;
 mod identity;
 mod legacy;
 mod legacy_import;
+mod link_scan_retention;
 mod model;
 mod model_scans;
 mod multipart;
