@@ -25,7 +25,8 @@ pub struct JobHandle {
     catalog: Arc<dyn Catalog>,
     /// The summary as last written, kept in a panicked run's record.
     summary: Option<String>,
-    /// Finished or suspended: dropping the handle leaves nothing to record.
+    /// Its end (finished, failed, refused) or its suspension is recorded: a panic after that
+    /// changes nothing of the run's record.
     settled: bool,
 }
 
@@ -62,6 +63,12 @@ pub async fn begin(
     if !catalog.acquire_job_lock(job, &holder, lease_secs).await? {
         return Ok(Begin::Busy);
     }
+    // Until the handle holds it, an error or a panic below gives the lease back.
+    let held = HeldLease {
+        catalog: catalog.clone(),
+        job: job.to_owned(),
+        holder: Some(holder.clone()),
+    };
     let (run, resumed) = match catalog.unfinished_run(job).await? {
         Some(run) => {
             tracing::warn!(job, run.id = %run.id, checkpoint = run.checkpoint.as_deref().unwrap_or(""), "resuming a run that did not finish");
@@ -98,6 +105,7 @@ pub async fn begin(
         })
     };
     let summary = run.summary.clone();
+    held.disarm();
     Ok(Begin::Started(JobHandle {
         run,
         resumed,
@@ -108,6 +116,39 @@ pub async fn begin(
         summary,
         settled: false,
     }))
+}
+
+/// A lease taken whose run has no handle yet.
+struct HeldLease {
+    catalog: Arc<dyn Catalog>,
+    job: String,
+    holder: Option<String>,
+}
+
+impl HeldLease {
+    fn disarm(mut self) {
+        self.holder = None;
+    }
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        release_later(&self.catalog, &self.job, self.holder.take());
+    }
+}
+
+/// Gives `holder`'s lease on `job` back from a task (a drop cannot wait); if the database is
+/// unreachable, the lease runs out instead.
+fn release_later(catalog: &Arc<dyn Catalog>, job: &str, holder: Option<String>) {
+    let (Some(holder), Ok(rt)) = (holder, tokio::runtime::Handle::try_current()) else {
+        return;
+    };
+    let (catalog, job) = (catalog.clone(), job.to_owned());
+    rt.spawn(async move {
+        if let Err(e) = catalog.release_job_lock(&job, &holder).await {
+            tracing::warn!(job, error = %e, "could not give the job's lease back; it runs out");
+        }
+    });
 }
 
 impl JobHandle {
@@ -155,7 +196,6 @@ impl JobHandle {
         items: &[JobItem],
         summary: &S,
     ) -> Result<JobRun, CatalogError> {
-        self.settled = true;
         if let Some(task) = self.renew.take() {
             task.abort();
         }
@@ -173,8 +213,10 @@ impl JobHandle {
                 now,
             )
             .await?;
-        if let Some(holder) = &self.holder {
-            catalog.release_job_lock(&self.run.job, holder).await?;
+        self.settled = true;
+        if let Some(holder) = self.holder.clone() {
+            catalog.release_job_lock(&self.run.job, &holder).await?;
+            self.holder = None;
         }
         self.run.state = state;
         self.run.summary = Some(text);
@@ -192,7 +234,6 @@ impl JobHandle {
         catalog: &Arc<dyn Catalog>,
         summary: &S,
     ) -> Result<JobRun, CatalogError> {
-        self.settled = true;
         if let Some(task) = self.renew.take() {
             task.abort();
         }
@@ -206,8 +247,10 @@ impl JobHandle {
                 records::now(),
             )
             .await?;
-        if let Some(holder) = &self.holder {
-            catalog.release_job_lock(&self.run.job, holder).await?;
+        self.settled = true;
+        if let Some(holder) = self.holder.clone() {
+            catalog.release_job_lock(&self.run.job, &holder).await?;
+            self.holder = None;
         }
         self.run.summary = Some(text);
         Ok(self.run.clone())
@@ -225,25 +268,7 @@ impl Drop for JobHandle {
         if let Some(task) = self.renew.take() {
             task.abort();
         }
-        if self.settled {
-            return;
-        }
-        if !std::thread::panicking() {
-            // The run stays `running` for the next to resume; the lease goes back now rather
-            // than when it runs out (if the database is unreachable, it runs out).
-            if let (Some(holder), Ok(rt)) =
-                (self.holder.take(), tokio::runtime::Handle::try_current())
-            {
-                let (catalog, job) = (self.catalog.clone(), self.run.job.clone());
-                rt.spawn(async move {
-                    if let Err(e) = catalog.release_job_lock(&job, &holder).await {
-                        tracing::warn!(job, error = %e, "could not give the job's lease back; it runs out");
-                    }
-                });
-            }
-            return;
-        }
-        {
+        if !self.settled && std::thread::panicking() {
             crate::services::supervise::Abandoned {
                 catalog: self.catalog.clone(),
                 job: self.run.job.clone(),
@@ -253,6 +278,10 @@ impl Drop for JobHandle {
                 holder: self.holder.take(),
             }
             .report();
+            return;
         }
+        // Unsettled by an error or a cancellation (the run stays `running` for the next to
+        // resume), or settled but the release failed: the lease goes back now, or runs out.
+        release_later(&self.catalog, &self.run.job, self.holder.take());
     }
 }
