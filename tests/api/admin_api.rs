@@ -1132,3 +1132,42 @@ async fn dry_runs_run_one_at_a_time_and_a_shutdown_records_the_one_it_stopped_as
         .await;
     assert!(summary[0].contains("the server stopped"), "{summary:?}");
 }
+
+#[tokio::test]
+async fn prune_is_reported_on_the_sweeps_schedule_which_runs_it() {
+    // The server runs prune after every sweep: the jobs list says so, with its next run due
+    // one sweep interval after its last.
+    let app = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_SWEEP_INTERVAL_SECS", "1800".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let settings = Settings::from_map(&app.env).expect("settings");
+    let ran = prune_at(&app.catalog, &settings, false, chrono::Utc::now())
+        .await
+        .expect("prune");
+    let PruneOutcome::Ran { run, .. } = ran else {
+        panic!("prune busy")
+    };
+    let jobs = admin_get(&app, "/v1/admin/jobs").await;
+    let prune = &jobs["jobs"][3];
+    assert_eq!(prune["job"], "prune");
+    assert_eq!(prune["interval_secs"], 1800, "{jobs}");
+    assert_eq!(prune["schedule"], "after each sweep", "{jobs}");
+    let due: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(prune["next_due_at"].clone()).expect("next_due_at");
+    let ended = run.finished_at.expect("ended");
+    assert_eq!((due - ended).num_seconds(), 1800, "{jobs}");
+    assert_eq!(jobs["jobs"][0]["schedule"], "every 1800 s", "{jobs}");
+    assert_eq!(jobs["jobs"][2]["schedule"], "the operator's (cron, a systemd timer)");
+
+    // With the sweep off, prune is the operator's to schedule too.
+    let off = spawn_app_with(Spawn {
+        env: vec![("UPCOMMIT_SWEEP_INTERVAL_SECS", "0".into())],
+        ..Spawn::default()
+    })
+    .await;
+    let jobs = admin_get(&off, "/v1/admin/jobs").await;
+    assert_eq!(jobs["jobs"][3]["interval_secs"], Value::Null, "{jobs}");
+    assert_eq!(jobs["jobs"][3]["schedule"], "the operator's (cron, a systemd timer)");
+}

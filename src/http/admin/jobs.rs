@@ -68,8 +68,11 @@ impl From<JobRun> for RunView {
 struct JobView {
     job: &'static str,
     /// How often `serve` runs it (seconds), or `None` when it runs on the operator's schedule
-    /// (cron, a systemd timer) or the in-server schedule is off.
+    /// (cron, a systemd timer) or the in-server schedule is off. Prune runs after every sweep,
+    /// so it has the sweep's.
     interval_secs: Option<u64>,
+    /// The schedule in words: `every N s`, `after each sweep`, or the operator's.
+    schedule: String,
     /// The newest run that ended (finished, failed or refused), dry runs included.
     last_run: Option<RunView>,
     /// The last run's end plus the interval: when `serve`'s schedule starts the next (on
@@ -85,11 +88,16 @@ async fn list(
     let mut out = Vec::with_capacity(JOBS.len());
     for job in JOBS {
         let interval_secs = match job {
-            SWEEP => Some(jobs.sweep_interval_secs),
+            SWEEP | PRUNE => Some(jobs.sweep_interval_secs),
             HYGIENE => Some(jobs.hygiene_interval_secs),
             _ => None,
         }
         .filter(|s| *s > 0);
+        let schedule = match (job, interval_secs) {
+            (_, None) => "the operator's (cron, a systemd timer)".to_owned(),
+            (PRUNE, Some(_)) => "after each sweep".to_owned(),
+            (_, Some(secs)) => format!("every {secs} s"),
+        };
         let last = state.catalog.last_run(job).await?;
         let next_due_at = match (&last, interval_secs) {
             (Some(r), Some(secs)) => {
@@ -101,6 +109,7 @@ async fn list(
         out.push(JobView {
             job,
             interval_secs,
+            schedule,
             last_run: last.map(RunView::from),
             next_due_at,
         });
