@@ -55,6 +55,7 @@ mod sqs_sink;
 mod statuses;
 mod store_capabilities;
 mod sweep;
+mod table_retention;
 mod temporary;
 mod tracing;
 mod upload_step;
