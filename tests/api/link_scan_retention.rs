@@ -245,3 +245,36 @@ async fn a_dry_run_counts_the_link_scans_it_would_prune_and_deletes_nothing() {
     assert_eq!(rows_of(&app, &abandoned).await, (0, 0, 0));
     assert_eq!(total(&app).await, (1, 1, 1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_of_more_files_than_a_batch_holds_is_pruned_in_several_short_transactions() {
+    let app = spawn(DAY).await;
+    let (f, _) = file(&app, 300).await;
+    // 2,500 files seen (ids of files this service never made: a scanner sends what it has).
+    let ids: Vec<String> = (0..2_500).map(|i| format!("{i:032x}")).collect();
+    let big = scan_seeing(&app, &[&f]).await;
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    assert_eq!(put_batch(&app, &big, 1, &refs).await.status(), 200);
+    assert_eq!(complete_scan(&app, &big).await.status(), 200);
+    scan(&app, &[&f]).await;
+    backdate(&app, &big, OLD_DAYS).await;
+    assert_eq!(rows_of(&app, &big).await, (1, 2, 2_501));
+
+    let pruned = prune_in(&app, 0, false).await;
+    assert_eq!(
+        pruned.link_scans,
+        ScanPruneCounts {
+            superseded: 1,
+            abandoned: 0,
+            batches: 2,
+            seen: 2_501
+        },
+        "{pruned:?}"
+    );
+    assert!(
+        pruned.batches >= 3,
+        "at most {} rows a transaction: {pruned:?}",
+        upcommit::services::prune::BATCH
+    );
+    assert_eq!(rows_of(&app, &big).await, (0, 0, 0));
+}
