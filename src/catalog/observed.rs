@@ -39,7 +39,11 @@ macro_rules! timed {
     ($self:ident, $op:ident($($arg:expr),*)) => {{
         let started = Instant::now();
         let span = crate::telemetry::spans::catalog(stringify!($op));
-        let result = $self.inner.$op($($arg),*).instrument(span.clone()).await;
+        let result = match crate::pause::catalog_fault(stringify!($op)) {
+            crate::pause::Fault::Pass => $self.inner.$op($($arg),*).instrument(span.clone()).await,
+            crate::pause::Fault::Fail(why) => Err(CatalogError::Unavailable(why)),
+            crate::pause::Fault::Panic(why) => panic!("{why}"),
+        };
         $self
             .metrics
             .db_call(stringify!($op), result.is_ok(), started.elapsed());

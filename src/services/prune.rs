@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::catalog::{Catalog, CatalogError, PruneCounts};
@@ -94,12 +94,12 @@ pub async fn prune_at(
         Begin::Busy => return Ok(PruneOutcome::Busy),
     };
     let retention = settings.jobs.upload_retention_secs;
-    let cutoff = now - Duration::seconds(i64::try_from(retention).unwrap_or(i64::MAX / 4));
+    let cutoff = crate::domain::duration::before(now, retention);
     // The quota day the cutoff falls in may still hold charges from before the cutoff; the
     // days before it hold only charges older than the retention (at least a day).
     let quota_before = quota_day(cutoff);
     let history = settings.jobs.job_history_retention_secs;
-    let history_cutoff = now - Duration::seconds(i64::try_from(history).unwrap_or(i64::MAX / 4));
+    let history_cutoff = crate::domain::duration::before(now, history);
     let mut summary = PruneSummary {
         dry_run,
         retention_secs: retention,
