@@ -112,8 +112,9 @@ pub enum Command {
         at: Option<String>,
     },
     /// Prune the rows of finished uploads (with their multipart parts) and quota days older
-    /// than UPCOMMIT_UPLOAD_RETENTION that nothing needs any more, in batches. Exit 4 when
-    /// another replica is pruning.
+    /// than UPCOMMIT_UPLOAD_RETENTION that nothing needs any more, and the job history and
+    /// link scans past UPCOMMIT_JOB_HISTORY_RETENTION, in batches. Exit 4 when another replica
+    /// is pruning.
     Prune {
         /// Count what would go; change nothing.
         #[arg(long)]
@@ -166,6 +167,17 @@ pub enum BucketCommand {
 }
 
 /// Runs a command; returns the process exit code.
+/// The exit code of a job command that panicked (sysexits' EX_SOFTWARE).
+pub const PANICKED: i32 = 70;
+
+/// A job command run as `serve` runs a job: a panic records its run failed with the message
+/// and gives the lease back before the process exits with [`PANICKED`].
+async fn caught(task: &'static str, command: impl std::future::Future<Output = i32>) -> i32 {
+    crate::services::supervise::catching(task, None, command)
+        .await
+        .unwrap_or(PANICKED)
+}
+
 pub async fn run(cli: Cli) -> i32 {
     // The uploader is a client: it needs no server settings at all.
     if let Command::Upload(args) = cli.command {
@@ -219,11 +231,19 @@ pub async fn run(cli: Cli) -> i32 {
         },
         Command::Healthcheck { url } => healthcheck::run(&settings, url.as_deref()).await,
         Command::Doctor { json } => bucket::doctor(&settings, json).await,
-        Command::Sweep { dry_run, json } => jobs::sweep(&settings, dry_run, json).await,
+        Command::Sweep { dry_run, json } => {
+            caught("sweep", jobs::sweep(&settings, dry_run, json)).await
+        }
         Command::Report { json } => jobs::report(&settings, json).await,
-        Command::Prune { dry_run, json } => jobs::prune(&settings, dry_run, json).await,
+        Command::Prune { dry_run, json } => {
+            caught("prune", jobs::prune(&settings, dry_run, json)).await
+        }
         Command::Hygiene { dry_run, json, at } => {
-            jobs::hygiene(&settings, dry_run, json, at.as_deref()).await
+            caught(
+                "hygiene",
+                jobs::hygiene(&settings, dry_run, json, at.as_deref()),
+            )
+            .await
         }
         Command::Reconcile {
             grace,
@@ -241,7 +261,7 @@ pub async fn run(cli: Cli) -> i32 {
             let workers = workers
                 .unwrap_or(settings.jobs.reconcile_workers)
                 .clamp(1, 64);
-            jobs::reconcile(
+            let run = jobs::reconcile(
                 &settings,
                 &grace,
                 inventory.as_deref(),
@@ -249,13 +269,13 @@ pub async fn run(cli: Cli) -> i32 {
                 quarantine,
                 workers,
                 json,
-            )
-            .await
+            );
+            caught("reconcile", run).await
         }
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,
-        Command::Legacy { command } => legacy::run(settings, command).await,
+        Command::Legacy { command } => caught("legacy_import", legacy::run(settings, command)).await,
         Command::Events { command } => events::run(&settings, command).await,
         Command::Upload(_) => unreachable!("handled before the settings load"),
         Command::Token { sub, admin, ttl } => {
