@@ -141,6 +141,7 @@ pub async fn sweep_at(
         ..SweepSummary::default()
     };
     tracing::info!(run.id = %job.run.id, resumed = job.resumed, "sweep started");
+    crate::pause::point("sweep_began").await;
 
     let (days, _) = match partitions(store.as_ref()).await {
         Ok(found) => found,

@@ -166,3 +166,28 @@ async fn a_bucket_watch_that_panics_is_counted_and_checks_again() {
     let _ = child.wait();
     assert!(counted >= 2.0, "the watch checked again after a panic: {counted}");
 }
+
+#[tokio::test]
+async fn a_sweep_command_that_panics_records_its_run_failed_frees_the_lease_and_exits_70() {
+    let app = spawn_app().await;
+    let sweep = |panic_at: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"));
+        cmd.args(["sweep", "--json"])
+            .envs(&app.env)
+            .env("RUST_LOG", "error")
+            .stderr(Stdio::null());
+        if let Some(at) = panic_at {
+            cmd.env("UPCOMMIT_PANIC_AT", at);
+        }
+        cmd.output().expect("run upcommit sweep")
+    };
+    // The command's catalog is not the server's (no ObservedCatalog): a pause point it is.
+    let out = sweep(Some("sweep_began"));
+    assert_eq!(out.status.code(), Some(70), "{out:?}");
+    let (failed, running) = runs(&app, "sweep", "UPCOMMIT_PANIC_AT: sweep_began").await;
+    assert_eq!((failed, running), (1, 0), "the panicked run is recorded failed, none left running");
+    // The lease (300 s by default) was given back: the next sweep runs at once, not busy (4).
+    let out = sweep(None);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(finished(&app, "sweep").await, 1);
+}
