@@ -74,6 +74,31 @@ async fn rows_of(app: &TestApp, id: &str) -> (i64, i64, i64) {
     )
 }
 
+/// (link_scans, link_scan_batches, link_scan_seen) rows as `GET /v1/admin/storage-report` shows
+/// them.
+async fn reported_rows(app: &TestApp) -> (i64, i64, i64) {
+    let report: Value = app
+        .get("/v1/admin/storage-report", Some(&app.admin_token("root")))
+        .await
+        .json()
+        .await
+        .expect("report");
+    let rows = |name: &str| {
+        report["tables"]
+            .as_array()
+            .expect("tables")
+            .iter()
+            .find(|t| t["table"] == name)
+            .and_then(|t| t["rows"].as_i64())
+            .unwrap_or_else(|| panic!("{name} in {report}"))
+    };
+    (
+        rows("link_scans"),
+        rows("link_scan_batches"),
+        rows("link_scan_seen"),
+    )
+}
+
 /// `PUT /v1/link-scans/{id}/batches/{n}` as the scanner.
 async fn put_batch(app: &TestApp, id: &str, n: u32, files: &[&str]) -> reqwest::Response {
     app.http
@@ -213,6 +238,11 @@ async fn a_dry_run_counts_the_link_scans_it_would_prune_and_deletes_nothing() {
         }
     };
     assert_eq!(total(&app).await, (3, 3, 3));
+    assert_eq!(
+        reported_rows(&app).await,
+        (3, 3, 3),
+        "the storage report sizes them"
+    );
 
     let dry = prune_in(&app, 0, true).await;
     assert_eq!(
@@ -244,6 +274,7 @@ async fn a_dry_run_counts_the_link_scans_it_would_prune_and_deletes_nothing() {
     assert_eq!(rows_of(&app, &superseded).await, (0, 0, 0));
     assert_eq!(rows_of(&app, &abandoned).await, (0, 0, 0));
     assert_eq!(total(&app).await, (1, 1, 1));
+    assert_eq!(reported_rows(&app).await, (1, 1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
