@@ -338,6 +338,20 @@ async fn every_metric_and_label_the_rules_and_the_dashboard_name_is_on_metrics_o
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Prune and hygiene, whose overdue arms name their runs too.
+    for job in ["prune", "hygiene"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_upcommit"))
+            .args([job, "--json"])
+            .envs(&app.env)
+            .output()
+            .expect("run the job");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{job}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 
     let exprs = yaml_values(RULES, "expr");
     assert!(exprs.len() >= 17, "{exprs:?}");
