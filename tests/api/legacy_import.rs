@@ -1109,3 +1109,44 @@ fn import_and_archive(app: &TestApp) {
     let archived = crate::hygiene::hygiene(app, Some(at(3)));
     assert_eq!(archived["summary"]["archived"], 1, "{archived}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_panics_after_a_checkpoint_is_failed_frees_its_lease_and_the_next_imports_every_key_once(
+) {
+    // The default lease (300 s): only a lease given back lets the next run start at once.
+    let app = legacy_app(&[]).await;
+    let all = many_keys(&app, 130).await;
+    let panicked = by_pattern_with(
+        &app,
+        &["--yes"],
+        &[("UPCOMMIT_PANIC_AT", "legacy_import_checkpoint")],
+    );
+    assert_eq!(panicked.code, 70, "{}", panicked.stderr);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 100);
+    let failed = app
+        .db
+        .count(
+            "SELECT COUNT(*) FROM job_runs WHERE job = 'legacy_import' AND state = 'failed' \
+             AND summary LIKE '%the run panicked: UPCOMMIT_PANIC_AT: legacy_import_checkpoint%'",
+        )
+        .await;
+    assert_eq!(failed, 1, "the panicked run is recorded failed with its message");
+
+    let run = by_pattern(&app, &["--yes"]);
+    assert_eq!(run.code, 0, "not busy: {}", run.stderr);
+    let s = &run.body["summary"];
+    // A panicked run is not resumed: the next judges every key again, and the 100 imported
+    // before the panic are found already imported, not imported twice.
+    assert_eq!(s["resumed"], false, "{s}");
+    assert_eq!(s["keys_listed"], 130, "{s}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 130);
+    assert_eq!(
+        app.db.count("SELECT COUNT(DISTINCT key) FROM uploads").await,
+        130,
+        "every key imported once"
+    );
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 130);
+    for key in &all {
+        assert!(app.object_exists(key).await, "{key} is still there");
+    }
+}
