@@ -151,7 +151,7 @@ impl Capability {
             Capability::PostSignature => "weakened, and outside upcommit's reach: anyone who reaches the store's endpoint can write any key with a form of their own, live assets included; put the store behind a proxy that admits only upcommit's forms, or keep it off public networks",
             Capability::Versioning => "unversioned semantics: copies are guarded by the ETag alone (an MD5-colliding twin written to the tmp key while the validation hook scans passes that guard and is copied), the validation hook reads the key's current bytes, a deletion removes the object for good, and no noncurrent-version lifecycle rule is needed",
             Capability::StorageClass => "archival leaves the object in its storage class: the file is archived in the catalog only (downloads work, the storage cost does not change)",
-            Capability::ObjectTags => "archival writes no tags: nothing outside upcommit's catalog tells an archived object",
+            Capability::ObjectTags => "archival writes no tags (no tagging header is sent; a restore clears none): the object still moves to the archive class where storage_class is present, and nothing outside upcommit's catalog tells an archived object",
             Capability::EncryptionConfig => "the encryption check reports that the store does not implement the configuration; whether bytes are encrypted at rest is not checked",
         }
     }

@@ -350,15 +350,16 @@ pub trait ObjectStore: Send + Sync + 'static {
         self.probe(archive_class).await
     }
 
-    /// Rewrites `key` in place with `class` and exactly the given tags (none clears them),
-    /// verifies the new version, then removes the version it replaced, so the bytes are held
+    /// Rewrites `key` in place with `class` and exactly the given tags (none clears them; `None`
+    /// on a store that keeps no tags, `object_tags`: no tagging header is sent at all, since such
+    /// a store may refuse one), verifies the new version, then removes the version it replaced, so the bytes are held
     /// once, in the new class. The copy is of the version a HEAD just read, guarded by its
     /// ETag; above the single-copy limit it is a multipart copy in place.
     async fn change_storage_class(
         &self,
         key: &str,
         class: &str,
-        tags: &[(&str, &str)],
+        tags: Option<&[(&str, &str)]>,
     ) -> Result<(), StoreError>;
 }
 

@@ -145,3 +145,58 @@ async fn a_file_over_the_single_copy_limit_is_archived_in_place_in_parts() {
     assert_eq!(app.versions(key).await, 1, "held once");
     assert_eq!(app.get_object(key).await, media("image/png", 2000));
 }
+
+/// Issue 35: a store that keeps storage classes but whose tags are an accepted gap (R2's
+/// profile in docs/stores.md) turned archival catalog-only, its report saying the store had no
+/// storage classes. The class moves wherever `storage_class` is present; only the tag is left
+/// out. On LocalStack, which keeps both, the fault wrapper's probe reports the tags missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archival_moves_the_class_where_only_the_tags_gap_is_accepted() {
+    use crate::hygiene::{file, hygiene, in_days, spawn, status, DAY};
+    use upcommit::domain::capabilities::Capability;
+    use upcommit::services::hygiene::{run, HygieneOutcome};
+    if !crate::hygiene::archival_moves_objects() {
+        // Garage keeps no storage classes: there is nothing to move.
+        return;
+    }
+    let app = spawn(DAY).await;
+    let (id, key) = file(&app, 2000).await;
+    assert_eq!(hygiene(&app, Some(in_days(2)))["summary"]["unlinked"], 1);
+
+    let faults = std::sync::Arc::new(crate::faults::Faults::default());
+    *faults.hide_capabilities.lock().expect("lock") = vec![Capability::ObjectTags];
+    let mut settings = upcommit::config::Settings::from_map(&app.env).expect("settings");
+    settings.s3.accept_gaps.insert(Capability::ObjectTags);
+    let real = upcommit::storage::S3Store::connect(&settings.s3)
+        .await
+        .expect("store");
+    let raw = real.client().clone();
+    let store = crate::faults::faulty_store(faults)(std::sync::Arc::new(real), raw);
+    let at = in_days(3) + chrono::Duration::seconds(5);
+    let outcome = run(&app.catalog, &store, &settings, false, at)
+        .await
+        .expect("hygiene");
+    let HygieneOutcome::Ran { run, summary } = outcome else {
+        panic!("busy");
+    };
+
+    assert_eq!(
+        (summary.archived, summary.archived_in_place, summary.failed),
+        (1, 0, 0),
+        "{summary:?}"
+    );
+    assert_eq!(status(&app, &id).await, "archived");
+    let head = app.head(&key).await;
+    assert_eq!(head.storage_class().map(|c| c.as_str()), Some("GLACIER_IR"));
+    let tags = app.s3.get_object_tagging().bucket(&app.bucket).key(&key);
+    let tags = tags.send().await.expect("tagging");
+    assert!(tags.tag_set().is_empty(), "{:?}", tags.tag_set());
+    let reasons = app
+        .db
+        .strings(&format!(
+            "SELECT reason FROM job_items WHERE run_id = '{}' AND action = 'archived'",
+            run.id
+        ))
+        .await;
+    assert_eq!(reasons, [format!("file {id}: moved to GLACIER_IR")]);
+}

@@ -270,7 +270,7 @@ impl ObjectStore for FaultyStore {
         &self,
         key: &str,
         class: &str,
-        tags: &[(&str, &str)],
+        tags: Option<&[(&str, &str)]>,
     ) -> Result<(), StoreError> {
         if take(&self.faults.fail_class_changes) {
             return Err(StoreError::Unavailable(

@@ -59,7 +59,7 @@ pub(super) async fn put_link(
         &state.store,
         &h,
         Some((&object_type, &object_id)),
-        state.settings.jobs.lease_secs,
+        &state.settings,
         records::now(),
     )
     .await
@@ -96,7 +96,7 @@ pub(super) async fn restore(
         &state.store,
         &h,
         None,
-        state.settings.jobs.lease_secs,
+        &state.settings,
         records::now(),
     )
     .await

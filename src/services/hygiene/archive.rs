@@ -1,13 +1,16 @@
 //! Archival, hygiene's second stage: unlinked handles past `archive_after_secs` whose key no
 //! available handle shares are claimed, their object rewritten in the archive class and tagged
-//! (or, when small or on a store that keeps no classes, archived in the catalog only), then
+//! (untagged where the store's `object_tags` gap is accepted; when small or on a store that keeps
+//! no classes, archived in the catalog only), then
 //! settled `archived`. An archival that loses its claim after S3 changed puts the object back.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{claim_or_skip, item, HygieneError, HygieneSummary, Items, ARCHIVED_TAG, PAGE};
+use super::{
+    claim_or_skip, item, writes_tags, HygieneError, HygieneSummary, Items, ARCHIVED_TAG, PAGE,
+};
 use crate::catalog::{Catalog, ClaimKind, HygieneGuard, Settle};
 use crate::config::Settings;
 use crate::domain::capabilities::{judge, Capability, Needs};
@@ -39,7 +42,7 @@ pub(super) async fn archive(
         key_retired: false,
     };
     let mut after = String::new();
-    let mut keeps_classes: Option<bool> = None;
+    let mut mode: Option<Mode> = None;
     loop {
         // The previous page's items go to the report now: a run holds one page of them.
         items.flush(catalog).await?;
@@ -60,49 +63,24 @@ pub(super) async fn archive(
                 items.push(item("blocked", &h, "an available handle shares its key"));
                 continue;
             }
-            // A store that keeps no storage classes or tags (Garage: the probe's
-            // `storage_class`, `object_tags`) archives in the catalog only: the object is not
-            // rewritten, as for a small one (docs/stores.md). Asked once per run, when there is
-            // something to archive, so a store that gained the capability is used at once.
-            // Judged as `serve` judges it: present, or missing and accepted by name (then the
-            // catalog-only fallback); missing and not accepted, or not known (a call that got no
-            // answer), and this run archives nothing (review 27: one failed probe call turned a
-            // whole run catalog-only, a gap nobody accepted).
-            let classes = match keeps_classes {
-                Some(k) => k,
-                None => {
-                    // The same verdict `serve` reaches, for the two capabilities archival uses.
-                    let verdict = judge(
-                        &store.probe_archival(class).await,
-                        Needs { archival: true },
-                        &settings.s3.accept_gaps,
-                    );
-                    let needed = [Capability::StorageClass, Capability::ObjectTags];
-                    let mode = if needed.iter().all(|c| verdict.has(*c)) {
-                        Some(true)
-                    } else if needed
-                        .iter()
-                        .all(|c| verdict.has(*c) || verdict.accepted().contains(c))
-                    {
-                        tracing::warn!(class, "the store keeps no storage classes or tags (accepted): archival records files as archived without rewriting their objects");
-                        Some(false)
-                    } else {
-                        None
-                    };
-                    match mode {
-                        Some(k) => *keeps_classes.insert(k),
-                        None => {
-                            let why = "archive: the store was not found to keep storage classes \
-                                       and tags (storage_class, object_tags) and the gap is not \
-                                       accepted (UPCOMMIT_ACCEPT_STORE_GAPS): nothing archived \
-                                       this run";
-                            tracing::error!(class, "{why}");
-                            summary.failed += 1;
-                            items.push(item("failed", &h, why));
-                            return Ok(());
-                        }
+            // Asked once per run, when there is something to archive, so a store that gained
+            // a capability is used at once; judged as `serve` judges it (review 27: one failed
+            // probe call turned a whole run catalog-only, a gap nobody accepted).
+            let mode = match mode {
+                Some(m) => m,
+                None => match Mode::judge(store, settings, class).await {
+                    Some(m) => *mode.insert(m),
+                    None => {
+                        let why = "archive: the store was not found to keep storage classes \
+                                   and tags (storage_class, object_tags) and the gap is not \
+                                   accepted (UPCOMMIT_ACCEPT_STORE_GAPS): nothing archived \
+                                   this run";
+                        tracing::error!(class, "{why}");
+                        summary.failed += 1;
+                        items.push(item("failed", &h, why));
+                        return Ok(());
                     }
-                }
+                },
             };
             let small = u64::try_from(h.size).unwrap_or(0) < settings.jobs.archive_min_bytes;
             let kept_reason = if small {
@@ -110,7 +88,7 @@ pub(super) async fn archive(
             } else {
                 "kept in its class (the store has no storage classes)"
             };
-            let small = small || !classes;
+            let small = small || !mode.moves;
             let current = catalog.storage_class_of(&h.id).await?;
             let already = current.as_deref() == Some(class);
             if dry_run {
@@ -158,10 +136,7 @@ pub(super) async fn archive(
             }
             pause::point("hygiene_archive_s3").await;
             if moves {
-                if let Err(e) = store
-                    .change_storage_class(&h.key, class, &[ARCHIVED_TAG])
-                    .await
-                {
+                if let Err(e) = store.change_storage_class(&h.key, class, mode.tags()).await {
                     catalog.release_claim(&h.id, &claim).await?;
                     summary.failed += 1;
                     items.push(item("failed", &h, format!("archive: {e}")));
@@ -192,7 +167,7 @@ pub(super) async fn archive(
                     ));
                     continue;
                 }
-                let (undone, why) = undo_archive(catalog, store, &h).await?;
+                let (undone, why) = undo_archive(catalog, store, &h, mode).await?;
                 // Still ours when the settle refused: give it up.
                 catalog.release_claim(&h.id, &claim).await?;
                 if undone {
@@ -222,13 +197,66 @@ pub(super) async fn archive(
     }
 }
 
+/// What archival does to an object on this store: each capability is used where the store has
+/// it, independently (issue 35: on a store that keeps classes, accepting only the tags gap
+/// turned the class move off too, and the report said the store had no classes).
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// `storage_class` present: objects move to the archive class; otherwise (the gap
+    /// accepted) the file is archived in the catalog only, as a small one is.
+    moves: bool,
+    /// `object_tags` not an accepted gap (so present): a moved object is tagged; otherwise it
+    /// is moved untagged ([`writes_tags`]).
+    tags: bool,
+}
+
+impl Mode {
+    /// The store's answer for the two capabilities archival uses, judged with the accepted
+    /// gaps: `None` when one is missing (or not known: a call that got no answer) and not
+    /// accepted, and then the run archives nothing.
+    async fn judge(store: &Arc<dyn ObjectStore>, settings: &Settings, class: &str) -> Option<Self> {
+        let verdict = judge(
+            &store.probe_archival(class).await,
+            Needs { archival: true },
+            &settings.s3.accept_gaps,
+        );
+        let accepted = verdict.accepted();
+        let usable = |c: Capability| verdict.has(c) || accepted.contains(&c);
+        if !(usable(Capability::StorageClass) && usable(Capability::ObjectTags)) {
+            return None;
+        }
+        let mode = Mode {
+            moves: verdict.has(Capability::StorageClass),
+            tags: writes_tags(settings),
+        };
+        if !mode.moves {
+            tracing::warn!(class, "the store keeps no storage classes (accepted): archival records files as archived without rewriting their objects");
+        } else if !mode.tags {
+            tracing::warn!(class, "the store keeps no object tags (accepted): archival moves objects to the archive class untagged");
+        }
+        Some(mode)
+    }
+
+    /// The tags a moved object carries: none sent where the store keeps none.
+    fn tags(self) -> Option<&'static [(&'static str, &'static str)]> {
+        self.tags.then_some(&[ARCHIVED_TAG])
+    }
+
+    /// The tags of an object put back: cleared, where the store keeps tags.
+    fn untagged(self) -> Option<&'static [(&'static str, &'static str)]> {
+        self.tags.then_some(&[])
+    }
+}
+
 /// After an archival lost its claim once S3 was changed: if the handle is live (available or
-/// unlinked), the object goes back to the handle's recorded class, untagged. Whether it was put
+/// unlinked), the object goes back to the handle's recorded class, untagged (where the store
+/// keeps tags). Whether it was put
 /// back, and what to report.
 async fn undo_archive(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
     h: &FileHandle,
+    mode: Mode,
 ) -> Result<(bool, String), HygieneError> {
     let fresh = catalog.handle_by_id(&h.id).await?;
     if !fresh
@@ -244,7 +272,10 @@ async fn undo_archive(
         .storage_class_of(&h.id)
         .await?
         .unwrap_or_else(|| "STANDARD".to_owned());
-    match store.change_storage_class(&h.key, &class, &[]).await {
+    match store
+        .change_storage_class(&h.key, &class, mode.untagged())
+        .await
+    {
         Ok(()) => Ok((
             true,
             format!("the claim was taken over after S3 changed; the object is back in {class}"),

@@ -36,6 +36,17 @@ pub const JOB: &str = crate::domain::jobs::HYGIENE;
 pub const ARCHIVED_TAG: (&str, &str) = ("upcommit-status", "archived");
 const PAGE: i64 = 200;
 
+/// Whether archival tags the objects it moves and a restore clears the tag: not where the
+/// operator accepted the store's `object_tags` gap, and then no tagging header is sent at all
+/// (a store without tags may refuse one). Read from the settings, not from one run's probe, so
+/// an archival and a later restore always agree.
+fn writes_tags(settings: &Settings) -> bool {
+    !settings
+        .s3
+        .accept_gaps
+        .contains(&crate::domain::capabilities::Capability::ObjectTags)
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct HygieneSummary {
     pub dry_run: bool,
@@ -80,7 +91,6 @@ pub enum HygieneError {
     #[error("another replica holds the job")]
     Busy,
 }
-
 
 fn item(action: &str, h: &FileHandle, reason: impl Into<String>) -> JobItem {
     JobItem {
@@ -298,7 +308,7 @@ async fn return_moved(
         };
         after = last.id.as_str().to_owned();
         for h in page {
-            match restore(catalog, store, &h, None, settings.jobs.lease_secs, now).await {
+            match restore(catalog, store, &h, None, settings, now).await {
                 Ok(_) => {
                     summary.returned += 1;
                     items.push(item(

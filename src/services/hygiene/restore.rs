@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{token, HygieneError};
+use super::{token, writes_tags, HygieneError};
 use crate::catalog::{Catalog, CatalogError, ClaimKind, Settle};
+use crate::config::Settings;
 use crate::domain::records::{FileHandle, HandleStatus};
 use crate::storage::{ObjectStore, StoreError};
 
@@ -39,12 +40,13 @@ impl From<StoreError> for RestoreError {
 /// untagged, when it was moved), under a claim: claim, S3, then settle. With `link`, that link
 /// is recorded in the settling transaction, so a link exists only if the file is available
 /// again. `Ok(false)` when it was already available (the link, if any, is recorded then too).
+/// The tag is cleared where archival writes one ([`writes_tags`]).
 pub async fn restore(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
     handle: &FileHandle,
     link: Option<(&str, &str)>,
-    lease_secs: u64,
+    settings: &Settings,
     now: DateTime<Utc>,
 ) -> Result<bool, RestoreError> {
     let mut status = handle.status;
@@ -68,10 +70,17 @@ pub async fn restore(
             HandleStatus::Unlinked | HandleStatus::Archived => {
                 let claim = token();
                 if catalog
-                    .claim_handle(&handle.id, ClaimKind::Restore, None, &claim, lease_secs)
+                    .claim_handle(
+                        &handle.id,
+                        ClaimKind::Restore,
+                        None,
+                        &claim,
+                        settings.jobs.lease_secs,
+                    )
                     .await?
                 {
-                    return restore_claimed(catalog, store, handle, link, &claim, now).await;
+                    let tags = writes_tags(settings).then_some(&[][..]);
+                    return restore_claimed(catalog, store, handle, link, &claim, tags, now).await;
                 }
             }
         }
@@ -94,6 +103,7 @@ async fn restore_claimed(
     handle: &FileHandle,
     link: Option<(&str, &str)>,
     claim: &str,
+    tags: Option<&[(&str, &str)]>,
     now: DateTime<Utc>,
 ) -> Result<bool, RestoreError> {
     let class = catalog.storage_class_of(&handle.id).await?;
@@ -109,7 +119,7 @@ async fn restore_claimed(
     }
     if moved {
         if let Err(e) = store
-            .change_storage_class(&handle.key, "STANDARD", &[])
+            .change_storage_class(&handle.key, "STANDARD", tags)
             .await
         {
             catalog.release_claim(&handle.id, claim).await?;

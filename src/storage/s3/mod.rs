@@ -583,18 +583,19 @@ impl ObjectStore for S3Store {
         &self,
         key: &str,
         class: &str,
-        tags: &[(&str, &str)],
+        tags: Option<&[(&str, &str)]>,
     ) -> Result<(), StoreError> {
         let before = self.head(key).await?.ok_or(StoreError::NotFound)?;
         // An earlier rewrite to this class that died before its cleanup (review 26: a kill -9
         // between the copy and the delete) left the object rewritten: it is not copied again,
         // only cleaned up below. (The class and the tags are set by one copy.)
         let rewritten = before.storage_class.as_deref().unwrap_or("STANDARD") == class;
-        let tagging = tags
-            .iter()
-            .map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true)))
-            .collect::<Vec<_>>()
-            .join("&");
+        let tagging = tags.map(|tags| {
+            tags.iter()
+                .map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true)))
+                .collect::<Vec<_>>()
+                .join("&")
+        });
         if rewritten {
             tracing::info!(
                 key,
@@ -602,7 +603,8 @@ impl ObjectStore for S3Store {
                 "already in the class: an earlier rewrite's copy is kept"
             );
         } else if self.copy.in_parts(before.size) {
-            let tagging = (!tagging.is_empty()).then_some(tagging.as_str());
+            // A multipart upload starts untagged: no tags, or none to send, is the same there.
+            let tagging = tagging.as_deref().filter(|t| !t.is_empty());
             part_copy::copy_like(self, key, &before, key, Some(class), tagging, self.copy).await?;
         } else {
             self.client
@@ -613,8 +615,12 @@ impl ObjectStore for S3Store {
                 .copy_source_if_match(&before.etag)
                 .metadata_directive(MetadataDirective::Copy)
                 .storage_class(aws_sdk_s3::types::StorageClass::from(class))
-                .tagging_directive(aws_sdk_s3::types::TaggingDirective::Replace)
-                .tagging(tagging)
+                .set_tagging_directive(
+                    tagging
+                        .is_some()
+                        .then_some(aws_sdk_s3::types::TaggingDirective::Replace),
+                )
+                .set_tagging(tagging)
                 .send()
                 .await
                 .map_err(classify)?;
