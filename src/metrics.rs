@@ -110,7 +110,7 @@ pub struct Metrics {
     outbox: Mutex<Option<OutboxGauges>>,
     /// (capability, standing) of the store as judged at start.
     store: Mutex<Vec<(&'static str, &'static str)>>,
-    /// background task (a job, a loop) → panics caught by `services::supervise`.
+    /// background task (a job, a loop) → panics caught by `state::supervise`.
     task_panics: Mutex<BTreeMap<&'static str, u64>>,
     quota_rejections: AtomicU64,
     bytes_committed: AtomicU64,

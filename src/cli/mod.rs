@@ -173,7 +173,7 @@ pub const PANICKED: i32 = 70;
 /// A job command run as `serve` runs a job: a panic records its run failed with the message
 /// and gives the lease back before the process exits with [`PANICKED`].
 async fn caught(task: &'static str, command: impl std::future::Future<Output = i32>) -> i32 {
-    crate::services::supervise::catching(task, None, command)
+    crate::state::supervise::catching(task, None, command)
         .await
         .unwrap_or(PANICKED)
 }
@@ -275,7 +275,9 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Bucket {
             command: BucketCommand::ApplyLifecycle { yes, .. },
         } => bucket::apply_lifecycle(&settings, yes).await,
-        Command::Legacy { command } => caught("legacy_import", legacy::run(settings, command)).await,
+        Command::Legacy { command } => {
+            caught("legacy_import", legacy::run(settings, command)).await
+        }
         Command::Events { command } => events::run(&settings, command).await,
         Command::Upload(_) => unreachable!("handled before the settings load"),
         Command::Token { sub, admin, ttl } => {

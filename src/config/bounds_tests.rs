@@ -55,14 +55,21 @@ fn the_registry_holds_every_numeric_setting_once_with_sane_bounds() {
         assert!(s.lo <= s.hi, "{s:?}");
         assert!(s.lo >= 0, "{s:?}");
         // No setting is unbounded: the largest accepted is well inside every clock and counter.
-        assert!(s.hi <= i128::from(u64::MAX) / 2, "{s:?} is effectively unbounded");
-        assert!(docs.contains(s.name), "docs/configuration.md does not list {}", s.name);
+        assert!(
+            s.hi <= i128::from(u64::MAX) / 2,
+            "{s:?} is effectively unbounded"
+        );
+        assert!(
+            docs.contains(s.name),
+            "docs/configuration.md does not list {}",
+            s.name
+        );
     }
 }
 
 #[test]
 fn every_numeric_setting_loads_at_and_between_its_bounds_and_is_refused_past_them_by_name() {
-    let mut rng = Rng(0x5eed_35);
+    let mut rng = Rng(0x5eed_0035);
     for s in registry() {
         let mut inside = vec![s.lo, s.hi, s.lo + (s.hi - s.lo) / 2];
         for _ in 0..8 {
@@ -94,8 +101,15 @@ fn every_numeric_setting_loads_at_and_between_its_bounds_and_is_refused_past_the
                 continue;
             }
             match load_with(s.name, &v) {
-                Ok(_) => panic!("{} = {v} is past its bounds {}..={} but loads", s.name, s.lo, s.hi),
-                Err(e) => assert!(e.contains(s.name), "{} = {v}: the refusal does not name it: {e}", s.name),
+                Ok(_) => panic!(
+                    "{} = {v} is past its bounds {}..={} but loads",
+                    s.name, s.lo, s.hi
+                ),
+                Err(e) => assert!(
+                    e.contains(s.name),
+                    "{} = {v}: the refusal does not name it: {e}",
+                    s.name
+                ),
             }
         }
         if s.never {
@@ -106,13 +120,17 @@ fn every_numeric_setting_loads_at_and_between_its_bounds_and_is_refused_past_the
 
 #[test]
 fn durations_stop_at_a_hundred_years_and_never_has_a_spelling() {
-    assert!(MAX_DURATION_SECS > 100 * 365 * 86_400 && MAX_DURATION_SECS < 101 * 365 * 86_400);
+    const { assert!(MAX_DURATION_SECS > 100 * 365 * 86_400 && MAX_DURATION_SECS < 101 * 365 * 86_400) };
     let s = load_with("UPCOMMIT_DELETE_AFTER_SECS", "never").expect("never");
     assert_eq!(s.jobs.delete_after_secs, None);
     let s = load_with("UPCOMMIT_ARCHIVE_AFTER_SECS", "NEVER").expect("never, any case");
     assert_eq!(s.jobs.archive_after_secs, None);
-    let err = load_with("UPCOMMIT_DELETE_AFTER_SECS", "18446744073709551615").expect_err("u64::MAX");
-    assert!(err.contains("UPCOMMIT_DELETE_AFTER_SECS") && err.contains("never"), "{err}");
+    let err =
+        load_with("UPCOMMIT_DELETE_AFTER_SECS", "18446744073709551615").expect_err("u64::MAX");
+    assert!(
+        err.contains("UPCOMMIT_DELETE_AFTER_SECS") && err.contains("never"),
+        "{err}"
+    );
     // The values, each refused at load with its name.
     for (name, value) in [
         ("UPCOMMIT_SWEEP_INTERVAL_SECS", "9000000000000"),
@@ -130,16 +148,24 @@ fn durations_stop_at_a_hundred_years_and_never_has_a_spelling() {
 fn a_value_past_its_bound_in_the_file_is_refused_like_one_in_the_environment() {
     let vars = base();
     for (key, name) in [
-        ("sweep_grace_secs = 9000000000000", "UPCOMMIT_SWEEP_GRACE_SECS"),
+        (
+            "sweep_grace_secs = 9000000000000",
+            "UPCOMMIT_SWEEP_GRACE_SECS",
+        ),
         ("job_lease_secs = 9000000000000", "UPCOMMIT_JOB_LEASE_SECS"),
-        ("delete_after_secs = 9000000000000", "UPCOMMIT_DELETE_AFTER_SECS"),
+        (
+            "delete_after_secs = 9000000000000",
+            "UPCOMMIT_DELETE_AFTER_SECS",
+        ),
     ] {
         let err = Settings::from_sources(Some(key), &|k| vars.get(k).cloned())
             .expect_err(key)
             .0;
         assert!(err.contains(name), "{key}: {err}");
     }
-    let s = Settings::from_sources(Some("delete_after_secs = \"never\""), &|k| vars.get(k).cloned())
-        .expect("never in the file");
+    let s = Settings::from_sources(Some("delete_after_secs = \"never\""), &|k| {
+        vars.get(k).cloned()
+    })
+    .expect("never in the file");
     assert_eq!(s.jobs.delete_after_secs, None);
 }

@@ -18,7 +18,7 @@ pub struct JobSettings {
     /// Partitions swept at once (`UPCOMMIT_SWEEP_CONCURRENCY`, default 4, 1 to 64).
     pub sweep_concurrency: usize,
     /// How long one replica holds a job before another may take it over; renewed while the job
-    /// runs (`UPCOMMIT_JOB_LEASE_SECS`, default 300, 3 to 86400).
+    /// runs (`UPCOMMIT_JOB_LEASE_SECS`, default 300, 2 to 86400).
     pub lease_secs: u64,
     /// Monthly price per GiB by storage class, for the storage report's cost estimate
     /// (`UPCOMMIT_PRICE_PER_GIB`, `CLASS=price` comma-separated; default S3 us-east-1 list
@@ -78,7 +78,12 @@ impl JobSettings {
             )));
         }
         Ok(JobSettings {
-            sweep_grace_secs: src.secs("UPCOMMIT_SWEEP_GRACE_SECS", f.sweep_grace_secs, 86_400, 0)?,
+            sweep_grace_secs: src.secs(
+                "UPCOMMIT_SWEEP_GRACE_SECS",
+                f.sweep_grace_secs,
+                86_400,
+                0,
+            )?,
             // Past a week the future-partition guard guards nothing.
             sweep_skew_tolerance_secs: src.number(
                 "UPCOMMIT_SWEEP_SKEW_TOLERANCE_SECS",
@@ -98,14 +103,10 @@ impl JobSettings {
                 4,
                 1..=64,
             )?,
-            // Renewed every third of itself: below 3 s a renewal would be due every second;
-            // past a day a crashed replica would hold its job for longer than anyone waits.
-            lease_secs: src.number(
-                "UPCOMMIT_JOB_LEASE_SECS",
-                f.job_lease_secs,
-                300,
-                3..=86_400,
-            )?,
+            // Renewed every third of itself, at most once a second: below 2 s a renewal could
+            // come after the lease ran out; past a day a crashed replica would hold its job
+            // for longer than anyone waits.
+            lease_secs: src.number("UPCOMMIT_JOB_LEASE_SECS", f.job_lease_secs, 300, 2..=86_400)?,
             price_per_gib: parse_prices(
                 &src.list("UPCOMMIT_PRICE_PER_GIB", f.price_per_gib.take()),
             )?,

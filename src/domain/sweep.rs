@@ -15,7 +15,6 @@ pub struct SweepPolicy {
     pub skew_tolerance_secs: u64,
 }
 
-
 impl SweepPolicy {
     /// Objects of uploads created before this can no longer be committed: their commit window
     /// (which starts at presign) has passed, plus the grace period.
@@ -36,10 +35,9 @@ impl SweepPolicy {
     /// A partition whose day starts after now (plus the tolerance) means a clock is wrong —
     /// ours or a writer's — so every age computed here is doubtful.
     pub fn in_the_future(&self, day: NaiveDate, now: DateTime<Utc>) -> bool {
-        day.and_hms_opt(0, 0, 0)
-            .is_some_and(|start| {
-                start.and_utc() > super::duration::after(now, self.skew_tolerance_secs)
-            })
+        day.and_hms_opt(0, 0, 0).is_some_and(|start| {
+            start.and_utc() > super::duration::after(now, self.skew_tolerance_secs)
+        })
     }
 }
 

@@ -30,6 +30,9 @@ pub struct JobHandle {
     settled: bool,
 }
 
+// A `Begin` lives for the one `match` after `begin`; boxing the handle would only add an
+// allocation per run.
+#[allow(clippy::large_enum_variant)]
 pub enum Begin {
     Started(JobHandle),
     /// Another replica holds the job's lease.
@@ -262,14 +265,14 @@ impl Drop for JobHandle {
     /// lease is given back, and the next run resumes it from its checkpoint (a crash's path,
     /// where the lease runs out instead).
     /// Dropped by a panic, it is recorded `failed` with the panic's message and its lease
-    /// given back (`services::supervise`): the code that panicked would panic again where it
+    /// given back (`state::supervise`): the code that panicked would panic again where it
     /// resumed.
     fn drop(&mut self) {
         if let Some(task) = self.renew.take() {
             task.abort();
         }
         if !self.settled && std::thread::panicking() {
-            crate::services::supervise::Abandoned {
+            crate::state::supervise::Abandoned {
                 catalog: self.catalog.clone(),
                 job: self.run.job.clone(),
                 run_id: self.run.id.clone(),

@@ -19,6 +19,5 @@ pub mod ranged_listing;
 pub mod reconcile;
 pub mod recovery;
 pub mod report;
-pub mod supervise;
 pub mod sweep;
 pub mod tmp_cleanup;

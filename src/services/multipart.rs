@@ -148,8 +148,9 @@ pub async fn part_urls(
             PartNumberError::Duplicate(n) => format!("part number {n} is named twice"),
         })
     })?;
-    let expires_at = crate::domain::duration::after(now, state.settings.uploads.presign_expiry_secs)
-        .min(session.expires_at);
+    let expires_at =
+        crate::domain::duration::after(now, state.settings.uploads.presign_expiry_secs)
+            .min(session.expires_at);
     let mut parts = Vec::with_capacity(numbers.len());
     for (i, n) in numbers.into_iter().enumerate() {
         let size = session.plan.size_of(n).unwrap_or(0);

@@ -150,7 +150,7 @@ impl BucketWatch {
             loop {
                 ticks.tick().await;
                 // A panicking check costs this pass, not the watch.
-                crate::services::supervise::catching(
+                crate::state::supervise::catching(
                     "bucket_watch",
                     Some(&metrics),
                     self.run_once(store.as_ref(), &want),

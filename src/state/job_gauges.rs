@@ -72,12 +72,8 @@ impl JobGauges {
             loop {
                 ticks.tick().await;
                 let refresh = self.refresh(catalog.as_ref());
-                if let Some(Err(e)) = crate::services::supervise::catching(
-                    "job_gauges",
-                    Some(&metrics),
-                    refresh,
-                )
-                .await
+                if let Some(Err(e)) =
+                    crate::state::supervise::catching("job_gauges", Some(&metrics), refresh).await
                 {
                     tracing::warn!(error = %e, "cannot read the last job runs for /metrics");
                 }

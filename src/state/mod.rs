@@ -1,7 +1,7 @@
 //! The state every handler shares: cheap to clone, `Arc`s inside. Beside the settings and the
 //! adapters it holds the server's live caches, each the latest answer of one background read:
 //! the bucket's checks ([`bucket_watch`]), the last job runs ([`job_gauges`]) and the readiness
-//! probe ([`readiness`]). They sit here, below the services, because they read only the catalog
+//! probe ([`readiness`]); and the guard every background task runs under ([`supervise`]). They sit here, below the services, because they read only the catalog
 //! and the store; the services use the state and never the other way round.
 
 use std::sync::{Arc, Mutex};
@@ -19,6 +19,7 @@ pub mod bucket_watch;
 pub mod dry_runs;
 pub mod job_gauges;
 pub mod readiness;
+pub mod supervise;
 
 use bucket_watch::BucketWatch;
 use dry_runs::DryRuns;

@@ -1,7 +1,7 @@
 //! Every job broken at each of its catalog steps, in turn: the N-th catalog call of a run fails
 //! as an unreachable database would, then (separately) panics, for N = 1, 2, … until a run
 //! makes fewer than N calls. The job runs as `serve` runs it (inside
-//! `services::supervise::catching`, the catalog behind `ObservedCatalog`, where
+//! `state::supervise::catching`, the catalog behind `ObservedCatalog`, where
 //! `pause::with_faults` decides each call). After each broken run:
 //! - a panicked run is recorded `failed` with the panic's message, and its lease is free at once;
 //! - a failed call leaves the run `failed` with its reason, or `running` for the next run to
@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use upcommit::catalog::Catalog;
 use upcommit::domain::jobs::RunState;
 use upcommit::pause::{self, Fault};
-use upcommit::services::supervise::catching;
+use upcommit::state::supervise::catching;
 
 use crate::helpers::{spawn_app_with, ObservedJob, Spawn, TestApp};
 
@@ -40,7 +40,12 @@ enum Ended {
 }
 
 /// Faults the `n`-th catalog call (counting from 1) in `mode`; records which operation it was.
-fn nth_call(n: usize, mode: Mode, seen: Arc<AtomicUsize>, hit: Arc<Mutex<Option<String>>>) -> pause::FaultHook {
+fn nth_call(
+    n: usize,
+    mode: Mode,
+    seen: Arc<AtomicUsize>,
+    hit: Arc<Mutex<Option<String>>>,
+) -> pause::FaultHook {
     Arc::new(move |op: &str| {
         let i = seen.fetch_add(1, Ordering::SeqCst) + 1;
         if i != n {
@@ -91,7 +96,8 @@ struct Subject<'a> {
 impl Subject<'_> {
     /// Runs the job once under `hook` (none: unbroken), as `serve` would.
     async fn run(&self, hook: Option<pause::FaultHook>, at: DateTime<Utc>) -> Ended {
-        let (catalog, store, settings) = (&self.parts.catalog, &self.parts.store, &self.parts.settings);
+        let (catalog, store, settings) =
+            (&self.parts.catalog, &self.parts.store, &self.parts.settings);
         let job = self.job;
         let work = async move {
             match job {
@@ -120,7 +126,9 @@ impl Subject<'_> {
                     }
                 }
                 "reconcile" => {
-                    use upcommit::services::reconcile::{reconcile, ReconcileOptions, ReconcileOutcome};
+                    use upcommit::services::reconcile::{
+                        reconcile, ReconcileOptions, ReconcileOutcome,
+                    };
                     let options = ReconcileOptions {
                         grace: chrono::Duration::zero(),
                         quarantine: false,
@@ -138,7 +146,14 @@ impl Subject<'_> {
             }
         };
         let caught = match hook {
-            Some(hook) => catching(job, Some(&self.parts.metrics), pause::with_faults(hook, work)).await,
+            Some(hook) => {
+                catching(
+                    job,
+                    Some(&self.parts.metrics),
+                    pause::with_faults(hook, work),
+                )
+                .await
+            }
             None => catching(job, Some(&self.parts.metrics), work).await,
         };
         caught.unwrap_or(Ended::Panicked)
@@ -162,11 +177,15 @@ impl Subject<'_> {
 /// Returns the committed file's key and bytes, and the abandoned upload's tmp key.
 async fn give_work(app: &TestApp) -> (String, Vec<u8>, String) {
     let token = app.token("alice");
-    let (_, h) = app.upload_and_commit(&token, "image", "image/png", 300).await;
+    let (_, h) = app
+        .upload_and_commit(&token, "image", "image/png", 300)
+        .await;
     let key = h["key"].as_str().expect("key").to_owned();
     let bytes = app.get_object(&key).await;
     let abandoned = app.uploaded(&token, "image", "image/png", 200, "PUT").await;
-    let _never = app.presign_ok(&token, "image", "image/png", 100, "PUT").await;
+    let _never = app
+        .presign_ok(&token, "image", "image/png", 100, "PUT")
+        .await;
     (key, bytes, abandoned.key.clone())
 }
 
@@ -190,7 +209,12 @@ async fn break_each_step(job: &'static str, mode: Mode) -> usize {
         committed.push((key, bytes));
         // Far enough ahead that every upload's window (and the sweep's grace) has passed.
         let at = chrono::Utc::now() + chrono::Duration::days(3);
-        let before = app.catalog.last_run(job).await.expect("last_run").map(|r| r.id);
+        let before = app
+            .catalog
+            .last_run(job)
+            .await
+            .expect("last_run")
+            .map(|r| r.id);
         let seen = Arc::new(AtomicUsize::new(0));
         let hit = Arc::new(Mutex::new(None));
         let ended = subject
@@ -220,7 +244,9 @@ async fn break_each_step(job: &'static str, mode: Mode) -> usize {
                     if run.state == RunState::Failed {
                         let said = run.summary.unwrap_or_default();
                         assert!(
-                            said.contains(&format!("the run panicked: injected at catalog call {n} ")),
+                            said.contains(&format!(
+                                "the run panicked: injected at catalog call {n} "
+                            )),
                             "{step}: {said}"
                         );
                         recorded += 1;
@@ -232,8 +258,15 @@ async fn break_each_step(job: &'static str, mode: Mode) -> usize {
                         );
                     }
                 }
-                assert_eq!(subject.running().await, 0, "{step}: a panicked run is left running");
-                assert!(lease_given_back(&app.catalog, job).await, "{step}: the lease is still held after a panic");
+                assert_eq!(
+                    subject.running().await,
+                    0,
+                    "{step}: a panicked run is left running"
+                );
+                assert!(
+                    lease_given_back(&app.catalog, job).await,
+                    "{step}: the lease is still held after a panic"
+                );
             }
             Mode::Fail => {
                 assert!(
@@ -241,25 +274,47 @@ async fn break_each_step(job: &'static str, mode: Mode) -> usize {
                     "{step}"
                 );
                 if let Ended::Ran(RunState::Failed) = ended {
-                    let run = app.catalog.last_run(job).await.expect("last_run").expect("a run");
+                    let run = app
+                        .catalog
+                        .last_run(job)
+                        .await
+                        .expect("last_run")
+                        .expect("a run");
                     assert!(
-                        run.summary.as_deref().is_some_and(|s| s.contains("injected")),
+                        run.summary
+                            .as_deref()
+                            .is_some_and(|s| s.contains("injected")),
                         "{step}: the failed run does not say why: {:?}",
                         run.summary
                     );
                 }
-                assert!(lease_given_back(&app.catalog, job).await, "{step}: the lease is not given back");
+                assert!(
+                    lease_given_back(&app.catalog, job).await,
+                    "{step}: the lease is not given back"
+                );
             }
         }
         // The next run, unbroken, is not turned away and finishes what was left.
         let next = subject.run(None, at).await;
         assert_eq!(next, Ended::Ran(RunState::Finished), "{step}: the next run");
-        assert_eq!(subject.running().await, 0, "{step}: a run is left running after the next run");
+        assert_eq!(
+            subject.running().await,
+            0,
+            "{step}: a run is left running after the next run"
+        );
         for (key, bytes) in &committed {
-            assert_eq!(&app.get_object(key).await, bytes, "{step}: committed {key} changed or lost");
+            assert_eq!(
+                &app.get_object(key).await,
+                bytes,
+                "{step}: committed {key} changed or lost"
+            );
         }
         if job == "sweep" {
-            assert_eq!(app.versions(&abandoned).await, 0, "{step}: the abandoned upload was not swept");
+            assert_eq!(
+                app.versions(&abandoned).await,
+                0,
+                "{step}: the abandoned upload was not swept"
+            );
         }
     }
     assert!(broken > 0, "{job}: no catalog step was broken");
@@ -270,8 +325,11 @@ async fn break_each_step(job: &'static str, mode: Mode) -> usize {
             subject.parts.metrics.render(&mut out);
             out
         };
-        let counted = crate::helpers::series_value(&text, &format!("upcommit_task_panics_total{{task=\"{job}\"}}"))
-            .unwrap_or(0.0);
+        let counted = crate::helpers::series_value(
+            &text,
+            &format!("upcommit_task_panics_total{{task=\"{job}\"}}"),
+        )
+        .unwrap_or(0.0);
         assert_eq!(counted as usize, broken, "{job}: every panic is counted");
     }
     eprintln!("{job}: {mode:?} injected at each of {broken} catalog steps");
@@ -314,6 +372,7 @@ async fn a_reconcile_broken_at_any_catalog_step_fails_cleanly_and_the_next_finis
 }
 
 #[tokio::test]
-async fn a_reconcile_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes() {
+async fn a_reconcile_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes(
+) {
     break_each_step("reconcile", Mode::Panic).await;
 }

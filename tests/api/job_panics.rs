@@ -51,7 +51,11 @@ async fn two_panicked_runs(app: &TestApp, job: &str, marker: &str) -> (i64, i64)
 
 async fn panics_counted(app: &TestApp, base: &str, task: &str) -> f64 {
     let text = app.metrics_text_at(base).await;
-    series_value(&text, &format!("upcommit_task_panics_total{{task=\"{task}\"}}")).unwrap_or(0.0)
+    series_value(
+        &text,
+        &format!("upcommit_task_panics_total{{task=\"{task}\"}}"),
+    )
+    .unwrap_or(0.0)
 }
 
 #[tokio::test]
@@ -71,17 +75,31 @@ async fn a_sweep_that_panics_every_time_fails_each_run_and_the_schedule_and_prun
     let marker = "UPCOMMIT_PANIC_AT: catalog.mark_expired_handles";
     let (failed, _) = two_panicked_runs(&app, "sweep", marker).await;
     let counted = panics_counted(&app, &base, "sweep").await;
-    let ready = app.http.get(format!("{base}/readyz")).send().await.map(|r| r.status().as_u16());
+    let ready = app
+        .http
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .map(|r| r.status().as_u16());
     let (_, running) = runs(&app, "sweep", marker).await;
     let pruned = finished(&app, "prune").await;
     let _ = child.kill();
     let _ = child.wait();
 
-    assert!(failed >= 2, "a second sweep ran after the first panicked: {failed} failed runs");
+    assert!(
+        failed >= 2,
+        "a second sweep ran after the first panicked: {failed} failed runs"
+    );
     // The run in progress at the moment of reading may be running; none is left behind.
     assert!(running <= 1, "{running} sweeps left running");
-    assert!(counted >= 2.0, "the panics are counted on /metrics: {counted}");
-    assert!(pruned >= 1, "prune, which shares the sweep's loop, still ran");
+    assert!(
+        counted >= 2.0,
+        "the panics are counted on /metrics: {counted}"
+    );
+    assert!(
+        pruned >= 1,
+        "prune, which shares the sweep's loop, still ran"
+    );
     assert_eq!(ready.ok(), Some(200), "the server stays ready");
 }
 
@@ -108,9 +126,15 @@ async fn hygiene_that_panics_every_time_fails_each_run_and_its_schedule_goes_on(
     let _ = child.kill();
     let _ = child.wait();
 
-    assert!(failed >= 2, "a second hygiene run followed the first panic: {failed} failed runs");
+    assert!(
+        failed >= 2,
+        "a second hygiene run followed the first panic: {failed} failed runs"
+    );
     assert!(running <= 1, "{running} hygiene runs left running");
-    assert!(counted >= 2.0, "the panics are counted on /metrics: {counted}");
+    assert!(
+        counted >= 2.0,
+        "the panics are counted on /metrics: {counted}"
+    );
 }
 
 #[tokio::test]
@@ -134,10 +158,18 @@ async fn an_event_delivery_loop_that_panics_is_started_again_and_counted() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let ready = app.http.get(format!("{base}/readyz")).send().await.map(|r| r.status().as_u16());
+    let ready = app
+        .http
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .map(|r| r.status().as_u16());
     let _ = child.kill();
     let _ = child.wait();
-    assert!(counted >= 2.0, "the loop went on after a panic and panicked again: {counted}");
+    assert!(
+        counted >= 2.0,
+        "the loop went on after a panic and panicked again: {counted}"
+    );
     assert_eq!(ready.ok(), Some(200));
 }
 
@@ -164,7 +196,10 @@ async fn a_bucket_watch_that_panics_is_counted_and_checks_again() {
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(counted >= 2.0, "the watch checked again after a panic: {counted}");
+    assert!(
+        counted >= 2.0,
+        "the watch checked again after a panic: {counted}"
+    );
 }
 
 #[tokio::test]
@@ -185,9 +220,18 @@ async fn a_sweep_command_that_panics_records_its_run_failed_frees_the_lease_and_
     let out = sweep(Some("sweep_began"));
     assert_eq!(out.status.code(), Some(70), "{out:?}");
     let (failed, running) = runs(&app, "sweep", "UPCOMMIT_PANIC_AT: sweep_began").await;
-    assert_eq!((failed, running), (1, 0), "the panicked run is recorded failed, none left running");
+    assert_eq!(
+        (failed, running),
+        (1, 0),
+        "the panicked run is recorded failed, none left running"
+    );
     // The lease (300 s by default) was given back: the next sweep runs at once, not busy (4).
     let out = sweep(None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(finished(&app, "sweep").await, 1);
 }

@@ -1130,7 +1130,10 @@ async fn a_run_that_panics_after_a_checkpoint_is_failed_frees_its_lease_and_the_
              AND summary LIKE '%the run panicked: UPCOMMIT_PANIC_AT: legacy_import_checkpoint%'",
         )
         .await;
-    assert_eq!(failed, 1, "the panicked run is recorded failed with its message");
+    assert_eq!(
+        failed, 1,
+        "the panicked run is recorded failed with its message"
+    );
 
     let run = by_pattern(&app, &["--yes"]);
     assert_eq!(run.code, 0, "not busy: {}", run.stderr);
@@ -1141,7 +1144,9 @@ async fn a_run_that_panics_after_a_checkpoint_is_failed_frees_its_lease_and_the_
     assert_eq!(s["keys_listed"], 130, "{s}");
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 130);
     assert_eq!(
-        app.db.count("SELECT COUNT(DISTINCT key) FROM uploads").await,
+        app.db
+            .count("SELECT COUNT(DISTINCT key) FROM uploads")
+            .await,
         130,
         "every key imported once"
     );

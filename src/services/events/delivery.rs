@@ -354,7 +354,7 @@ pub fn spawn(
                 }
             };
             let Some(Some(endpoints)) =
-                crate::services::supervise::catching("event_delivery", Some(&metrics), read).await
+                crate::state::supervise::catching("event_delivery", Some(&metrics), read).await
             else {
                 continue;
             };
@@ -381,8 +381,7 @@ pub fn spawn(
                 );
                 let counted = metrics.clone();
                 let task = tokio::spawn(async move {
-                    crate::services::supervise::catching("event_delivery", Some(&counted), work)
-                        .await;
+                    crate::state::supervise::catching("event_delivery", Some(&counted), work).await;
                 });
                 loops.insert(spec.id.clone(), (spec, task));
             }

@@ -71,8 +71,7 @@ pub fn spawn(
             let pass = run_once(&catalog, retry_window, &sequenced);
             // A panicking pass changed nothing it did not commit: the next one starts over.
             let Some(outcome) =
-                crate::services::supervise::catching("event_sequencer", Some(&metrics), pass)
-                    .await
+                crate::state::supervise::catching("event_sequencer", Some(&metrics), pass).await
             else {
                 continue;
             };

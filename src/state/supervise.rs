@@ -68,9 +68,13 @@ impl Abandoned {
             )
             .await
         {
-            Ok(()) => tracing::error!(job = %self.job, run.id = %self.run_id, reason = %reason, "job run recorded as failed"),
+            Ok(()) => {
+                tracing::error!(job = %self.job, run.id = %self.run_id, reason = %reason, "job run recorded as failed")
+            }
             // The lease runs out and the next run resumes this one (left `running`).
-            Err(e) => tracing::error!(job = %self.job, run.id = %self.run_id, error = %e, "could not record the panicked run as failed; its lease runs out"),
+            Err(e) => {
+                tracing::error!(job = %self.job, run.id = %self.run_id, error = %e, "could not record the panicked run as failed; its lease runs out")
+            }
         }
         if let Some(holder) = &self.holder {
             if let Err(e) = self.catalog.release_job_lock(&self.job, holder).await {
