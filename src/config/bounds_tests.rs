@@ -169,3 +169,29 @@ fn a_value_past_its_bound_in_the_file_is_refused_like_one_in_the_environment() {
     .expect("never in the file");
     assert_eq!(s.jobs.delete_after_secs, None);
 }
+
+/// The row docs/configuration.md's table of bounds gives `s`.
+fn doc_row(s: &NumericSetting) -> String {
+    let never = if s.never { " or `never`" } else { "" };
+    let years = if s.hi == i128::from(MAX_DURATION_SECS) {
+        " (100 years)"
+    } else {
+        ""
+    };
+    format!("| `{}` | {} | {}{years}{never} |", s.name, s.lo, s.hi)
+}
+
+#[test]
+fn the_configuration_doc_gives_every_numeric_settings_bounds_as_the_loader_checks_them() {
+    let docs = include_str!("../../docs/configuration.md");
+    let missing: Vec<String> = registry()
+        .iter()
+        .map(doc_row)
+        .filter(|row| !docs.contains(row.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/configuration.md's bounds table lacks (or has other numbers for):\n{}",
+        missing.join("\n")
+    );
+}
