@@ -5,7 +5,10 @@
 // endpoint (a webhook whose deliveries fail)}.
 // Each page is compared with what the admin API answers to the same token (fetched here, from
 // Node); each action is clicked and its answer and the changed numbers checked; a user token
-// and a bad token see nothing but the error; every page is read at 375 px (no horizontal
+// and a bad token see nothing but the error; each job summary (every job's last run, every run
+// of the history, a run's page, the dry run's answer) shows the API's headline numbers first,
+// no JSON, and every other field folded (an unknown job's and unknown fields too, the error
+// first); every page is read at 375 px (no horizontal
 // scroll) and at desktop width, with full-page screenshots; sign-in, the navigation and an
 // action are reached by keyboard alone. Prints {"restored", "new_copy", "dry_run", "disabled",
 // "screenshots"} for the Rust side to check in the catalog; exits 1 with the reason on the
@@ -118,6 +121,89 @@ async function endpointCounts(page, id) {
   return { pending: await read("pending"), failed: await read("failed"), delivered: await read("delivered") };
 }
 
+// ---- job summaries ------------------------------------------------------------------------
+// What each known job's summary must put first (the rest is folded).
+const HEADLINE = {
+  sweep: ["deleted_versions", "deleted_bytes", "skipped_keys", "failed_versions"],
+  hygiene: ["unlinked", "archived", "deleted", "blocked"],
+};
+// The page's time format: "2026-12-04 13:25:55 UTC".
+const time = (t) => `${new Date(t).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+// A summary's leaves by path ({"a": {"b": 1}} → {"a.b": 1}); an empty object or array, and an
+// array without objects, are leaves.
+function leaves(value, prefix = "", out = {}) {
+  const nested = value !== null && typeof value === "object" &&
+    (Array.isArray(value) ? value.some((v) => v !== null && typeof v === "object") : Object.keys(value).length > 0);
+  if (nested) for (const [k, v] of Object.entries(value)) leaves(v, prefix ? `${prefix}.${k}` : k, out);
+  else out[prefix] = value;
+  return out;
+}
+// A leaf as the page must show it.
+function leafText(path, v) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  if (typeof v === "number") return count(v);
+  if (Array.isArray(v)) return v.length ? v.join(", ") : "none";
+  if (typeof v === "object") return "none";
+  if (/^\d{4}-\d\d-\d\dT/.test(v)) return time(v);
+  return String(v);
+}
+
+// Checks the summary shown in `scope` against the API's `summary` of a run of `job`: the error
+// first and visible, the headline numbers the API's, no JSON, every field shown (headline or
+// folded); opens the folded part and checks every folded field shows with its value.
+async function checkSummary(page, scope, job, summary, what) {
+  const root = page.locator(`${scope} [data-summary]`).first();
+  expect((await root.count()) === 1, `${what}: a summary shows`);
+  const shown = await root.evaluate((s) => ({
+    text: s.textContent,
+    first: s.firstElementChild && s.firstElementChild.hasAttribute("data-summary-error") ? s.firstElementChild.textContent : null,
+    headline: [...s.querySelectorAll(".headline [data-paths]")].map((h) => ({ paths: h.dataset.paths.split(","), format: h.dataset.format, text: h.textContent })),
+    folded: [...s.querySelectorAll("details [data-path]")].map((d) => [d.dataset.path, d.textContent]),
+    open: s.querySelector("details") ? s.querySelector("details").open : null,
+  }));
+  expect(!/[{}]/.test(shown.text), `${what}: no raw JSON in the summary: ${shown.text}`);
+  if (summary === null || typeof summary !== "object") {
+    expect(shown.text.includes(summary === null ? "–" : String(summary)), `${what}: a summary that is no object shows as text: ${shown.text}`);
+    return;
+  }
+  if (summary.error) {
+    expect(shown.first !== null && shown.first.includes(summary.error), `${what}: the error shows first: ${shown.first}`);
+    expect(await root.locator("[data-summary-error]").isVisible(), `${what}: the error is visible unopened`);
+  }
+  const all = leaves(summary);
+  const at = (p) => all[p];
+  for (const h of shown.headline) {
+    let want;
+    if (h.format === "list") want = h.paths.map(at).flat().join(", ");
+    else {
+      const n = h.paths.reduce((s, p) => s + (p.endsWith(".*")
+        ? Object.entries(all).filter(([k]) => k.startsWith(p.slice(0, -1))).reduce((t, [, v]) => t + v, 0)
+        : at(p)), 0);
+      want = h.format === "bytes" ? bytes(n) : count(n);
+    }
+    expect(h.text === want, `${what}: headline ${h.paths} shows ${h.text}, the API says ${want}`);
+  }
+  const headPaths = new Set(shown.headline.flatMap((h) => h.paths));
+  for (const p of HEADLINE[job] || []) expect(headPaths.has(p), `${what}: ${p} is in the headline: ${[...headPaths]}`);
+  const folded = new Map(shown.folded);
+  const covered = (p) => headPaths.has(p) || folded.has(p) || [...headPaths].some((h) => h.endsWith(".*") && p.startsWith(h.slice(0, -1)));
+  const dropped = Object.keys(all).filter((p) => p !== "error" && !covered(p));
+  expect(dropped.length === 0, `${what}: every field shows, in the headline or folded; dropped: ${dropped}`);
+  for (const [p, text] of shown.folded) {
+    expect(p in all, `${what}: folded ${p} is the API's`);
+    expect(text.includes(leafText(p, all[p])), `${what}: folded ${p} shows ${text}, the API says ${JSON.stringify(all[p])}`);
+  }
+  // Folded until opened; opened, every folded field shows.
+  if (shown.folded.length) {
+    expect(shown.open === false && !(await root.locator("details [data-path]").first().isVisible()), `${what}: the rest is folded`);
+    await root.locator("details > summary").first().click();
+    const hidden = await root.evaluate((s) => [...s.querySelectorAll("details [data-path]")].filter((d) => !d.checkVisibility()).map((d) => d.dataset.path));
+    expect(hidden.length === 0, `${what}: opened, every folded field shows: hidden ${hidden}`);
+  }
+  return { headline: shown.headline, folded: shown.folded.map(([p]) => p) };
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: [
@@ -195,6 +281,7 @@ try {
   for (const j of jobs) {
     const row = await page.textContent(`[data-section=jobs] tr[data-job="${j.job}"]`);
     expect(j.last_run ? row.includes(j.last_run.state) : row.includes("never"), `job ${j.job}: ${row}`);
+    if (j.last_run) await checkSummary(page, `[data-section=jobs] tr[data-job="${j.job}"]`, j.job, j.last_run.summary, `overview: ${j.job}'s last run`);
   }
   expect(jobs.find((j) => j.job === "hygiene").last_run && jobs.find((j) => j.job === "sweep").last_run, "hygiene and the sweep ran");
   await shot(page, "overview-failing-webhook-desktop");
@@ -335,14 +422,24 @@ try {
   let runs = await get("/v1/admin/jobs/runs?limit=25");
   expect(same(await attrs(page, "tr[data-run]", "data-run"), runs.runs.map((r) => r.id)), "the history, newest first");
   expect(runs.runs.some((r) => r.job === "hygiene" && !r.dry_run) && runs.runs.some((r) => r.job === "sweep"), "hygiene's and the sweep's runs are in it");
+  // Each job's last run (GET /v1/admin/jobs) and each run of the history, summarised.
+  for (const j of (await get("/v1/admin/jobs")).jobs) {
+    if (j.last_run) await checkSummary(page, `[data-section=schedule] tr[data-job="${j.job}"]`, j.job, j.last_run.summary, `jobs: ${j.job}'s last run`);
+  }
+  const folds = {};
+  for (const r of runs.runs) folds[r.id] = await checkSummary(page, `tr[data-run="${r.id}"]`, r.job, r.summary, `jobs: ${r.job} run ${r.id}`);
+  const sweepRun = runs.runs.find((r) => r.job === "sweep");
+  expect(["recovery.commits_failed", "settled_tmp.uploads_cleared"].every((p) => folds[sweepRun.id].folded.includes(p)),
+    `the sweep's nested totals are folded rows: ${folds[sweepRun.id].folded}`);
+  await shot(page, "jobs-summaries-open-desktop");
   a = await acted(page, "Hygiene dry run", () => page.click("#action-hygiene-dry-run"));
   expect(a.status === 202 && typeof a.json.run_id === "string", `dry run: ${JSON.stringify(a)}`);
   const dry = a.json.run_id;
   const dryState = await page.textContent("[data-field=dry-run-state]");
   const dryRun = (await get(`/v1/admin/jobs/runs/${dry}`)).run;
   expect(dryState === "finished" && dryRun.state === "finished" && dryRun.dry_run === true, `the dry run finished: ${dryState} ${JSON.stringify(dryRun)}`);
-  const summary = await page.textContent("[data-field=dry-run-summary]");
-  expect(Object.keys(dryRun.summary).length > 0 && Object.keys(dryRun.summary).every((k) => summary.includes(`${k}:`)), `its summary shows: ${summary}`);
+  expect(Object.keys(dryRun.summary).length > 0, "the dry run has a summary");
+  await checkSummary(page, "[data-field=dry-run-summary]", "hygiene", dryRun.summary, "the dry run's answer");
   runs = await get("/v1/admin/jobs/runs?limit=25");
   expect(runs.runs[0].id === dry && same(await attrs(page, "tr[data-run]", "data-run"), runs.runs.map((r) => r.id)), "the dry run heads the history");
   result.dry_run = dry;
@@ -361,7 +458,60 @@ try {
   await go(page, `#/jobs/${hygieneRun.id}`, "run");
   const items = await get(`/v1/admin/jobs/runs/${hygieneRun.id}?limit=100`);
   expect(items.items.length > 0 && same(await attrs(page, "tr[data-item]", "data-item"), items.items.map((i) => i.key)), "the run's findings");
+  await checkSummary(page, "[data-field=summary]", "hygiene", items.run.summary, "hygiene's run page");
   await shot(page, "run-findings-desktop");
+  await go(page, `#/jobs/${sweepRun.id}`, "run");
+  await checkSummary(page, "[data-field=summary]", "sweep", (await get(`/v1/admin/jobs/runs/${sweepRun.id}`)).run.summary, "the sweep's run page");
+  await shot(page, "run-sweep-summary-desktop");
+  // A job this console does not know, and fields it does not know, with an error: shown all
+  // the same (the error first, the rest folded), never dropped. The API's answer, amended on
+  // its way to the page.
+  const amend = async (id, change) => page.route(`**/v1/admin/jobs/runs/${id}?*`, async (route) => {
+    const resp = await route.fetch();
+    const body = await resp.json();
+    change(body.run);
+    await route.fulfill({ response: resp, json: body });
+  });
+  const unknown = {};
+  await amend(sweepRun.id, (r) => {
+    r.job = "compaction";
+    r.state = "failed";
+    r.summary = { ...r.summary, error: "the run panicked: shard 7 is gone", pages_compacted: 12, shard: { name: "s7", rows: 3, tags: ["a", "b"] } };
+    unknown.compaction = r.summary;
+  });
+  await amend(dry, (r) => {
+    r.summary = { ...r.summary, error: "catalog: connection reset", requeued: 4, per_profile: { image: { unlinked: 2 } } };
+    unknown.hygiene = r.summary;
+  });
+  await go(page, "#/jobs?limit=1", "jobs");
+  await go(page, `#/jobs/${sweepRun.id}`, "run");
+  let seen = await checkSummary(page, "[data-field=summary]", "compaction", unknown.compaction, "an unknown job's run");
+  expect(["pages_compacted", "shard.name", "shard.rows", "shard.tags", "deleted_versions"].every((p) => seen.folded.includes(p)), `the unknown job's fields, folded: ${seen.folded}`);
+  await shot(page, "run-unknown-job-desktop");
+  await go(page, `#/jobs/${dry}`, "run");
+  seen = await checkSummary(page, "[data-field=summary]", "hygiene", unknown.hygiene, "a run with unknown fields");
+  expect(["requeued", "per_profile.image.unlinked"].every((p) => seen.folded.includes(p)), `the unknown fields, folded: ${seen.folded}`);
+  await shot(page, "run-unknown-fields-desktop");
+  // Prune's shape (no prune ran here): counts added up across nested totals and a map.
+  await amend(hygieneRun.id, (r) => {
+    r.job = "prune";
+    r.summary = {
+      dry_run: false, retention_secs: 2592000, cutoff: "2026-11-04T10:00:00Z",
+      uploads: { committed: 1200, rejected: 3, expired: 40, multipart_sessions: 2, upload_parts: 9 },
+      quota_rows: 5, quota_before: "2026-11-04", discarded_deliveries: { "hook-a": 2, "hook-b": 5 }, events: 31,
+      job_runs: 4, job_history_cutoff: "2026-09-05T10:00:00Z", link_scans: { superseded: 1, abandoned: 1, batches: 6, seen: 5000 },
+      batches: 3,
+    };
+    unknown.prune = r.summary;
+  });
+  await go(page, `#/jobs/${hygieneRun.id}`, "run");
+  seen = await checkSummary(page, "[data-field=summary]", "prune", unknown.prune, "a prune run");
+  const heads = seen.headline.map((h) => `${h.paths}=${h.text}`);
+  expect(["uploads.committed,uploads.rejected,uploads.expired=1,243", "discarded_deliveries.*=7", "link_scans.superseded,link_scans.abandoned=2", "events=31", "job_runs=4"]
+    .every((h) => heads.includes(h)), `prune's headline: ${heads}`);
+  expect(["uploads.upload_parts", "link_scans.seen", "retention_secs", "quota_before"].every((p) => seen.folded.includes(p)), `prune's rest, folded: ${seen.folded}`);
+  await shot(page, "run-prune-desktop");
+  for (const id of [sweepRun.id, dry, hygieneRun.id]) await page.unroute(`**/v1/admin/jobs/runs/${id}?*`);
 
   // ---- every page at 375 px and at desktop width ----------------------------------------
   const pages = [
@@ -372,6 +522,7 @@ try {
     ["endpoint", `#/events/${fx.endpoint}`, "endpoint"],
     ["jobs", "#/jobs", "jobs"],
     ["run", `#/jobs/${hygieneRun.id}`, "run"],
+    ["run-sweep", `#/jobs/${sweepRun.id}`, "run"],
   ];
   const widths = {};
   for (const [size, viewport] of [["375", { width: 375, height: 812 }], ["desktop", { width: 1280, height: 900 }]]) {
@@ -380,6 +531,8 @@ try {
       // From another page, so that the hash changes and the page is drawn at this width.
       await go(page, "#/jobs?limit=1", "jobs");
       await go(page, hash, route);
+      // Every folded part open: what it holds must fit too.
+      await page.$$eval("details", (ds) => ds.forEach((d) => { d.open = true; }));
       const width = await page.evaluate(() => document.documentElement.scrollWidth);
       widths[`${name}-${size}`] = width;
       if (size === "375") expect(width <= 375, `${name} at 375 px scrolls sideways: ${width}`);

@@ -71,6 +71,10 @@ class ApiError extends Error {
 // A read a page needs: its JSON, or an ApiError. A refused token ends the session (and shows
 // nothing but why), whatever page asked.
 async function load(path) {
+  // The session ended (a refused token, a sign-out) while the page was being drawn: nothing
+  // more is asked, so the reason shown stays the first refusal's (a later call would go
+  // without a token and be refused as 401).
+  if (!session.token()) throw new SessionEnded();
   const answer = await call("GET", path);
   if (endsSession(answer)) {
     refused(answer);
@@ -118,23 +122,6 @@ function fmtAge(seconds) {
 }
 const ageSince = (t) => (t ? (Date.now() - new Date(t).getTime()) / 1000 : null);
 const AGE_LABELS = { under_1d: "under 1 day", "1d_to_7d": "1–7 days", "7d_to_30d": "7–30 days", over_30d: "over 30 days" };
-
-// A run's summary: the API's object (or JSON text), as "key: value" pairs.
-function summaryText(summary) {
-  let s = summary;
-  if (typeof s === "string") {
-    try {
-      s = JSON.parse(s);
-    } catch {
-      return s;
-    }
-  }
-  if (s === null || s === undefined) return "–";
-  if (typeof s !== "object") return String(s);
-  return Object.entries(s)
-    .map(([k, v]) => `${k}: ${v !== null && typeof v === "object" ? JSON.stringify(v) : v}`)
-    .join(", ");
-}
 
 // ---- DOM helpers (text only) -------------------------------------------------------------
 
@@ -209,6 +196,171 @@ function answerBox(what, answer, extra) {
     answer.code ? el("div", {}, "code: ", el("code", { "data-code": answer.code }, answer.code), answer.message ? ` — ${answer.message}` : "") : null,
     extra || null,
     answer.body !== null && answer.body !== undefined ? el("pre", {}, JSON.stringify(answer.body, null, 2)) : null,
+  );
+}
+
+// ---- job summaries -----------------------------------------------------------------------
+
+// A run's summary (the job's own totals, as the API gives them) as a person reads it: the
+// error first, then the few numbers an operator reads first (the job's headline), then every
+// other field folded, nested objects as labelled rows. A job or a field this page does not
+// know is shown folded all the same, never dropped; a failure count above zero anywhere is
+// raised into the headline.
+//
+// A headline item: `n`, the paths of a count (added up; `x.*` adds up every value under x);
+// `bytes`, those of its size, shown beside it; `list`, the path of a list shown when not
+// empty (an empty one stays folded); `bad`, a count that is a failure when above zero. An
+// item whose paths the summary lacks is left out of the headline (its fields stay folded).
+const HEADLINES = {
+  sweep: [
+    { n: ["deleted_versions"], bytes: ["deleted_bytes"], label: "versions deleted" },
+    { n: ["settled_tmp.versions_deleted"], label: "settled tmp versions deleted" },
+    { n: ["skipped_keys"], label: "keys skipped" },
+    { n: ["failed_versions"], label: "versions failed", bad: true },
+    { list: "future_partitions", label: "partitions dated in the future", bad: true },
+  ],
+  hygiene: [
+    { n: ["unlinked"], label: "unlinked" },
+    { n: ["archived"], bytes: ["archived_bytes"], label: "archived" },
+    { n: ["deleted"], bytes: ["deleted_bytes"], label: "deleted" },
+    { n: ["blocked"], label: "blocked" },
+    { n: ["failed"], label: "failed", bad: true },
+  ],
+  reconcile: [
+    { n: ["missing"], bytes: ["missing_bytes"], label: "missing", bad: true },
+    { n: ["unindexed"], bytes: ["unindexed_bytes"], label: "unindexed" },
+    { n: ["stray"], bytes: ["stray_bytes"], label: "stray" },
+    { n: ["keys_listed"], label: "keys listed" },
+  ],
+  prune: [
+    { n: ["uploads.committed", "uploads.rejected", "uploads.expired"], label: "upload rows" },
+    { n: ["events"], label: "events" },
+    { n: ["job_runs"], label: "job runs" },
+    { n: ["discarded_deliveries.*"], label: "deliveries discarded" },
+    { n: ["link_scans.superseded", "link_scans.abandoned"], label: "link scans" },
+  ],
+  legacy_import: [
+    { n: ["imported"], label: "imported" },
+    { n: ["committed"], label: "committed" },
+    { n: ["refused"], label: "refused" },
+    { n: ["failed"], label: "failed", bad: true },
+    { n: ["retry_later"], label: "to retry later" },
+  ],
+};
+
+const isPlain = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+// An object with fields, or a list holding objects: shown as rows of its own.
+const isNested = (v) => (Array.isArray(v) ? v.some((x) => x !== null && typeof x === "object") : isPlain(v) && Object.keys(v).length > 0);
+const humanKey = (k) => (/^\d+$/.test(k) ? `#${Number(k) + 1}` : k.replace(/_/g, " "));
+
+// Every leaf of the summary by path ("recovery.commits_failed").
+function summaryLeaves(value, prefix, out) {
+  for (const [k, v] of Object.entries(value)) {
+    const path = prefix ? `${prefix}.${k}` : k;
+    if (isNested(v)) summaryLeaves(v, path, out);
+    else out.set(path, v);
+  }
+  return out;
+}
+
+// The value at a path; `x.*`: the sum of every number under x (undefined when x is no object).
+function summarySum(leaves, paths) {
+  let total = 0;
+  for (const p of paths) {
+    if (p.endsWith(".*")) {
+      const under = p.slice(0, -1);
+      const values = [...leaves].filter(([k]) => k.startsWith(under)).map(([, v]) => v);
+      const empty = isPlain(leaves.get(p.slice(0, -2))) && !values.length;
+      if (!(empty || values.length) || !values.every((v) => typeof v === "number")) return undefined;
+      total += values.reduce((s, v) => s + v, 0);
+    } else if (typeof leaves.get(p) === "number") total += leaves.get(p);
+    else return undefined;
+  }
+  return total;
+}
+
+// One field's value as text: sizes in bytes with their exact count, durations in seconds
+// with a readable form, times in UTC, lists joined.
+function fieldText(key, v) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  if (typeof v === "number") {
+    if (/(^|_)bytes$/.test(key)) return v >= 1024 ? `${fmtBytes(v)} (${fmtCount(v)} bytes)` : fmtBytes(v);
+    if (/_secs$/.test(key)) return v >= 60 ? `${fmtCount(v)} s (${fmtAge(v)})` : `${fmtCount(v)} s`;
+    return fmtCount(v);
+  }
+  if (Array.isArray(v)) return v.length ? v.map((x) => fieldText("", x)).join(", ") : "none";
+  if (typeof v === "object") return "none";
+  if (typeof v === "string" && /^\d{4}-\d\d-\d\dT/.test(v)) return fmtTime(v);
+  return String(v);
+}
+
+// The folded rows of `value` (a dl), leaving out what `shown(path)` says is shown already.
+function fieldRows(value, prefix, shown) {
+  const rows = [];
+  for (const [k, v] of Object.entries(value)) {
+    const path = prefix ? `${prefix}.${k}` : k;
+    if (shown(path)) continue;
+    if (isNested(v)) {
+      const inner = fieldRows(v, path, shown);
+      if (inner.length) rows.push(el("dt", { class: "group" }, humanKey(k)), el("dd", { class: "group", "data-group": path }, el("dl", {}, inner)));
+    } else {
+      rows.push(el("dt", {}, humanKey(k)), el("dd", { "data-path": path }, fieldText(k, v)));
+    }
+  }
+  return rows;
+}
+
+function summaryView(job, summaryIn) {
+  let summary = summaryIn;
+  if (typeof summary === "string") {
+    try {
+      summary = JSON.parse(summary);
+    } catch {
+      // Text, shown as it is.
+    }
+  }
+  if (!isPlain(summary)) return el("div", { class: "summary", "data-summary": "" }, fieldText("", summary));
+  const leaves = summaryLeaves(summary, "", new Map());
+  const head = [];
+  const headPaths = [];
+  const figure = (paths, format, text) => el("span", { "data-paths": paths.join(","), "data-format": format }, text);
+  for (const item of HEADLINES[job] || []) {
+    if (item.list) {
+      const v = leaves.get(item.list);
+      if (!Array.isArray(v) || !v.length) continue;
+      headPaths.push(item.list);
+      head.push(el("li", { class: item.bad ? "fail" : null }, `${item.label}: `, figure([item.list], "list", v.join(", "))));
+      continue;
+    }
+    const n = summarySum(leaves, item.n);
+    if (n === undefined) continue;
+    const size = item.bytes ? summarySum(leaves, item.bytes) : undefined;
+    headPaths.push(...item.n, ...(size === undefined ? [] : item.bytes));
+    head.push(el("li", { class: item.bad && n > 0 ? "fail" : n === 0 ? "muted" : null },
+      figure(item.n, "count", fmtCount(n)), ` ${item.label}`,
+      size === undefined ? null : [" (", figure(item.bytes, "bytes", fmtBytes(size)), ")"]));
+  }
+  // A failure counted anywhere else, above zero, is not left folded.
+  for (const [path, v] of leaves) {
+    if (typeof v === "number" && v > 0 && /failed/.test(path.split(".").pop()) && !headPaths.includes(path)) {
+      headPaths.push(path);
+      head.push(el("li", { class: "fail" }, figure([path], "count", fmtCount(v)), ` ${path.split(".").map(humanKey).join(" › ")}`));
+    }
+  }
+  const error = typeof summary.error === "string" ? summary.error : null;
+  const under = (p) => headPaths.some((h) => h.endsWith(".*") && p.startsWith(h.slice(0, -1)));
+  const shown = (p) => headPaths.includes(p) || under(p) || (p === "error" && error !== null);
+  const folded = fieldRows(summary, "", shown);
+  const rest = [...leaves.keys()].filter((p) => !shown(p)).length;
+  return el(
+    "div",
+    { class: "summary", "data-summary": "" },
+    error !== null ? el("p", { class: "fail", "data-summary-error": "" }, `Error: ${error}`) : null,
+    summary.dry_run === true ? el("div", { class: "muted" }, "Dry run: what it would do") : null,
+    head.length ? el("ul", { class: "headline" }, head) : null,
+    folded.length ? el("details", {}, el("summary", {}, `${head.length ? "More" : "Totals"} (${rest} ${rest === 1 ? "field" : "fields"})`), el("dl", {}, folded)) : null,
+    !error && !head.length && !folded.length ? el("span", { class: "muted" }, "nothing counted") : null,
   );
 }
 
@@ -469,7 +621,7 @@ function jobsTable(jobs) {
           ? [el("span", { class: runClass(j.last_run.state) }, j.last_run.state), " ", fmtTime(j.last_run.finished_at || j.last_run.started_at), " ",
             link(`#/jobs/${enc(j.last_run.id)}`, "findings")]
           : "never",
-        j.last_run ? summaryText(j.last_run.summary) : "–",
+        j.last_run ? summaryView(j.job, j.last_run.summary) : "–",
         j.next_due_at ? fmtTime(j.next_due_at) : j.interval_secs ? "–" : "not scheduled here",
       ],
     })),
@@ -700,7 +852,8 @@ async function eventsPage(view, endpoint, params) {
   }
 }
 
-// Jobs: the history of runs (newest first), one run's findings, and hygiene's dry run.
+// Jobs: the history of runs (newest first), each job's last run and next, one run's findings,
+// and hygiene's dry run.
 const JOBS = ["sweep", "hygiene", "reconcile", "prune", "legacy_import"];
 
 async function jobsPage(view, params) {
@@ -740,6 +893,10 @@ async function jobsPage(view, params) {
       if (next) nav.append(link(`#/jobs${q({ job, before: next, limit })}`, "Older runs", { "data-next": next }));
       body.append(nav);
     });
+    await section(fresh, "Each job", "schedule", async (body) => {
+      const { jobs } = await load("/v1/admin/jobs");
+      body.append(jobsTable(jobs));
+    });
     history.replaceChildren(...fresh.childNodes);
   }
 
@@ -750,13 +907,13 @@ async function jobsPage(view, params) {
     answers.prepend(box);
     if (answer.ok && answer.body && answer.body.run_id) {
       const id = answer.body.run_id;
-      const progress = el("p", { "data-field": "dry-run-progress" }, `Run ${id}: running…`);
+      const progress = el("div", { "data-field": "dry-run-progress" }, `Run ${id}: running…`);
       box.append(progress);
       const run = await waitForRun(id);
       progress.replaceChildren(
         "Run ", link(`#/jobs/${enc(id)}`, id, { class: "mono", "data-run-link": id }), ": ",
         el("span", { class: runClass(run && run.state), "data-field": "dry-run-state" }, run ? run.state : "unknown"),
-        " — ", el("span", { "data-field": "dry-run-summary" }, run ? summaryText(run.summary) : "no answer"),
+        el("div", { "data-field": "dry-run-summary" }, run ? summaryView(run.job, run.summary) : "no answer"),
       );
     }
     return fillHistory();
@@ -788,7 +945,7 @@ function runsTable(runs) {
     runs.map((r) => ({
       attrs: { "data-run": r.id },
       cells: [link(`#/jobs/${enc(r.id)}`, r.id.slice(0, 12), { class: "mono", title: r.id }), r.job, r.dry_run ? "yes" : "no",
-        el("span", { class: runClass(r.state) }, r.state), fmtTime(r.started_at), fmtTime(r.finished_at), summaryText(r.summary)],
+        el("span", { class: runClass(r.state) }, r.state), fmtTime(r.started_at), fmtTime(r.finished_at), summaryView(r.job, r.summary)],
     })),
     { "data-table": "runs" },
   );
@@ -808,8 +965,9 @@ async function runPage(view, id, params) {
         ["Started", fmtTime(r.started_at), "started_at"],
         ["Updated", fmtTime(r.updated_at), "updated_at"],
         ["Finished", fmtTime(r.finished_at), "finished_at"],
-        ["Summary", summaryText(r.summary), "summary"],
       ], { "data-run": r.id }),
+      el("h3", {}, "Summary"),
+      el("div", { "data-field": "summary" }, summaryView(r.job, r.summary)),
       el("h3", {}, "Items"),
       table(
         [{ title: "Action" }, { title: "Key" }, { title: "Version" }, { title: "Size", num: true }, { title: "Reason" }],
