@@ -9,7 +9,7 @@
 //! makes `serve` refuse to start, until the operator accepts the gap by name
 //! (`UPCOMMIT_ACCEPT_STORE_GAPS`). The server then runs with that promise weakened as
 //! [`Capability::without`] says — or kept another way, where a fallback exists — and says so in
-//! `doctor`, `/readyz`, `/metrics` and its startup log. Never a silent gap.
+//! `doctor`, `GET /v1/admin/bucket`, `/metrics` and its startup log. Never a silent gap.
 //!
 //! Pure: the probe's findings and the settings come in as data.
 

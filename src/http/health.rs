@@ -1,6 +1,12 @@
-//! `GET /healthz` (the process answers), `GET /readyz` (database and bucket reachable, judged at
-//! most a second ago, the latest check of the bucket's configuration in detail, and the store
-//! capabilities the server runs without).
+//! `GET /healthz` (the process answers) and `GET /readyz` (database and bucket reachable,
+//! judged at most a second ago, and the drift watch's verdict on the bucket's configuration).
+//!
+//! Both need no token, so they say only what a load balancer and an orchestrator act on: ready
+//! or not, and each check's state by name. The detail — the watch's report, the store's
+//! capabilities and the gaps the server runs with, each with its weakened promise — is an
+//! attacker's map (issue 35: `/readyz` served it to anyone), and is `GET /v1/admin/bucket`'s,
+//! behind an admin token. `/readyz` reads no token: the same answer for everyone, so a probe
+//! never waits on a token's verification.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -8,7 +14,6 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use crate::domain::capabilities::Standing;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
@@ -34,30 +39,15 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
         report.as_deref(),
         state.settings.bucket_check.interval_secs,
     );
-    let verdict = &state.store_verdict;
-    let gaps: Vec<Value> = verdict
-        .lines
-        .iter()
-        .filter(|l| l.standing == Standing::Accepted)
-        .map(|l| {
-            json!({
-                "capability": l.capability,
-                "finding": l.finding,
-                "promise": l.promise,
-                "without": l.without,
-            })
-        })
-        .collect();
+    // The store's verdict is no check here: a server whose store lacks a capability a promise
+    // needs, unaccepted, does not start; the gaps it runs with are the admin view's.
     let checks = json!({
         "database": show(db),
         "bucket": show(bucket),
         "bucket_config": config_status,
-        // Every capability a promise needs is present, or its gap accepted (`gaps_accepted`):
-        // a server whose store lacks one unaccepted does not start.
-        "store": if gaps.is_empty() { "ok" } else { "gaps_accepted" },
     });
     let config_blocks = state.settings.bucket_check.fails_readiness && config_status == "failing";
-    let mut body = if db && bucket && !config_blocks {
+    let body = if db && bucket && !config_blocks {
         json!({ "status": "ready", "checks": checks })
     } else {
         json!({
@@ -65,10 +55,6 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
             "checks": checks,
         })
     };
-    if let Some(r) = report {
-        body["bucket_config"] = json!(r.as_ref());
-    }
-    body["store_gaps"] = json!(gaps);
     let status = if body.get("error").is_some() {
         StatusCode::SERVICE_UNAVAILABLE
     } else {

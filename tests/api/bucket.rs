@@ -1,5 +1,6 @@
 //! The live bucket's configuration: `upcommit doctor` (the real binary) on a correct bucket and
-//! on each fault, the server's drift watch in `/readyz` and `/metrics`, and
+//! on each fault, the server's drift watch in `/readyz` (its verdict), `GET /v1/admin/bucket`
+//! (its report) and `/metrics`, and
 //! `upcommit bucket apply-lifecycle` keeping a foreign rule intact. LocalStack stores lifecycle
 //! documents without running them, which is all these checks read.
 
@@ -297,8 +298,18 @@ async fn readyz(app: &TestApp) -> (u16, Value) {
     (r.status().as_u16(), r.json().await.expect("JSON"))
 }
 
-fn failed_in(body: &Value) -> BTreeSet<String> {
-    body["bucket_config"]["results"]
+/// The watch's report and verdict as an admin reads them (`GET /v1/admin/bucket`): `/readyz`
+/// says only the verdict, to anyone (issue 35).
+async fn bucket_view(app: &TestApp) -> Value {
+    let r = app
+        .get("/v1/admin/bucket", Some(&app.admin_token("root")))
+        .await;
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}
+
+fn failed_in(view: &Value) -> BTreeSet<String> {
+    view["report"]["results"]
         .as_array()
         .expect("results")
         .iter()
@@ -307,23 +318,23 @@ fn failed_in(body: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-/// Polls `/readyz` until the watch reports exactly `want` as failing (it runs every second in
-/// these tests), then returns the body.
+/// Polls the admin view until the watch reports exactly `want` as failing (it runs every second
+/// in these tests), then returns `/readyz`'s answer.
 async fn wait_for_failing(app: &TestApp, want: &BTreeSet<String>) -> Value {
     let mut last = Value::Null;
     for _ in 0..100 {
-        let (_, body) = readyz(app).await;
-        if body.get("bucket_config").is_some() && &failed_in(&body) == want {
-            return body;
+        let view = bucket_view(app).await;
+        if view["report"].is_object() && &failed_in(&view) == want {
+            return readyz(app).await.1;
         }
-        last = body;
+        last = view;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the watch never reported {want:?} failing; last /readyz: {last}");
+    panic!("the watch never reported {want:?} failing; last view: {last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_watch_reports_each_fault_in_readiness_detail_and_metrics() {
+async fn the_server_watch_reports_each_fault_in_the_admin_view_readiness_and_metrics() {
     let app = spawn_app_with(Spawn {
         env: vec![("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1".into())],
         ..Spawn::default()
@@ -388,7 +399,7 @@ async fn a_failing_bucket_check_fails_readiness_when_configured_to() {
     assert_eq!(body["error"]["code"], "not_ready");
     assert_eq!(body["checks"]["bucket_config"], "failing");
     assert_eq!(body["checks"]["database"], "ok");
-    assert_eq!(failed_in(&body), names(&["versioning"]));
+    assert_eq!(failed_in(&bucket_view(&app).await), names(&["versioning"]));
 }
 
 /// A foreign rule with a tag filter, which upcommit's own rule model does not represent: it must

@@ -1,6 +1,7 @@
 //! `/readyz` and `/metrics` need no token, so a flood of them must not become a flood of S3 calls
 //! or database queries: readiness is served from a probe at most a second old, shared by
-//! concurrent probes (a cached failure still answers 503), and metrics come from memory.
+//! concurrent probes (a cached failure still answers 503), and metrics come from memory. Nor may
+//! readiness tell anyone more than each check's state: the detail is the admin view's.
 
 use std::time::{Duration, Instant};
 
@@ -169,4 +170,135 @@ async fn the_healthcheck_command_exits_1_when_nothing_listens() {
     let (code, printed) = healthcheck(&app, &port).await;
     assert_eq!(code, 1, "{printed}");
     assert!(printed.contains("GET http://127.0.0.1:"), "{printed}");
+}
+
+/// The `/v1/admin/bucket` view (an admin's token): the watch's verdict, its latest report and
+/// the store's capabilities.
+async fn admin_bucket(app: &TestApp) -> serde_json::Value {
+    let resp = app
+        .get("/v1/admin/bucket", Some(&app.admin_token("root")))
+        .await;
+    assert_eq!(resp.status(), 200);
+    resp.json().await.expect("JSON")
+}
+
+/// Polls the admin view until the drift watch's verdict is `want`; returns the view.
+async fn wait_for_verdict(app: &TestApp, want: &str) -> serde_json::Value {
+    let mut view = serde_json::Value::Null;
+    for _ in 0..100 {
+        view = admin_bucket(app).await;
+        if view["verdict"] == want {
+            return view;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the watch never said {want}: {view}");
+}
+
+/// Asserts a `/readyz` body says what a load balancer and an orchestrator need (ready or not,
+/// each check's state by name) and nothing of what the admin view holds: no bucket
+/// configuration, no store capability, no promise.
+fn assert_probe_only(body: &serde_json::Value, view: &serde_json::Value, who: &str) {
+    let top: Vec<&str> = body
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert!(
+        top.iter()
+            .all(|k| ["status", "checks", "error"].contains(k)),
+        "{who}: {body}"
+    );
+    let checks: Vec<&str> = body["checks"]
+        .as_object()
+        .expect("checks")
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(
+        checks,
+        ["bucket", "bucket_config", "database"],
+        "{who}: {body}"
+    );
+    let text = body.to_string();
+    let mut secrets: Vec<String> = vec![app_bucket(view)];
+    for line in view["capabilities"].as_array().expect("capabilities") {
+        secrets.push(line["capability"].as_str().expect("name").to_owned());
+        secrets.push(line["promise"].as_str().expect("promise").to_owned());
+        if let Some(without) = line["without"].as_str() {
+            secrets.push(without.to_owned());
+        }
+    }
+    for result in view["report"]["results"].as_array().expect("results") {
+        secrets.push(result["check"].as_str().expect("check").to_owned());
+    }
+    for secret in &secrets {
+        assert!(
+            !text.contains(secret.as_str()),
+            "{who} sees {secret:?}: {body}"
+        );
+    }
+}
+
+fn app_bucket(view: &serde_json::Value) -> String {
+    view["bucket"].as_str().expect("bucket").to_owned()
+}
+
+/// Issue 35: `/readyz` needs no token and served the whole bucket-configuration report and
+/// every accepted store gap with its weakened promise (e.g. that the store takes any POST form):
+/// what `GET /v1/admin/bucket` keeps to admins, an attacker's map. Anonymous, with a user's
+/// token or an admin's, it says ready or not and which check fails, healthy or failing; the
+/// detail is the admin view's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_shows_no_bucket_configuration_and_no_store_gap_to_anyone() {
+    let app = spawn_app_with(Spawn {
+        env: vec![
+            ("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1".into()),
+            ("UPCOMMIT_BUCKET_CHECK_FAILS_READINESS", "true".into()),
+        ],
+        ..Spawn::default()
+    })
+    .await;
+    let tokens = [
+        ("anonymous", None),
+        ("a user", Some(app.token("mallory"))),
+        ("an admin", Some(app.admin_token("root"))),
+    ];
+    let view = wait_for_verdict(&app, "ok").await;
+    // Every store under test runs with a gap accepted (LocalStack: POST signatures), so there
+    // is something to leak.
+    assert!(
+        view["capabilities"]
+            .as_array()
+            .expect("capabilities")
+            .iter()
+            .any(|l| l["standing"] == "accepted"),
+        "{view}"
+    );
+    for (who, token) in &tokens {
+        let resp = app.get("/readyz", token.as_deref()).await;
+        assert_eq!(resp.status(), 200, "{who}");
+        let body: serde_json::Value = resp.json().await.expect("JSON");
+        assert_eq!(body["status"], "ready", "{who}: {body}");
+        assert_eq!(body["checks"]["bucket_config"], "ok", "{who}: {body}");
+        assert_probe_only(&body, &view, who);
+    }
+
+    crate::helpers::set_versioning(
+        &app.s3,
+        &app.bucket,
+        aws_sdk_s3::types::BucketVersioningStatus::Suspended,
+    )
+    .await;
+    let view = wait_for_verdict(&app, "failing").await;
+    for (who, token) in &tokens {
+        let resp = app.get("/readyz", token.as_deref()).await;
+        assert_eq!(resp.status(), 503, "{who}");
+        let body: serde_json::Value = resp.json().await.expect("JSON");
+        assert_eq!(body["error"]["code"], "not_ready", "{who}: {body}");
+        assert_eq!(body["checks"]["bucket_config"], "failing", "{who}: {body}");
+        assert_eq!(body["checks"]["database"], "ok", "{who}: {body}");
+        assert_probe_only(&body, &view, who);
+    }
 }

@@ -1,8 +1,8 @@
 //! What the store can promise: the capability probe against the real store under test
 //! (LocalStack, or Garage with `UPCOMMIT_TEST_STORE=garage`), checked against the table of
 //! docs/stores.md; `serve` refusing to start until every gap is accepted by name; the accepted
-//! gaps in `/readyz`, `/metrics` and `doctor`; the probe touching nothing outside its prefix;
-//! and the fallbacks a missing capability turns on.
+//! gaps in `GET /v1/admin/bucket`, `/metrics` and `doctor`; the probe touching nothing outside
+//! its prefix; and the fallbacks a missing capability turns on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -252,11 +252,24 @@ async fn serve_with(app: &TestApp, gaps: &str) -> Result<String, (i32, String)> 
                 .json()
                 .await
                 .expect("readyz JSON");
+            let bucket: Value = app
+                .http
+                .get(format!("{base}/v1/admin/bucket"))
+                .bearer_auth(app.admin_token("root"))
+                .send()
+                .await
+                .expect("admin bucket view")
+                .json()
+                .await
+                .expect("admin bucket view JSON");
             let metrics = app.metrics_text_at(&base).await;
             let _ = child.kill();
             let _ = child.wait();
             let log = std::fs::read_to_string(stderr.path()).unwrap_or_default();
-            return Ok(json!({"readyz": readyz, "metrics": metrics, "log": log}).to_string());
+            return Ok(
+                json!({"readyz": readyz, "bucket": bucket, "metrics": metrics, "log": log})
+                    .to_string(),
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -325,7 +338,8 @@ async fn serve_refuses_to_start_until_every_gap_is_accepted_by_name() {
         "{text}"
     );
 
-    // Everything accepted: it starts and shows each gap in /readyz, /metrics and its log.
+    // Everything accepted: it starts and shows each gap in the admin view, /metrics and its log
+    // (not in /readyz, which anyone may read: issue 35).
     let out: Value = serde_json::from_str(
         &serve_with(&app, &accepted_store_gaps())
             .await
@@ -333,15 +347,20 @@ async fn serve_refuses_to_start_until_every_gap_is_accepted_by_name() {
     )
     .expect("JSON");
     let readyz = &out["readyz"];
-    assert_eq!(readyz["checks"]["store"], "gaps_accepted", "{readyz}");
-    let shown: BTreeSet<String> = readyz["store_gaps"]
+    assert_eq!(readyz["status"], "ready", "{readyz}");
+    assert!(readyz.get("store_gaps").is_none(), "{readyz}");
+    let accepted: Vec<&Value> = out["bucket"]["capabilities"]
         .as_array()
-        .expect("store_gaps")
+        .expect("capabilities")
+        .iter()
+        .filter(|l| l["standing"] == "accepted")
+        .collect();
+    let shown: BTreeSet<String> = accepted
         .iter()
         .map(|g| g["capability"].as_str().expect("name").to_owned())
         .collect();
-    assert_eq!(shown, gaps, "{readyz}");
-    for g in readyz["store_gaps"].as_array().expect("store_gaps") {
+    assert_eq!(shown, gaps, "{}", out["bucket"]);
+    for g in accepted {
         assert!(g["without"].as_str().is_some_and(|w| !w.is_empty()), "{g}");
     }
     let metrics = out["metrics"].as_str().expect("metrics");
