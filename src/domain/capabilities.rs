@@ -17,6 +17,8 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use super::checksum::ChecksumAlgorithm;
+
 /// One thing the store may or may not do, by stable snake_case name (the name an operator
 /// writes in `UPCOMMIT_ACCEPT_STORE_GAPS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -103,7 +105,7 @@ impl Capability {
             Capability::ChecksumSha256 => "PutObject with a wrong x-amz-checksum-sha256 is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc32c => "PutObject with a wrong x-amz-checksum-crc32c is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc64nvme => "PutObject with a wrong x-amz-checksum-crc64nvme is refused, a right one is returned on HEAD",
-            Capability::MultipartChecksum => "a multipart upload created with a full-object CRC64NVME refuses a completion declaring another one, and keeps the right one, returned on HEAD",
+            Capability::MultipartChecksum => "a multipart upload created with a full-object checksum refuses a completion declaring another one, and keeps the right one, returned on HEAD: for each algorithm a multipart upload may declare (CRC64NVME and CRC32C)",
             Capability::PostSizeRange => "a POST form's body outside the policy's content-length-range is refused",
             Capability::PostSignature => "a POST form whose policy was altered after signing is refused",
             Capability::Versioning => "the bucket keeps versions (versioning Enabled, HEAD returns a version id)",
@@ -248,6 +250,19 @@ impl Verdict {
             .any(|l| l.capability == cap && l.standing == Standing::Present)
     }
 
+    /// The first capability a declared checksum of `alg` rests on that the store was not
+    /// found to have: the algorithm's own, and on a multipart upload `multipart_checksum` (found
+    /// present only where every algorithm a multipart upload may declare is kept and checked:
+    /// [`multipart_checksum_finding`]). Presign refuses the checksum with it.
+    pub fn checksum_gap(&self, alg: ChecksumAlgorithm, multipart: bool) -> Option<Capability> {
+        let own = Capability::checksum(alg);
+        if !self.has(own) {
+            return Some(own);
+        }
+        (multipart && !self.has(Capability::MultipartChecksum))
+            .then_some(Capability::MultipartChecksum)
+    }
+
     /// The gaps that keep `serve` from starting.
     pub fn refused(&self) -> Vec<Capability> {
         self.with(Standing::Refused)
@@ -303,6 +318,35 @@ impl Verdict {
         ));
         Some(text)
     }
+}
+
+/// The `multipart_checksum` finding from the probe's findings per algorithm: present only when
+/// each algorithm a multipart upload may declare ([`ChecksumAlgorithm::full_object_multipart`])
+/// was found present, since presign offers each of them on the one capability (issue 35: it was
+/// probed with CRC64NVME only and trusted for CRC32C too). The first missing one makes it
+/// missing, else the first unknown (or not probed) one unknown, named in the detail.
+pub fn multipart_checksum_finding(per_algorithm: Vec<(ChecksumAlgorithm, Finding)>) -> Finding {
+    let offered = ChecksumAlgorithm::ALL
+        .into_iter()
+        .filter(|a| a.full_object_multipart());
+    let mut unknown = None;
+    for alg in offered {
+        match per_algorithm
+            .iter()
+            .find(|(a, _)| *a == alg)
+            .map(|(_, f)| f)
+        {
+            Some(Finding::Present) => {}
+            Some(Finding::Missing(why)) => return Finding::Missing(format!("{alg}: {why}")),
+            Some(Finding::Unknown(why)) => {
+                unknown.get_or_insert_with(|| format!("{alg}: {why}"));
+            }
+            None => {
+                unknown.get_or_insert_with(|| format!("{alg}: not probed"));
+            }
+        }
+    }
+    unknown.map_or(Finding::Present, Finding::Unknown)
 }
 
 /// Judges the probe's findings for a deployment that needs `needs` and accepted `accepted`.
@@ -520,6 +564,72 @@ mod tests {
         );
         assert!(v.accepted().is_empty());
         assert!(v.lines.iter().all(|l| l.standing == Standing::Present));
+    }
+
+    /// Issue 35: `multipart_checksum` was probed with CRC64NVME only and trusted for every
+    /// algorithm a multipart upload may declare. Its finding is judged over each of them: one the
+    /// probe did not report is not known, one missing makes it missing, naming the algorithm.
+    #[test]
+    fn multipart_checksum_is_present_only_when_every_offered_algorithm_is() {
+        use crate::domain::checksum::ChecksumAlgorithm::{Crc32c, Crc64Nvme};
+        let found = multipart_checksum_finding(vec![(Crc64Nvme, Finding::Present)]);
+        assert!(
+            matches!(&found, Finding::Unknown(why) if why.contains("CRC32C")),
+            "{found:?}"
+        );
+        let found = multipart_checksum_finding(vec![
+            (Crc64Nvme, Finding::Present),
+            (
+                Crc32c,
+                Finding::Missing("a wrong whole checksum was kept".into()),
+            ),
+        ]);
+        assert_eq!(
+            found,
+            Finding::Missing("CRC32C: a wrong whole checksum was kept".into())
+        );
+        let found = multipart_checksum_finding(vec![
+            (Crc32c, Finding::Present),
+            (Crc64Nvme, Finding::Unknown("503".into())),
+        ]);
+        assert_eq!(found, Finding::Unknown("CRC64NVME: 503".into()));
+        let found = multipart_checksum_finding(vec![
+            (Crc32c, Finding::Present),
+            (Crc64Nvme, Finding::Present),
+        ]);
+        assert_eq!(found, Finding::Present);
+    }
+
+    /// A declared checksum is offered only where the store keeps that algorithm, and on a
+    /// multipart upload only where it also keeps whole-object checksums of multipart uploads.
+    #[test]
+    fn a_declared_checksum_needs_its_algorithm_and_on_multipart_the_whole_object_check() {
+        use crate::domain::checksum::ChecksumAlgorithm as A;
+        let v = judge(
+            &missing(&[Capability::MultipartChecksum]),
+            needs_all(),
+            &BTreeSet::from([Capability::MultipartChecksum]),
+        );
+        for alg in A::ALL {
+            assert_eq!(v.checksum_gap(alg, false), None, "{alg}");
+        }
+        for alg in [A::Crc32c, A::Crc64Nvme] {
+            assert_eq!(
+                v.checksum_gap(alg, true),
+                Some(Capability::MultipartChecksum),
+                "{alg}"
+            );
+        }
+        let v = judge(
+            &missing(&[Capability::ChecksumCrc32c]),
+            needs_all(),
+            &BTreeSet::from([Capability::ChecksumCrc32c]),
+        );
+        assert_eq!(
+            v.checksum_gap(A::Crc32c, true),
+            Some(Capability::ChecksumCrc32c)
+        );
+        assert_eq!(v.checksum_gap(A::Crc64Nvme, true), None);
     }
 
     #[test]

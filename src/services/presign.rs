@@ -90,14 +90,9 @@ pub async fn presign(
     let checksum = accept_checksum(cmd.checksum.as_ref(), profile.require_checksum, method)?;
     // What the store cannot enforce is not offered (the fallbacks of docs/stores.md).
     if let Some(c) = &checksum {
-        let needs = Capability::checksum(c.algorithm);
-        if !state.store_verdict.has(needs) {
-            return Err(AppError::StoreLacks(needs));
-        }
-        if method == UploadMethod::Multipart
-            && !state.store_verdict.has(Capability::MultipartChecksum)
-        {
-            return Err(AppError::StoreLacks(Capability::MultipartChecksum));
+        let multipart = method == UploadMethod::Multipart;
+        if let Some(lacks) = state.store_verdict.checksum_gap(c.algorithm, multipart) {
+            return Err(AppError::StoreLacks(lacks));
         }
     }
     if method == UploadMethod::Post && !state.store_verdict.has(Capability::PostSizeRange) {

@@ -345,7 +345,7 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// Only what archival uses (`storage_class`, `object_tags`), as [`Self::probe`] finds them:
     /// each hygiene run that archives asks, so it costs two writes, not the whole probe (whose
-    /// multipart checks upload 5 MiB). By default, the whole probe.
+    /// multipart checks upload 5 MiB per CRC). By default, the whole probe.
     async fn probe_archival(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
         self.probe(archive_class).await
     }

@@ -676,3 +676,34 @@ async fn a_store_hanging_during_the_cleanup_does_not_hold_the_probe() {
     assert!(!matches!(found, Finding::Unknown(_)), "{found:?}");
     assert!(took < Duration::from_secs(25), "{took:?}");
 }
+
+/// Issue 35: `multipart_checksum` was probed with a full-object CRC64NVME only, yet it lets
+/// presign offer multipart uploads declaring CRC32C too: a store that checks one full-object
+/// algorithm and not the other was trusted for both. Here the store under test is made to lack
+/// a full-object CRC32C (a proxy answers its CreateMultipartUpload 400 InvalidRequest, as such a
+/// store does) while it keeps CRC64NVME: the capability is missing, naming CRC32C, and every
+/// other finding is what the store itself answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_checksums_are_trusted_only_for_a_store_that_keeps_every_offered_algorithm() {
+    let app = spawn_app().await;
+    let direct = probe(&app).await;
+    let (endpoint, failed) =
+        failing_proxy("multipart-checksum-crc32c", (400, "InvalidRequest")).await;
+    let mut env = app.env.clone();
+    env.insert("UPCOMMIT_S3_ENDPOINT".into(), endpoint);
+    let settings = Settings::from_sources(None, &|k| env.get(k).cloned()).expect("settings");
+    let store = S3Store::connect(&settings.s3).await.expect("S3 client");
+    let found = store.probe("GLACIER_IR").await;
+
+    match found.get(Capability::MultipartChecksum) {
+        Some(Finding::Missing(why)) if why.contains("CRC32C") => {}
+        other => panic!("multipart_checksum: {other:?}, not missing for CRC32C"),
+    }
+    let failed = failed.lock().expect("lock").clone();
+    assert!(!failed.is_empty(), "a full-object CRC32C was probed");
+    for cap in Capability::ALL {
+        if cap != Capability::MultipartChecksum {
+            assert_eq!(found.get(cap), direct.get(cap), "{}", cap.name());
+        }
+    }
+}

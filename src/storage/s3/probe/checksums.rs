@@ -1,6 +1,8 @@
 //! Checksums: a presigned PUT signed with each algorithm's checksum must refuse other bytes and
 //! keep the right ones' checksum (HEAD returns it); a multipart upload with a full-object
-//! CRC64NVME must keep the whole object's checksum and refuse a completion declaring another.
+//! checksum must keep the whole object's checksum and refuse a completion declaring another,
+//! for each algorithm a multipart upload may declare (CRC64NVME and CRC32C: a store may check
+//! one and not the other).
 
 use super::answer::{etag_of, transient, Answer, CHECKSUM_REFUSED};
 use super::{Probe, BODY, PART_MIN};
@@ -57,22 +59,24 @@ impl Probe<'_> {
     }
 
     /// A multipart upload of two parts (5 MiB and a few bytes: S3's smallest) created with a
-    /// full-object CRC64NVME, completed with the whole object's checksum: HEAD must return it.
-    pub(super) async fn multipart_checksum(&self) -> Finding {
-        let alg = ChecksumAlgorithm::Crc64Nvme;
-        let key = self.key("multipart-checksum");
+    /// full-object `alg`, completed with the whole object's checksum: HEAD must return it.
+    pub(super) async fn multipart_checksum(&self, alg: ChecksumAlgorithm) -> Finding {
+        let key = self.key(&format!(
+            "multipart-checksum-{}",
+            alg.as_str().to_ascii_lowercase()
+        ));
         let first = vec![b'u'; PART_MIN];
         let whole: Vec<u8> = first.iter().chain(BODY).copied().collect();
         let id = match self.new_multipart(&key, Some(alg)).await {
             Ok(id) => id,
             Err(e @ StoreError::Unavailable(_)) => {
                 return Finding::Unknown(format!(
-                    "CreateMultipartUpload with a full-object CRC64NVME: {e}"
+                    "CreateMultipartUpload with a full-object {alg}: {e}"
                 ))
             }
             Err(e) => {
                 return Finding::Missing(format!(
-                    "CreateMultipartUpload with a full-object CRC64NVME: {e}"
+                    "CreateMultipartUpload with a full-object {alg}: {e}"
                 ))
             }
         };
@@ -82,27 +86,41 @@ impl Probe<'_> {
                 let part = Checksum::of(alg, bytes);
                 let resp = self.send_part(&key, &id, n, bytes, Some(&part)).await?;
                 if transient(resp.status().as_u16(), "") {
-                    return Ok(Finding::Unknown(format!("a part upload answered {}", resp.status())));
+                    return Ok(Finding::Unknown(format!(
+                        "a part upload answered {}",
+                        resp.status()
+                    )));
                 }
                 if !resp.status().is_success() {
-                    return Ok(Finding::Missing(format!("a part with its CRC64NVME was refused ({})", resp.status())));
+                    return Ok(Finding::Missing(format!(
+                        "a part with its {alg} was refused ({})",
+                        resp.status()
+                    )));
                 }
                 etags.push((n, etag_of(&resp).unwrap_or_default()));
             }
             let expect = Checksum::of(alg, &whole);
-            Ok::<_, String>(match self.store.complete_multipart(&key, &id, &etags, Some(&expect), false).await {
-                Ok(()) => match self.store.head(&key).await {
-                    Ok(Some(h)) if h.checksum.as_ref() == Some(&expect) => Finding::Present,
-                    Ok(Some(h)) => Finding::Missing(format!(
-                        "the completed object's HEAD returns {:?}, not the whole object's CRC64NVME",
+            Ok::<_, String>(
+                match self
+                    .store
+                    .complete_multipart(&key, &id, &etags, Some(&expect), false)
+                    .await
+                {
+                    Ok(()) => match self.store.head(&key).await {
+                        Ok(Some(h)) if h.checksum.as_ref() == Some(&expect) => Finding::Present,
+                        Ok(Some(h)) => Finding::Missing(format!(
+                        "the completed object's HEAD returns {:?}, not the whole object's {alg}",
                         h.checksum.map(|c| c.value)
                     )),
-                    Ok(None) => Finding::Unknown("the completed object is not there".into()),
-                    Err(e) => Finding::Unknown(format!("HEAD: {e}")),
+                        Ok(None) => Finding::Unknown("the completed object is not there".into()),
+                        Err(e) => Finding::Unknown(format!("HEAD: {e}")),
+                    },
+                    Err(StoreError::ChecksumMismatch(e)) => Finding::Missing(format!(
+                        "the right whole-object checksum was refused: {e}"
+                    )),
+                    Err(e) => Finding::Unknown(format!("CompleteMultipartUpload: {e}")),
                 },
-                Err(StoreError::ChecksumMismatch(e)) => Finding::Missing(format!("the right whole-object checksum was refused: {e}")),
-                Err(e) => Finding::Unknown(format!("CompleteMultipartUpload: {e}")),
-            })
+            )
         }
         .await
         .unwrap_or_else(Finding::Unknown);
@@ -110,12 +128,13 @@ impl Probe<'_> {
         finding
     }
 
-    /// A one-part multipart upload completed with another whole-object CRC64NVME must be
-    /// refused: a store that kept whatever whole checksum it is told would pass the check above
-    /// (review 27).
-    pub(super) async fn multipart_checksum_refused(&self) -> Finding {
-        let alg = ChecksumAlgorithm::Crc64Nvme;
-        let key = self.key("multipart-checksum-wrong");
+    /// A one-part multipart upload completed with another whole-object `alg` must be refused: a
+    /// store that kept whatever whole checksum it is told would pass the check above (review 27).
+    pub(super) async fn multipart_checksum_refused(&self, alg: ChecksumAlgorithm) -> Finding {
+        let key = self.key(&format!(
+            "multipart-checksum-{}-wrong",
+            alg.as_str().to_ascii_lowercase()
+        ));
         let id = match self.new_multipart(&key, Some(alg)).await {
             Ok(id) => id,
             Err(e) => return Finding::Unknown(format!("CreateMultipartUpload: {e}")),
@@ -124,10 +143,7 @@ impl Probe<'_> {
             let part = Checksum::of(alg, BODY);
             let resp = self.send_part(&key, &id, 1, BODY, Some(&part)).await?;
             if !resp.status().is_success() {
-                return Err(format!(
-                    "a part with its CRC64NVME answered {}",
-                    resp.status()
-                ));
+                return Err(format!("a part with its {alg} answered {}", resp.status()));
             }
             let etag = etag_of(&resp).unwrap_or_default();
             let wrong = Checksum::of(alg, b"not the bytes sent");
@@ -138,9 +154,9 @@ impl Probe<'_> {
                     .await
                 {
                     Err(StoreError::ChecksumMismatch(_)) => Finding::Present,
-                    Ok(()) => Finding::Missing(
-                        "a completion declaring another whole-object CRC64NVME was accepted".into(),
-                    ),
+                    Ok(()) => Finding::Missing(format!(
+                        "a completion declaring another whole-object {alg} was accepted"
+                    )),
                     Err(e) => Finding::Unknown(format!("CompleteMultipartUpload: {e}")),
                 },
             )

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use chrono::{Datelike, Utc};
 
-use crate::domain::capabilities::{Capability, Finding, Findings};
+use crate::domain::capabilities::{multipart_checksum_finding, Capability, Finding, Findings};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::prefixes::TMP_PREFIX;
 use crate::storage::{NewMultipart, ObjectStore, PartInput, PresignInput, PresignedPut, S3Store};
@@ -201,11 +201,18 @@ impl Probe<'_> {
         for alg in ChecksumAlgorithm::ALL {
             out.push((Capability::checksum(alg), self.checksum(alg).await));
         }
-        let right_whole = self.multipart_checksum().await;
-        let wrong_whole = self.multipart_checksum_refused().await;
+        // Each algorithm presign offers on a multipart upload, each on its own (issue 35).
+        let mut whole = Vec::new();
+        for alg in ChecksumAlgorithm::ALL {
+            if alg.full_object_multipart() {
+                let right = self.multipart_checksum(alg).await;
+                let wrong = self.multipart_checksum_refused(alg).await;
+                whole.push((alg, both(right, wrong)));
+            }
+        }
         out.push((
             Capability::MultipartChecksum,
-            both(right_whole, wrong_whole),
+            multipart_checksum_finding(whole),
         ));
         // Copies in parts rely on the same guard on UploadPartCopy (R2 is documented to
         // ignore it there while honouring it on CopyObject): both must refuse.
