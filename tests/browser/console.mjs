@@ -281,8 +281,11 @@ try {
   for (const j of jobs) {
     const row = await page.textContent(`[data-section=jobs] tr[data-job="${j.job}"]`);
     expect(j.last_run ? row.includes(j.last_run.state) : row.includes("never"), `job ${j.job}: ${row}`);
+    // Its schedule as the API says it: prune runs after each sweep, not "not scheduled here".
+    expect(row.includes(j.schedule), `job ${j.job}'s schedule ${j.schedule}: ${row}`);
     if (j.last_run) await checkSummary(page, `[data-section=jobs] tr[data-job="${j.job}"]`, j.job, j.last_run.summary, `overview: ${j.job}'s last run`);
   }
+  expect(jobs.find((j) => j.job === "prune").schedule === "after each sweep", "prune is on the sweep's schedule");
   expect(jobs.find((j) => j.job === "hygiene").last_run && jobs.find((j) => j.job === "sweep").last_run, "hygiene and the sweep ran");
   await shot(page, "overview-failing-webhook-desktop");
 

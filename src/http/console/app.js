@@ -622,7 +622,9 @@ function jobsTable(jobs) {
             link(`#/jobs/${enc(j.last_run.id)}`, "findings")]
           : "never",
         j.last_run ? summaryView(j.job, j.last_run.summary) : "–",
-        j.next_due_at ? fmtTime(j.next_due_at) : j.interval_secs ? "–" : "not scheduled here",
+        // The schedule in the API's words (every N s, after each sweep, the operator's),
+        // with the next run's time once a run has ended.
+        j.next_due_at ? [fmtTime(j.next_due_at), " ", el("span", { class: "muted" }, j.schedule)] : j.schedule,
       ],
     })),
   );
