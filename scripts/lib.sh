@@ -45,7 +45,7 @@ GARAGE_SKIPS=(
   --skip sqs_sink --skip s3_proxy
   --skip bucket::a_failing_bucket_check_fails_readiness_when_configured_to
   --skip bucket::doctor_text_output_names_the_failed_check_and_its_fix
-  --skip bucket::the_server_watch_reports_each_fault_in_readiness_detail_and_metrics
+  --skip bucket::the_server_watch_reports_each_fault_in_the_admin_view_readiness_and_metrics
   --skip archive_class::a_file_over_the_single_copy_limit_is_archived_in_place_in_parts
   --skip hygiene::an_archival_killed_between_its_copy_and_its_cleanup_leaves_one_version_in_the_class
   --skip hygiene::a_link_whose_restore_fails_is_not_recorded_and_a_retry_restores_and_links

@@ -195,3 +195,21 @@ fn the_configuration_doc_gives_every_numeric_settings_bounds_as_the_loader_check
         missing.join("\n")
     );
 }
+
+#[test]
+fn a_presign_rate_is_unlimited_or_at_least_one_per_thousand_seconds() {
+    for ok in ["0", "0.001", "0.5", "10", "1000000"] {
+        assert!(
+            load_with("UPCOMMIT_PRESIGN_RATE_PER_SEC", ok).is_ok(),
+            "{ok}"
+        );
+    }
+    // The outside review's values: accepted before, they answered Retry-After 2^64 - 1.
+    for bad in ["1e-300", "0.0000001", "0.0009", "NaN", "inf", "-0.5"] {
+        let err = load_with("UPCOMMIT_PRESIGN_RATE_PER_SEC", bad).expect_err(bad);
+        assert!(
+            err.contains("UPCOMMIT_PRESIGN_RATE_PER_SEC"),
+            "{bad}: {err}"
+        );
+    }
+}

@@ -165,7 +165,7 @@ pub(super) struct FileSettings {
 
 /// A number of seconds, or the word `never`, as a file writes it (`delete_after_secs = "never"`).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "a whole number of seconds or \"never\"")]
 pub(super) enum SecsOrNever {
     Secs(u64),
     Word(String),

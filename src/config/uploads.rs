@@ -23,7 +23,8 @@ pub struct UploadSettings {
     /// Lifetime of download URLs in seconds (`UPCOMMIT_DOWNLOAD_EXPIRY_SECS`, default 300).
     pub download_expiry_secs: u64,
     /// Largest object a single CopyObject promotes; larger ones are promoted by a multipart copy
-    /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit).
+    /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit; at least
+    /// 5 MiB, S3's minimum part size: a smaller source is refused in parts by some stores).
     pub max_single_copy_bytes: u64,
     /// Part size of the multipart copy that promotes large objects
     /// (`UPCOMMIT_COPY_PART_SIZE_BYTES`, default 512 MiB, 5 MiB..=5 GiB).
@@ -98,12 +99,14 @@ impl UploadSettings {
                 300,
                 1..=604_800,
             )?,
-            // S3's CopyObject limit.
+            // S3's CopyObject limit; at least S3's minimum part size, since anything smaller
+            // goes in one CopyObject anyway, and stores refuse a smaller source in parts
+            // (Garage: "Source object is too small").
             max_single_copy_bytes: src.number(
                 "UPCOMMIT_MAX_SINGLE_COPY_BYTES",
                 f.max_single_copy_bytes,
                 5 * GIB,
-                1..=MAX_PART_SIZE,
+                MIN_PART_SIZE..=MAX_PART_SIZE,
             )?,
             // S3's part limits.
             copy_part_size_bytes: src.number(
@@ -131,11 +134,12 @@ impl UploadSettings {
                 16 * MIB,
                 MIN_PART_SIZE..=MAX_PART_SIZE,
             )?,
+            // Below the bucket's abort-incomplete rule (checked again with the commit window).
             multipart_session_secs: src.number(
                 "UPCOMMIT_MULTIPART_SESSION_SECS",
                 f.multipart_session_secs,
                 43_200,
-                1..=6 * 86_400,
+                1..=abort_incomplete_secs().saturating_sub(1).max(1),
             )?,
             presign_rate_per_sec: src.number(
                 "UPCOMMIT_PRESIGN_RATE_PER_SEC",
@@ -152,10 +156,13 @@ impl UploadSettings {
             legacy_prefixes,
             profiles,
         };
-        if !(uploads.presign_rate_per_sec.is_finite() && uploads.presign_rate_per_sec >= 0.0) {
-            return Err(ConfigError(
-                "UPCOMMIT_PRESIGN_RATE_PER_SEC: must be a number ≥ 0".into(),
-            ));
+        // 0 is unlimited; a rate below one presign per 1,000 s would tell a refused client to
+        // come back in years (a Retry-After a browser's timer cannot even hold).
+        let rate = uploads.presign_rate_per_sec;
+        if !(rate.is_finite() && (rate == 0.0 || rate >= MIN_PRESIGN_RATE)) {
+            return Err(ConfigError(format!(
+                "UPCOMMIT_PRESIGN_RATE_PER_SEC: 0 (unlimited) or from {MIN_PRESIGN_RATE} to 1000000, got {rate}"
+            )));
         }
         if !(1..=604_800).contains(&uploads.presign_expiry_secs) {
             return Err(ConfigError(
@@ -184,10 +191,23 @@ impl UploadSettings {
     }
 }
 
+/// The least presign rate other than 0 (unlimited): one per 1,000 s.
+const MIN_PRESIGN_RATE: f64 = 0.001;
+
+/// The bucket's abort-incomplete rule (from the embedded rules file) removes parts after this
+/// many seconds; a session must end before.
+fn abort_incomplete_secs() -> u64 {
+    required_rules()
+        .iter()
+        .filter_map(|r| r.abort_incomplete_multipart_days)
+        .min()
+        .map_or(6 * 86_400, |d| u64::from(d) * 86_400)
+}
+
 fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {
-    if !(1..=MAX_PART_SIZE).contains(&u.max_single_copy_bytes) {
+    if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&u.max_single_copy_bytes) {
         return Err(ConfigError(
-            "UPCOMMIT_MAX_SINGLE_COPY_BYTES: must be 1..=5 GiB (S3's CopyObject limit)".into(),
+            "UPCOMMIT_MAX_SINGLE_COPY_BYTES: must be 5 MiB..=5 GiB (S3's part and CopyObject limits)".into(),
         ));
     }
     if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&u.copy_part_size_bytes) {
@@ -205,13 +225,7 @@ fn validate_multipart(u: &UploadSettings) -> Result<(), ConfigError> {
             "UPCOMMIT_MULTIPART_PART_SIZE_BYTES: must be 5 MiB..=5 GiB (S3's part limits)".into(),
         ));
     }
-    // The bucket's abort-incomplete rule (from the embedded rules file) removes parts after
-    // this many seconds; a session must end well before.
-    let abort_secs = required_rules()
-        .iter()
-        .filter_map(|r| r.abort_incomplete_multipart_days)
-        .min()
-        .map_or(u64::MAX, |d| u64::from(d) * 86_400);
+    let abort_secs = abort_incomplete_secs();
     if u.multipart_session_secs == 0
         || u.multipart_session_secs >= abort_secs
         || u.multipart_session_secs > u.commit_window_secs

@@ -53,32 +53,44 @@ impl Abandoned {
     }
 
     /// Records the run `failed` with `reason` (keeping what its summary said so far) and gives
-    /// its lease back.
+    /// its lease back — whatever the record's write does: each step is caught on its own (the
+    /// bug that panicked may panic again here), so nothing escapes to end the caller's loop.
     pub async fn fail(self, reason: String) {
         let summary = failed_summary(self.summary.as_deref(), &reason);
         let now = crate::domain::records::now();
-        match self
-            .catalog
-            .update_run(
-                &self.run_id,
-                RunState::Failed,
-                self.checkpoint.as_deref(),
-                &summary,
-                now,
-            )
-            .await
-        {
-            Ok(()) => {
+        let recorded = AssertUnwindSafe(self.catalog.update_run(
+            &self.run_id,
+            RunState::Failed,
+            self.checkpoint.as_deref(),
+            &summary,
+            now,
+        ))
+        .catch_unwind()
+        .await;
+        match recorded {
+            Ok(Ok(())) => {
                 tracing::error!(job = %self.job, run.id = %self.run_id, reason = %reason, "job run recorded as failed")
             }
-            // The lease runs out and the next run resumes this one (left `running`).
-            Err(e) => {
-                tracing::error!(job = %self.job, run.id = %self.run_id, error = %e, "could not record the panicked run as failed; its lease runs out")
+            // Left `running`: the next run resumes it.
+            Ok(Err(e)) => {
+                tracing::error!(job = %self.job, run.id = %self.run_id, error = %e, "could not record the panicked run as failed")
+            }
+            Err(p) => {
+                tracing::error!(job = %self.job, run.id = %self.run_id, panic = %panic_message(p.as_ref()), "recording the panicked run as failed panicked too")
             }
         }
         if let Some(holder) = &self.holder {
-            if let Err(e) = self.catalog.release_job_lock(&self.job, holder).await {
-                tracing::warn!(job = %self.job, error = %e, "could not give the job's lease back; it runs out");
+            let released = AssertUnwindSafe(self.catalog.release_job_lock(&self.job, holder))
+                .catch_unwind()
+                .await;
+            match released {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(job = %self.job, error = %e, "could not give the job's lease back; it runs out")
+                }
+                Err(p) => {
+                    tracing::warn!(job = %self.job, panic = %panic_message(p.as_ref()), "giving the job's lease back panicked; it runs out")
+                }
             }
         }
     }
@@ -115,6 +127,17 @@ pub async fn catching<F: Future>(
     metrics: Option<&Metrics>,
     work: F,
 ) -> Option<F::Output> {
+    catching_logged(task, metrics, true, work).await
+}
+
+/// [`catching`], logging the panic at error level only when `log` (a loop that ticks several
+/// times a second logs the first of a run of panics, not each); it is counted either way.
+pub async fn catching_logged<F: Future>(
+    task: &'static str,
+    metrics: Option<&Metrics>,
+    log: bool,
+    work: F,
+) -> Option<F::Output> {
     let abandoned = Arc::new(Mutex::new(Vec::new()));
     let outcome = ABANDONED
         .scope(abandoned.clone(), AssertUnwindSafe(work).catch_unwind())
@@ -123,7 +146,9 @@ pub async fn catching<F: Future>(
         Ok(out) => Some(out),
         Err(payload) => {
             let message = panic_message(payload.as_ref());
-            tracing::error!(task, panic = %message, "a background task panicked; it runs again at its next tick");
+            if log {
+                tracing::error!(task, panic = %message, "a task panicked: the run it was in is recorded failed and its lease given back");
+            }
             if let Some(metrics) = metrics {
                 metrics.task_panicked(task);
             }

@@ -71,7 +71,7 @@ async fn instantly_readable_archive_classes_are_accepted() {
     }
 }
 
-/// `upcommit hygiene --at <now + days>` with the single-copy limit lowered to 1,000 bytes:
+/// `upcommit hygiene --at <now + days>` with the single-copy limit lowered to 5 MiB (its least):
 /// only the job copies in parts, the commit before it did not.
 fn hygiene_in_parts(app: &TestApp, days: i64) -> Value {
     let at = Utc::now() + chrono::Duration::seconds(days * 86_400 + 5);
@@ -99,8 +99,10 @@ async fn a_file_over_the_single_copy_limit_is_archived_in_place_in_parts() {
         ..Spawn::default()
     })
     .await;
+    // Over 5 MiB, so that the lowered limit sends it down the copy in parts.
+    let size = 5 * 1024 * 1024 + 2000;
     let (_, h) = app
-        .upload_and_commit(&app.token("alice"), "image", "image/png", 2000)
+        .upload_and_commit(&app.token("alice"), "image", "image/png", size)
         .await;
     let key = h["key"].as_str().expect("key");
     let head = |key: &str| {
@@ -122,8 +124,8 @@ async fn a_file_over_the_single_copy_limit_is_archived_in_place_in_parts() {
 
     let after = head(key).await.expect("HEAD after");
     assert!(
-        after.e_tag().expect("etag").ends_with("-1\""),
-        "assembled from one copied part: {:?}",
+        after.e_tag().expect("etag").ends_with("-2\""),
+        "assembled from two copied parts: {:?}",
         after.e_tag()
     );
     assert_eq!(
@@ -143,7 +145,7 @@ async fn a_file_over_the_single_copy_limit_is_archived_in_place_in_parts() {
     assert!(before.checksum_crc64_nvme().is_some());
     assert_eq!(after.checksum_crc64_nvme(), before.checksum_crc64_nvme());
     assert_eq!(app.versions(key).await, 1, "held once");
-    assert_eq!(app.get_object(key).await, media("image/png", 2000));
+    assert_eq!(app.get_object(key).await, media("image/png", size));
 }
 
 /// Issue 35: a store that keeps storage classes but whose tags are an accepted gap (R2's

@@ -505,7 +505,11 @@ pub fn png_upload(
 /// parts: a small object is copied as one part).
 pub fn small_copy_limit() -> Vec<(&'static str, String)> {
     vec![
-        ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", "1000".into()),
+        // The least it may be: S3's minimum part size.
+        (
+            "UPCOMMIT_MAX_SINGLE_COPY_BYTES",
+            (5 * 1024 * 1024).to_string(),
+        ),
         (
             "UPCOMMIT_COPY_PART_SIZE_BYTES",
             (5 * 1024 * 1024).to_string(),

@@ -235,3 +235,99 @@ async fn a_sweep_command_that_panics_records_its_run_failed_frees_the_lease_and_
     );
     assert_eq!(finished(&app, "sweep").await, 1);
 }
+
+/// Outside review of issue 35: a bug that panics where the run is recorded (every
+/// `update_run`) panicked again inside the guard's own record of the failure, escaped it, and
+/// ended the sweep's loop for good with the run `running` and the lease held. The record's
+/// write and the lease's release are each caught now: the loop goes on, the lease comes back
+/// (a held one would make the next tick "busy", which panics nowhere), and prune still runs
+/// after each sweep.
+#[tokio::test]
+async fn a_panic_while_recording_the_panicked_run_still_frees_the_lease_and_keeps_the_loop() {
+    let app = spawn_app().await;
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_SWEEP_INTERVAL_SECS", "1"),
+            ("UPCOMMIT_PANIC_AT", "catalog.update_run"),
+            ("RUST_LOG", "error"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let (mut sweeps, mut prunes) = (0.0, 0.0);
+    for _ in 0..200 {
+        sweeps = panics_counted(&app, &base, "sweep").await;
+        prunes = panics_counted(&app, &base, "prune").await;
+        if sweeps >= 3.0 && prunes >= 3.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        sweeps >= 3.0,
+        "the sweep's loop went on, each run taking the lease again: {sweeps}"
+    );
+    assert!(prunes >= 3.0, "prune ran after each sweep: {prunes}");
+}
+
+/// Outside review of issue 35: the admin API's hygiene dry run ran outside the guard, so its
+/// panic was recorded without its message and counted nowhere.
+#[tokio::test]
+async fn a_dry_run_started_from_the_admin_api_that_panics_is_recorded_with_its_message_and_counted()
+{
+    let app = spawn_app().await;
+    let (mut child, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_TRACKS_LINKS", "image"),
+            ("UPCOMMIT_PANIC_AT", "catalog.unlinked_candidates"),
+            ("RUST_LOG", "error"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let admin = app.admin_token("ops");
+    let started = app
+        .http
+        .post(format!("{base}/v1/admin/jobs/hygiene/dry-run"))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .expect("dry run");
+    assert_eq!(started.status(), 202);
+    let run_id = started.json::<serde_json::Value>().await.expect("json")["run_id"]
+        .as_str()
+        .expect("run_id")
+        .to_owned();
+    let mut run = serde_json::Value::Null;
+    for _ in 0..100 {
+        run = app
+            .http
+            .get(format!("{base}/v1/admin/jobs/runs/{run_id}"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .expect("run")
+            .json()
+            .await
+            .expect("json");
+        if run["run"]["state"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let counted = panics_counted(&app, &base, "hygiene").await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(run["run"]["state"], "failed", "{run}");
+    assert_eq!(
+        run["run"]["summary"]["error"],
+        "the run panicked: UPCOMMIT_PANIC_AT: catalog.unlinked_candidates",
+        "{run}"
+    );
+    assert_eq!(counted, 1.0, "counted on /metrics");
+}

@@ -285,12 +285,14 @@ async fn readiness_shows_no_bucket_configuration_and_no_store_gap_to_anyone() {
         assert_probe_only(&body, &view, who);
     }
 
-    crate::helpers::set_versioning(
-        &app.s3,
-        &app.bucket,
-        aws_sdk_s3::types::BucketVersioningStatus::Suspended,
-    )
-    .await;
+    // The lifecycle document gone: a fault every store under test has (Garage implements no
+    // versioning document to suspend).
+    app.s3
+        .delete_bucket_lifecycle()
+        .bucket(&app.bucket)
+        .send()
+        .await
+        .expect("delete the lifecycle configuration");
     let view = wait_for_verdict(&app, "failing").await;
     for (who, token) in &tokens {
         let resp = app.get("/readyz", token.as_deref()).await;

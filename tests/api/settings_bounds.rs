@@ -119,9 +119,13 @@ async fn works_at_runtime(env: Vec<(&'static str, String)>, what: &str) {
     })
     .await;
     let token = app.token("alice");
-    let (_, handle) = app
-        .upload_and_commit(&token, "image", "image/png", 2_000)
+    let p = app
+        .uploaded(&token, "image", "image/png", 2_000, "PUT")
         .await;
+    let committed = app.commit(&token, &p.key, None).await;
+    let status = committed.status().as_u16();
+    let handle: serde_json::Value = committed.json().await.expect("JSON");
+    assert_eq!(status, 201, "{what}: commit: {handle}");
     let key = handle["key"].as_str().expect("key").to_owned();
     let admin = app.admin_token("ops");
     for path in ["/v1/admin/jobs", "/v1/admin/bucket", "/readyz", "/metrics"] {

@@ -524,7 +524,7 @@ async fn a_copy_the_hook_allowed_is_recorded_after_a_crash_without_asking_again(
 #[tokio::test]
 async fn objects_copied_in_parts_are_put_to_the_hook_before_the_copy_too() {
     let hook = Hook::start().await;
-    // Every object over 1,000 bytes goes down the UploadPartCopy path.
+    // Every object over 5 MiB goes down the UploadPartCopy path.
     let app = spawn_with_hook_env(&hook.url, "", small_copy_limit()).await;
     let token = app.token("alice");
 
@@ -685,7 +685,7 @@ async fn an_object_written_at_the_final_key_while_the_hook_scans_a_copy_in_parts
 #[tokio::test]
 async fn every_part_copy_is_of_the_version_the_hook_scanned_not_a_twin_posted_meanwhile() {
     let hook = Hook::start().await;
-    // Every object over 1,000 bytes goes down the UploadPartCopy path.
+    // Every object over 5 MiB goes down the UploadPartCopy path.
     let app = spawn_with_hook_env(&hook.url, "", small_copy_limit()).await;
     let twins = md5_twins_of(OVER_A_PART);
     let committed = commit_while_an_md5_twin_is_re_posted(&hook, &app, twins.clone()).await;

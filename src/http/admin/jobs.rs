@@ -247,6 +247,7 @@ async fn hygiene_dry_run(
                 state.catalog.clone(),
                 state.store.clone(),
                 state.settings.clone(),
+                Some(state.metrics.clone()),
             )
         })
         .await

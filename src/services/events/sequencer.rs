@@ -66,13 +66,21 @@ pub fn spawn(
         let mut ticks = tokio::time::interval(every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failing = false;
+        let mut panicking = false;
         loop {
             ticks.tick().await;
             let pass = run_once(&catalog, retry_window, &sequenced);
             // A panicking pass changed nothing it did not commit: the next one starts over.
-            let Some(outcome) =
-                crate::state::supervise::catching("event_sequencer", Some(&metrics), pass).await
-            else {
+            // Five passes a second: the first panic of a run of them is logged, each counted.
+            let caught = crate::state::supervise::catching_logged(
+                "event_sequencer",
+                Some(&metrics),
+                !panicking,
+                pass,
+            )
+            .await;
+            panicking = caught.is_none();
+            let Some(outcome) = caught else {
                 continue;
             };
             match outcome {

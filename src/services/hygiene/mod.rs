@@ -153,6 +153,7 @@ pub async fn start_dry_run(
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
     settings: Arc<Settings>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 ) -> Result<(String, tokio::task::JoinHandle<()>), HygieneError> {
     let job = match jobs::begin(&catalog, JOB, true, settings.jobs.lease_secs).await? {
         Begin::Started(job) => job,
@@ -162,7 +163,11 @@ pub async fn start_dry_run(
     let run_id = job.run_id().to_owned();
     let now = crate::domain::records::now();
     let task = tokio::spawn(async move {
-        if let Err(e) = run_begun(job, &catalog, &store, &settings, true, now).await {
+        let run = run_begun(job, &catalog, &store, &settings, true, now);
+        // Under the guard `serve`'s jobs run under: a panic is recorded with its message.
+        if let Some(Err(e)) =
+            crate::state::supervise::catching("hygiene", metrics.as_deref(), run).await
+        {
             tracing::error!(error = %e, "hygiene dry run failed");
         }
     });
