@@ -5,7 +5,7 @@
 //! run within seconds proves it) — the job that shares the loop must still run, the panics must
 //! be counted on `/metrics`, and the server must stay up and ready.
 
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use crate::helpers::{on_postgres, series_value, server_process, spawn_app, TestApp};
@@ -49,6 +49,36 @@ async fn two_panicked_runs(app: &TestApp, job: &str, marker: &str) -> (i64, i64)
     seen
 }
 
+/// `upcommit serve` on the app's database and bucket with `extra` (errors only in its log).
+async fn serving(app: &TestApp, extra: &[(&str, &str)]) -> (Child, String) {
+    let mut env = extra.to_vec();
+    env.push(("RUST_LOG", "error"));
+    server_process(app, &env, Stdio::null()).await
+}
+
+fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `task`'s panics on `/metrics` once they reach `at_least`, or after `secs` seconds.
+async fn panics_reach(app: &TestApp, base: &str, task: &str, at_least: f64, secs: u32) -> f64 {
+    let mut counted = 0.0;
+    for _ in 0..secs * 10 {
+        counted = panics_counted(app, base, task).await;
+        if counted >= at_least {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    counted
+}
+
+async fn ready(app: &TestApp, base: &str) -> Option<u16> {
+    let resp = app.http.get(format!("{base}/readyz")).send().await;
+    resp.ok().map(|r| r.status().as_u16())
+}
+
 async fn panics_counted(app: &TestApp, base: &str, task: &str) -> f64 {
     let text = app.metrics_text_at(base).await;
     series_value(
@@ -61,30 +91,22 @@ async fn panics_counted(app: &TestApp, base: &str, task: &str) -> f64 {
 #[tokio::test]
 async fn a_sweep_that_panics_every_time_fails_each_run_and_the_schedule_and_prune_go_on() {
     let app = spawn_app().await;
-    let (mut child, base) = server_process(
+    let (child, base) = serving(
         &app,
         &[
             ("UPCOMMIT_SWEEP_INTERVAL_SECS", "1"),
             // Every sweep reaches it (after its run began), nothing else calls it.
             ("UPCOMMIT_PANIC_AT", "catalog.mark_expired_handles"),
-            ("RUST_LOG", "error"),
         ],
-        Stdio::null(),
     )
     .await;
     let marker = "UPCOMMIT_PANIC_AT: catalog.mark_expired_handles";
     let (failed, _) = two_panicked_runs(&app, "sweep", marker).await;
     let counted = panics_counted(&app, &base, "sweep").await;
-    let ready = app
-        .http
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .map(|r| r.status().as_u16());
+    let ready = ready(&app, &base).await;
     let (_, running) = runs(&app, "sweep", marker).await;
     let pruned = finished(&app, "prune").await;
-    let _ = child.kill();
-    let _ = child.wait();
+    stop(child);
 
     assert!(
         failed >= 2,
@@ -100,13 +122,13 @@ async fn a_sweep_that_panics_every_time_fails_each_run_and_the_schedule_and_prun
         pruned >= 1,
         "prune, which shares the sweep's loop, still ran"
     );
-    assert_eq!(ready.ok(), Some(200), "the server stays ready");
+    assert_eq!(ready, Some(200), "the server stays ready");
 }
 
 #[tokio::test]
 async fn hygiene_that_panics_every_time_fails_each_run_and_its_schedule_goes_on() {
     let app = spawn_app().await;
-    let (mut child, base) = server_process(
+    let (child, base) = serving(
         &app,
         &[
             ("UPCOMMIT_HYGIENE_INTERVAL_SECS", "1"),
@@ -114,17 +136,14 @@ async fn hygiene_that_panics_every_time_fails_each_run_and_its_schedule_goes_on(
             ("UPCOMMIT_TRACKS_LINKS", "image"),
             // Every hygiene run reaches it after its run began, nothing else calls it.
             ("UPCOMMIT_PANIC_AT", "catalog.return_vouched"),
-            ("RUST_LOG", "error"),
         ],
-        Stdio::null(),
     )
     .await;
     let marker = "UPCOMMIT_PANIC_AT: catalog.return_vouched";
     let (failed, _) = two_panicked_runs(&app, "hygiene", marker).await;
     let counted = panics_counted(&app, &base, "hygiene").await;
     let (_, running) = runs(&app, "hygiene", marker).await;
-    let _ = child.kill();
-    let _ = child.wait();
+    stop(child);
 
     assert!(
         failed >= 2,
@@ -140,62 +159,37 @@ async fn hygiene_that_panics_every_time_fails_each_run_and_its_schedule_goes_on(
 #[tokio::test]
 async fn an_event_delivery_loop_that_panics_is_started_again_and_counted() {
     let app = spawn_app().await;
-    let (mut child, base) = server_process(
+    let (child, base) = serving(
         &app,
         &[
             // The delivery supervisor reads the endpoints every few seconds; every read panics.
             ("UPCOMMIT_PANIC_AT", "catalog.delivery_gauges"),
-            ("RUST_LOG", "error"),
         ],
-        Stdio::null(),
     )
     .await;
-    let mut counted = 0.0;
-    for _ in 0..150 {
-        counted = panics_counted(&app, &base, "event_delivery").await;
-        if counted >= 2.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ready = app
-        .http
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .map(|r| r.status().as_u16());
-    let _ = child.kill();
-    let _ = child.wait();
+    let counted = panics_reach(&app, &base, "event_delivery", 2.0, 15).await;
+    let ready = ready(&app, &base).await;
+    stop(child);
     assert!(
         counted >= 2.0,
         "the loop went on after a panic and panicked again: {counted}"
     );
-    assert_eq!(ready.ok(), Some(200));
+    assert_eq!(ready, Some(200));
 }
 
 #[tokio::test]
 async fn a_bucket_watch_that_panics_is_counted_and_checks_again() {
     let app = spawn_app().await;
-    let (mut child, base) = server_process(
+    let (child, base) = serving(
         &app,
         &[
             ("UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS", "1"),
             ("UPCOMMIT_PANIC_AT", "bucket_watch_checked"),
-            ("RUST_LOG", "error"),
         ],
-        Stdio::null(),
     )
     .await;
-    let mut counted = 0.0;
-    for _ in 0..100 {
-        counted = panics_counted(&app, &base, "bucket_watch").await;
-        if counted >= 2.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let counted = panics_reach(&app, &base, "bucket_watch", 2.0, 10).await;
+    stop(child);
     assert!(
         counted >= 2.0,
         "the watch checked again after a panic: {counted}"
@@ -245,27 +239,17 @@ async fn a_sweep_command_that_panics_records_its_run_failed_frees_the_lease_and_
 #[tokio::test]
 async fn a_panic_while_recording_the_panicked_run_still_frees_the_lease_and_keeps_the_loop() {
     let app = spawn_app().await;
-    let (mut child, base) = server_process(
+    let (child, base) = serving(
         &app,
         &[
             ("UPCOMMIT_SWEEP_INTERVAL_SECS", "1"),
             ("UPCOMMIT_PANIC_AT", "catalog.update_run"),
-            ("RUST_LOG", "error"),
         ],
-        Stdio::null(),
     )
     .await;
-    let (mut sweeps, mut prunes) = (0.0, 0.0);
-    for _ in 0..200 {
-        sweeps = panics_counted(&app, &base, "sweep").await;
-        prunes = panics_counted(&app, &base, "prune").await;
-        if sweeps >= 3.0 && prunes >= 3.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let sweeps = panics_reach(&app, &base, "sweep", 3.0, 20).await;
+    let prunes = panics_reach(&app, &base, "prune", 3.0, 10).await;
+    stop(child);
     assert!(
         sweeps >= 3.0,
         "the sweep's loop went on, each run taking the lease again: {sweeps}"
@@ -279,14 +263,12 @@ async fn a_panic_while_recording_the_panicked_run_still_frees_the_lease_and_keep
 async fn a_dry_run_started_from_the_admin_api_that_panics_is_recorded_with_its_message_and_counted()
 {
     let app = spawn_app().await;
-    let (mut child, base) = server_process(
+    let (child, base) = serving(
         &app,
         &[
             ("UPCOMMIT_TRACKS_LINKS", "image"),
             ("UPCOMMIT_PANIC_AT", "catalog.unlinked_candidates"),
-            ("RUST_LOG", "error"),
         ],
-        Stdio::null(),
     )
     .await;
     let admin = app.admin_token("ops");
@@ -321,8 +303,7 @@ async fn a_dry_run_started_from_the_admin_api_that_panics_is_recorded_with_its_m
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let counted = panics_counted(&app, &base, "hygiene").await;
-    let _ = child.kill();
-    let _ = child.wait();
+    stop(child);
     assert_eq!(run["run"]["state"], "failed", "{run}");
     assert_eq!(
         run["run"]["summary"]["error"],

@@ -433,6 +433,17 @@ async fn paused_at_checkpoint(app: &TestApp, extra: &[&str]) -> crate::hygiene::
 }
 
 /// More keys than one checkpoint holds.
+/// `n` keys imported, each once: a handle and an upload row apiece.
+async fn imported_once(app: &TestApp, n: i64) {
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, n);
+    let keys = app
+        .db
+        .count("SELECT COUNT(DISTINCT key) FROM uploads")
+        .await;
+    assert_eq!(keys, n, "every key imported once");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, n);
+}
+
 async fn many_keys(app: &TestApp, n: usize) -> Vec<String> {
     let keys: Vec<String> = (0..n)
         .map(|i| format!("uploads/user{}/{i:04}.png", i % 7))
@@ -480,15 +491,7 @@ async fn a_crashed_run_resumes_after_its_checkpoint_and_imports_every_key_once()
         keys(&run.body, "committed"),
         all.iter().cloned().collect::<BTreeSet<_>>()
     );
-    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 130);
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(DISTINCT key) FROM uploads")
-            .await,
-        130,
-        "every key imported once"
-    );
-    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 130);
+    imported_once(&app, 130).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1142,15 +1145,7 @@ async fn a_run_that_panics_after_a_checkpoint_is_failed_frees_its_lease_and_the_
     // before the panic are found already imported, not imported twice.
     assert_eq!(s["resumed"], false, "{s}");
     assert_eq!(s["keys_listed"], 130, "{s}");
-    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 130);
-    assert_eq!(
-        app.db
-            .count("SELECT COUNT(DISTINCT key) FROM uploads")
-            .await,
-        130,
-        "every key imported once"
-    );
-    assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 130);
+    imported_once(&app, 130).await;
     for key in &all {
         assert!(app.object_exists(key).await, "{key} is still there");
     }
