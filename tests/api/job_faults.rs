@@ -103,7 +103,7 @@ impl Subject<'_> {
             match job {
                 "sweep" => {
                     use upcommit::services::sweep::{sweep_at, SweepOutcome};
-                    match sweep_at(catalog, store, settings, false, at).await {
+                    match Box::pin(sweep_at(catalog, store, settings, false, at)).await {
                         Ok(SweepOutcome::Ran { run, .. }) => Ended::Ran(run.state),
                         Ok(SweepOutcome::Busy) => Ended::Busy,
                         Err(e) => Ended::Error(e.to_string()),
@@ -111,7 +111,7 @@ impl Subject<'_> {
                 }
                 "prune" => {
                     use upcommit::services::prune::{prune_at, PruneOutcome};
-                    match prune_at(catalog, settings, false, at).await {
+                    match Box::pin(prune_at(catalog, settings, false, at)).await {
                         Ok(PruneOutcome::Ran { run, .. }) => Ended::Ran(run.state),
                         Ok(PruneOutcome::Busy) => Ended::Busy,
                         Err(e) => Ended::Error(e.to_string()),
@@ -119,7 +119,7 @@ impl Subject<'_> {
                 }
                 "hygiene" => {
                     use upcommit::services::hygiene::{run, HygieneOutcome};
-                    match run(catalog, store, settings, false, at).await {
+                    match Box::pin(run(catalog, store, settings, false, at)).await {
                         Ok(HygieneOutcome::Ran { run, .. }) => Ended::Ran(run.state),
                         Ok(HygieneOutcome::Busy) => Ended::Busy,
                         Err(e) => Ended::Error(e.to_string()),
@@ -136,7 +136,7 @@ impl Subject<'_> {
                         workers: 1,
                         inventory_taken_at: None,
                     };
-                    match reconcile(catalog, store, settings, &options, None).await {
+                    match Box::pin(reconcile(catalog, store, settings, &options, None)).await {
                         Ok(ReconcileOutcome::Ran { run, .. }) => Ended::Ran(run.state),
                         Ok(ReconcileOutcome::Busy) => Ended::Busy,
                         Err(e) => Ended::Error(e.to_string()),
@@ -145,6 +145,9 @@ impl Subject<'_> {
                 other => panic!("no such job {other}"),
             }
         };
+        // On the heap: a debug build's job futures are large, and the test thread's stack is
+        // the default 2 MiB.
+        let work = Box::pin(work);
         let caught = match hook {
             Some(hook) => {
                 catching(
@@ -187,6 +190,29 @@ async fn give_work(app: &TestApp) -> (String, Vec<u8>, String) {
         .presign_ok(&token, "image", "image/png", 100, "PUT")
         .await;
     (key, bytes, abandoned.key.clone())
+}
+
+/// Runs a test's body on a thread of its own with a 16 MiB stack (a current-thread runtime, as
+/// `#[tokio::test]`'s): a debug build's job futures, polled with the fault hook and the guard
+/// around them beside the test server's tasks, are deep — the 2 MiB of a test thread overflowed.
+fn on_a_deep_stack<F, Fut>(body: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future,
+{
+    let thread = std::thread::Builder::new()
+        .stack_size(16 * 1024 * 1024)
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(body());
+        })
+        .expect("thread");
+    if let Err(panic) = thread.join() {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// Breaks `job` at each of its catalog steps in `mode`; returns how many steps were broken.
@@ -336,39 +362,39 @@ async fn break_each_step(job: &'static str, mode: Mode) -> usize {
     broken
 }
 
-#[tokio::test]
-async fn a_sweep_broken_at_any_catalog_step_fails_cleanly_and_the_next_sweep_finishes() {
-    break_each_step("sweep", Mode::Fail).await;
+#[test]
+fn a_sweep_broken_at_any_catalog_step_fails_cleanly_and_the_next_sweep_finishes() {
+    on_a_deep_stack(|| break_each_step("sweep", Mode::Fail));
 }
 
-#[tokio::test]
-async fn a_sweep_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes() {
-    break_each_step("sweep", Mode::Panic).await;
+#[test]
+fn a_sweep_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes() {
+    on_a_deep_stack(|| break_each_step("sweep", Mode::Panic));
 }
 
-#[tokio::test]
-async fn a_prune_broken_at_any_catalog_step_fails_cleanly_and_the_next_prune_finishes() {
-    break_each_step("prune", Mode::Fail).await;
+#[test]
+fn a_prune_broken_at_any_catalog_step_fails_cleanly_and_the_next_prune_finishes() {
+    on_a_deep_stack(|| break_each_step("prune", Mode::Fail));
 }
 
-#[tokio::test]
-async fn a_prune_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes() {
-    break_each_step("prune", Mode::Panic).await;
+#[test]
+fn a_prune_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes() {
+    on_a_deep_stack(|| break_each_step("prune", Mode::Panic));
 }
 
-#[tokio::test]
-async fn hygiene_broken_at_any_catalog_step_fails_cleanly_and_the_next_run_finishes() {
-    break_each_step("hygiene", Mode::Fail).await;
+#[test]
+fn hygiene_broken_at_any_catalog_step_fails_cleanly_and_the_next_run_finishes() {
+    on_a_deep_stack(|| break_each_step("hygiene", Mode::Fail));
 }
 
-#[tokio::test]
-async fn hygiene_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes() {
-    break_each_step("hygiene", Mode::Panic).await;
+#[test]
+fn hygiene_that_panics_at_any_catalog_step_is_failed_its_lease_freed_and_the_next_finishes() {
+    on_a_deep_stack(|| break_each_step("hygiene", Mode::Panic));
 }
 
-#[tokio::test]
-async fn a_reconcile_broken_at_any_catalog_step_fails_cleanly_and_the_next_finishes() {
-    break_each_step("reconcile", Mode::Fail).await;
+#[test]
+fn a_reconcile_broken_at_any_catalog_step_fails_cleanly_and_the_next_finishes() {
+    on_a_deep_stack(|| break_each_step("reconcile", Mode::Fail));
 }
 
 #[tokio::test]

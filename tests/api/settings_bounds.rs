@@ -71,7 +71,7 @@ async fn every_job_finishes(app: &TestApp, at: chrono::DateTime<chrono::Utc>, wh
     use upcommit::services::sweep::{sweep_at, SweepOutcome};
     let parts = app.observed_job().await;
     let (catalog, store, settings) = (&parts.catalog, &parts.store, &parts.settings);
-    let state = match sweep_at(catalog, store, settings, false, at)
+    let state = match Box::pin(sweep_at(catalog, store, settings, false, at))
         .await
         .expect("sweep")
     {
@@ -79,12 +79,15 @@ async fn every_job_finishes(app: &TestApp, at: chrono::DateTime<chrono::Utc>, wh
         SweepOutcome::Busy => panic!("{what}: sweep busy"),
     };
     assert_eq!(state, RunState::Finished, "{what}: sweep");
-    let state = match prune_at(catalog, settings, false, at).await.expect("prune") {
+    let state = match Box::pin(prune_at(catalog, settings, false, at))
+        .await
+        .expect("prune")
+    {
         PruneOutcome::Ran { run, .. } => run.state,
         PruneOutcome::Busy => panic!("{what}: prune busy"),
     };
     assert_eq!(state, RunState::Finished, "{what}: prune");
-    let state = match hygiene::run(catalog, store, settings, false, at)
+    let state = match Box::pin(hygiene::run(catalog, store, settings, false, at))
         .await
         .expect("hygiene")
     {
@@ -99,7 +102,7 @@ async fn every_job_finishes(app: &TestApp, at: chrono::DateTime<chrono::Utc>, wh
         workers: settings.jobs.reconcile_workers,
         inventory_taken_at: None,
     };
-    let state = match reconcile(catalog, store, settings, &options, None)
+    let state = match Box::pin(reconcile(catalog, store, settings, &options, None))
         .await
         .expect("reconcile")
     {
