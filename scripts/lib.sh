@@ -379,6 +379,14 @@ TOML
     sleep 0.2
   done
   [ -n "$node" ] || { tail -n 40 "$GARAGE_DIR/garage.log" >&2; log "Garage did not start"; return 1; }
+  # `node id` reads the node's key from disk: the RPC port may not listen yet (a loaded machine
+  # refused the layout's connection). Wait until the node answers over RPC.
+  local rpc=""
+  for _ in $(seq 1 150); do
+    garage_cli status >/dev/null 2>&1 && { rpc=up; break; }
+    sleep 0.2
+  done
+  [ -n "$rpc" ] || { tail -n 40 "$GARAGE_DIR/garage.log" >&2; log "Garage's RPC did not answer"; return 1; }
   garage_cli layout assign -z dc1 -c 1G "$node" >/dev/null
   garage_cli layout apply --version 1 >/dev/null
   garage_cli key import --yes -n upcommit-test "$GARAGE_KEY_ID" "$GARAGE_SECRET" >/dev/null
