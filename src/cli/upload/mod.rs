@@ -7,7 +7,9 @@
 //! a multipart upload (whose whole-object checksum S3 keeps only as a CRC, so the SHA-256 is
 //! refused with `checksum_algorithm_unsupported` before anything is charged) presign again with
 //! the CRC64NVME. Each part URL is then asked for with its part's CRC64NVME. S3 refuses bytes
-//! that do not match; the service records the checksum in the handle.
+//! that do not match; the service records the checksum in the handle. Where the service's store
+//! verifies neither (`checksum_algorithm_unavailable`: RGW, docs/stores.md) the upload goes
+//! without one, with a warning, unless the profile requires one.
 //!
 //! Resuming: while a multipart upload is open, its id and a fingerprint of the file are kept
 //! beside it ([`super::resume`], `<file>.upcommit-state.json`). If the run dies (killed, crashed,
@@ -189,10 +191,25 @@ async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
     let mut declared = checksums.first();
     let mut answer = retry(retries, || api.presign(body(declared))).await;
     if let (Err(ApiError::Refused { code, .. }), Some(crc)) = (&answer, checksums.get(1)) {
-        if code == "checksum_algorithm_unsupported" {
-            // The service chose a multipart upload: its whole-object checksum is a CRC.
+        if code == "checksum_algorithm_unsupported" || code == "checksum_algorithm_unavailable" {
+            // The service chose a multipart upload (its whole-object checksum is a CRC), or its
+            // store cannot verify the SHA-256: the CRC64NVME next.
             declared = Some(crc);
             answer = retry(retries, || api.presign(body(declared))).await;
+        }
+    }
+    if declared.is_some() && refused_as(&answer, "checksum_algorithm_unavailable") {
+        // The service's store verifies no checksum this upload could declare (docs/stores.md):
+        // without one, said out loud; a profile that requires one still refuses, with this
+        // refusal's reason rather than `--no-checksum`'s.
+        eprintln!(
+            "upcommit upload: warning: the service's object store cannot verify a checksum on \
+             this upload; uploading without one (the service still checks the size and type)"
+        );
+        let without = retry(retries, || api.presign(body(None))).await;
+        if !refused_as(&without, "checksum_required") {
+            declared = None;
+            answer = without;
         }
     }
     let presigned = answer.map_err(|e| explain(e, args))?;
@@ -263,6 +280,11 @@ async fn commit(
         let _ = std::fs::remove_file(state_path);
     }
     committed.map_err(|e| explain(e, args))
+}
+
+/// Whether the service refused the call with error code `code`.
+fn refused_as<T>(answer: &Result<T, ApiError>, code: &str) -> bool {
+    matches!(answer, Err(ApiError::Refused { code: c, .. }) if c == code)
 }
 
 /// Repeats a call that is safe to repeat while the failure is transient (the service did not
