@@ -68,6 +68,7 @@ async fn run() {
                 upload_id: "x",
                 content_type: "image/png",
                 checksum: ChecksumAlgorithm::Crc64Nvme,
+                legacy_guard: false,
             })
             .await
             .expect("call");

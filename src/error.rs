@@ -152,6 +152,10 @@ pub enum AppError {
     IdentityProviderUnavailable { retry_after_secs: u64 },
     #[error("a dependency is unavailable; retry shortly")]
     Unavailable(String),
+    /// The object store refused what upcommit asked of it (a 4xx no domain error names): a
+    /// fault of the store or its configuration, which retrying does not mend.
+    #[error("the object store refused a request this operation needs; retrying will not help until the operator fixes the store (upcommit doctor)")]
+    StoreRefused(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -254,6 +258,7 @@ impl AppError {
             | Timeout
             | ValidationHookUnavailable
             | IdentityProviderUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            StoreRefused(_) => StatusCode::BAD_GATEWAY,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -317,6 +322,9 @@ impl AppError {
             StoreLacks(crate::domain::capabilities::Capability::PostSizeRange) => {
                 "post_upload_unavailable"
             }
+            StoreLacks(crate::domain::capabilities::Capability::CopyInParts) => {
+                "copy_in_parts_unavailable"
+            }
             StoreLacks(_) => "checksum_algorithm_unavailable",
             UploadNotMultipart => "upload_not_multipart",
             MultipartSessionExpired => "multipart_session_expired",
@@ -340,6 +348,7 @@ impl AppError {
             Timeout => "request_timeout",
             Unavailable(_) => "service_unavailable",
             IdentityProviderUnavailable { .. } => "identity_provider_unavailable",
+            StoreRefused(_) => "store_refused",
             Internal(_) => "internal_error",
         }
     }
@@ -395,6 +404,7 @@ impl From<StoreError> for AppError {
             StoreError::Unavailable(m) => AppError::Unavailable(format!("object store: {m}")),
             StoreError::PreconditionFailed => AppError::ObjectChanged,
             StoreError::ChecksumMismatch(_) => AppError::ChecksumMismatch,
+            StoreError::Refused(m) => AppError::StoreRefused(m),
             other => AppError::Internal(format!("object store: {other}")),
         }
     }

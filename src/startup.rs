@@ -474,14 +474,14 @@ pub async fn judge_store(
         match line.standing {
             Standing::Accepted => tracing::warn!(
                 capability = line.capability.name(),
-                finding = ?line.finding,
+                finding = %line.finding,
                 promise = line.promise,
                 without = line.without.unwrap_or(""),
                 "running without a store capability: the gap is accepted (UPCOMMIT_ACCEPT_STORE_GAPS)"
             ),
             Standing::NotNeeded => tracing::info!(
                 capability = line.capability.name(),
-                finding = ?line.finding,
+                finding = %line.finding,
                 "the store lacks a capability nothing configured here relies on"
             ),
             Standing::Present | Standing::Refused => {}

@@ -62,10 +62,8 @@ fn render_verdict(verdict: &Verdict) -> String {
             l.capability.name(),
             l.promise
         ));
-        match &l.finding {
-            Finding::Present => {}
-            Finding::Missing(d) => out.push_str(&format!("        {:<28} missing: {d}\n", "")),
-            Finding::Unknown(d) => out.push_str(&format!("        {:<28} not probed: {d}\n", "")),
+        if l.finding != Finding::Present {
+            out.push_str(&format!("        {:<28} {}\n", "", l.finding));
         }
         match l.standing {
             Standing::Accepted => out.push_str(&format!("        {:<28} accepted, so: {}\n", "", l.without.unwrap_or(""))),

@@ -41,7 +41,32 @@ pub struct BucketView {
     /// Empty when the bucket has no CORS configuration.
     pub cors: Result<Vec<CorsRule>, String>,
     /// Default-encryption algorithms (`AES256`, `aws:kms`, …); empty when none is set.
-    pub encryption: Result<Vec<String>, String>,
+    pub encryption: Result<Vec<String>, ReadError>,
+}
+
+/// Why a bucket configuration could not be read: each calls for a different fix (issue 36:
+/// a store that answered with something else was told to grant a permission).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The store does not implement that configuration (Garage's 501; RGW 16.2's 200 with the
+    /// bucket listing for a body): what it answered.
+    NotImplemented(String),
+    /// Refused for a missing permission (403).
+    Denied(String),
+    /// Any other failure (an outage, a timeout): what happened.
+    Failed(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::NotImplemented(what) => {
+                write!(f, "the store does not implement it ({what})")
+            }
+            ReadError::Denied(what) => write!(f, "access denied ({what})"),
+            ReadError::Failed(what) => f.write_str(what),
+        }
+    }
 }
 
 /// What the service needs from its bucket.
@@ -316,9 +341,14 @@ fn cors_rule_serves(rule: &CorsRule, origin: &str) -> bool {
 
 fn encryption(view: &BucketView, gap_accepted: bool) -> CheckResult {
     match &view.encryption {
-        Err(e) if gap_accepted => CheckResult::pass(
+        Err(ReadError::NotImplemented(what)) if gap_accepted => CheckResult::pass(
             Check::Encryption,
-            format!("the store does not implement the bucket encryption configuration ({e}); the gap `encryption_config` is accepted: encryption at rest is not checked"),
+            format!("the store does not implement the bucket encryption configuration ({what}); the gap `encryption_config` is accepted: encryption at rest is not checked"),
+        ),
+        Err(ReadError::NotImplemented(what)) => CheckResult::fail(
+            Check::Encryption,
+            format!("the store does not implement the bucket encryption configuration ({what})"),
+            "no permission fixes this: check encryption at rest by the store's own means, then accept the gap encryption_config (UPCOMMIT_ACCEPT_STORE_GAPS, docs/stores.md)",
         ),
         Ok(algs) if algs.is_empty() => CheckResult::fail(
             Check::Encryption,
@@ -329,10 +359,15 @@ fn encryption(view: &BucketView, gap_accepted: bool) -> CheckResult {
             Check::Encryption,
             format!("default encryption: {}", algs.join(", ")),
         ),
-        Err(e) => CheckResult::fail(
+        Err(ReadError::Denied(what)) => CheckResult::fail(
             Check::Encryption,
-            format!("cannot read the encryption configuration: {e}"),
+            format!("cannot read the encryption configuration: access denied ({what})"),
             "grant s3:GetEncryptionConfiguration",
+        ),
+        Err(ReadError::Failed(what)) => CheckResult::fail(
+            Check::Encryption,
+            format!("cannot read the encryption configuration: {what}"),
+            "run doctor again once the store answers",
         ),
     }
 }
@@ -432,7 +467,7 @@ mod tests {
             versioning: Err("timeout".into()),
             lifecycle: Err("timeout".into()),
             cors: Err("timeout".into()),
-            encryption: Err("timeout".into()),
+            encryption: Err(ReadError::Failed("timeout".into())),
         };
         let results = evaluate(&v, &want());
         assert!(results.iter().all(|r| !r.ok && r.fix.is_some()));
@@ -511,6 +546,50 @@ mod tests {
         assert_eq!(failed(&v, &want()), vec![Check::Cors]);
     }
 
+    /// Issue 36: RGW answered GetBucketEncryption with a bucket listing, Garage with 501, and
+    /// doctor told both to grant s3:GetEncryptionConfiguration. Only a refusal for permission
+    /// gets that fix; a store that does not implement the configuration is told so.
+    #[test]
+    fn only_a_denied_read_is_told_to_grant_a_permission() {
+        let judged = |e: ReadError, accepted: bool| {
+            let mut v = healthy();
+            v.encryption = Err(e);
+            let mut w = want();
+            if accepted {
+                w.accepted_gaps.insert(Capability::EncryptionConfig);
+            }
+            evaluate(&v, &w)
+                .into_iter()
+                .find(|r| r.check == Check::Encryption)
+                .expect("an encryption line")
+        };
+        let listing = || {
+            ReadError::NotImplemented(
+                "answered 200 with a <ListBucketResult> document, not the document asked for"
+                    .into(),
+            )
+        };
+        let r = judged(listing(), false);
+        assert!(!r.ok);
+        assert!(r.detail.contains("does not implement"), "{}", r.detail);
+        assert!(r.detail.contains("<ListBucketResult>"), "{}", r.detail);
+        let fix = r.fix.expect("a fix");
+        assert!(!fix.contains("grant"), "{fix}");
+        assert!(fix.contains("encryption_config"), "{fix}");
+        assert!(judged(listing(), true).ok);
+
+        let r = judged(ReadError::Denied("403 AccessDenied: denied".into()), false);
+        assert_eq!(
+            r.fix.as_deref(),
+            Some("grant s3:GetEncryptionConfiguration")
+        );
+        // An accepted gap covers a store without the configuration, not a denied read.
+        assert!(!judged(ReadError::Denied("403 AccessDenied".into()), true).ok);
+
+        let r = judged(ReadError::Failed("timeout".into()), false);
+        assert!(!r.fix.expect("a fix").contains("grant"));
+    }
+
     #[test]
     fn check_names_are_stable_snake_case() {
         for c in Check::ALL {
@@ -526,7 +605,7 @@ mod tests {
         let view = BucketView {
             versioning: Ok(Versioning::Never),
             lifecycle: Ok(lifecycle::for_unversioned(required_rules())),
-            encryption: Err("NotImplemented: not implemented".into()),
+            encryption: Err(ReadError::NotImplemented("501 NotImplemented".into())),
             ..healthy()
         };
         let mut want = want();

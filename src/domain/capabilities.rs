@@ -29,6 +29,9 @@ pub enum Capability {
     ConditionalCopy,
     ConditionalComplete,
     CopySourceIfMatch,
+    CopyIfMatchLegacy,
+    PartCopySourceIfMatch,
+    CopyInParts,
     ChecksumSha256,
     ChecksumCrc32c,
     ChecksumCrc64nvme,
@@ -42,12 +45,15 @@ pub enum Capability {
 }
 
 impl Capability {
-    pub const ALL: [Capability; 15] = [
+    pub const ALL: [Capability; 18] = [
         Capability::ConditionalPut,
         Capability::ConditionalPutIfMatch,
         Capability::ConditionalCopy,
         Capability::ConditionalComplete,
         Capability::CopySourceIfMatch,
+        Capability::CopyIfMatchLegacy,
+        Capability::PartCopySourceIfMatch,
+        Capability::CopyInParts,
         Capability::ChecksumSha256,
         Capability::ChecksumCrc32c,
         Capability::ChecksumCrc64nvme,
@@ -67,6 +73,9 @@ impl Capability {
             Capability::ConditionalCopy => "conditional_copy",
             Capability::ConditionalComplete => "conditional_complete",
             Capability::CopySourceIfMatch => "copy_source_if_match",
+            Capability::CopyIfMatchLegacy => "copy_if_match_legacy",
+            Capability::PartCopySourceIfMatch => "part_copy_source_if_match",
+            Capability::CopyInParts => "copy_in_parts",
             Capability::ChecksumSha256 => "checksum_sha256",
             Capability::ChecksumCrc32c => "checksum_crc32c",
             Capability::ChecksumCrc64nvme => "checksum_crc64nvme",
@@ -101,7 +110,10 @@ impl Capability {
             Capability::ConditionalPutIfMatch => "PutObject with If-Match refuses (412) another ETag",
             Capability::ConditionalCopy => "CopyObject with If-None-Match: * refuses (412) when the destination exists",
             Capability::ConditionalComplete => "CompleteMultipartUpload with If-None-Match: * refuses (412) when the key exists",
-            Capability::CopySourceIfMatch => "CopyObject and UploadPartCopy with x-amz-copy-source-if-match refuse (412) another source ETag",
+            Capability::CopySourceIfMatch => "CopyObject with x-amz-copy-source-if-match refuses (412) another source ETag (or, where the store keeps the condition only under its older name, x-amz-copy-if-match, which upcommit then sends too: copy_if_match_legacy)",
+            Capability::CopyIfMatchLegacy => "CopyObject with x-amz-copy-if-match (Ceph RGW's older name of x-amz-copy-source-if-match) refuses (412) another source ETag",
+            Capability::PartCopySourceIfMatch => "UploadPartCopy with x-amz-copy-source-if-match refuses (412) another source ETag",
+            Capability::CopyInParts => "UploadPartCopy copies the byte ranges asked for and CompleteMultipartUpload joins them: the object has exactly the source's bytes",
             Capability::ChecksumSha256 => "PutObject with a wrong x-amz-checksum-sha256 is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc32c => "PutObject with a wrong x-amz-checksum-crc32c is refused, a right one is returned on HEAD",
             Capability::ChecksumCrc64nvme => "PutObject with a wrong x-amz-checksum-crc64nvme is refused, a right one is returned on HEAD",
@@ -123,6 +135,9 @@ impl Capability {
             Capability::ConditionalCopy => "a commit never overwrites an object at its final key (admin keys included)",
             Capability::ConditionalComplete => "a commit copied in parts never overwrites an object at its final key",
             Capability::CopySourceIfMatch => "a commit copies exactly the bytes it validated and the validation hook scanned",
+            Capability::CopyIfMatchLegacy => "none by itself: where the store ignores x-amz-copy-source-if-match and keeps this name, a commit's CopyObject sends it too, which keeps copy_source_if_match",
+            Capability::PartCopySourceIfMatch => "a commit copied in parts (files over UPCOMMIT_MAX_SINGLE_COPY_BYTES) copies exactly the bytes it validated and the validation hook scanned",
+            Capability::CopyInParts => "files over UPCOMMIT_MAX_SINGLE_COPY_BYTES (5 GiB by default: CopyObject's limit) can be committed",
             Capability::ChecksumSha256 => "an upload declaring a SHA256 checksum is stored only with those bytes",
             Capability::ChecksumCrc32c => "an upload declaring a CRC32C checksum is stored only with those bytes",
             Capability::ChecksumCrc64nvme => "an upload declaring a CRC64NVME checksum is stored only with those bytes",
@@ -145,6 +160,9 @@ impl Capability {
             Capability::ConditionalCopy => "fallback: final keys are reserved in the catalog before any copy (no two commits write one key) and the commit reads the final key right before it copies; only an object written there by something other than upcommit between that read and the copy can be overwritten",
             Capability::ConditionalComplete => "fallback: as conditional_copy, for copies in parts (the final key is read right before the copy starts)",
             Capability::CopySourceIfMatch => "weakened on an unversioned bucket: bytes written to the tmp key between validation and copy may be promoted unvalidated; on a versioned bucket the copy names the validated version id, which keeps the promise",
+            Capability::CopyIfMatchLegacy => "nothing changes: x-amz-copy-if-match is not sent",
+            Capability::PartCopySourceIfMatch => "weakened on an unversioned bucket only: bytes written to the tmp key while a large file is copied in parts may be promoted unvalidated (a single CopyObject is not affected); on a versioned bucket every part copy names the validated version id, which keeps the promise",
+            Capability::CopyInParts => "fallback: presign refuses files over UPCOMMIT_MAX_SINGLE_COPY_BYTES (400 copy_in_parts_unavailable); a commit never starts a copy in parts the store cannot do",
             Capability::ChecksumSha256 => "fallback: presign refuses SHA256 checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
             Capability::ChecksumCrc32c => "fallback: presign refuses CRC32C checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
             Capability::ChecksumCrc64nvme => "fallback: presign refuses CRC64NVME checksums (400 checksum_algorithm_unavailable); clients declare another algorithm or none",
@@ -168,6 +186,29 @@ pub enum Finding {
     Missing(String),
     /// The probe could not tell (the call failed: why).
     Unknown(String),
+}
+
+/// As an operator reads it (doctor, the startup log): what the store did, never a type's name.
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Finding::Present => f.write_str("present"),
+            Finding::Missing(what) => write!(f, "missing: {what}"),
+            Finding::Unknown(why) => write!(f, "could not be told: {why}"),
+        }
+    }
+}
+
+/// The `copy_source_if_match` finding from CopyObject's guard under AWS's name and under Ceph
+/// RGW's older one, `x-amz-copy-if-match` (`copy_if_match_legacy`): a commit sends the older
+/// name only where the store was found to keep it, so the guard holds where either name is
+/// kept; otherwise the AWS name's finding says what the store did (issue 36: RGW 16.2 ignores
+/// the AWS name on CopyObject and refuses on its own).
+pub fn copy_source_guard_finding(aws_name: Finding, legacy_name: &Finding) -> Finding {
+    match (aws_name, legacy_name) {
+        (Finding::Present, _) | (_, Finding::Present) => Finding::Present,
+        (other, _) => other,
+    }
 }
 
 /// The probe's findings, one per capability it tested.
@@ -195,7 +236,7 @@ pub struct Needs {
 impl Needs {
     pub fn needs(self, cap: Capability) -> bool {
         match cap {
-            Capability::ConditionalPutIfMatch => false,
+            Capability::ConditionalPutIfMatch | Capability::CopyIfMatchLegacy => false,
             Capability::StorageClass | Capability::ObjectTags => self.archival,
             _ => true,
         }
@@ -441,6 +482,9 @@ mod tests {
                 "conditional_copy",
                 "conditional_complete",
                 "copy_source_if_match",
+                "copy_if_match_legacy",
+                "part_copy_source_if_match",
+                "copy_in_parts",
                 "checksum_sha256",
                 "checksum_crc32c",
                 "checksum_crc64nvme",
@@ -630,6 +674,47 @@ mod tests {
             Some(Capability::ChecksumCrc32c)
         );
         assert_eq!(v.checksum_gap(A::Crc64Nvme, true), None);
+    }
+
+    /// Issue 36: RGW 16.2 ignores x-amz-copy-source-if-match on CopyObject but keeps the
+    /// condition under x-amz-copy-if-match. The guard counts as kept where either name is
+    /// (a commit then sends both); the older name on its own is relied on by nothing.
+    #[test]
+    fn the_copy_guard_holds_where_the_store_keeps_either_name() {
+        let ignored = || Finding::Missing("copied anyway".to_owned());
+        let unknown = || Finding::Unknown("503".to_owned());
+        assert_eq!(
+            copy_source_guard_finding(ignored(), &Finding::Present),
+            Finding::Present
+        );
+        assert_eq!(
+            copy_source_guard_finding(Finding::Present, &ignored()),
+            Finding::Present
+        );
+        assert_eq!(copy_source_guard_finding(ignored(), &ignored()), ignored());
+        assert_eq!(copy_source_guard_finding(unknown(), &ignored()), unknown());
+        assert_eq!(copy_source_guard_finding(ignored(), &unknown()), ignored());
+        let v = judge(
+            &missing(&[Capability::CopyIfMatchLegacy]),
+            needs_all(),
+            &BTreeSet::new(),
+        );
+        assert!(v.may_start(), "the older name is needed by nothing");
+    }
+
+    /// Issue 36: the startup log printed `finding=Missing("…")`. Every line an operator reads
+    /// says what the store did, in words.
+    #[test]
+    fn a_finding_reads_as_words_not_as_a_type() {
+        assert_eq!(Finding::Present.to_string(), "present");
+        assert_eq!(
+            Finding::Missing("copied anyway".into()).to_string(),
+            "missing: copied anyway"
+        );
+        assert_eq!(
+            Finding::Unknown("timed out".into()).to_string(),
+            "could not be told: timed out"
+        );
     }
 
     #[test]

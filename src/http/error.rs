@@ -19,6 +19,9 @@ impl IntoResponse for AppError {
             AppError::Internal(detail) => {
                 tracing::error!(error.code = self.code(), error.detail = %detail, "request failed")
             }
+            AppError::StoreRefused(detail) => {
+                tracing::error!(error.code = self.code(), error.detail = %detail, "the object store refused a request")
+            }
             AppError::Unavailable(detail) => {
                 tracing::warn!(error.code = self.code(), error.detail = %detail, "dependency unavailable")
             }

@@ -98,6 +98,11 @@ pub async fn presign(
     if method == UploadMethod::Post && !state.store_verdict.has(Capability::PostSizeRange) {
         return Err(AppError::StoreLacks(Capability::PostSizeRange));
     }
+    // A commit copies a file over the single-copy limit in parts: not offered where the store
+    // was not found to do that (issue 36: RGW refused every part copy; the commit failed 500).
+    if size > uploads.max_single_copy_bytes && !state.store_verdict.has(Capability::CopyInParts) {
+        return Err(AppError::StoreLacks(Capability::CopyInParts));
+    }
     // The token is taken only for a request that passed validation: refused presigns cost the
     // caller nothing, so a client's mistakes cannot lock it out.
     let limited = match state.presign_limiter.lock() {

@@ -14,7 +14,7 @@ use aws_sdk_s3::Client;
 
 use super::errors::classify;
 use super::StoreError;
-use crate::domain::bucket_check::{BucketView, CorsRule, Versioning};
+use crate::domain::bucket_check::{BucketView, CorsRule, ReadError, Versioning};
 use crate::domain::lifecycle::Rule;
 
 /// Reads every part of the view concurrently; each part fails on its own.
@@ -116,7 +116,7 @@ async fn read_cors(client: &Client, bucket: &str) -> Result<Vec<CorsRule>, Strin
     }
 }
 
-async fn read_encryption(client: &Client, bucket: &str) -> Result<Vec<String>, String> {
+async fn read_encryption(client: &Client, bucket: &str) -> Result<Vec<String>, ReadError> {
     match client.get_bucket_encryption().bucket(bucket).send().await {
         Ok(out) => Ok(out
             .server_side_encryption_configuration()
@@ -129,7 +129,11 @@ async fn read_encryption(client: &Client, bucket: &str) -> Result<Vec<String>, S
             })
             .unwrap_or_default()),
         Err(e) if has_code(&e, "ServerSideEncryptionConfigurationNotFoundError") => Ok(Vec::new()),
-        Err(e) => Err(classify(e).to_string()),
+        Err(e) => Err(match classify(e) {
+            StoreError::NotImplemented(what) => ReadError::NotImplemented(what),
+            StoreError::Refused(what) if what.starts_with("403") => ReadError::Denied(what),
+            other => ReadError::Failed(other.to_string()),
+        }),
     }
 }
 

@@ -29,6 +29,11 @@ pub enum StoreError {
     /// ListObjectVersions, GetObjectTagging, GetBucketEncryption.
     #[error("not implemented by the object store: {0}")]
     NotImplemented(String),
+    /// The store refused the request for a reason of its own (a 4xx no other variant names:
+    /// a length it requires, a permission, a request it does not support), with its status and
+    /// code. Retrying the same request does not help (issue 36: RGW's 411 on UploadPartCopy).
+    #[error("the object store refused the request: {0}")]
+    Refused(String),
     #[error("object store error: {0}")]
     Other(String),
 }
@@ -49,6 +54,15 @@ where
         }
         SdkError::ServiceError(se) => {
             let code = se.err().code().unwrap_or("");
+            if let Some(s) = status.filter(|s| (200..300).contains(s) && code.is_empty()) {
+                // A success whose body is not the document asked for: RGW 16.2 answers
+                // GetBucketEncryption with the bucket's listing. The store does not implement
+                // the call (issue 36: this read as a missing permission).
+                return StoreError::NotImplemented(format!(
+                    "answered {s} with {}, not the document asked for",
+                    root_element(se.raw().body().bytes().unwrap_or_default())
+                ));
+            }
             match (status, code) {
                 (Some(412), _) | (_, "PreconditionFailed") => StoreError::PreconditionFailed,
                 (_, "InvalidPart" | "InvalidPartOrder") => StoreError::InvalidPart,
@@ -68,10 +82,32 @@ where
                     StoreError::Unavailable(describe(&err))
                 }
                 (Some(s), _) if s >= 500 => StoreError::Unavailable(describe(&err)),
+                (Some(s), _) if (400..500).contains(&s) => {
+                    StoreError::Refused(format!("{s} {}", describe(&err)))
+                }
                 _ => StoreError::Other(describe(&err)),
             }
         }
         _ => StoreError::Other(describe(&err)),
+    }
+}
+
+/// The root element of an XML body, as `a <ListBucketResult> document`.
+fn root_element(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let root = text
+        .match_indices('<')
+        .map(|(i, _)| &text[i + 1..])
+        .find(|rest| !rest.starts_with('?') && !rest.starts_with('!'))
+        .and_then(|rest| {
+            let end = rest.find(|c: char| c == '>' || c == '/' || c.is_whitespace())?;
+            Some(&rest[..end])
+        })
+        .filter(|name| !name.is_empty());
+    match root {
+        Some(name) => format!("a <{name}> document"),
+        None if text.trim().is_empty() => "an empty body".to_owned(),
+        None => "a body that is not XML".to_owned(),
     }
 }
 
@@ -95,5 +131,21 @@ where
             }
             s
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 36: RGW 16.2 answers GetBucketEncryption with the bucket listing (200); the
+    /// answer is named by what it is.
+    #[test]
+    fn a_body_is_named_by_its_root_element() {
+        let listing = br#"<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name></ListBucketResult>"#;
+        assert_eq!(root_element(listing), "a <ListBucketResult> document");
+        assert_eq!(root_element(b"<Empty/>"), "a <Empty> document");
+        assert_eq!(root_element(b""), "an empty body");
+        assert_eq!(root_element(b"hello"), "a body that is not XML");
     }
 }

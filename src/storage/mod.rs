@@ -146,6 +146,9 @@ pub struct PromoteRequest<'a> {
     /// The algorithm S3 computes the copy's checksum with over the copied bytes (the declared
     /// one's), reported in the copy's answer.
     pub checksum: ChecksumAlgorithm,
+    /// Also guard the source under Ceph RGW's older name, `x-amz-copy-if-match`: set where the
+    /// store keeps the condition only there (the capability `copy_if_match_legacy`).
+    pub legacy_guard: bool,
 }
 
 /// What CopyObject reports about the object it wrote.

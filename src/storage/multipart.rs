@@ -177,6 +177,13 @@ pub(super) async fn copy_part(
         .copy_source(copy_source)
         .copy_source_if_match(src_etag)
         .copy_source_range(format!("bytes={first}-{last}"))
+        // The request has no body and the SDK sends no length for it; RGW refuses such a PUT
+        // (411 MissingContentLength). S3, LocalStack and Garage take the zero length as boto3
+        // sends it (issue 36).
+        .customize()
+        .mutate_request(|req| {
+            req.headers_mut().insert("content-length", "0");
+        })
         .send()
         .await
         .map_err(classify)?;

@@ -134,6 +134,8 @@ pub(super) async fn promote(
                 .checksum
                 .as_ref()
                 .map_or(ChecksumAlgorithm::Crc64Nvme, |c| c.algorithm),
+            // RGW 16.2 keeps the source guard only under its older name (docs/stores.md).
+            legacy_guard: state.store_verdict.has(Capability::CopyIfMatchLegacy),
         })
         .await;
     match copied {

@@ -25,6 +25,11 @@ use crate::storage::{
 };
 use presign::checksum_headers;
 
+/// Ceph RGW's older name of `x-amz-copy-source-if-match` on CopyObject: RGW 16.2 keeps the
+/// condition only under this name. Sent only where the probe found it kept
+/// (`copy_if_match_legacy`); AWS documents no such header, LocalStack and Garage ignore it.
+pub(crate) const LEGACY_COPY_IF_MATCH: &str = "x-amz-copy-if-match";
+
 pub struct S3Store {
     client: Client,
     /// The same client without the timing interceptor: the capability probe's calls are a
@@ -332,6 +337,7 @@ impl ObjectStore for S3Store {
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
     async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError> {
+        let legacy = req.legacy_guard.then(|| req.src.etag.to_owned());
         let out = self
             .client
             .copy_object()
@@ -344,6 +350,12 @@ impl ObjectStore for S3Store {
             .metadata(UPLOAD_ID_METADATA, req.upload_id)
             .content_type(req.content_type)
             .checksum_algorithm(sdk_algorithm(req.checksum))
+            .customize()
+            .mutate_request(move |r| {
+                if let Some(etag) = &legacy {
+                    r.headers_mut().insert(LEGACY_COPY_IF_MATCH, etag.clone());
+                }
+            })
             .send()
             .await
             .map_err(classify)?;

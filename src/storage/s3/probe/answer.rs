@@ -16,6 +16,20 @@ pub(super) enum Answer {
     Silent(String),
 }
 
+/// What the store did, as a finding's detail says it.
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Answer::Stored => f.write_str("stored (2xx)"),
+            Answer::Refused(status, code) if code.is_empty() => {
+                write!(f, "refused ({status}, no error code)")
+            }
+            Answer::Refused(status, code) => write!(f, "refused ({status} {code})"),
+            Answer::Silent(why) => write!(f, "no answer ({why})"),
+        }
+    }
+}
+
 impl Answer {
     /// The finding for a call the capability needs refused, `want` saying which refusals
     /// (status and error code) mean that. A refusal for a passing reason (throttled, timed

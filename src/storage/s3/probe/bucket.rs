@@ -5,7 +5,8 @@
 use super::answer::{sdk_answer, transient, Answer};
 use super::Probe;
 use crate::domain::capabilities::Finding;
-use crate::storage::ObjectStore;
+use crate::storage::errors::classify;
+use crate::storage::{ObjectStore, StoreError};
 
 impl Probe<'_> {
     pub(super) async fn versioning(&self, seed: &str) -> Finding {
@@ -108,15 +109,20 @@ impl Probe<'_> {
             .await
         {
             Ok(_) => Finding::Present,
-            Err(e) => match sdk_answer::<(), _>(Err(e)) {
-                // Implemented, with nothing configured: the encryption check says so. (Only
-                // that answer: a gateway's bare 404 for a subresource it does not know is none.)
-                Answer::Refused(_, code)
-                    if code == "ServerSideEncryptionConfigurationNotFoundError" =>
-                {
-                    Finding::Present
+            // Implemented, with nothing configured: the encryption check says so. (Only that
+            // answer: a gateway's bare 404 for a subresource it does not know is none.)
+            Err(e)
+                if e.as_service_error().and_then(|se| se.meta().code())
+                    == Some("ServerSideEncryptionConfigurationNotFoundError") =>
+            {
+                Finding::Present
+            }
+            Err(e) => match classify(e) {
+                // Garage's 501; RGW 16.2's 200 with the bucket listing for a body (issue 36).
+                StoreError::NotImplemented(what) => {
+                    Finding::Missing(format!("GetBucketEncryption is not implemented: {what}"))
                 }
-                other => other.refused_as(|_, _| false, ""),
+                other => Finding::Unknown(format!("GetBucketEncryption: {other}")),
             },
         }
     }

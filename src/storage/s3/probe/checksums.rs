@@ -10,6 +10,14 @@ use crate::domain::capabilities::Finding;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::storage::{ObjectStore, StoreError};
 
+/// What HEAD returned of a checksum, in words (issue 36: doctor printed "HEAD returns None").
+fn returned(checksum: Option<&Checksum>) -> String {
+    match checksum {
+        Some(c) => format!("{} {}", c.algorithm, c.value),
+        None => "no checksum".to_owned(),
+    }
+}
+
 impl Probe<'_> {
     pub(super) async fn checksum(&self, alg: ChecksumAlgorithm) -> Finding {
         let right = Checksum::of(alg, BODY);
@@ -41,7 +49,7 @@ impl Probe<'_> {
             }
             other => {
                 return Finding::Missing(format!(
-                    "bytes with the right {} checksum were refused: {other:?}",
+                    "bytes with the right {} checksum were {other}",
                     alg.as_str()
                 ))
             }
@@ -49,9 +57,9 @@ impl Probe<'_> {
         match self.store.head(&key).await {
             Ok(Some(h)) if h.checksum.as_ref() == Some(&right) => Finding::Present,
             Ok(Some(h)) => Finding::Missing(format!(
-                "HEAD does not return the stored {} checksum (it returned {:?})",
+                "the bytes with the right {} checksum were stored, and HEAD returns {}",
                 alg.as_str(),
-                h.checksum.map(|c| c.value)
+                returned(h.checksum.as_ref())
             )),
             Ok(None) => Finding::Unknown("the object just stored is not there".into()),
             Err(e) => Finding::Unknown(format!("HEAD: {e}")),
@@ -109,9 +117,9 @@ impl Probe<'_> {
                     Ok(()) => match self.store.head(&key).await {
                         Ok(Some(h)) if h.checksum.as_ref() == Some(&expect) => Finding::Present,
                         Ok(Some(h)) => Finding::Missing(format!(
-                        "the completed object's HEAD returns {:?}, not the whole object's {alg}",
-                        h.checksum.map(|c| c.value)
-                    )),
+                            "the upload completed with the whole object's {alg}, and HEAD returns {}",
+                            returned(h.checksum.as_ref())
+                        )),
                         Ok(None) => Finding::Unknown("the completed object is not there".into()),
                         Err(e) => Finding::Unknown(format!("HEAD: {e}")),
                     },

@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use chrono::{Datelike, Utc};
 
-use crate::domain::capabilities::{multipart_checksum_finding, Capability, Finding, Findings};
+use crate::domain::capabilities::{
+    copy_source_guard_finding, multipart_checksum_finding, Capability, Finding, Findings,
+};
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::prefixes::TMP_PREFIX;
 use crate::storage::{NewMultipart, ObjectStore, PartInput, PresignInput, PresignedPut, S3Store};
@@ -174,9 +176,7 @@ impl Probe<'_> {
         };
         match self.send_put(&url, BODY).await {
             Answer::Stored => {}
-            other => {
-                return all_unknown(&format!("a probe object could not be written: {other:?}"))
-            }
+            other => return all_unknown(&format!("a probe object could not be written: {other}")),
         }
         out.push((
             Capability::ConditionalPut,
@@ -193,7 +193,13 @@ impl Probe<'_> {
             Capability::ConditionalCopy,
             self.conditional_copy(&seed).await,
         ));
-        let copy_guard = self.copy_source_if_match(&seed).await;
+        let aws_guard = self.copy_source_if_match(&seed).await;
+        let legacy_guard = self.copy_if_match_legacy(&seed).await;
+        out.push((
+            Capability::CopySourceIfMatch,
+            copy_source_guard_finding(aws_guard, &legacy_guard),
+        ));
+        out.push((Capability::CopyIfMatchLegacy, legacy_guard));
         out.push((
             Capability::ConditionalComplete,
             self.conditional_complete().await,
@@ -214,10 +220,14 @@ impl Probe<'_> {
             Capability::MultipartChecksum,
             multipart_checksum_finding(whole),
         ));
-        // Copies in parts rely on the same guard on UploadPartCopy (R2 is documented to
-        // ignore it there while honouring it on CopyObject): both must refuse.
-        let part_guard = self.part_copy_source_if_match().await;
-        out.push((Capability::CopySourceIfMatch, both(copy_guard, part_guard)));
+        // Copies in parts: whether the store does them at all, and whether UploadPartCopy keeps
+        // the source guard, each its own capability (R2 is documented, and RGW 16.2 measured,
+        // to ignore the guard there while keeping it on CopyObject: issue 36).
+        out.push((Capability::CopyInParts, self.copy_in_parts().await));
+        out.push((
+            Capability::PartCopySourceIfMatch,
+            self.part_copy_source_if_match().await,
+        ));
         let (size, signature) = self.post_forms().await;
         out.push((Capability::PostSizeRange, size));
         out.push((Capability::PostSignature, signature));
