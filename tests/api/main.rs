@@ -13,6 +13,7 @@ mod alert_rules;
 mod archive_class;
 mod bucket;
 mod catalog_faults;
+mod ceph_cluster;
 mod checksums;
 mod cli_upload;
 mod clocks;

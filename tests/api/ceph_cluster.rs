@@ -1,0 +1,653 @@
+//! A Ceph cluster (`scripts/ceph.sh`: three OSDs, pool size 3 and min size 2, two RADOS
+//! Gateways) behind a TCP balancer that skips a gateway it cannot connect to, as HAProxy
+//! does; upcommit and the presigned URLs point at the balancer. In the middle of a run of
+//! uploads (single PUTs, some of 12 MiB that the commit copies in parts, and multipart uploads),
+//! commits, copies and hygiene (archival to GLACIER_IR), one OSD is killed (`kill -9`), then one
+//! gateway. Every answer is a success or a documented retryable error (retried as docs/api.md
+//! says, and counted), no handle is left without its object (read through the surviving
+//! gateway), reconcile is clean and hygiene completes on a rerun. The figures are printed.
+//!
+//! Needs Ceph (`scripts/ceph.sh` installs Debian's packages when missing) and any
+//! `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` (the cluster's S3 user gets them):
+//!
+//! ```text
+//! UPCOMMIT_TEST_STORE=rgw UPCOMMIT_TEST_DATABASE=sqlite \
+//! UPCOMMIT_TEST_ACCEPT_STORE_GAPS=<the store's gaps> AWS_ACCESS_KEY_ID=… AWS_SECRET_ACCESS_KEY=… \
+//!   cargo test --locked --test api ceph_cluster -- --ignored --nocapture
+//! ```
+
+mod balancer;
+mod cluster;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::helpers::{hygiene_cli, media, spawn_app_with, Presigned, Spawn, TestApp};
+use crate::hygiene::{hygiene_env, DAY};
+use balancer::Balancer;
+use cluster::Ceph;
+
+const MIB: usize = 1024 * 1024;
+/// Files in the run, and how many workers upload them at once.
+const FILES: usize = 36;
+const WORKERS: usize = 3;
+/// How long into a hygiene run a daemon is killed (such a run takes a second or more here).
+const KILL_AFTER: Duration = Duration::from_millis(300);
+/// Over UPCOMMIT_MAX_SINGLE_COPY_BYTES: the commit copies it in three parts.
+const LARGE: usize = 12 * MIB;
+
+/// Every answer upcommit gave and every retry the clients made, by phase (0: healthy, 1: an OSD
+/// down, 2: an OSD and a gateway down).
+#[derive(Default)]
+struct Tally {
+    phase: AtomicUsize,
+    answers: Mutex<Vec<Answer>>,
+    /// Presigned PUTs (whole files and parts) sent again: no answer, or a 5xx from the store.
+    store_retries: [AtomicU64; 3],
+    /// Requests to upcommit that got no answer in time (retried: docs/api.md).
+    unanswered: [AtomicU64; 3],
+    started: AtomicUsize,
+    done: AtomicUsize,
+    /// Files are taken only below this number: the test holds the run back so that a kill
+    /// always meets files in flight.
+    limit: AtomicUsize,
+    /// What each file in flight is doing now (presign, upload, parts, complete, commit, copy).
+    stage: Mutex<std::collections::BTreeMap<usize, &'static str>>,
+    handles: Mutex<Vec<Value>>,
+}
+
+#[derive(Debug, Clone)]
+struct Answer {
+    what: &'static str,
+    phase: usize,
+    status: u16,
+    code: String,
+    retry_after: bool,
+}
+
+impl Answer {
+    /// A success, or an error docs/api.md documents (retryable, or a copy of a file hygiene
+    /// took meanwhile).
+    fn documented(&self) -> bool {
+        (200..300).contains(&self.status)
+            || (self.status == 503
+                && self.retry_after
+                && [
+                    "service_unavailable",
+                    "request_timeout",
+                    "commit_in_progress",
+                    "file_busy",
+                ]
+                .contains(&self.code.as_str()))
+            || (self.what == "copy" && self.status == 409 && self.code == "file_not_available")
+    }
+}
+
+impl Tally {
+    fn phase(&self) -> usize {
+        self.phase.load(Ordering::SeqCst)
+    }
+
+    fn stage(&self, n: usize, what: &'static str) {
+        self.stage.lock().expect("stages").insert(n, what);
+    }
+
+    /// The files in flight and their stages, as the kill meets them.
+    fn in_flight(&self) -> String {
+        format!("{:?}", self.stage.lock().expect("stages"))
+    }
+
+    fn store_retry(&self) {
+        self.store_retries[self.phase()].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends `req` until its answer is not 503 with `Retry-After`, waiting what `Retry-After` says;
+/// a request with no answer within two minutes is sent again too (docs/api.md).
+async fn settled(
+    tally: &Tally,
+    what: &'static str,
+    req: impl Fn() -> reqwest::RequestBuilder,
+) -> (u16, Value) {
+    for _ in 0..120 {
+        let resp = match req().timeout(Duration::from_secs(120)).send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                tally.unanswered[tally.phase()].fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            Err(e) => panic!("{what}: upcommit did not answer: {e}"),
+        };
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        let answer = Answer {
+            what,
+            phase: tally.phase(),
+            status,
+            code: body["error"]["code"].as_str().unwrap_or("").to_owned(),
+            retry_after: retry_after.is_some(),
+        };
+        tally.answers.lock().expect("answers").push(answer);
+        match retry_after {
+            Some(secs) if status == 503 => tokio::time::sleep(Duration::from_secs(secs)).await,
+            _ => return (status, body),
+        }
+    }
+    panic!("{what}: still retryable after 120 answers");
+}
+
+/// PUTs `body` to a presigned URL until the store takes it, as a client does: again on no
+/// answer and on a 5xx; 412 (a second PUT of an object that arrived) means it is there.
+/// Returns the ETag.
+async fn put_until_stored(
+    app: &TestApp,
+    tally: &Tally,
+    url: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+) -> String {
+    for _ in 0..120 {
+        let mut req = app
+            .http
+            .put(url)
+            .timeout(Duration::from_secs(60))
+            .body(body.clone());
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        match req.send().await {
+            Ok(r) if r.status().is_success() || r.status() == 412 => {
+                let etag = r.headers().get("etag").and_then(|v| v.to_str().ok());
+                return etag.unwrap_or_default().to_owned();
+            }
+            Ok(r) if r.status().is_server_error() => tally.store_retry(),
+            Ok(r) => panic!("the store refused a presigned PUT: {}", r.status()),
+            Err(_) => tally.store_retry(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("a presigned PUT never went through");
+}
+
+/// The headers a presigned PUT is sent with (Content-Type once, as upcommit signed it).
+fn put_headers(p: &Presigned, content_type: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = p
+        .headers
+        .iter()
+        .flatten()
+        .filter(|(k, _)| {
+            !k.eq_ignore_ascii_case("content-length") && !k.eq_ignore_ascii_case("content-type")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.push(("content-type".into(), content_type.into()));
+    out
+}
+
+/// `POST {path}` with `body` as the user, for [`settled`] to send as often as it takes.
+fn post<'a>(
+    app: &'a TestApp,
+    token: &'a str,
+    path: String,
+    body: Value,
+) -> impl Fn() -> reqwest::RequestBuilder + 'a {
+    let url = format!("{}{path}", app.address);
+    move || app.http.post(&url).bearer_auth(token).json(&body)
+}
+
+/// File `n` of the run: every tenth from the fourth a 12 MiB PUT, every tenth from the eighth
+/// a 12 MiB multipart upload, the rest small; presigned, uploaded, committed, and every fourth
+/// copied. Returns the handle.
+async fn one_file(app: &TestApp, tally: &Tally, token: &str, n: usize) -> Value {
+    let multipart = n % 10 == 7;
+    let size = if n % 10 == 3 || multipart {
+        LARGE
+    } else {
+        1000 + n
+    };
+    let bytes = media("image/png", size);
+    let mut body = json!({"profile": "image", "content_type": "image/png", "size": size,
+        "filename": format!("f{n}.png")});
+    if multipart {
+        body["multipart"] = json!(true);
+    } else {
+        body["method"] = json!("PUT");
+    }
+    tally.stage(n, "presign");
+    let (status, presigned) = settled(
+        tally,
+        "presign",
+        post(app, token, "/v1/uploads".into(), body),
+    )
+    .await;
+    assert_eq!(status, 201, "{presigned}");
+    let key = presigned["key"].as_str().expect("key").to_owned();
+    tally.stage(n, if multipart { "parts" } else { "upload" });
+    if multipart {
+        upload_in_parts(app, tally, token, &presigned, &bytes).await;
+    } else {
+        let p: Presigned = serde_json::from_value(presigned).expect("presign");
+        put_until_stored(app, tally, &p.url, &put_headers(&p, "image/png"), bytes).await;
+    }
+    tally.stage(n, "commit");
+    let commit = post(app, token, "/v1/files".into(), json!({ "key": key }));
+    let (status, handle) = settled(tally, "commit", commit).await;
+    assert!(status == 201 || status == 200, "{status} {handle}");
+    assert_eq!(handle["size"], size, "{handle}");
+    if n % 4 == 0 {
+        tally.stage(n, "copy");
+        let id = handle["id"].as_str().expect("id");
+        let copy = post(app, token, format!("/v1/files/{id}/copies"), json!({}));
+        let (status, copy) = settled(tally, "copy", copy).await;
+        assert!(status == 201 || status == 409, "{status} {copy}");
+    }
+    handle
+}
+
+/// Asks for every part's URL, PUTs the 5 MiB parts and completes the multipart upload.
+async fn upload_in_parts(
+    app: &TestApp,
+    tally: &Tally,
+    token: &str,
+    presigned: &Value,
+    bytes: &[u8],
+) {
+    let id = presigned["upload_id"].as_str().expect("upload_id");
+    let count = presigned["multipart"]["part_count"]
+        .as_u64()
+        .expect("part_count") as usize;
+    let part_size = presigned["multipart"]["part_size"]
+        .as_u64()
+        .expect("part_size") as usize;
+    let numbers: Vec<usize> = (1..=count).collect();
+    let parts = post(
+        app,
+        token,
+        format!("/v1/uploads/{id}/parts"),
+        json!({ "part_numbers": numbers }),
+    );
+    let (status, urls) = settled(tally, "parts", parts).await;
+    assert_eq!(status, 200, "{urls}");
+    let mut done = Vec::new();
+    for part in urls["parts"].as_array().expect("parts") {
+        let n = part["part_number"].as_u64().expect("part_number") as usize;
+        let chunk = bytes[(n - 1) * part_size..(n * part_size).min(bytes.len())].to_vec();
+        let url = part["url"].as_str().expect("url");
+        let etag = put_until_stored(app, tally, url, &[], chunk).await;
+        done.push(json!({"part_number": n, "etag": etag}));
+    }
+    let complete = post(
+        app,
+        token,
+        format!("/v1/uploads/{id}/complete"),
+        json!({ "parts": done }),
+    );
+    let (status, completed) = settled(tally, "complete", complete).await;
+    assert_eq!(status, 200, "{completed}");
+}
+
+/// Takes the next file of the run until there is none left.
+async fn worker(app: Arc<TestApp>, tally: Arc<Tally>) {
+    let token = app.token("alice");
+    loop {
+        let n = tally.started.fetch_add(1, Ordering::SeqCst);
+        if n >= FILES {
+            return;
+        }
+        while n >= tally.limit.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let handle = one_file(&app, &tally, &token, n).await;
+        tally.stage.lock().expect("stages").remove(&n);
+        tally.handles.lock().expect("handles").push(handle);
+        tally.done.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Waits until `n` files are committed; a worker that ended before (it panicked) fails the test.
+async fn files_done(tally: &Tally, workers: &[tokio::task::JoinHandle<()>], n: usize) {
+    while tally.done.load(Ordering::SeqCst) < n {
+        assert!(
+            !workers.iter().any(|w| w.is_finished()),
+            "a worker stopped early (see its panic above)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One `upcommit hygiene --at` run: its exit code and report. It finishes (0), possibly with
+/// files it failed to move (`summary.failed`), or fails as a whole (1): both are retried by
+/// the next run (docs/operations.md). Anything else fails the test.
+async fn hygiene_at(app: &TestApp, at: DateTime<Utc>) -> (i32, Value) {
+    let out = hygiene_cli(app, Some(at)).await;
+    let code = out.status.code().unwrap_or(-1);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(
+        code == 0 || code == 1,
+        "hygiene exit {code}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (code, report)
+}
+
+/// [`hygiene_at`] in the background; also how long the run took.
+fn spawn_hygiene(
+    app: &Arc<TestApp>,
+    at: DateTime<Utc>,
+) -> tokio::task::JoinHandle<(i32, Value, Duration)> {
+    let app = app.clone();
+    tokio::spawn(async move {
+        let began = Instant::now();
+        let (code, report) = hygiene_at(&app, at).await;
+        (code, report, began.elapsed())
+    })
+}
+
+/// upcommit's S3 calls that failed (after the SDK's own retries), by operation, from
+/// `/metrics`.
+fn s3_errors(metrics: &str) -> std::collections::BTreeMap<String, f64> {
+    let prefix = "upcommit_s3_request_duration_seconds_count{operation=\"";
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .filter_map(|l| {
+            let (op, rest) = l.split_once('"')?;
+            let n = rest.strip_prefix(",result=\"error\"} ")?.parse().ok()?;
+            Some((op.to_owned(), n))
+        })
+        .collect()
+}
+
+/// A client of the balancer with no retries and a two-second deadline: for timing how long
+/// the cluster takes to take writes again.
+async fn probe_client(endpoint: &str) -> aws_sdk_s3::Client {
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .region(aws_sdk_s3::config::Region::new("us-east-1"))
+            .endpoint_url(endpoint)
+            .force_path_style(true)
+            .retry_config(aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(1))
+            .timeout_config(
+                aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                    .operation_timeout(Duration::from_secs(2))
+                    .build(),
+            )
+            .build(),
+    )
+}
+
+/// Writes a small object to `bucket` every 100 ms from `since` until one is taken: how long
+/// the cluster took to serve again, and how many writes failed before.
+async fn serves_again(s3: aws_sdk_s3::Client, bucket: String, since: Instant) -> (Duration, u32) {
+    let mut failed = 0;
+    while since.elapsed() < Duration::from_secs(300) {
+        let put = s3
+            .put_object()
+            .bucket(&bucket)
+            .key(format!("probe-{}", uuid::Uuid::new_v4()))
+            .body(b"probe".to_vec().into())
+            .send()
+            .await;
+        if put.is_ok() {
+            return (since.elapsed(), failed);
+        }
+        failed += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the cluster took no write for 300 s");
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Ceph (scripts/ceph.sh): run with --ignored and UPCOMMIT_TEST_STORE=rgw"]
+async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_documented() {
+    let root = tempfile::tempdir().expect("cluster dir");
+    let ceph = Ceph::start(root.path());
+    let gateways = ceph.endpoints();
+    assert_eq!(gateways.len(), 2, "{gateways:?}");
+    let balancer = Balancer::start(&gateways);
+    let mut env = hygiene_env(DAY);
+    env.extend([
+        ("UPCOMMIT_S3_ENDPOINT", balancer.url.clone()),
+        ("UPCOMMIT_MAX_SINGLE_COPY_BYTES", (5 * MIB).to_string()),
+        ("UPCOMMIT_COPY_PART_SIZE_BYTES", (5 * MIB).to_string()),
+        ("UPCOMMIT_MULTIPART_PART_SIZE_BYTES", (5 * MIB).to_string()),
+        ("UPCOMMIT_ARCHIVE_STORAGE_CLASS", "GLACIER_IR".to_owned()),
+    ]);
+    let app = Arc::new(
+        spawn_app_with(Spawn {
+            env,
+            ..Spawn::default()
+        })
+        .await,
+    );
+    let probe = probe_client(&balancer.url).await;
+    let probe_bucket = format!("probe-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    probe
+        .create_bucket()
+        .bucket(&probe_bucket)
+        .send()
+        .await
+        .expect("the probe's bucket");
+    // Hygiene's clock: unlinked two days on, archived a day after that (hygiene_env).
+    let t0 = Utc::now();
+    let day = move |d: i64, s: i64| t0 + chrono::Duration::seconds(d * DAY + s);
+
+    let tally = Arc::new(Tally::default());
+    tally.limit.store(18, Ordering::SeqCst);
+    let s3_errors_before = s3_errors(&app.metrics_text().await);
+    let run = Instant::now();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| tokio::spawn(worker(app.clone(), tally.clone())))
+        .collect();
+
+    // Healthy: the first files are committed, then hygiene marks them unlinked.
+    files_done(&tally, &workers, 8).await;
+    let (code, unlinking) = hygiene_at(&app, day(2, 0)).await;
+    assert_eq!(code, 0, "{unlinking}");
+
+    // An OSD dies while archival moves those files to GLACIER_IR and files are in flight.
+    files_done(&tally, &workers, 12).await;
+    let archival = spawn_hygiene(&app, day(3, 5));
+    tokio::time::sleep(KILL_AFTER).await;
+    let at_osd_kill = tally.in_flight();
+    ceph.kill("osd.2");
+    let osd_killed = Instant::now();
+    tally.phase.store(1, Ordering::SeqCst);
+    let osd_back = tokio::spawn(serves_again(
+        probe.clone(),
+        probe_bucket.clone(),
+        osd_killed,
+    ));
+    let osd_down = ceph.marked_down_after(osd_killed).await;
+    let archival_during_osd = archival.await.expect("hygiene task");
+    tally.limit.store(30, Ordering::SeqCst);
+
+    // Then a gateway dies, the OSD still down, during the next archival and more files.
+    files_done(&tally, &workers, 24).await;
+    let archival = spawn_hygiene(&app, day(4, 10));
+    tally.limit.store(FILES, Ordering::SeqCst);
+    tokio::time::sleep(KILL_AFTER).await;
+    let at_gw_kill = tally.in_flight();
+    ceph.kill("client.rgw.gw1");
+    let gw_killed = Instant::now();
+    tally.phase.store(2, Ordering::SeqCst);
+    let gw_back = tokio::spawn(serves_again(probe.clone(), probe_bucket.clone(), gw_killed));
+    let archival_during_gw = archival.await.expect("hygiene task");
+    for w in workers {
+        w.await.expect("worker");
+    }
+    let run_time = run.elapsed();
+    let (osd_back, osd_probe_failures) = osd_back.await.expect("probe");
+    let (gw_back, gw_probe_failures) = gw_back.await.expect("probe");
+
+    // Hygiene, run again at the last run's time, completes: one run with nothing failed, then
+    // nothing left to do.
+    let mut reruns = 0;
+    let settled_at = loop {
+        reruns += 1;
+        assert!(reruns <= 6, "hygiene never completed");
+        let (code, report) = hygiene_at(&app, day(4, 10)).await;
+        let summary = &report["summary"];
+        if code == 0
+            && summary["failed"] == 0
+            && summary["archived"] == 0
+            && summary["unlinked"] == 0
+        {
+            break report;
+        }
+    };
+
+    // Every answer was a success or a documented retryable one.
+    let answers = tally.answers.lock().expect("answers").clone();
+    let undocumented: Vec<&Answer> = answers.iter().filter(|a| !a.documented()).collect();
+    assert!(
+        undocumented.is_empty(),
+        "undocumented answers: {undocumented:?}"
+    );
+    let handles = tally.handles.lock().expect("handles").clone();
+    assert_eq!(handles.len(), FILES);
+
+    // No handle without its object, read through the gateway that survived.
+    let survivor = probe_client(&gateways[1]).await;
+    let rows = app
+        .db
+        .strings("SELECT key || ' ' || CAST(size AS TEXT) || ' ' || status FROM file_handles WHERE status <> 'deleted'")
+        .await;
+    assert!(rows.len() >= FILES, "{rows:?}");
+    let mut by_status: HashMap<String, usize> = HashMap::new();
+    for row in &rows {
+        let mut fields = row.rsplitn(3, ' ');
+        let (status, size, key) = (
+            fields.next().expect("status"),
+            fields.next().expect("size"),
+            fields.next().expect("key"),
+        );
+        *by_status.entry(status.to_owned()).or_default() += 1;
+        let head = survivor
+            .head_object()
+            .bucket(&app.bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{key} ({status}) via the surviving gateway: {e:?}"));
+        assert_eq!(
+            head.content_length().map(|l| l.to_string()).as_deref(),
+            Some(size),
+            "{key}"
+        );
+        if status == "archived" {
+            assert_eq!(
+                head.storage_class().map(|c| c.as_str()),
+                Some("GLACIER_IR"),
+                "{key}"
+            );
+        }
+    }
+    assert!(
+        by_status.get("archived").is_some_and(|n| *n > 0),
+        "{by_status:?}"
+    );
+    let reconcile = {
+        let app = app.clone();
+        tokio::task::spawn_blocking(move || crate::reconcile::reconcile_cli(&app, &[]))
+            .await
+            .expect("reconcile thread")
+    };
+    assert_eq!(reconcile.code, 0, "{}", reconcile.body);
+    assert_eq!(
+        reconcile.body["summary"]["missing"], 0,
+        "{}",
+        reconcile.body
+    );
+    assert_eq!(
+        reconcile.body["summary"]["unindexed"], 0,
+        "{}",
+        reconcile.body
+    );
+
+    // The figures.
+    let retried = |phase: usize| {
+        answers
+            .iter()
+            .filter(|a| a.phase == phase && a.status == 503)
+            .count()
+    };
+    let counts = &balancer.counts;
+    eprintln!("ceph cluster (started in {}): {FILES} files by {WORKERS} workers in {}, {} answers from upcommit; {} handles ({by_status:?})",
+        secs(ceph.started_in), secs(run_time), answers.len(), rows.len());
+    for (phase, name) in ["healthy", "OSD down", "OSD and gateway down"]
+        .iter()
+        .enumerate()
+    {
+        eprintln!(
+            "  {name}: {} answers, {} of them 503 retried, {} requests unanswered in 120 s, {} presigned PUTs sent again",
+            answers.iter().filter(|a| a.phase == phase).count(),
+            retried(phase),
+            tally.unanswered[phase].load(Ordering::Relaxed),
+            tally.store_retries[phase].load(Ordering::Relaxed),
+        );
+    }
+    let mut codes: HashMap<(&str, u16, &str), usize> = HashMap::new();
+    for a in answers.iter().filter(|a| a.status >= 300) {
+        *codes
+            .entry((a.what, a.status, a.code.as_str()))
+            .or_default() += 1;
+    }
+    eprintln!("  error answers (call, status, code): {codes:?}");
+    eprintln!(
+        "  OSD killed {} into an archival run that took {}, files in flight {at_osd_kill}: marked down by the monitor after {}, writes taken again after {} ({osd_probe_failures} probe writes failed)",
+        secs(KILL_AFTER),
+        secs(archival_during_osd.2),
+        secs(osd_down),
+        secs(osd_back)
+    );
+    eprintln!(
+        "  gateway killed {} into an archival run that took {}, files in flight {at_gw_kill}: writes taken again after {} ({gw_probe_failures} probe writes failed)",
+        secs(KILL_AFTER),
+        secs(archival_during_gw.2),
+        secs(gw_back)
+    );
+    eprintln!(
+        "  hygiene: during the OSD kill exit {} {}; during the gateway kill exit {} {}; complete after {} rerun(s): {}",
+        archival_during_osd.0,
+        archival_during_osd.1["summary"],
+        archival_during_gw.0,
+        archival_during_gw.1["summary"],
+        reruns,
+        settled_at["summary"]
+    );
+    eprintln!(
+        "  balancer: {} connections, {} connects to a dead gateway skipped, {} unserved",
+        counts.connections.load(Ordering::Relaxed),
+        counts.skipped.load(Ordering::Relaxed),
+        counts.unserved.load(Ordering::Relaxed)
+    );
+    let mut s3_failed = s3_errors(&app.metrics_text().await);
+    for (op, n) in &s3_errors_before {
+        if let Some(m) = s3_failed.get_mut(op) {
+            *m -= n;
+        }
+    }
+    s3_failed.retain(|_, n| *n > 0.0);
+    // HeadObject counts one 404 per commit: the final key is looked up before the copy.
+    eprintln!("  the server's S3 calls that failed after the SDK's retries (3 attempts), by operation: {s3_failed:?}");
+    eprintln!(
+        "  multipart uploads left open in the bucket: {}",
+        app.open_multipart_uploads().await.len()
+    );
+}
