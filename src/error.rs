@@ -421,3 +421,40 @@ impl From<FinalKeyError> for AppError {
         AppError::FinalKey(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 36: RGW refused the commit's part copies (411 MissingContentLength) and the client
+    /// got 500 `internal_error`. A store's refusal has its own code and status, says retrying
+    /// will not help, and keeps the store's detail out of the answer.
+    #[test]
+    fn a_store_refusal_is_store_refused_not_an_internal_error() {
+        let e = AppError::from(StoreError::Refused(
+            "411 MissingContentLength: no message".into(),
+        ));
+        assert_eq!(e.code(), "store_refused");
+        assert_eq!(e.status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(e.retry_after(), None);
+        let message = e.public_message();
+        assert!(!message.contains("411"), "{message}");
+        assert!(message.contains("retrying will not help"), "{message}");
+        // What the client can do something about keeps its own code.
+        assert_eq!(
+            AppError::from(StoreError::PreconditionFailed).code(),
+            "object_changed"
+        );
+        assert_eq!(
+            AppError::from(StoreError::Other("no ETag".into())).code(),
+            "internal_error"
+        );
+    }
+
+    #[test]
+    fn a_file_too_large_for_a_store_without_copies_in_parts_has_its_own_code() {
+        let e = AppError::StoreLacks(crate::domain::capabilities::Capability::CopyInParts);
+        assert_eq!(e.code(), "copy_in_parts_unavailable");
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+    }
+}
