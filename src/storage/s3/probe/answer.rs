@@ -16,16 +16,23 @@ pub(super) enum Answer {
     Silent(String),
 }
 
+/// A refusal's status and S3 error code as a finding says them: `503 SlowDown`, or `200 with
+/// no error code` (issue 36: "answered 200 " for RGW's GetBucketEncryption).
+pub(super) fn status(status: u16, code: &str) -> String {
+    if code.is_empty() {
+        format!("{status} with no error code")
+    } else {
+        format!("{status} {code}")
+    }
+}
+
 /// What the store did, as a finding's detail says it.
 impl std::fmt::Display for Answer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Answer::Stored => f.write_str("stored (2xx)"),
-            Answer::Refused(status, code) if code.is_empty() => {
-                write!(f, "refused ({status}, no error code)")
-            }
-            Answer::Refused(status, code) => write!(f, "refused ({status} {code})"),
-            Answer::Silent(why) => write!(f, "no answer ({why})"),
+            Answer::Refused(s, code) => write!(f, "refused ({})", status(*s, code)),
+            Answer::Silent(why) => write!(f, "not answered ({why})"),
         }
     }
 }
@@ -38,14 +45,14 @@ impl Answer {
     pub(super) fn refused_as(self, want: impl Fn(u16, &str) -> bool, stored: &str) -> Finding {
         match self {
             Answer::Refused(s, code) if transient(s, &code) => {
-                Finding::Unknown(format!("answered {s} {code}"))
+                Finding::Unknown(format!("answered {}", status(s, &code)))
             }
             Answer::Refused(s, code) if want(s, &code) => Finding::Present,
             Answer::Stored => Finding::Missing(stored.to_owned()),
             Answer::Refused(s, code) if s == 501 || code == "NotImplemented" => {
-                Finding::Missing(format!("not implemented ({s} {code})"))
+                Finding::Missing(format!("not implemented ({})", status(s, &code)))
             }
-            Answer::Refused(s, code) => Finding::Unknown(format!("answered {s} {code}")),
+            Answer::Refused(s, code) => Finding::Unknown(format!("answered {}", status(s, &code))),
             Answer::Silent(why) => Finding::Unknown(why),
         }
     }
@@ -152,6 +159,29 @@ pub(super) const SIGNATURE_REFUSED: fn(u16, &str) -> bool =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 36: doctor said "not probed: answered 200 " of a 200 with no error code. Every
+    /// finding says what the store did, in words.
+    #[test]
+    fn a_finding_says_what_the_store_answered_in_words() {
+        assert_eq!(
+            Answer::Refused(200, String::new()).refused_as(PRECONDITION, "stored"),
+            Finding::Unknown("answered 200 with no error code".into())
+        );
+        assert_eq!(
+            Answer::Refused(400, "InvalidArgument".into()).refused_as(PRECONDITION, "stored"),
+            Finding::Unknown("answered 400 InvalidArgument".into())
+        );
+        assert_eq!(
+            Answer::Refused(403, "AccessDenied".into()).to_string(),
+            "refused (403 AccessDenied)"
+        );
+        assert_eq!(Answer::Stored.to_string(), "stored (2xx)");
+        assert_eq!(
+            Answer::Silent("connection reset".into()).to_string(),
+            "not answered (connection reset)"
+        );
+    }
 
     /// Review 27, round 2: a throttled or timed-out call on the one test request made a
     /// missing capability present (any 4xx but 403 counted as the refusal). Only the refusals

@@ -2,7 +2,7 @@
 //! classes and object tags (what archival uses: `Scope::Archival` probes these two), and the
 //! default encryption configuration.
 
-use super::answer::{sdk_answer, transient, Answer};
+use super::answer::{sdk_answer, status, transient, Answer};
 use super::Probe;
 use crate::domain::capabilities::Finding;
 use crate::storage::errors::classify;
@@ -46,10 +46,13 @@ impl Probe<'_> {
         match sdk_answer(r) {
             Answer::Stored => {}
             Answer::Refused(s, code) if transient(s, &code) => {
-                return Finding::Unknown(format!("a PUT in {class} answered {s} {code}"))
+                return Finding::Unknown(format!("a PUT in {class} answered {}", status(s, &code)))
             }
             Answer::Refused(s, code) => {
-                return Finding::Missing(format!("a PUT in {class} was refused ({s} {code})"))
+                return Finding::Missing(format!(
+                    "a PUT in {class} was refused ({})",
+                    status(s, &code)
+                ))
             }
             Answer::Silent(why) => return Finding::Unknown(why),
         }
@@ -70,10 +73,13 @@ impl Probe<'_> {
         match sdk_answer(r) {
             Answer::Stored => {}
             Answer::Refused(s, code) if transient(s, &code) => {
-                return Finding::Unknown(format!("a PUT with tags answered {s} {code}"))
+                return Finding::Unknown(format!("a PUT with tags answered {}", status(s, &code)))
             }
             Answer::Refused(s, code) => {
-                return Finding::Missing(format!("a PUT with tags was refused ({s} {code})"))
+                return Finding::Missing(format!(
+                    "a PUT with tags was refused ({})",
+                    status(s, &code)
+                ))
             }
             Answer::Silent(why) => return Finding::Unknown(why),
         }

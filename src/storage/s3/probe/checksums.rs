@@ -4,7 +4,7 @@
 //! for each algorithm a multipart upload may declare (CRC64NVME and CRC32C: a store may check
 //! one and not the other).
 
-use super::answer::{etag_of, transient, Answer, CHECKSUM_REFUSED};
+use super::answer::{etag_of, status, transient, Answer, CHECKSUM_REFUSED};
 use super::{Probe, BODY, PART_MIN};
 use crate::domain::capabilities::Finding;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
@@ -45,7 +45,7 @@ impl Probe<'_> {
             Answer::Stored => {}
             Answer::Silent(why) => return Finding::Unknown(why),
             Answer::Refused(s, code) if transient(s, &code) => {
-                return Finding::Unknown(format!("answered {s} {code}"))
+                return Finding::Unknown(format!("answered {}", status(s, &code)))
             }
             other => {
                 return Finding::Missing(format!(

@@ -5,7 +5,9 @@
 //! condition means makes it present. Besides, a copy in parts as a commit makes one, its bytes
 //! read back.
 
-use super::answer::{etag_of, sdk_answer, store_error_finding, transient, Answer, PRECONDITION};
+use super::answer::{
+    etag_of, sdk_answer, status, store_error_finding, transient, Answer, PRECONDITION,
+};
 use super::{Probe, BODY, PART_MIN, TYPE, WRONG_ETAG};
 use crate::domain::capabilities::Finding;
 use crate::storage::s3::LEGACY_COPY_IF_MATCH;
@@ -107,10 +109,11 @@ impl Probe<'_> {
         match sdk_answer(guarded(etag).await) {
             Answer::Stored => Finding::Present,
             Answer::Refused(s, code) if transient(s, &code) => {
-                Finding::Unknown(format!("answered {s} {code}"))
+                Finding::Unknown(format!("answered {}", status(s, &code)))
             }
             Answer::Refused(s, code) => Finding::Missing(format!(
-                "CopyObject with x-amz-copy-if-match naming the source's own ETag was refused ({s} {code})"
+                "CopyObject with x-amz-copy-if-match naming the source's own ETag was refused ({})",
+                status(s, &code)
             )),
             Answer::Silent(why) => Finding::Unknown(why),
         }

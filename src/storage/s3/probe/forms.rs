@@ -56,7 +56,7 @@ impl Probe<'_> {
         };
         match self.send_form(&ok, BODY).await {
             Answer::Stored => {}
-            other => return both(format!("a form as signed was refused: {other:?}")),
+            other => return both(format!("a form as signed was {other}")),
         }
         let size = match self.form("post-size").await {
             Ok(f) => {

@@ -356,8 +356,10 @@ impl Probe<'_> {
             let failed = self.store.delete_versions(batch).await?;
             if let Some(f) = failed.first() {
                 return Err(crate::storage::StoreError::Other(format!(
-                    "{} not deleted: {f:?}",
-                    failed.len()
+                    "{} not deleted, the first {} ({})",
+                    failed.len(),
+                    f.key,
+                    f.reason
                 )));
             }
         }
