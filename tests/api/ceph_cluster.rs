@@ -388,9 +388,13 @@ async fn probe_client(endpoint: &str) -> aws_sdk_s3::Client {
 }
 
 /// Writes a small object to `bucket` every 100 ms from `since` until one is taken: how long
-/// the cluster took to serve again, and how many writes failed before.
-async fn serves_again(s3: aws_sdk_s3::Client, bucket: String, since: Instant) -> (Duration, u32) {
-    let mut failed = 0;
+/// the cluster took to serve again, and the errors of the writes that failed before.
+async fn serves_again(
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    since: Instant,
+) -> (Duration, Vec<String>) {
+    let mut failed = Vec::new();
     while since.elapsed() < Duration::from_secs(300) {
         let put = s3
             .put_object()
@@ -399,13 +403,13 @@ async fn serves_again(s3: aws_sdk_s3::Client, bucket: String, since: Instant) ->
             .body(b"probe".to_vec().into())
             .send()
             .await;
-        if put.is_ok() {
-            return (since.elapsed(), failed);
+        match put {
+            Ok(_) => return (since.elapsed(), failed),
+            Err(e) => failed.push(format!("{}", aws_sdk_s3::error::DisplayErrorContext(e))),
         }
-        failed += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the cluster took no write for 300 s");
+    panic!("the cluster took no write for 300 s: {failed:?}");
 }
 
 fn secs(d: Duration) -> String {
@@ -483,6 +487,12 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
     tally.limit.store(FILES, Ordering::SeqCst);
     tokio::time::sleep(KILL_AFTER).await;
     let at_gw_kill = tally.in_flight();
+    let open: Vec<u64> = balancer
+        .counts
+        .open
+        .iter()
+        .map(|n| n.load(Ordering::SeqCst))
+        .collect();
     ceph.kill("client.rgw.gw1");
     let gw_killed = Instant::now();
     tally.phase.store(2, Ordering::SeqCst);
@@ -610,14 +620,14 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
     }
     eprintln!("  error answers (call, status, code): {codes:?}");
     eprintln!(
-        "  OSD killed {} into an archival run that took {}, files in flight {at_osd_kill}: marked down by the monitor after {}, writes taken again after {} ({osd_probe_failures} probe writes failed)",
+        "  OSD killed {} into an archival run that took {}, files in flight {at_osd_kill}: marked down by the monitor after {}, writes taken again after {} (probe writes failed before: {osd_probe_failures:?})",
         secs(KILL_AFTER),
         secs(archival_during_osd.2),
         secs(osd_down),
         secs(osd_back)
     );
     eprintln!(
-        "  gateway killed {} into an archival run that took {}, files in flight {at_gw_kill}: writes taken again after {} ({gw_probe_failures} probe writes failed)",
+        "  gateway killed {} into an archival run that took {}, files in flight {at_gw_kill}, connections open through each gateway {open:?}: writes taken again after {} (probe writes failed before: {gw_probe_failures:?})",
         secs(KILL_AFTER),
         secs(archival_during_gw.2),
         secs(gw_back)

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
-#[derive(Default)]
 pub(super) struct Counts {
+    /// Connections open now through each gateway, in the order given.
+    pub(super) open: Vec<AtomicU64>,
     /// Client connections accepted.
     pub(super) connections: AtomicU64,
     /// Connects to a gateway that failed, each followed by a try of the next one.
@@ -41,7 +42,12 @@ impl Balancer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let counts = Arc::new(Counts::default());
+        let counts = Arc::new(Counts {
+            open: upstream.iter().map(|_| AtomicU64::new(0)).collect(),
+            connections: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+            unserved: AtomicU64::new(0),
+        });
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let shared = counts.clone();
         let thread = std::thread::spawn(move || {
@@ -78,11 +84,16 @@ async fn accept_loop(listener: TcpListener, upstream: Arc<Vec<SocketAddr>>, coun
         tokio::spawn(async move {
             let first = next.fetch_add(1, Ordering::Relaxed);
             for i in 0..upstream.len() {
-                let gateway = upstream[(first + i) % upstream.len()];
+                let g = (first + i) % upstream.len();
                 let connect =
-                    tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(gateway));
+                    tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(upstream[g]));
                 match connect.await {
-                    Ok(Ok(server)) => return relay(client, server).await,
+                    Ok(Ok(server)) => {
+                        counts.open[g].fetch_add(1, Ordering::SeqCst);
+                        relay(client, server).await;
+                        counts.open[g].fetch_sub(1, Ordering::SeqCst);
+                        return;
+                    }
                     _ => counts.skipped.fetch_add(1, Ordering::Relaxed),
                 };
             }
