@@ -59,6 +59,8 @@ struct Tally {
     /// What each file in flight is doing now (presign, upload, parts, complete, commit, copy).
     stage: Mutex<std::collections::BTreeMap<usize, &'static str>>,
     handles: Mutex<Vec<Value>>,
+    /// The longest a call took to settle: time, 503s retried, which call.
+    longest_wait: Mutex<(Duration, u32, &'static str)>,
 }
 
 #[derive(Debug, Clone)]
@@ -107,14 +109,22 @@ impl Tally {
     }
 }
 
+/// How long a client keeps retrying one call. docs/api.md says to retry for as long as the
+/// commit window lasts; RGW holds a multipart completion's lock for `rgw_mp_lock_max_time`
+/// (10 minutes) when the gateway that took it dies, and the completion answers 503 until then.
+const RETRY_FOR: Duration = Duration::from_secs(15 * 60);
+
 /// Sends `req` until its answer is not 503 with `Retry-After`, waiting what `Retry-After` says;
-/// a request with no answer within two minutes is sent again too (docs/api.md).
+/// a request with no answer within two minutes is sent again too (docs/api.md). The longest
+/// such wait is kept in the tally.
 async fn settled(
     tally: &Tally,
     what: &'static str,
     req: impl Fn() -> reqwest::RequestBuilder,
 ) -> (u16, Value) {
-    for _ in 0..120 {
+    let began = Instant::now();
+    let mut retried = 0;
+    while began.elapsed() < RETRY_FOR {
         let resp = match req().timeout(Duration::from_secs(120)).send().await {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {
@@ -138,11 +148,24 @@ async fn settled(
         };
         tally.answers.lock().expect("answers").push(answer);
         match retry_after {
-            Some(secs) if status == 503 => tokio::time::sleep(Duration::from_secs(secs)).await,
-            _ => return (status, body),
+            Some(secs) if status == 503 => {
+                retried += 1;
+                tokio::time::sleep(Duration::from_secs(secs)).await;
+            }
+            _ => {
+                let waited = (began.elapsed(), retried, what);
+                let mut longest = tally.longest_wait.lock().expect("longest wait");
+                if waited > *longest {
+                    *longest = waited;
+                }
+                return (status, body);
+            }
         }
     }
-    panic!("{what}: still retryable after 120 answers");
+    panic!(
+        "{what}: still retryable after {} and {retried} retries",
+        secs(RETRY_FOR)
+    );
 }
 
 /// PUTs `body` to a presigned URL until the store takes it, as a client does: again on no
@@ -619,6 +642,11 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
             .or_default() += 1;
     }
     eprintln!("  error answers (call, status, code): {codes:?}");
+    let (waited, retries, call) = *tally.longest_wait.lock().expect("longest wait");
+    eprintln!(
+        "  the longest a call took to settle: {call}, {} with {retries} 503s retried",
+        secs(waited)
+    );
     eprintln!(
         "  OSD killed {} into an archival run that took {}, files in flight {at_osd_kill}: marked down by the monitor after {}, writes taken again after {} (probe writes failed before: {osd_probe_failures:?})",
         secs(KILL_AFTER),
@@ -656,6 +684,12 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
     s3_failed.retain(|_, n| *n > 0.0);
     // HeadObject counts one 404 per commit: the final key is looked up before the copy.
     eprintln!("  the server's S3 calls that failed after the SDK's retries (3 attempts), by operation: {s3_failed:?}");
+    // A completion the killed gateway held the lock of: the survivor refuses it (500, which
+    // upcommit answers 503) until `rgw_mp_lock_max_time` has passed.
+    eprintln!(
+        "  completions the surviving gateway refused for another's lock: {:?}",
+        ceph.log_lines("client.rgw.gw2", "failed to acquire lock")
+    );
     eprintln!(
         "  multipart uploads left open in the bucket: {}",
         app.open_multipart_uploads().await.len()

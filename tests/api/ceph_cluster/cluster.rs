@@ -111,6 +111,17 @@ impl Ceph {
 }
 
 impl Ceph {
+    /// The lines of `daemon`'s log (`client.rgw.gw2`) that contain `needle`.
+    pub(super) fn log_lines(&self, daemon: &str, needle: &str) -> Vec<String> {
+        let log = self.dir.join("log").join(format!("{daemon}.log"));
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// How long after `since` the monitor counts one OSD fewer up than the three started (read
     /// with `ceph osd stat`, about every half second).
     pub(super) async fn marked_down_after(&self, since: Instant) -> Duration {
