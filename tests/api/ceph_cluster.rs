@@ -5,7 +5,10 @@
 //! commits, copies and hygiene (archival to GLACIER_IR), one OSD is killed (`kill -9`), then one
 //! gateway. Every answer is a success or a documented retryable error (retried as docs/api.md
 //! says, and counted), no handle is left without its object (read through the surviving
-//! gateway), reconcile is clean and hygiene completes on a rerun. The figures are printed.
+//! gateway), reconcile is clean and hygiene completes on a rerun. Last, a completion meets the
+//! lock a gateway killed in the middle of CompleteMultipartUpload leaves (taken with `rados
+//! lock`, held 10 s instead of RGW's 10 minutes): it answers 503 until the lock is gone, then
+//! completes. The figures are printed.
 //!
 //! Needs Ceph (`scripts/ceph.sh` installs Debian's packages when missing) and any
 //! `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` (the cluster's S3 user gets them):
@@ -36,6 +39,8 @@ const MIB: usize = 1024 * 1024;
 /// Files in the run, and how many workers upload them at once.
 const FILES: usize = 36;
 const WORKERS: usize = 3;
+/// How long the completion lock of a gateway that died is held here (RGW: 600 s).
+const LOCK_SECS: u32 = 10;
 /// How long into a hygiene run a daemon is killed (such a run takes a second or more here).
 const KILL_AFTER: Duration = Duration::from_millis(300);
 /// Over UPCOMMIT_MAX_SINGLE_COPY_BYTES: the commit copies it in three parts.
@@ -284,6 +289,18 @@ async fn upload_in_parts(
     presigned: &Value,
     bytes: &[u8],
 ) {
+    let parts = put_parts(app, tally, token, presigned, bytes).await;
+    complete(app, tally, token, presigned, parts, "complete").await;
+}
+
+/// Asks for every part's URL and PUTs the parts; returns the completion's list.
+async fn put_parts(
+    app: &TestApp,
+    tally: &Tally,
+    token: &str,
+    presigned: &Value,
+    bytes: &[u8],
+) -> Vec<Value> {
     let id = presigned["upload_id"].as_str().expect("upload_id");
     let count = presigned["multipart"]["part_count"]
         .as_u64()
@@ -308,14 +325,72 @@ async fn upload_in_parts(
         let etag = put_until_stored(app, tally, url, &[], chunk).await;
         done.push(json!({"part_number": n, "etag": etag}));
     }
+    done
+}
+
+/// Completes the multipart upload (retrying as [`settled`] does), recorded as `what`.
+async fn complete(
+    app: &TestApp,
+    tally: &Tally,
+    token: &str,
+    presigned: &Value,
+    done: Vec<Value>,
+    what: &'static str,
+) {
+    let id = presigned["upload_id"].as_str().expect("upload_id");
     let complete = post(
         app,
         token,
         format!("/v1/uploads/{id}/complete"),
         json!({ "parts": done }),
     );
-    let (status, completed) = settled(tally, "complete", complete).await;
+    let (status, completed) = settled(tally, what, complete).await;
     assert_eq!(status, 200, "{completed}");
+}
+
+/// A gateway killed in the middle of CompleteMultipartUpload leaves RGW's completion lock
+/// held for `rgw_mp_lock_max_time` (10 minutes by default), and another gateway refuses the
+/// completion until then (500 InternalError "This multipart completion is already in
+/// progress"). The lock is taken here as the dead gateway left it, for `secs` instead of ten
+/// minutes; the completion is retried through upcommit until it goes through, then committed.
+/// Returns how long that took.
+async fn completion_behind_a_dead_gateways_lock(
+    app: &TestApp,
+    tally: &Tally,
+    ceph: &Ceph,
+    secs: u32,
+) -> Duration {
+    let token = app.token("alice");
+    let body = json!({"profile": "image", "content_type": "image/png", "size": LARGE,
+        "filename": "locked.png", "multipart": true});
+    let presign = post(app, &token, "/v1/uploads".into(), body);
+    let (status, presigned) = settled(tally, "presign", presign).await;
+    assert_eq!(status, 201, "{presigned}");
+    let key = presigned["key"].as_str().expect("key").to_owned();
+    let parts = put_parts(app, tally, &token, &presigned, &media("image/png", LARGE)).await;
+    let open = app.open_multipart_uploads().await;
+    let s3_upload = open
+        .iter()
+        .find(|u| u.key() == Some(key.as_str()))
+        .and_then(|u| u.upload_id())
+        .expect("the S3 multipart upload");
+    ceph.hold_completion_lock(s3_upload, secs);
+    let locked = Instant::now();
+    complete(
+        app,
+        tally,
+        &token,
+        &presigned,
+        parts,
+        "complete (lock held)",
+    )
+    .await;
+    let waited = locked.elapsed();
+    let commit = post(app, &token, "/v1/files".into(), json!({ "key": key }));
+    let (status, handle) = settled(tally, "commit", commit).await;
+    assert_eq!(status, 201, "{handle}");
+    assert_eq!(handle["size"], LARGE, "{handle}");
+    waited
 }
 
 /// Takes the next file of the run until there is none left.
@@ -525,6 +600,19 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
         w.await.expect("worker");
     }
     let run_time = run.elapsed();
+    let lock_held = completion_behind_a_dead_gateways_lock(&app, &tally, &ceph, LOCK_SECS).await;
+    let refused_behind_lock = tally
+        .answers
+        .lock()
+        .expect("answers")
+        .iter()
+        .filter(|a| a.what == "complete (lock held)" && a.status == 503)
+        .count();
+    assert!(
+        refused_behind_lock > 0 && lock_held >= Duration::from_secs(u64::from(LOCK_SECS) - 1),
+        "the completion went through the lock: {refused_behind_lock} refusals, {}",
+        secs(lock_held)
+    );
     let (osd_back, osd_probe_failures) = osd_back.await.expect("probe");
     let (gw_back, gw_probe_failures) = gw_back.await.expect("probe");
 
@@ -561,7 +649,7 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
         .db
         .strings("SELECT key || ' ' || CAST(size AS TEXT) || ' ' || status FROM file_handles WHERE status <> 'deleted'")
         .await;
-    assert!(rows.len() >= FILES, "{rows:?}");
+    assert!(rows.len() > FILES, "{rows:?}");
     let mut by_status: HashMap<String, usize> = HashMap::new();
     for row in &rows {
         let mut fields = row.rsplitn(3, ' ');
@@ -684,11 +772,14 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
     s3_failed.retain(|_, n| *n > 0.0);
     // HeadObject counts one 404 per commit: the final key is looked up before the copy.
     eprintln!("  the server's S3 calls that failed after the SDK's retries (3 attempts), by operation: {s3_failed:?}");
-    // A completion the killed gateway held the lock of: the survivor refuses it (500, which
-    // upcommit answers 503) until `rgw_mp_lock_max_time` has passed.
     eprintln!(
-        "  completions the surviving gateway refused for another's lock: {:?}",
-        ceph.log_lines("client.rgw.gw2", "failed to acquire lock")
+        "  a completion behind a dead gateway's lock (held {LOCK_SECS} s here; RGW holds it rgw_mp_lock_max_time, 600 s): {refused_behind_lock} answers 503, completed after {}",
+        secs(lock_held)
+    );
+    // Each of upcommit's completions is the SDK's three attempts, each refused by RGW.
+    eprintln!(
+        "  completions the surviving gateway refused for another's lock ('failed to acquire lock' in its log): {}",
+        ceph.log_lines("client.rgw.gw2", "failed to acquire lock").len()
     );
     eprintln!(
         "  multipart uploads left open in the bucket: {}",

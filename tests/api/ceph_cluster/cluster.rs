@@ -111,6 +111,44 @@ impl Ceph {
 }
 
 impl Ceph {
+    /// Takes RGW's completion lock (`RGWCompleteMultipart`, exclusive, on the upload's meta
+    /// object in the bucket's non-EC pool) of the S3 multipart upload `upload_id` for `secs`,
+    /// as a gateway that dies in the middle of CompleteMultipartUpload leaves it.
+    pub(super) fn hold_completion_lock(&self, upload_id: &str, secs: u32) {
+        let conf = self.dir.join("ceph.conf");
+        let pool = "default.rgw.buckets.non-ec";
+        let rados = |args: &[&str]| {
+            let out = Command::new("rados")
+                .arg("-c")
+                .arg(&conf)
+                .args(["-p", pool])
+                .args(args)
+                .output()
+                .expect("rados");
+            assert!(
+                out.status.success(),
+                "rados {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let listing = rados(&["ls"]);
+        let meta = listing
+            .lines()
+            .find(|o| o.contains(upload_id) && o.ends_with(".meta"))
+            .unwrap_or_else(|| panic!("no meta object of {upload_id}: {listing}"));
+        rados(&[
+            "lock",
+            "get",
+            meta,
+            "RGWCompleteMultipart",
+            "--lock-cookie",
+            "a-dead-gateway",
+            "--lock-duration",
+            &secs.to_string(),
+        ]);
+    }
+
     /// The lines of `daemon`'s log (`client.rgw.gw2`) that contain `needle`.
     pub(super) fn log_lines(&self, daemon: &str, needle: &str) -> Vec<String> {
         let log = self.dir.join("log").join(format!("{daemon}.log"));
