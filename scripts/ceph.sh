@@ -112,6 +112,10 @@ osd data = $dir/osd/\$cluster-\$id
 keyring = $dir/keyring
 CONF
   local g
+  # A gateway killed mid-completion holds that upload's completion lock for this long (RGW's
+  # default, 600 s, would stall a test run that meets it by chance for ten minutes; see
+  # docs/stores.md, "A Ceph cluster, and a node lost").
+  printf '[client]\nrgw mp lock max time = 60\n' >>"$conf"
   for g in $(seq 1 "$gateways"); do
     printf '[client.rgw.gw%s]\nrgw frontends = beast endpoint=127.0.0.1:%s\n' \
       "$g" $((port + g - 1)) >>"$conf"

@@ -11,8 +11,10 @@
 # client and its npm package and the admin console (Playwright driving Debian's chromium), the
 # admin console's browser tests again on PostgreSQL, the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
-# status-coverage check, and the store-facing integration suite on Garage 2.5.0 (a second S3
-# implementation). Installs and starts what it needs from nothing: LocalStack, Garage, checkov and
+# status-coverage check, the store-facing integration suite on Garage 2.5.0 (a second S3
+# implementation) and on Ceph's RADOS Gateway 16.2.15 (versioned and unversioned buckets, and a
+# cluster of three OSDs and two gateways with one of each killed). Installs and starts what it
+# needs from nothing: LocalStack, Garage, Debian's Ceph packages, checkov and
 # schemathesis, Debian's prometheus package (its service never started), Debian's podman, runc
 # and debootstrap (the base images and cargo's caches kept for the next run), PyJWT and opentelemetry-proto venvs (cached under ~/.cache/upcommit), chromium and playwright-core, clients/js's TypeScript, and a
 # throwaway PostgreSQL cluster; stops what it started.
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 cleanup() {
+  stop_ceph
   stop_garage
   stop_postgres
   stop_localstack
@@ -129,6 +132,33 @@ log "integration tests on Garage $GARAGE_VERSION (single node, SQLite): the stor
     cargo test --locked --test api garage_cluster -- --ignored
 )
 stop_garage
+
+# The store-facing suite on Ceph's RADOS Gateway 16.2.15 (Debian's packages, a fresh cluster per
+# run: scripts/ceph.sh), twice: on a versioned bucket and on an unversioned one, each with the
+# gaps RGW has there accepted. Left out, and why (docs/stores.md, "The RGW run"): the SQS sink and
+# the S3 fault proxy (as on Garage); the checksum tests whose subject is a checksum the store
+# keeps (RGW keeps none: presign refuses them, store_capabilities asserts it); one completion
+# race inside the documented conditional_complete window; the CLI's resume of a killed upload,
+# which needs a declared whole-file checksum (without one it starts afresh, which runs); and on
+# the unversioned bucket, the tests whose fault or subject is a version.
+start_ceph
+log "integration tests on Ceph RGW 16.2.15 (single node, SQLite), versioned bucket: the store-facing suite with RGW's gaps accepted"
+(
+  export AWS_ACCESS_KEY_ID="$CEPH_KEY_ID" AWS_SECRET_ACCESS_KEY="$CEPH_SECRET"
+  export UPCOMMIT_TEST_S3_ENDPOINT="$CEPH_ENDPOINTS" UPCOMMIT_TEST_STORE=rgw
+  UPCOMMIT_TEST_ACCEPT_STORE_GAPS="$RGW_GAPS_VERSIONED" UPCOMMIT_TEST_DATABASE=sqlite \
+    cargo test --locked --test api -- "${RGW_SKIPS[@]}"
+  log "integration tests on Ceph RGW 16.2.15 (single node, SQLite), unversioned bucket"
+  UPCOMMIT_TEST_ACCEPT_STORE_GAPS="$RGW_GAPS_UNVERSIONED" UPCOMMIT_TEST_DATABASE=sqlite \
+    cargo test --locked --test api -- "${RGW_SKIPS[@]}" "${RGW_UNVERSIONED_SKIPS[@]}"
+)
+stop_ceph
+log "Ceph: three OSDs and two gateways, one OSD then one gateway killed mid-run (tests/api/ceph_cluster.rs)"
+(
+  export UPCOMMIT_TEST_STORE=rgw UPCOMMIT_TEST_DATABASE=sqlite
+  export UPCOMMIT_TEST_ACCEPT_STORE_GAPS="$RGW_GAPS_VERSIONED"
+  cargo test --locked --test api ceph_cluster -- --ignored --nocapture
+)
 
 log "OpenAPI conformance: schemathesis against the running server"
 bash scripts/conformance.sh

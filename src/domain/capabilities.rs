@@ -122,7 +122,7 @@ impl Capability {
             Capability::PostSignature => "a POST form whose policy was altered after signing is refused",
             Capability::Versioning => "the bucket keeps versions (versioning Enabled, HEAD returns a version id)",
             Capability::StorageClass => "PutObject with the archive storage class is stored in it and HEAD reports it",
-            Capability::ObjectTags => "object tags written with PutObject are read back by GetObjectTagging",
+            Capability::ObjectTags => "object tags written with PutObject, and by a CopyObject that replaces them (as archival writes them), are read back by GetObjectTagging",
             Capability::EncryptionConfig => "GetBucketEncryption is implemented",
         }
     }

@@ -230,6 +230,10 @@ pub enum Problem {
         rule: String,
         prefix: String,
         final_prefix: String,
+        /// The rule, as the bucket holds it, has a tag or size filter. A store that drops such
+        /// filters on write (Garage, RGW: docs/stores.md) hands back a rule over the whole
+        /// prefix, and the message says so.
+        narrowed: bool,
     },
     /// A rule expires current versions under a temporary tier's prefix sooner than its TTL:
     /// it would delete temporary files their handles still serve.
@@ -267,9 +271,19 @@ impl std::fmt::Display for Problem {
                 rule,
                 prefix,
                 final_prefix,
+                narrowed: true,
             } => write!(
                 f,
-                "rule {rule} expires current versions under {prefix:?}, which reaches final assets under {final_prefix:?}"
+                "rule {rule} expires current versions of the objects its tag or size filter selects under {prefix:?}, which reaches final assets under {final_prefix:?}"
+            ),
+            Problem::ExpiresFinal {
+                rule,
+                prefix,
+                final_prefix,
+                narrowed: false,
+            } => write!(
+                f,
+                "rule {rule} expires current versions of every object under {prefix:?} (the rule as the bucket holds it has no tag or size filter), which reaches final assets under {final_prefix:?}"
             ),
             Problem::ExpiresTemporaryEarly {
                 rule,
@@ -336,6 +350,7 @@ pub fn expiring_over_final(rules: &[Rule], final_prefixes: &[String]) -> Vec<Pro
                     rule: r.id.clone(),
                     prefix: r.prefix.clone(),
                     final_prefix: fp.clone(),
+                    narrowed: r.narrowed,
                 });
             }
         }

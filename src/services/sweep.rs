@@ -195,8 +195,17 @@ pub async fn sweep_at(
 
     // Settled uploads whose URLs can no longer store anything lose their tmp objects, every
     // version, whatever partition they are in.
-    let (settled, refused) =
-        crate::services::tmp_cleanup::clear_settled_tmp(catalog, store, now, dry_run).await?;
+    let (settled, refused) = crate::services::tmp_cleanup::clear_settled_tmp(
+        catalog,
+        store,
+        now,
+        dry_run,
+        settings
+            .s3
+            .accept_gaps
+            .contains(&crate::domain::capabilities::Capability::ConditionalPut),
+    )
+    .await?;
     if !refused.is_empty() {
         catalog.add_job_items(&job.run.id, &refused).await?;
     }

@@ -6,7 +6,9 @@
 //! before the expiry and is still sending — every version of the key is deleted, 1,000 per
 //! `DeleteObjects` call. A PUT or multipart upload has exactly one version, named in the record;
 //! a POST form may have been posted several times (S3 has no conditional POST), so its versions
-//! are listed first. Runs inside the sweep job, under its lease.
+//! are listed first — and so are a PUT's where `conditional_put` is an accepted gap (RGW 16.2
+//! on a versioned bucket ignores `If-None-Match: *`: each PUT of the URL adds a version).
+//! Runs inside the sweep job, under its lease.
 
 use std::sync::Arc;
 
@@ -47,12 +49,15 @@ pub enum TmpCleanupError {
 }
 
 /// Clears every settled upload whose URL expired more than [`IN_FLIGHT_MARGIN`] before `now`
-/// (the database's clock). Returns the totals and one item per refused version.
+/// (the database's clock). Returns the totals and one item per refused version. With
+/// `puts_repeat` (the operator accepted the gap `conditional_put`), a PUT URL may have stored
+/// several versions: they are listed as a POST form's are.
 pub async fn clear_settled_tmp(
     catalog: &Arc<dyn Catalog>,
     store: &Arc<dyn ObjectStore>,
     now: DateTime<Utc>,
     dry_run: bool,
+    puts_repeat: bool,
 ) -> Result<(TmpCleanupSummary, Vec<JobItem>), TmpCleanupError> {
     let mut summary = TmpCleanupSummary::default();
     let mut items = Vec::new();
@@ -62,7 +67,7 @@ pub async fn clear_settled_tmp(
         if settled.is_empty() {
             break;
         }
-        let round = clear_round(store.as_ref(), &settled, dry_run).await?;
+        let round = clear_round(store.as_ref(), &settled, dry_run, puts_repeat).await?;
         summary.versions_deleted += round.deleted;
         summary.versions_failed += u64::try_from(round.failed.len()).unwrap_or(u64::MAX);
         summary.uploads_cleared += u64::try_from(round.cleared.len()).unwrap_or(u64::MAX);
@@ -99,6 +104,7 @@ async fn clear_round(
     store: &dyn ObjectStore,
     settled: &[SettledTmp],
     dry_run: bool,
+    puts_repeat: bool,
 ) -> Result<Round, TmpCleanupError> {
     let mut round = Round {
         cleared: Vec::new(),
@@ -110,7 +116,7 @@ async fn clear_round(
     let mut doomed: Vec<(String, Option<String>)> = Vec::new();
     for u in settled {
         match (&u.tmp_version_id, u.method.as_str()) {
-            (Some(version), m) if m != UploadMethod::Post.as_str() => {
+            (Some(version), m) if m != UploadMethod::Post.as_str() && !puts_repeat => {
                 doomed.push((u.key.clone(), Some(version.clone())));
             }
             _ => match every_version_of(store, &u.key).await {

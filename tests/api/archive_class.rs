@@ -139,11 +139,19 @@ async fn a_file_over_the_single_copy_limit_is_archived_in_place_in_parts() {
         .iter()
         .map(|t| (t.key(), t.value()))
         .collect();
-    assert_eq!(tags, [("upcommit-status", "archived")]);
+    if crate::helpers::gap_accepted("object_tags") {
+        // RGW 16.2 keeps no tags a multipart upload was created with: archival sends none.
+        assert!(tags.is_empty(), "{tags:?}");
+    } else {
+        assert_eq!(tags, [("upcommit-status", "archived")]);
+    }
     assert_eq!(after.content_type(), before.content_type());
     assert_eq!(after.metadata(), before.metadata());
-    assert!(before.checksum_crc64_nvme().is_some());
-    assert_eq!(after.checksum_crc64_nvme(), before.checksum_crc64_nvme());
+    if !crate::helpers::gap_accepted("checksum_crc64nvme") {
+        // RGW 16.2 keeps no checksums (HEAD returns none): nothing to carry over there.
+        assert!(before.checksum_crc64_nvme().is_some());
+        assert_eq!(after.checksum_crc64_nvme(), before.checksum_crc64_nvme());
+    }
     assert_eq!(app.versions(key).await, 1, "held once");
     assert_eq!(app.get_object(key).await, media("image/png", size));
 }

@@ -39,6 +39,22 @@ pub struct Faults {
     pub put_before_complete: Mutex<Option<(String, Vec<u8>)>>,
     /// Capabilities the probe reports missing, whatever the real store answers.
     pub hide_capabilities: Mutex<Vec<upcommit::domain::capabilities::Capability>>,
+    /// Where set (the default test server: `helpers::spawn_app_with` without a store wrapper),
+    /// the whole probe's findings are kept under this key (the store's endpoint, the accepted
+    /// gaps, the archive class) and reused by every later server of the test process: every
+    /// test bucket is configured alike, and the probe (5 MiB multipart checks, copies in parts)
+    /// is most of a test server's start on a slow store. Servers with a store wrapper, and the
+    /// probe's own tests, probe for real.
+    pub probe_cache_key: Mutex<Option<String>>,
+}
+
+/// The whole probe's findings per [`Faults::probe_cache_key`].
+fn probe_cache(
+) -> &'static Mutex<std::collections::HashMap<String, upcommit::domain::capabilities::Findings>> {
+    static CACHE: std::sync::OnceLock<
+        Mutex<std::collections::HashMap<String, upcommit::domain::capabilities::Findings>>,
+    > = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
 }
 
 fn take(counter: &AtomicU32) -> bool {
@@ -80,7 +96,35 @@ impl ObjectStore for FaultyStore {
         self.inner.bucket()
     }
     async fn probe(&self, archive_class: &str) -> upcommit::domain::capabilities::Findings {
-        self.hide(self.inner.probe(archive_class).await)
+        let key = self
+            .faults
+            .probe_cache_key
+            .lock()
+            .expect("lock")
+            .as_ref()
+            .map(|k| format!("{k}|{archive_class}"));
+        let Some(key) = key else {
+            return self.hide(self.inner.probe(archive_class).await);
+        };
+        let cached = probe_cache().lock().expect("lock").get(&key).cloned();
+        let found =
+            match cached {
+                Some(found) => found,
+                None => {
+                    let found = self.inner.probe(archive_class).await;
+                    // Only a probe that could tell everything is worth keeping.
+                    if !found.0.iter().any(|(_, f)| {
+                        matches!(f, upcommit::domain::capabilities::Finding::Unknown(_))
+                    }) {
+                        probe_cache()
+                            .lock()
+                            .expect("lock")
+                            .insert(key, found.clone());
+                    }
+                    found
+                }
+            };
+        self.hide(found)
     }
     async fn probe_archival(
         &self,
@@ -362,20 +406,30 @@ async fn a_failed_tmp_delete_is_reported_and_the_next_run_cleans_up() {
     let later = chrono::Utc::now() + chrono::Duration::hours(3);
     faults.fail_deletes.store(1, Ordering::SeqCst);
 
-    let (first, items) =
-        upcommit::services::tmp_cleanup::clear_settled_tmp(&app.catalog, &store, later, false)
-            .await
-            .expect("a failing delete does not fail the run");
+    let (first, items) = upcommit::services::tmp_cleanup::clear_settled_tmp(
+        &app.catalog,
+        &store,
+        later,
+        false,
+        false,
+    )
+    .await
+    .expect("a failing delete does not fail the run");
     assert_eq!(first.versions_failed, 1, "{first:?}");
     assert_eq!(first.uploads_cleared, 0);
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].key, p.key);
     assert!(app.object_exists(&p.key).await, "the delete failed");
 
-    let (second, _) =
-        upcommit::services::tmp_cleanup::clear_settled_tmp(&app.catalog, &store, later, false)
-            .await
-            .expect("second run");
+    let (second, _) = upcommit::services::tmp_cleanup::clear_settled_tmp(
+        &app.catalog,
+        &store,
+        later,
+        false,
+        false,
+    )
+    .await
+    .expect("second run");
     assert_eq!(second.uploads_cleared, 1, "{second:?}");
     assert!(!app.object_exists(&p.key).await, "the next run removed it");
     assert!(

@@ -317,7 +317,16 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
     let real: Arc<dyn ObjectStore> = Arc::new(real);
     let store = match options.wrap_store {
         Some(wrap) => wrap(real, s3.clone()),
-        None => real,
+        // The default server reuses an earlier server's probe where the test crate offers it
+        // (`crate::probe_once`, the api suite: faults::Faults::probe_cache_key).
+        None => match crate::probe_once(&format!(
+            "{}|{}",
+            settings.s3.endpoint.as_deref().unwrap_or("aws"),
+            accepted_store_gaps()
+        )) {
+            Some(wrap) => wrap(real, s3.clone()),
+            None => real,
+        },
     };
 
     let (catalog, db): (Arc<dyn Catalog>, TestDb) = if on_postgres() {

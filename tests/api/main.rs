@@ -8,6 +8,15 @@
 //! on a current-thread runtime a blocked test would freeze the server mid-transaction — on
 //! SQLite with the database's write lock held, so the child process waits for it in vain.
 
+/// A test server's store wrapper that reuses an earlier server's whole probe under `key`
+/// (faults::Faults::probe_cache_key): what `helpers::spawn_app_with` puts around the store of
+/// every server started without a wrapper of its own.
+pub fn probe_once(key: &str) -> Option<helpers::StoreWrapper> {
+    let faults = std::sync::Arc::new(faults::Faults::default());
+    *faults.probe_cache_key.lock().expect("lock") = Some(key.to_owned());
+    Some(faults::faulty_store(faults))
+}
+
 mod admin_api;
 mod alert_rules;
 mod archive_class;

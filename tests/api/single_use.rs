@@ -62,14 +62,18 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_committed() {
             assert_eq!(again.as_u16(), 412, "attempt {attempt}: the URL is used up");
         }
     }
-    assert_eq!(app.version_sizes(&p.key).await, vec![(2048, false)]);
+    let held = held_after(2);
+    assert_eq!(app.version_sizes(&p.key).await, vec![(2048, false); held]);
     // A retried commit still answers the same handle.
     let retry = app.commit(&token, &p.key, None).await;
     assert_eq!(retry.status(), 200);
 
     let summary = app.sweep_after_urls_expire().await;
     assert_eq!(summary.settled_tmp.uploads_cleared, 1, "{summary:?}");
-    assert_eq!(summary.settled_tmp.versions_deleted, 1, "{summary:?}");
+    assert_eq!(
+        summary.settled_tmp.versions_deleted, held as u64,
+        "{summary:?}"
+    );
     assert_eq!(app.version_sizes(&p.key).await, vec![], "tmp/ is clean");
     assert_eq!(app.get_object(&final_key).await, media("image/png", 2048));
     assert_eq!(
@@ -81,6 +85,19 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_committed() {
     // Nothing left to do on the next run.
     let again = app.sweep_after_urls_expire().await;
     assert_eq!(again.settled_tmp.uploads_cleared, 0);
+}
+
+/// How many objects (versions) the tmp key holds after its first upload and `again` more PUTs
+/// of the same URL: one where the store refuses them (412) or, without `conditional_put`, an
+/// unversioned bucket replaces the object (Garage, RGW unversioned); one more per PUT where a
+/// versioned bucket ignores the condition (RGW 16.2 versioned: docs/stores.md), each removed by
+/// the tmp cleanup.
+fn held_after(again: usize) -> usize {
+    if gap_accepted("conditional_put") && !gap_accepted("versioning") {
+        1 + again
+    } else {
+        1
+    }
 }
 
 /// Defect 2, the rejected side: a refused upload's URL cannot store a second object either.
@@ -113,7 +130,10 @@ async fn a_put_url_stores_nothing_more_after_its_upload_is_rejected() {
             "the URL of a rejected upload is used up"
         );
     }
-    assert_eq!(app.version_sizes(&p.key).await, vec![(2048, false)]);
+    assert_eq!(
+        app.version_sizes(&p.key).await,
+        vec![(2048, false); held_after(1)]
+    );
 
     let summary = app.sweep_after_urls_expire().await;
     assert_eq!(summary.settled_tmp.uploads_cleared, 1, "{summary:?}");

@@ -155,8 +155,23 @@ fn expiring_rules_over_final_prefixes_are_caught_in_both_directions() {
             rule: "old".into(),
             prefix: "media/images/2020/".into(),
             final_prefix: "media/images/".into(),
+            narrowed: false,
         }]
     );
+    // A filter narrows what a rule expires, never whether it reaches final assets; the
+    // message tells the two apart (a store that dropped the filter shows the second).
+    let filtered = vec![Rule {
+        narrowed: true,
+        ..expire("big", "media/", 30)
+    }];
+    let found = expiring_over_final(&filtered, &finals());
+    assert_eq!(found.len(), 2);
+    assert!(found[0]
+        .to_string()
+        .contains("its tag or size filter selects"));
+    assert!(expiring_over_final(&broader, &finals())[0]
+        .to_string()
+        .contains("every object under \"media/\""));
     let elsewhere = vec![expire("tmp", "tmp/", 7), expire("cache", "cache/", 30)];
     assert!(expiring_over_final(&elsewhere, &finals()).is_empty());
     let noncurrent_only = vec![noncurrent("old-versions", "media/", 30)];

@@ -361,10 +361,7 @@ impl ObjectStore for S3Store {
             .map_err(classify)?;
         let result = out.copy_object_result();
         Ok(Copied {
-            etag: result
-                .and_then(|r| r.e_tag())
-                .unwrap_or_default()
-                .to_owned(),
+            etag: quoted_etag(result.and_then(|r| r.e_tag()).unwrap_or_default()),
             version_id: out.version_id().map(str::to_owned),
             checksum: result.and_then(|r| {
                 Checksum::pick(
@@ -683,9 +680,28 @@ impl ObjectStore for S3Store {
     }
 }
 
+/// An ETag as HEAD and listings give it, in double quotes. CopyObject's result carries it
+/// quoted on S3, LocalStack and Garage, bare on RGW 16.2: a handle records it one way.
+fn quoted_etag(etag: &str) -> String {
+    let bare = etag.trim().trim_matches('"');
+    if bare.is_empty() {
+        String::new()
+    } else {
+        format!("\"{bare}\"")
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::content_range_total;
+    use super::{content_range_total, quoted_etag};
+
+    #[test]
+    fn copy_result_etags_are_quoted_as_head_gives_them() {
+        assert_eq!(quoted_etag("abc"), "\"abc\"");
+        assert_eq!(quoted_etag("\"abc\""), "\"abc\"");
+        assert_eq!(quoted_etag("\"abc-2\""), "\"abc-2\"");
+        assert_eq!(quoted_etag(""), "");
+    }
 
     #[test]
     fn the_total_size_is_read_from_content_range() {

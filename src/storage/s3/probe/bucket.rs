@@ -96,11 +96,77 @@ impl Probe<'_> {
                 if out
                     .tag_set()
                     .iter()
-                    .any(|t| t.key() == "upcommit-probe" && t.value() == "1") =>
-            {
-                Finding::Present
+                    .any(|t| t.key() == "upcommit-probe" && t.value() == "1") => {}
+            Ok(_) => {
+                return Finding::Missing("tags written with the object are not read back".into())
             }
-            Ok(_) => Finding::Missing("tags written with the object are not read back".into()),
+            Err(e) => return sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, ""),
+        }
+        self.copied_tags(&key).await
+    }
+
+    /// What archival does: a CopyObject that replaces the tags (`x-amz-tagging-directive:
+    /// REPLACE`), read back on the copy. RGW 16.2 answers 200 and keeps none.
+    async fn copied_tags(&self, src: &str) -> Finding {
+        let dst = self.key("tags-copied");
+        let r = self
+            .store
+            .client()
+            .copy_object()
+            .bucket(self.store.bucket())
+            .key(&dst)
+            .copy_source(self.store.copy_source(&crate::storage::CopySource {
+                key: src,
+                etag: "",
+                version_id: None,
+            }))
+            .tagging_directive(aws_sdk_s3::types::TaggingDirective::Replace)
+            .tagging("upcommit-probe=2")
+            .send()
+            .await;
+        match sdk_answer(r) {
+            Answer::Stored => {}
+            Answer::Refused(s, code) if transient(s, &code) => {
+                return Finding::Unknown(format!(
+                    "a copy replacing the tags answered {}",
+                    status(s, &code)
+                ))
+            }
+            Answer::Refused(s, code) => {
+                return Finding::Missing(format!(
+                    "a copy replacing the tags was refused ({})",
+                    status(s, &code)
+                ))
+            }
+            Answer::Silent(why) => return Finding::Unknown(why),
+        }
+        match self
+            .store
+            .client()
+            .get_object_tagging()
+            .bucket(self.store.bucket())
+            .key(&dst)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                let tags: Vec<_> = out.tag_set().iter().map(|t| (t.key(), t.value())).collect();
+                if tags == [("upcommit-probe", "2")] {
+                    Finding::Present
+                } else if tags.is_empty() {
+                    Finding::Missing(
+                        "a copy that replaces the tags (as archival writes them) answered 200 and \
+                         kept none"
+                            .into(),
+                    )
+                } else {
+                    Finding::Missing(
+                        "a copy that replaces the tags (as archival writes them) kept the \
+                         source's tags instead"
+                            .into(),
+                    )
+                }
+            }
             Err(e) => sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, ""),
         }
     }
