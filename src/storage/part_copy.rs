@@ -70,13 +70,25 @@ where
     let plan = PartPlan::new(job.size, job.limits.part_size_bytes).map_err(|e| {
         StoreError::Other(format!("cannot plan a copy of {} bytes: {e:?}", job.size))
     })?;
+    // Without a version to name (an unversioned bucket), the parts are bound to the source
+    // only by their ETag guard, which some stores ignore on UploadPartCopy (RGW 16.2: the gap
+    // `part_copy_source_if_match`). The source's ETag is read again before the first part and
+    // after the last: bytes written over it meanwhile stop the copy before its completion.
+    let unpinned = job.src.version_id.is_none();
+    if unpinned {
+        source_unchanged(store, &job.src).await?;
+    }
     let multipart_id = store.create_multipart(&job.dst).await?;
     tracing::info!(
         parts = plan.part_count,
         part_size = plan.part_size,
         "multipart copy started"
     );
-    let completed = match copy_parts(store, job, &plan, &multipart_id).await {
+    let copied = match copy_parts(store, job, &plan, &multipart_id).await {
+        Ok(etags) if unpinned => source_unchanged(store, &job.src).await.map(|()| etags),
+        other => other,
+    };
+    let completed = match copied {
         Ok(etags) => {
             store
                 // With `if_absent`, only if nothing arrived at the destination while the parts
@@ -97,6 +109,19 @@ where
         return Err(e);
     }
     Ok(())
+}
+
+/// Whether the object at the source key still has the ETag the copy was asked for
+/// (`PreconditionFailed` when it has another or is gone, as the guard's 412 would say).
+async fn source_unchanged<S>(store: &S, src: &CopySource<'_>) -> Result<(), StoreError>
+where
+    S: ObjectStore + ?Sized,
+{
+    let bare = |e: &str| e.trim().trim_matches('"').to_owned();
+    match store.head(src.key).await? {
+        Some(h) if bare(&h.etag) == bare(src.etag) => Ok(()),
+        _ => Err(StoreError::PreconditionFailed),
+    }
 }
 
 /// The version `head` describes of `src` copied in parts to `dst` (`src` itself: in place),
