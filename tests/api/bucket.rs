@@ -213,41 +213,13 @@ async fn a_size_filtered_rule_over_final_assets_is_judged_as_the_store_holds_it(
         .iter()
         .map(|r| upcommit::storage::sdk_rule(r).expect("rule"))
         .collect();
-    doc.push(
-        LifecycleRule::builder()
-            .id("expire-huge-exports")
-            .status(ExpirationStatus::Enabled)
-            .filter(
-                LifecycleRuleFilter::builder()
-                    .and(
-                        LifecycleRuleAndOperator::builder()
-                            .prefix("media/images/")
-                            .object_size_greater_than(1 << 30)
-                            .build(),
-                    )
-                    .build(),
-            )
-            .expiration(LifecycleExpiration::builder().days(30).build())
-            .noncurrent_version_expiration(
-                NoncurrentVersionExpiration::builder()
-                    .noncurrent_days(1)
-                    .build(),
-            )
-            .build()
-            .expect("foreign rule"),
-    );
-    app.s3
-        .put_bucket_lifecycle_configuration()
-        .bucket(&app.bucket)
-        .lifecycle_configuration(
-            aws_sdk_s3::types::BucketLifecycleConfiguration::builder()
-                .set_rules(Some(doc))
-                .build()
-                .expect("document"),
-        )
-        .send()
-        .await
-        .expect("put lifecycle");
+    doc.push(narrowed_rule(
+        "expire-huge-exports",
+        LifecycleRuleAndOperator::builder()
+            .prefix("media/images/")
+            .object_size_greater_than(1 << 30),
+    ));
+    put_raw_lifecycle(&app, doc).await;
     let held = live_rules(&app).await;
     let held = held
         .iter()
@@ -502,25 +474,28 @@ async fn a_failing_bucket_check_fails_readiness_when_configured_to() {
 /// A foreign rule with a tag filter, which upcommit's own rule model does not represent: it must
 /// come back byte for byte.
 fn foreign_rule() -> LifecycleRule {
+    narrowed_rule(
+        "resize-cache-expire",
+        LifecycleRuleAndOperator::builder().prefix("cache/").tags(
+            Tag::builder()
+                .key("kind")
+                .value("thumbnail")
+                .build()
+                .expect("tag"),
+        ),
+    )
+}
+
+/// Another owner's rule `id`: expire after 30 days (noncurrent versions after one) what the
+/// filter `and` selects.
+fn narrowed_rule(
+    id: &str,
+    and: aws_sdk_s3::types::builders::LifecycleRuleAndOperatorBuilder,
+) -> LifecycleRule {
     LifecycleRule::builder()
-        .id("resize-cache-expire")
+        .id(id)
         .status(ExpirationStatus::Enabled)
-        .filter(
-            LifecycleRuleFilter::builder()
-                .and(
-                    LifecycleRuleAndOperator::builder()
-                        .prefix("cache/")
-                        .tags(
-                            Tag::builder()
-                                .key("kind")
-                                .value("thumbnail")
-                                .build()
-                                .expect("tag"),
-                        )
-                        .build(),
-                )
-                .build(),
-        )
+        .filter(LifecycleRuleFilter::builder().and(and.build()).build())
         .expiration(LifecycleExpiration::builder().days(30).build())
         .noncurrent_version_expiration(
             NoncurrentVersionExpiration::builder()
@@ -529,6 +504,23 @@ fn foreign_rule() -> LifecycleRule {
         )
         .build()
         .expect("foreign rule")
+}
+
+/// Replaces the bucket's lifecycle document with `rules` as written (another owner's rules,
+/// filters included).
+async fn put_raw_lifecycle(app: &TestApp, rules: Vec<LifecycleRule>) {
+    app.s3
+        .put_bucket_lifecycle_configuration()
+        .bucket(&app.bucket)
+        .lifecycle_configuration(
+            aws_sdk_s3::types::BucketLifecycleConfiguration::builder()
+                .set_rules(Some(rules))
+                .build()
+                .expect("document"),
+        )
+        .send()
+        .await
+        .expect("put lifecycle");
 }
 
 async fn live_rules(app: &TestApp) -> Vec<LifecycleRule> {
@@ -550,18 +542,7 @@ async fn apply_lifecycle_plans_then_writes_our_rules_and_keeps_a_foreign_rule_in
     outdated.expiration_days = Some(30);
     let mut doc = vec![foreign_rule()];
     doc.push(upcommit::storage::sdk_rule(&outdated).expect("rule"));
-    app.s3
-        .put_bucket_lifecycle_configuration()
-        .bucket(&app.bucket)
-        .lifecycle_configuration(
-            aws_sdk_s3::types::BucketLifecycleConfiguration::builder()
-                .set_rules(Some(doc))
-                .build()
-                .expect("document"),
-        )
-        .send()
-        .await
-        .expect("put lifecycle");
+    put_raw_lifecycle(&app, doc).await;
     let before = live_rules(&app).await;
     // The foreign rule as the store holds it. S3 (LocalStack) keeps it as written; Garage 2.5
     // keeps only its prefix and its expiration days: the tag filter and the noncurrent

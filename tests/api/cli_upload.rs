@@ -65,6 +65,17 @@ fn store_verifies_no_checksum() -> bool {
         && crate::helpers::gap_accepted("checksum_crc64nvme")
 }
 
+/// Whether the upload behind `handle` declared no checksum at presign (the catalog's record).
+async fn declared_none(app: &TestApp, handle: &Value) -> bool {
+    let upload_id = handle["upload_id"].as_str().expect("upload id");
+    app.db
+        .count(&format!(
+            "SELECT COUNT(*) FROM uploads WHERE id = '{upload_id}' AND checksum_algorithm IS NULL"
+        ))
+        .await
+        == 1
+}
+
 /// What the CLI says when it falls back to no checksum.
 const NO_CHECKSUM_WARNING: &str = "cannot verify a checksum on this upload; uploading without one";
 
@@ -74,16 +85,7 @@ const NO_CHECKSUM_WARNING: &str = "cannot verify a checksum on this upload; uplo
 async fn assert_checksum(app: &TestApp, handle: &Value, expected: &Checksum) {
     if store_verifies_no_checksum() {
         assert!(handle["checksum"].is_null(), "{handle}");
-        let upload_id = handle["upload_id"].as_str().expect("upload id");
-        assert_eq!(
-            app.db
-                .count(&format!(
-                    "SELECT COUNT(*) FROM uploads WHERE id = '{upload_id}' AND checksum_algorithm IS NULL"
-                ))
-                .await,
-            1,
-            "declared none"
-        );
+        assert!(declared_none(app, handle).await, "declared none");
         return;
     }
     assert_eq!(
@@ -156,14 +158,8 @@ async fn no_checksum_declares_none_and_the_summary_shows_the_checksum() {
     )
     .await;
     let handle = assert_committed(&app, &out, &bytes, "media/images/").await;
-    let upload_id = handle["upload_id"].as_str().expect("upload id");
-    assert_eq!(
-        app.db
-            .count(&format!(
-                "SELECT COUNT(*) FROM uploads WHERE id = '{upload_id}' AND checksum_algorithm IS NULL"
-            ))
-            .await,
-        1,
+    assert!(
+        declared_none(&app, &handle).await,
         "--no-checksum declared none"
     );
 

@@ -406,30 +406,25 @@ async fn a_failed_tmp_delete_is_reported_and_the_next_run_cleans_up() {
     let later = chrono::Utc::now() + chrono::Duration::hours(3);
     faults.fail_deletes.store(1, Ordering::SeqCst);
 
-    let (first, items) = upcommit::services::tmp_cleanup::clear_settled_tmp(
-        &app.catalog,
-        &store,
-        later,
-        false,
-        false,
-    )
-    .await
-    .expect("a failing delete does not fail the run");
+    let clear = || {
+        upcommit::services::tmp_cleanup::clear_settled_tmp(
+            &app.catalog,
+            &store,
+            later,
+            false,
+            false,
+        )
+    };
+    let (first, items) = clear()
+        .await
+        .expect("a failing delete does not fail the run");
     assert_eq!(first.versions_failed, 1, "{first:?}");
     assert_eq!(first.uploads_cleared, 0);
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].key, p.key);
     assert!(app.object_exists(&p.key).await, "the delete failed");
 
-    let (second, _) = upcommit::services::tmp_cleanup::clear_settled_tmp(
-        &app.catalog,
-        &store,
-        later,
-        false,
-        false,
-    )
-    .await
-    .expect("second run");
+    let (second, _) = clear().await.expect("second run");
     assert_eq!(second.uploads_cleared, 1, "{second:?}");
     assert!(!app.object_exists(&p.key).await, "the next run removed it");
     assert!(

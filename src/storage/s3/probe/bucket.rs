@@ -43,18 +43,8 @@ impl Probe<'_> {
     pub(super) async fn storage_class(&self, class: &str) -> Finding {
         let key = self.key("storage-class");
         let r = self.put(&key).storage_class(class.into()).send().await;
-        match sdk_answer(r) {
-            Answer::Stored => {}
-            Answer::Refused(s, code) if transient(s, &code) => {
-                return Finding::Unknown(format!("a PUT in {class} answered {}", status(s, &code)))
-            }
-            Answer::Refused(s, code) => {
-                return Finding::Missing(format!(
-                    "a PUT in {class} was refused ({})",
-                    status(s, &code)
-                ))
-            }
-            Answer::Silent(why) => return Finding::Unknown(why),
+        if let Some(finding) = not_stored(sdk_answer(r), &format!("a PUT in {class}")) {
+            return finding;
         }
         match self.store.head(&key).await {
             Ok(Some(h)) if h.storage_class.as_deref() == Some(class) => Finding::Present,
@@ -70,43 +60,21 @@ impl Probe<'_> {
     pub(super) async fn tags(&self) -> Finding {
         let key = self.key("tags");
         let r = self.put(&key).tagging("upcommit-probe=1").send().await;
-        match sdk_answer(r) {
-            Answer::Stored => {}
-            Answer::Refused(s, code) if transient(s, &code) => {
-                return Finding::Unknown(format!("a PUT with tags answered {}", status(s, &code)))
-            }
-            Answer::Refused(s, code) => {
-                return Finding::Missing(format!(
-                    "a PUT with tags was refused ({})",
-                    status(s, &code)
-                ))
-            }
-            Answer::Silent(why) => return Finding::Unknown(why),
+        if let Some(finding) = not_stored(sdk_answer(r), "a PUT with tags") {
+            return finding;
         }
-        match self
-            .store
-            .client()
-            .get_object_tagging()
-            .bucket(self.store.bucket())
-            .key(&key)
-            .send()
-            .await
-        {
-            Ok(out)
-                if out
-                    .tag_set()
-                    .iter()
-                    .any(|t| t.key() == "upcommit-probe" && t.value() == "1") => {}
+        match self.tags_of(&key).await {
+            Ok(tags) if tags.iter().any(|(k, v)| k == "upcommit-probe" && v == "1") => {}
             Ok(_) => {
                 return Finding::Missing("tags written with the object are not read back".into())
             }
-            Err(e) => return sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, ""),
+            Err(finding) => return finding,
         }
         self.copied_tags(&key).await
     }
 
     /// What archival does: a CopyObject that replaces the tags (`x-amz-tagging-directive:
-    /// REPLACE`), read back on the copy. RGW 16.2 answers 200 and keeps none.
+    /// REPLACE`), read back on the copy. RGW 16.2 answers 200 and keeps the source's.
     async fn copied_tags(&self, src: &str) -> Finding {
         let dst = self.key("tags-copied");
         let r = self
@@ -124,50 +92,41 @@ impl Probe<'_> {
             .tagging("upcommit-probe=2")
             .send()
             .await;
-        match sdk_answer(r) {
-            Answer::Stored => {}
-            Answer::Refused(s, code) if transient(s, &code) => {
-                return Finding::Unknown(format!(
-                    "a copy replacing the tags answered {}",
-                    status(s, &code)
-                ))
-            }
-            Answer::Refused(s, code) => {
-                return Finding::Missing(format!(
-                    "a copy replacing the tags was refused ({})",
-                    status(s, &code)
-                ))
-            }
-            Answer::Silent(why) => return Finding::Unknown(why),
+        if let Some(finding) = not_stored(sdk_answer(r), "a copy replacing the tags") {
+            return finding;
         }
+        match self.tags_of(&dst).await {
+            Ok(tags) if tags == [("upcommit-probe".to_owned(), "2".to_owned())] => Finding::Present,
+            Ok(tags) if tags.is_empty() => Finding::Missing(
+                "a copy that replaces the tags (as archival writes them) answered 200 and kept none"
+                    .into(),
+            ),
+            Ok(_) => Finding::Missing(
+                "a copy that replaces the tags (as archival writes them) kept the source's tags \
+                 instead"
+                    .into(),
+            ),
+            Err(finding) => finding,
+        }
+    }
+
+    /// The tags GetObjectTagging reads back for `key` (a finding where it cannot).
+    async fn tags_of(&self, key: &str) -> Result<Vec<(String, String)>, Finding> {
         match self
             .store
             .client()
             .get_object_tagging()
             .bucket(self.store.bucket())
-            .key(&dst)
+            .key(key)
             .send()
             .await
         {
-            Ok(out) => {
-                let tags: Vec<_> = out.tag_set().iter().map(|t| (t.key(), t.value())).collect();
-                if tags == [("upcommit-probe", "2")] {
-                    Finding::Present
-                } else if tags.is_empty() {
-                    Finding::Missing(
-                        "a copy that replaces the tags (as archival writes them) answered 200 and \
-                         kept none"
-                            .into(),
-                    )
-                } else {
-                    Finding::Missing(
-                        "a copy that replaces the tags (as archival writes them) kept the \
-                         source's tags instead"
-                            .into(),
-                    )
-                }
-            }
-            Err(e) => sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, ""),
+            Ok(out) => Ok(out
+                .tag_set()
+                .iter()
+                .map(|t| (t.key().to_owned(), t.value().to_owned()))
+                .collect()),
+            Err(e) => Err(sdk_answer::<(), _>(Err(e)).refused_as(|_, _| false, "")),
         }
     }
 
@@ -197,5 +156,22 @@ impl Probe<'_> {
                 other => Finding::Unknown(format!("GetBucketEncryption: {other}")),
             },
         }
+    }
+}
+
+/// The finding for a probe write `what` that was not stored (`None`: it was): unknown when the
+/// store was busy or did not answer, missing when it refused.
+fn not_stored(answer: Answer, what: &str) -> Option<Finding> {
+    match answer {
+        Answer::Stored => None,
+        Answer::Refused(s, code) if transient(s, &code) => Some(Finding::Unknown(format!(
+            "{what} answered {}",
+            status(s, &code)
+        ))),
+        Answer::Refused(s, code) => Some(Finding::Missing(format!(
+            "{what} was refused ({})",
+            status(s, &code)
+        ))),
+        Answer::Silent(why) => Some(Finding::Unknown(why)),
     }
 }
