@@ -37,6 +37,9 @@ pub struct Faults {
     /// CompleteMultipartUpload: something arriving at the final key while a large object's
     /// parts are copied.
     pub put_before_complete: Mutex<Option<(String, Vec<u8>)>>,
+    /// Copies (CopyObject) the store refuses for a reason of its own, before reaching S3: as
+    /// RGW refused every UploadPartCopy without a Content-Length (411), issue 36.
+    pub refuse_copies: AtomicU32,
     /// Capabilities the probe reports missing, whatever the real store answers.
     pub hide_capabilities: Mutex<Vec<upcommit::domain::capabilities::Capability>>,
     /// Where set (the default test server: `helpers::spawn_app_with` without a store wrapper),
@@ -177,6 +180,11 @@ impl ObjectStore for FaultyStore {
                 .send()
                 .await
                 .expect("swap the source bytes");
+        }
+        if take(&self.faults.refuse_copies) {
+            return Err(StoreError::Refused(
+                "411 MissingContentLength (injected)".into(),
+            ));
         }
         let result = self.inner.promote(req).await;
         if result.is_ok() {
@@ -380,6 +388,47 @@ async fn a_copy_that_times_out_is_completed_by_the_retry_without_a_second_copy()
         app.keys().await,
         vec![format!("media/images/{}/clip.bin", p.upload_id)]
     );
+}
+
+/// Issue 36: a store that refuses a commit's copy for a reason of its own (RGW's 411 on
+/// UploadPartCopy) answered 500 `internal_error`. It is 502 `store_refused`, with no store
+/// detail in the message; nothing is recorded or copied, the upload stays committable, and the
+/// commit goes through once the store takes the copy.
+#[tokio::test]
+async fn a_copy_the_store_refuses_answers_store_refused_and_loses_nothing() {
+    let (app, faults) = spawn_faulty().await;
+    let token = app.token("alice");
+    let p = app.uploaded(&token, "image", "image/png", 900, "PUT").await;
+    faults.refuse_copies.store(1, Ordering::SeqCst);
+
+    let resp = app.commit(&token, &p.key, None).await;
+    let body: serde_json::Value = {
+        assert_eq!(resp.status(), 502);
+        resp.json().await.expect("error body")
+    };
+    assert_eq!(body["error"]["code"], "store_refused", "{body}");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(!message.contains("MissingContentLength"), "{message}");
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+    assert!(app.object_exists(&p.key).await, "the tmp object is intact");
+    assert_eq!(faults.copies.load(Ordering::SeqCst), 0, "nothing copied");
+    assert!(
+        app.keys().await.iter().all(|k| k.starts_with("tmp/")),
+        "nothing at a final key: {:?}",
+        app.keys().await
+    );
+
+    let mut retry = app.commit(&token, &p.key, None).await;
+    for _ in 0..30 {
+        if retry.status() != 503 {
+            break;
+        }
+        // A lease the refused attempt left runs out (UPCOMMIT_COMMIT_LEASE_SECS).
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        retry = app.commit(&token, &p.key, None).await;
+    }
+    assert_eq!(retry.status(), 201);
+    assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
 }
 
 /// F2, now that tmp objects are deleted after their URL expired: a failing DeleteObjects call
