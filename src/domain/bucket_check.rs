@@ -35,11 +35,11 @@ pub struct CorsRule {
 #[derive(Debug, Clone)]
 pub struct BucketView {
     pub reachable: Result<(), String>,
-    pub versioning: Result<Versioning, String>,
+    pub versioning: Result<Versioning, ReadError>,
     /// Empty when the bucket has no lifecycle configuration at all.
-    pub lifecycle: Result<Vec<Rule>, String>,
+    pub lifecycle: Result<Vec<Rule>, ReadError>,
     /// Empty when the bucket has no CORS configuration.
-    pub cors: Result<Vec<CorsRule>, String>,
+    pub cors: Result<Vec<CorsRule>, ReadError>,
     /// Default-encryption algorithms (`AES256`, `aws:kms`, …); empty when none is set.
     pub encryption: Result<Vec<String>, ReadError>,
 }
@@ -65,6 +65,24 @@ impl std::fmt::Display for ReadError {
             }
             ReadError::Denied(what) => write!(f, "access denied ({what})"),
             ReadError::Failed(what) => f.write_str(what),
+        }
+    }
+}
+
+impl ReadError {
+    /// The fix for a configuration (`what`) that could not be read: the permission to grant
+    /// only where the store refused for one (review of issue 36: a store answering with
+    /// something else, or not at all, was told to grant it).
+    fn fix(&self, what: &str, permission: &str) -> String {
+        match self {
+            ReadError::Denied(_) => format!("grant {permission}"),
+            ReadError::NotImplemented(_) => format!(
+                "no permission fixes this: the store does not implement the {what}, which upcommit needs (docs/stores.md)"
+            ),
+            ReadError::Failed(_) => {
+                "run doctor again once the store answers (UPCOMMIT_S3_ENDPOINT, the store's health)"
+                    .to_owned()
+            }
         }
     }
 }
@@ -223,7 +241,7 @@ fn versioning(view: &BucketView, gap_accepted: bool) -> CheckResult {
         Err(e) => CheckResult::fail(
             Check::Versioning,
             format!("cannot read versioning: {e}"),
-            "grant s3:GetBucketVersioning",
+            e.fix("versioning configuration", "s3:GetBucketVersioning"),
         ),
     }
 }
@@ -239,7 +257,7 @@ fn lifecycle_check(
             return CheckResult::fail(
                 check,
                 format!("cannot read the lifecycle configuration: {e}"),
-                "grant s3:GetLifecycleConfiguration",
+                e.fix("lifecycle configuration", "s3:GetLifecycleConfiguration"),
             )
         }
     };
@@ -274,7 +292,7 @@ fn cors(view: &BucketView, origins: &[String]) -> CheckResult {
             return CheckResult::fail(
                 Check::Cors,
                 format!("cannot read the CORS configuration: {e}"),
-                "grant s3:GetBucketCORS",
+                e.fix("CORS configuration", "s3:GetBucketCORS"),
             )
         }
     };
@@ -464,14 +482,45 @@ mod tests {
         let err = || Err::<(), String>("timeout".into());
         let v = BucketView {
             reachable: err(),
-            versioning: Err("timeout".into()),
-            lifecycle: Err("timeout".into()),
-            cors: Err("timeout".into()),
+            versioning: Err(ReadError::Failed("timeout".into())),
+            lifecycle: Err(ReadError::Failed("timeout".into())),
+            cors: Err(ReadError::Failed("timeout".into())),
             encryption: Err(ReadError::Failed("timeout".into())),
         };
         let results = evaluate(&v, &want());
         assert!(results.iter().all(|r| !r.ok && r.fix.is_some()));
         assert!(results[0].detail.contains("timeout"));
+    }
+
+    /// Review of issue 36: a configuration read the store answered with something else, or
+    /// not at all, was told to grant a permission. Only a denial is.
+    #[test]
+    fn every_configuration_read_but_a_denied_one_gets_a_fix_other_than_a_grant() {
+        for (error, grants) in [
+            (ReadError::Denied("403 AccessDenied".into()), true),
+            (
+                ReadError::NotImplemented("answered 200 with a <ListBucketResult> document".into()),
+                false,
+            ),
+            (
+                ReadError::Failed("object store unavailable: timeout".into()),
+                false,
+            ),
+        ] {
+            let v = BucketView {
+                versioning: Err(error.clone()),
+                lifecycle: Err(error.clone()),
+                cors: Err(error.clone()),
+                encryption: Err(error.clone()),
+                ..healthy()
+            };
+            let mut want = want();
+            want.cors_origins = vec!["https://app.example".into()];
+            for r in evaluate(&v, &want).iter().filter(|r| !r.ok) {
+                let fix = r.fix.as_deref().expect("a fix");
+                assert_eq!(fix.starts_with("grant "), grants, "{error:?}: {fix}");
+            }
+        }
     }
 
     #[test]

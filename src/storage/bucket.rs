@@ -34,7 +34,7 @@ pub(super) async fn read_view(client: &Client, bucket: &str) -> BucketView {
             read_lifecycle(client, bucket)
                 .await
                 .map(|rules| rules.iter().map(rule_view).collect())
-                .map_err(|e| e.to_string())
+                .map_err(read_error)
         },
         read_cors(client, bucket),
         read_encryption(client, bucket),
@@ -85,13 +85,13 @@ pub(super) async fn write_lifecycle(
     Ok(())
 }
 
-async fn read_versioning(client: &Client, bucket: &str) -> Result<Versioning, String> {
+async fn read_versioning(client: &Client, bucket: &str) -> Result<Versioning, ReadError> {
     let out = client
         .get_bucket_versioning()
         .bucket(bucket)
         .send()
         .await
-        .map_err(|e| classify(e).to_string())?;
+        .map_err(|e| read_error(classify(e)))?;
     Ok(match out.status() {
         Some(BucketVersioningStatus::Enabled) => Versioning::Enabled,
         Some(_) => Versioning::Suspended,
@@ -99,7 +99,7 @@ async fn read_versioning(client: &Client, bucket: &str) -> Result<Versioning, St
     })
 }
 
-async fn read_cors(client: &Client, bucket: &str) -> Result<Vec<CorsRule>, String> {
+async fn read_cors(client: &Client, bucket: &str) -> Result<Vec<CorsRule>, ReadError> {
     match client.get_bucket_cors().bucket(bucket).send().await {
         Ok(out) => Ok(out
             .cors_rules()
@@ -112,7 +112,7 @@ async fn read_cors(client: &Client, bucket: &str) -> Result<Vec<CorsRule>, Strin
             })
             .collect()),
         Err(e) if has_code(&e, "NoSuchCORSConfiguration") => Ok(Vec::new()),
-        Err(e) => Err(classify(e).to_string()),
+        Err(e) => Err(read_error(classify(e))),
     }
 }
 
@@ -129,11 +129,16 @@ async fn read_encryption(client: &Client, bucket: &str) -> Result<Vec<String>, R
             })
             .unwrap_or_default()),
         Err(e) if has_code(&e, "ServerSideEncryptionConfigurationNotFoundError") => Ok(Vec::new()),
-        Err(e) => Err(match classify(e) {
-            StoreError::NotImplemented(what) => ReadError::NotImplemented(what),
-            StoreError::Refused(what) if what.starts_with("403") => ReadError::Denied(what),
-            other => ReadError::Failed(other.to_string()),
-        }),
+        Err(e) => Err(read_error(classify(e))),
+    }
+}
+
+/// Why a bucket configuration could not be read, for the fix doctor gives.
+fn read_error(e: StoreError) -> ReadError {
+    match e {
+        StoreError::NotImplemented(what) => ReadError::NotImplemented(what),
+        StoreError::Refused(what) if what.starts_with("403") => ReadError::Denied(what),
+        other => ReadError::Failed(other.to_string()),
     }
 }
 

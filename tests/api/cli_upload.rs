@@ -212,6 +212,11 @@ async fn a_profile_that_requires_a_checksum_takes_the_default_upload_and_refuses
             "{}",
             stderr(&out)
         );
+        assert!(
+            !stderr(&out).contains(NO_CHECKSUM_WARNING),
+            "no warning of an upload that does not happen: {}",
+            stderr(&out)
+        );
         assert_eq!(app.db.count("SELECT COUNT(*) FROM uploads").await, 0);
     } else {
         let handle = assert_committed(&app, &out, &bytes, "media/images/").await;

@@ -13,7 +13,7 @@ use upcommit::storage::{
     VersionPage,
 };
 
-use crate::helpers::{error_code, media, spawn_app_with, Spawn, TestApp};
+use crate::helpers::{error_code, media, small_copy_limit, spawn_app_with, Spawn, TestApp};
 
 #[derive(Default)]
 pub struct Faults {
@@ -40,6 +40,9 @@ pub struct Faults {
     /// Copies (CopyObject) the store refuses for a reason of its own, before reaching S3: as
     /// RGW refused every UploadPartCopy without a Content-Length (411), issue 36.
     pub refuse_copies: AtomicU32,
+    /// Every version of the copy's source deleted right before the next copy (a CopyObject,
+    /// or the first UploadPartCopy): a tmp object removed after its validation.
+    pub delete_source_before_copy: AtomicU32,
     /// Capabilities the probe reports missing, whatever the real store answers.
     pub hide_capabilities: Mutex<Vec<upcommit::domain::capabilities::Capability>>,
     /// Where set (the default test server: `helpers::spawn_app_with` without a store wrapper),
@@ -73,6 +76,38 @@ pub struct FaultyStore {
 }
 
 impl FaultyStore {
+    /// Deletes `key` for good: every version where the bucket keeps versions.
+    async fn delete_every_version(&self, key: &str) {
+        let bucket = self.inner.bucket();
+        let mut versions: Vec<Option<String>> = vec![None];
+        if !crate::helpers::gap_accepted("versioning") {
+            let listed = self
+                .raw
+                .list_object_versions()
+                .bucket(bucket)
+                .prefix(key)
+                .send()
+                .await
+                .expect("list versions");
+            versions = listed
+                .versions()
+                .iter()
+                .filter(|v| v.key() == Some(key))
+                .map(|v| v.version_id().map(str::to_owned))
+                .collect();
+        }
+        for v in versions {
+            self.raw
+                .delete_object()
+                .bucket(bucket)
+                .key(key)
+                .set_version_id(v)
+                .send()
+                .await
+                .expect("delete the source");
+        }
+    }
+
     /// The findings with the capabilities the test hides reported missing.
     fn hide(
         &self,
@@ -181,6 +216,9 @@ impl ObjectStore for FaultyStore {
                 .await
                 .expect("swap the source bytes");
         }
+        if take(&self.faults.delete_source_before_copy) {
+            self.delete_every_version(req.src.key).await;
+        }
         if take(&self.faults.refuse_copies) {
             return Err(StoreError::Refused(
                 "411 MissingContentLength (injected)".into(),
@@ -266,6 +304,9 @@ impl ObjectStore for FaultyStore {
             return Err(StoreError::Unavailable(
                 "injected: UploadPartCopy failed".into(),
             ));
+        }
+        if part_number == 1 && take(&self.faults.delete_source_before_copy) {
+            self.delete_every_version(src.key).await;
         }
         self.faults.part_copies.fetch_add(1, Ordering::SeqCst);
         self.inner
@@ -429,6 +470,39 @@ async fn a_copy_the_store_refuses_answers_store_refused_and_loses_nothing() {
     }
     assert_eq!(retry.status(), 201);
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
+}
+
+/// Review of issue 36: a tmp object deleted (every version) after the validation read it and
+/// before its copy answered 500 `internal_error` for a single copy, and a retryable 503 for a
+/// copy in parts. The source is gone: 409 `object_changed`, nothing recorded, nothing at the
+/// final key.
+#[tokio::test]
+async fn a_tmp_object_deleted_after_its_validation_answers_object_changed() {
+    for (size, env) in [
+        (900, Vec::new()),
+        (5 * 1024 * 1024 + 2000, small_copy_limit()),
+    ] {
+        let (app, faults) = spawn_faulty_with(env).await;
+        let token = app.token("alice");
+        let p = app
+            .uploaded(&token, "image", "image/png", size, "PUT")
+            .await;
+        faults.delete_source_before_copy.store(1, Ordering::SeqCst);
+        let (status, code) = error_code(app.commit(&token, &p.key, None).await).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (409, "object_changed"),
+            "{size} bytes"
+        );
+        assert_eq!(
+            faults.delete_source_before_copy.load(Ordering::SeqCst),
+            0,
+            "the source was deleted before the copy"
+        );
+        assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 0);
+        assert!(app.keys().await.is_empty(), "{:?}", app.keys().await);
+        assert!(app.open_multipart_uploads().await.is_empty());
+    }
 }
 
 /// F2, now that tmp objects are deleted after their URL expired: a failing DeleteObjects call

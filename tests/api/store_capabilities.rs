@@ -777,3 +777,38 @@ async fn multipart_checksums_are_trusted_only_for_a_store_that_keeps_every_offer
         }
     }
 }
+
+/// Review of issue 36: with the store unreachable, each probe finding quoted the HTTP client's
+/// error, which names the presigned URL it sent — signature included, valid for minutes — in
+/// doctor's text and JSON (and the startup log and the admin API, which show the same
+/// findings). The findings say the store did not answer, without the URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn findings_against_an_unreachable_store_name_no_presigned_url() {
+    let app = spawn_app().await;
+    let nowhere = format!("http://127.0.0.1:{}", crate::helpers::free_port());
+    for args in [&["doctor"][..], &["doctor", "--json"][..]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+            .args(args)
+            .envs(app.env.iter().filter(|(k, _)| *k != "UPCOMMIT_JWT_SECRET"))
+            .env("UPCOMMIT_S3_ENDPOINT", &nowhere)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run upcommit doctor");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let untold = if args.len() == 1 {
+            "could not be told"
+        } else {
+            "\"unknown\""
+        };
+        assert!(text.contains(untold), "{text}");
+        for secret in ["X-Amz-Signature", "X-Amz-Credential", "?X-Amz-"] {
+            assert!(!text.contains(secret), "{secret} in: {text}");
+        }
+        assert_no_debug_text(&text);
+    }
+}

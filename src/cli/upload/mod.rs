@@ -202,12 +202,15 @@ async fn upload(args: &UploadArgs) -> Result<serde_json::Value, Failure> {
         // The service's store verifies no checksum this upload could declare (docs/stores.md):
         // without one, said out loud; a profile that requires one still refuses, with this
         // refusal's reason rather than `--no-checksum`'s.
-        eprintln!(
-            "upcommit upload: warning: the service's object store cannot verify a checksum on \
-             this upload; uploading without one (the service still checks the size and type)"
-        );
         let without = retry(retries, || api.presign(body(None))).await;
         if !refused_as(&without, "checksum_required") {
+            if without.is_ok() {
+                eprintln!(
+                    "upcommit upload: warning: the service's object store cannot verify a \
+                     checksum on this upload; uploading without one (the service still checks \
+                     the size and type)"
+                );
+            }
             declared = None;
             answer = without;
         }

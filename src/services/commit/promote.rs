@@ -150,7 +150,11 @@ pub(super) async fn promote(
             };
             verify_then_record(state, upload, lease, fin, Some(head)).await
         }
-        Err(StoreError::PreconditionFailed) => refused(state, upload, lease, head).await,
+        // The source's ETag guard refused, or the source is gone (deleted after the
+        // validation read it: answered 500 before issue 36's review): the final key tells.
+        Err(StoreError::PreconditionFailed | StoreError::NotFound) => {
+            refused(state, upload, lease, head).await
+        }
         Err(e) => Err(Failure::Abandon(e.into())),
     }
 }
@@ -180,6 +184,20 @@ async fn refused(
         Ok(Some(_)) => Err(Failure::Release(AppError::FinalKeyConflict)),
         Ok(None) => Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => Err(Failure::Release(e.into())),
+    }
+}
+
+/// Whether the object the validation read is still at `key` (same ETag; a store error counts
+/// as yes, leaving the answer retryable).
+async fn source_still(
+    store: &dyn crate::storage::ObjectStore,
+    key: &str,
+    read: &ObjectHead,
+) -> bool {
+    match store.head(key).await {
+        Ok(Some(now)) => now.etag == read.etag,
+        Ok(None) => false,
+        Err(_) => true,
     }
 }
 
@@ -312,6 +330,11 @@ async fn promote_in_parts(
                         Ok(_) if matches!(refused, StoreError::PreconditionFailed) => {
                             Failure::Release(AppError::ObjectChanged)
                         }
+                        // The source itself gone (or replaced) since the validation read it:
+                        // not a store to wait for.
+                        Ok(_) if !source_still(store.as_ref(), &upload.key, &head).await => {
+                            Failure::Release(AppError::ObjectChanged)
+                        }
                         Ok(_) => Failure::Release(
                             StoreError::Unavailable(
                                 "the copy's multipart upload was gone at its completion".into(),
@@ -319,7 +342,7 @@ async fn promote_in_parts(
                             .into(),
                         ),
                         Err(e) => Failure::Release(e.into()),
-                    })
+                    });
                 }
                 Err(e) => return Err(Failure::Abandon(e.into())),
             }

@@ -133,7 +133,9 @@ pub(super) async fn http_answer(r: Result<reqwest::Response, reqwest::Error>) ->
                 .unwrap_or_default();
             Answer::Refused(status, code)
         }
-        Err(e) => Answer::Silent(format!("{e}")),
+        // Without the URL: a presigned one is a credential (its signature), and this text
+        // reaches doctor's output, the startup log and the admin API (review of issue 36).
+        Err(e) => Answer::Silent(format!("{}", e.without_url())),
     }
 }
 

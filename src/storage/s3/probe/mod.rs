@@ -334,7 +334,7 @@ impl Probe<'_> {
         self.presigned(&url, bytes)
             .send()
             .await
-            .map_err(|e| format!("uploading a part: {e}"))
+            .map_err(|e| format!("uploading a part: {}", e.without_url()))
     }
 
     /// Removes every version and multipart upload under the probe prefix.
