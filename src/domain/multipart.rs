@@ -178,7 +178,8 @@ pub enum CompletionError {
     },
 }
 
-fn bare(etag: &str) -> &str {
+/// An ETag without its double quotes (stores and the SDK give it either way).
+pub fn bare(etag: &str) -> &str {
     etag.trim().trim_matches('"')
 }
 

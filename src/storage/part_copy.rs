@@ -117,7 +117,7 @@ async fn source_unchanged<S>(store: &S, src: &CopySource<'_>) -> Result<(), Stor
 where
     S: ObjectStore + ?Sized,
 {
-    let bare = |e: &str| e.trim().trim_matches('"').to_owned();
+    use crate::domain::multipart::bare;
     match store.head(src.key).await? {
         Some(h) if bare(&h.etag) == bare(src.etag) => Ok(()),
         _ => Err(StoreError::PreconditionFailed),

@@ -195,7 +195,9 @@ async fn source_still(
     read: &ObjectHead,
 ) -> bool {
     match store.head(key).await {
-        Ok(Some(now)) => now.etag == read.etag,
+        Ok(Some(now)) => {
+            crate::domain::multipart::bare(&now.etag) == crate::domain::multipart::bare(&read.etag)
+        }
         Ok(None) => false,
         Err(_) => true,
     }

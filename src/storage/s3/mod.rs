@@ -683,7 +683,7 @@ impl ObjectStore for S3Store {
 /// An ETag as HEAD and listings give it, in double quotes. CopyObject's result carries it
 /// quoted on S3, LocalStack and Garage, bare on RGW 16.2: a handle records it one way.
 fn quoted_etag(etag: &str) -> String {
-    let bare = etag.trim().trim_matches('"');
+    let bare = crate::domain::multipart::bare(etag);
     if bare.is_empty() {
         String::new()
     } else {
