@@ -315,22 +315,38 @@ pub(super) async fn multipart_uploads(
     }
 }
 
-/// A plain copy (metadata and type kept) of `copy_source` while it has `src_etag`, for moving
-/// an object aside.
-pub(super) async fn copy_object(
+/// The source condition of a copy: the ETag it must still have, and whether it is sent under
+/// Ceph RGW's older name too (`x-amz-copy-if-match`, where the store keeps it only there).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Guard<'a> {
+    pub etag: &'a str,
+    pub legacy: bool,
+}
+
+/// A plain copy (metadata and type kept) of `copy_source` while it has the guard's ETag, for
+/// moving an object aside.
+pub(crate) async fn copy_object(
     client: &Client,
     bucket: &str,
     copy_source: String,
-    src_etag: &str,
+    guard: Guard<'_>,
     dst: &str,
 ) -> Result<(), StoreError> {
+    let legacy = guard.legacy.then(|| guard.etag.to_owned());
     client
         .copy_object()
         .bucket(bucket)
         .key(dst)
         .copy_source(copy_source)
-        .copy_source_if_match(src_etag)
+        .copy_source_if_match(guard.etag)
         .metadata_directive(MetadataDirective::Copy)
+        .customize()
+        .mutate_request(move |r| {
+            if let Some(etag) = &legacy {
+                r.headers_mut()
+                    .insert(crate::storage::s3::LEGACY_COPY_IF_MATCH, etag.clone());
+            }
+        })
         .send()
         .await
         .map_err(classify)?;

@@ -29,6 +29,7 @@ mod clocks;
 mod commit;
 mod concurrency;
 mod copies;
+mod copy_guard;
 mod crash;
 mod demo;
 mod durations;

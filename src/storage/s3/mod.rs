@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::types::{LifecycleRule, MetadataDirective};
 use aws_sdk_s3::Client;
 
+mod copies;
 mod presign;
 pub mod probe;
 
@@ -16,7 +17,7 @@ use crate::signing::post_policy::PostForm;
 use crate::signing::{uri_encode, S3Location};
 use crate::storage::aws::AwsContext;
 use crate::storage::errors::classify;
-use crate::storage::part_copy::{self, CopyLimits};
+use crate::storage::part_copy::CopyLimits;
 use crate::storage::{listing, multipart};
 use crate::storage::{
     Copied, CopySource, DeleteFailure, NewMultipart, ObjectHead, ObjectPage, ObjectStore,
@@ -43,6 +44,9 @@ pub struct S3Store {
     aws: AwsContext,
     /// When the facade's own copies (archival in place, quarantine) go in parts.
     copy: CopyLimits,
+    /// Whether the store keeps CopyObject's source guard under RGW's older name
+    /// (`copy_if_match_legacy`, `copies`): what its probe found, shared with the quiet twin.
+    legacy_guard: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl S3Store {
@@ -56,6 +60,7 @@ impl S3Store {
             location: self.location.clone(),
             aws: self.aws.clone(),
             copy: self.copy,
+            legacy_guard: self.legacy_guard.clone(),
         }
     }
 
@@ -109,6 +114,7 @@ impl S3Store {
             location,
             aws: aws.clone(),
             copy: CopyLimits::default(),
+            legacy_guard: Default::default(),
         })
     }
 
@@ -401,7 +407,11 @@ impl ObjectStore for S3Store {
     }
 
     async fn probe(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
-        probe::run(&self.quiet_twin(), archive_class).await
+        let found = probe::run(&self.quiet_twin(), archive_class).await;
+        self.learn_legacy_guard(
+            found.get(crate::domain::capabilities::Capability::CopyIfMatchLegacy),
+        );
+        found
     }
 
     async fn probe_archival(&self, archive_class: &str) -> crate::domain::capabilities::Findings {
@@ -574,17 +584,7 @@ impl ObjectStore for S3Store {
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
     async fn copy_object(&self, src: &str, dst: &str) -> Result<ObjectHead, StoreError> {
-        let head = self.head(src).await?.ok_or(StoreError::NotFound)?;
-        if self.copy.in_parts(head.size) {
-            // CopyObject keeps the source's tags; a copy in parts writes them again.
-            let tagging = self.tagging_of(src, head.version_id.as_deref()).await?;
-            part_copy::copy_like(self, src, &head, dst, None, tagging.as_deref(), self.copy)
-                .await?;
-        } else {
-            let source = self.copy_source(&CopySource::of(src, &head));
-            listing::copy_object(&self.client, &self.bucket, source, &head.etag, dst).await?;
-        }
-        Ok(head)
+        self.copy_aside(src, dst).await
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject", class))]
@@ -594,89 +594,7 @@ impl ObjectStore for S3Store {
         class: &str,
         tags: Option<&[(&str, &str)]>,
     ) -> Result<(), StoreError> {
-        let before = self.head(key).await?.ok_or(StoreError::NotFound)?;
-        // An earlier rewrite to this class that died before its cleanup (review 26: a kill -9
-        // between the copy and the delete) left the object rewritten: it is not copied again,
-        // only cleaned up below. (The class and the tags are set by one copy.)
-        let rewritten = before.storage_class.as_deref().unwrap_or("STANDARD") == class;
-        let tagging = tags.map(|tags| {
-            tags.iter()
-                .map(|(k, v)| format!("{}={}", uri_encode(k, true), uri_encode(v, true)))
-                .collect::<Vec<_>>()
-                .join("&")
-        });
-        if rewritten {
-            tracing::info!(
-                key,
-                class,
-                "already in the class: an earlier rewrite's copy is kept"
-            );
-        } else if self.copy.in_parts(before.size) {
-            // A multipart upload starts untagged: no tags, or none to send, is the same there.
-            let tagging = tagging.as_deref().filter(|t| !t.is_empty());
-            part_copy::copy_like(self, key, &before, key, Some(class), tagging, self.copy).await?;
-        } else {
-            self.client
-                .copy_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .copy_source(self.copy_source(&CopySource::of(key, &before)))
-                .copy_source_if_match(&before.etag)
-                .metadata_directive(MetadataDirective::Copy)
-                .storage_class(aws_sdk_s3::types::StorageClass::from(class))
-                .set_tagging_directive(
-                    tagging
-                        .is_some()
-                        .then_some(aws_sdk_s3::types::TaggingDirective::Replace),
-                )
-                .set_tagging(tagging)
-                .send()
-                .await
-                .map_err(classify)?;
-        }
-        let after = self.head(key).await?.ok_or(StoreError::NotFound)?;
-        if after.size != before.size {
-            return Err(StoreError::Other(format!(
-                "{key}: the rewritten object has {} bytes, the original {}",
-                after.size, before.size
-            )));
-        }
-        crate::pause::point("class_rewritten").await;
-        let Some(current) = after.version_id.as_deref().filter(|v| *v != "null") else {
-            return Ok(());
-        };
-        if !rewritten {
-            // The version this copy replaced, and only it: older versions may be the key's own
-            // history (a legacy key committed in place keeps what was written before).
-            return match before.version_id.as_deref() {
-                Some(old) if old != current && old != "null" => {
-                    self.delete_version(key, Some(old)).await
-                }
-                _ => Ok(()),
-            };
-        }
-        // Already in the class: an earlier rewrite may have died before its cleanup, leaving the
-        // version it replaced right behind the current one (versions are listed newest first).
-        // Only positive evidence deletes it: the same ETag, which a single CopyObject of an
-        // object keeps — the very bytes the current version holds. Anything else (a version of
-        // other bytes, a class the bucket's lifecycle set, a copy in parts, whose ETag is its
-        // own) stays (review 26: a legacy key's older version of the same size was deleted).
-        let versions = super::versions_of(self, key).await?;
-        let behind = versions
-            .iter()
-            .skip_while(|v| v.version_id.as_deref() != Some(current))
-            .nth(1);
-        match behind {
-            Some(v)
-                if !v.delete_marker
-                    && v.size == after.size
-                    && super::known_etag(&after.etag)
-                    && v.etag.as_deref() == Some(after.etag.as_str()) =>
-            {
-                self.delete_version(key, v.version_id.as_deref()).await
-            }
-            _ => Ok(()),
-        }
+        self.rewrite_in_class(key, class, tags).await
     }
 }
 

@@ -66,6 +66,10 @@ pub enum Scope {
     All,
     /// What archival uses: `storage_class` and `object_tags` (each hygiene run that archives).
     Archival,
+    /// Whether CopyObject's source guard holds under RGW's older name
+    /// (`copy_if_match_legacy`): asked before the first archival or quarantine copy of a
+    /// process that has not probed.
+    CopyGuard,
 }
 
 /// Runs every probe under a fresh prefix, then removes what it wrote.
@@ -163,6 +167,17 @@ impl Probe<'_> {
                 ),
                 (Capability::ObjectTags, self.tags().await),
             ]),
+            Scope::CopyGuard => {
+                let seed = self.key("seed");
+                let found = match self.put(&seed).send().await {
+                    Ok(_) => self.copy_if_match_legacy(&seed).await,
+                    Err(e) => Finding::Unknown(format!(
+                        "writing the probe object: {}",
+                        crate::storage::errors::classify(e)
+                    )),
+                };
+                Findings(vec![(Capability::CopyIfMatchLegacy, found)])
+            }
         }
     }
 
