@@ -5,7 +5,8 @@
 //! interleaved in the same loop so LocalStack's drift hits both alike, the two calls a commit
 //! makes now: a ranged GET and a CopyObject guarded by copy-source-if-match and If-None-Match.
 //! With a server and a token, a third variant in the same loop commits through upcommit itself:
-//! presign and the PUT outside the timing, then `POST /v1/files` timed from this client (reqwest,
+//! presign (timed on its own from this client) and the PUT outside the commit's timing, then
+//! `POST /v1/files` timed from this client (reqwest,
 //! one kept-alive connection: the same kind of client as the SDK's) and server-side (the growth of
 //! the commit route's duration sum on `/metrics`, scraped outside the timing).
 //! `cargo run --release --example commit_raw -- BUCKET [N [SERVER TOKEN]]` with
@@ -61,10 +62,13 @@ async fn run() {
     let mut two_copy = Vec::new();
     let mut client_side = Vec::new();
     let mut server_side = Vec::new();
+    let mut presigns = Vec::new();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
     for i in 0..n {
         if let Some((base, token)) = &service {
-            let (client_ms, server_ms) = service_commit(&http, base, token, &body).await;
+            let (presign_ms, client_ms, server_ms) =
+                service_commit(&http, base, token, &body).await;
+            presigns.push(presign_ms);
             client_side.push(client_ms);
             server_side.push(server_ms);
         }
@@ -209,7 +213,8 @@ async fn run() {
         String::new()
     } else {
         format!(
-            ", \"commit_client_ms\": {}, \"commit_server_ms\": {}, \"ratio_p50_client\": {:.2}, \"ratio_p50_server\": {:.2}",
+            ", \"presign_client_ms\": {}, \"commit_client_ms\": {}, \"commit_server_ms\": {}, \"ratio_p50_client\": {:.2}, \"ratio_p50_server\": {:.2}",
+            stats(presigns.clone()),
             stats(client_side.clone()),
             stats(server_side.clone()),
             p50(&client_side) / reference,
@@ -232,14 +237,15 @@ async fn run() {
     );
 }
 
-/// One commit through upcommit: presign and upload untimed, then the commit timed from here and
-/// as the server measured it. Returns (client ms, server ms).
+/// One commit through upcommit: presign timed from here, the upload untimed, then the commit
+/// timed from here and as the server measured it. Returns (presign ms, client ms, server ms).
 async fn service_commit(
     http: &reqwest::Client,
     base: &str,
     token: &str,
     body: &[u8],
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
+    let presign_start = Instant::now();
     let presigned: serde_json::Value = http
         .post(format!("{base}/v1/uploads"))
         .bearer_auth(token)
@@ -250,6 +256,7 @@ async fn service_commit(
         .json()
         .await
         .expect("presign body");
+    let presign_ms = presign_start.elapsed().as_secs_f64() * 1000.0;
     let mut put = http.put(presigned["url"].as_str().expect("url"));
     for (name, value) in presigned["headers"].as_object().expect("headers") {
         if !name.eq_ignore_ascii_case("content-length") {
@@ -273,7 +280,7 @@ async fn service_commit(
     let client_ms = start.elapsed().as_secs_f64() * 1000.0;
     assert_eq!(status, 201, "commit answered {status}");
     let server_ms = (commit_seconds_so_far(http, base).await - before) * 1000.0;
-    (client_ms, server_ms)
+    (presign_ms, client_ms, server_ms)
 }
 
 /// The commit route's duration sum (201 answers) on the server's /metrics.

@@ -4,7 +4,7 @@
 # (bookworm: 16.2.15, Pacific); installs them when missing.
 #
 #   scripts/ceph.sh start DIR [--osds N] [--gateways M] [--port P] [--mon-port Q]
-#                             [--archive-class CLASS]
+#                             [--archive-class CLASS] [--frontend "OPTS"]
 #   scripts/ceph.sh stop DIR
 #
 # `start` makes DIR (which must not exist), starts the cluster, creates the S3 user and, with
@@ -12,7 +12,8 @@
 # but STANDARD until an operator adds it: docs/stores.md). It writes DIR/env (shell
 # assignments: CEPH_ENDPOINTS, space-separated gateway URLs, CEPH_KEY_ID, CEPH_SECRET) and
 # each daemon's pid to DIR/run/<name>.pid (osd.0, osd.1, …, client.rgw.gw1, …), so a test can
-# kill one. Gateway i listens on port P+i-1 (P defaults to 7480); the monitor on Q (msgr v2;
+# kill one. --frontend appends OPTS to each gateway's beast frontend line (e.g. tcp_nodelay=1,
+# see BENCHMARKS.md). Gateway i listens on port P+i-1 (P defaults to 7480); the monitor on Q (msgr v2;
 # 3300 by default) and Q+1 (v1); the OSDs on free ports of 6800-7300, all on 127.0.0.1.
 # `stop` kills every daemon of DIR and removes DIR.
 #
@@ -53,7 +54,7 @@ wait_for() {
 start() {
   local dir=$1
   shift
-  local osds=1 gateways=1 port=7480 mon_port=3300 archive_class=""
+  local osds=1 gateways=1 port=7480 mon_port=3300 archive_class="" frontend=""
   while [ $# -gt 0 ]; do
     case "$1" in
     --osds) osds=$2; shift 2 ;;
@@ -61,6 +62,7 @@ start() {
     --port) port=$2; shift 2 ;;
     --mon-port) mon_port=$2; shift 2 ;;
     --archive-class) archive_class=$2; shift 2 ;;
+    --frontend) frontend=$2; shift 2 ;;
     *) log "unknown option $1"; return 2 ;;
     esac
   done
@@ -117,8 +119,8 @@ CONF
   # docs/stores.md, "A Ceph cluster, and a node lost").
   printf '[client]\nrgw mp lock max time = 60\n' >>"$conf"
   for g in $(seq 1 "$gateways"); do
-    printf '[client.rgw.gw%s]\nrgw frontends = beast endpoint=127.0.0.1:%s\n' \
-      "$g" $((port + g - 1)) >>"$conf"
+    printf '[client.rgw.gw%s]\nrgw frontends = beast endpoint=127.0.0.1:%s%s\n' \
+      "$g" $((port + g - 1)) "${frontend:+ $frontend}" >>"$conf"
   done
   local t0=$SECONDS
   ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null

@@ -452,7 +452,7 @@ stop_garage() {
 start_ceph() {
   CEPH_DIR=$(mktemp -d -u /tmp/upcommit-ceph.XXXXXX)
   bash scripts/ceph.sh start "$CEPH_DIR" --port "$CEPH_S3_PORT" --mon-port "$CEPH_MON_PORT" \
-    --archive-class GLACIER_IR
+    --archive-class GLACIER_IR ${CEPH_FRONTEND:+--frontend "$CEPH_FRONTEND"}
   # shellcheck disable=SC1091
   source "$CEPH_DIR/env"
 }

@@ -405,6 +405,17 @@ impl From<StoreError> for AppError {
             StoreError::PreconditionFailed => AppError::ObjectChanged,
             StoreError::ChecksumMismatch(_) => AppError::ChecksumMismatch,
             StoreError::Refused(m) => AppError::StoreRefused(m),
+            // An operation the store does not implement is its refusal too (Garage's 501).
+            StoreError::NotImplemented(m) => {
+                AppError::StoreRefused(format!("not implemented: {m}"))
+            }
+            // Only the service's own copies in parts reach here (a client's multipart
+            // completion answers `part_changed`): the store did not hold a part the copy had
+            // just written. The copy was aborted; a retry makes it afresh.
+            StoreError::InvalidPart => AppError::Unavailable(
+                "object store: a part of the copy's completion list was not the one it held"
+                    .into(),
+            ),
             other => AppError::Internal(format!("object store: {other}")),
         }
     }
@@ -440,6 +451,14 @@ mod tests {
         let message = e.public_message();
         assert!(!message.contains("411"), "{message}");
         assert!(message.contains("retrying will not help"), "{message}");
+        // Garage's 501: the store's refusal, not a defect of the service.
+        let e = AppError::from(StoreError::NotImplemented("GetObjectTagging".into()));
+        assert_eq!((e.code(), e.status()), ("store_refused", StatusCode::BAD_GATEWAY));
+        // A copy in parts whose completion the store refused for a part it had just taken
+        // (a 400 InvalidPart once answered 500): aborted, made afresh on retry.
+        let e = AppError::from(StoreError::InvalidPart);
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.retry_after().is_some());
         // What the client can do something about keeps its own code.
         assert_eq!(
             AppError::from(StoreError::PreconditionFailed).code(),
