@@ -413,8 +413,7 @@ impl From<StoreError> for AppError {
             // completion answers `part_changed`): the store did not hold a part the copy had
             // just written. The copy was aborted; a retry makes it afresh.
             StoreError::InvalidPart => AppError::Unavailable(
-                "object store: a part of the copy's completion list was not the one it held"
-                    .into(),
+                "object store: a part of the copy's completion list was not the one it held".into(),
             ),
             other => AppError::Internal(format!("object store: {other}")),
         }
@@ -453,7 +452,10 @@ mod tests {
         assert!(message.contains("retrying will not help"), "{message}");
         // Garage's 501: the store's refusal, not a defect of the service.
         let e = AppError::from(StoreError::NotImplemented("GetObjectTagging".into()));
-        assert_eq!((e.code(), e.status()), ("store_refused", StatusCode::BAD_GATEWAY));
+        assert_eq!(
+            (e.code(), e.status()),
+            ("store_refused", StatusCode::BAD_GATEWAY)
+        );
         // A copy in parts whose completion the store refused for a part it had just taken
         // (a 400 InvalidPart once answered 500): aborted, made afresh on retry.
         let e = AppError::from(StoreError::InvalidPart);

@@ -47,7 +47,7 @@ impl S3Store {
                 }
             })
             .await;
-        asked.map(|v| *v).unwrap_or(false)
+        asked.copied().unwrap_or(false)
     }
 
     /// [`ObjectStore::copy_object`]: a plain copy of `src` to `dst` while `src` has the ETag
