@@ -10,6 +10,7 @@ pub mod encoded_keys;
 pub mod events;
 pub mod filename;
 pub mod ids;
+pub mod image;
 pub mod jobs;
 pub mod json_keys;
 pub mod key_ranges;

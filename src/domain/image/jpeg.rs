@@ -1,0 +1,97 @@
+//! JPEG: the markers from SOI to the first frame header (SOFn), each segment skipped by its
+//! length except an APP1 EXIF block, read for its orientation. The frame header may sit behind
+//! 64 KiB of EXIF and more of ICC profile and Adobe segments.
+
+use super::bytes::be16;
+use super::{exif, Dimensions, Format, Header, Parsed, Transform};
+
+const APP1: u8 = 0xE1;
+const SOS: u8 = 0xDA;
+const EOI: u8 = 0xD9;
+
+/// Start-of-frame markers: C0–CF but DHT (C4), JPG (C8) and DAC (CC).
+fn is_frame(marker: u8) -> bool {
+    (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC)
+}
+
+/// Markers without a length: TEM, RST0–7 (and SOI, which only starts the file).
+fn stands_alone(marker: u8) -> bool {
+    marker == 0x01 || (0xD0..=0xD8).contains(&marker)
+}
+
+pub fn read(b: &[u8]) -> Parsed {
+    if b.len() < 4 {
+        return Parsed::NeedMore(4);
+    }
+    if b[0] != 0xFF || b[1] != 0xD8 {
+        return Parsed::Invalid("not a JPEG start of image");
+    }
+    let mut orientation = Transform::UPRIGHT;
+    // The first EXIF block decides (a later APP1 is XMP or a copy).
+    let mut exif_seen = false;
+    let mut at = 2;
+    loop {
+        // A marker: 0xFF, any number of fill bytes 0xFF, then the code.
+        let Some(&first) = b.get(at) else {
+            return Parsed::NeedMore(at + 4);
+        };
+        if first != 0xFF {
+            return Parsed::Invalid("bytes between JPEG segments");
+        }
+        let mut code_at = at + 1;
+        while b.get(code_at) == Some(&0xFF) {
+            code_at += 1;
+        }
+        let Some(&marker) = b.get(code_at) else {
+            return Parsed::NeedMore(code_at + 3);
+        };
+        if marker == 0x00 {
+            return Parsed::Invalid("a stuffed byte where a JPEG marker belongs");
+        }
+        if stands_alone(marker) {
+            at = code_at + 1;
+            continue;
+        }
+        if marker == SOS || marker == EOI {
+            return Parsed::Invalid("no JPEG frame header before the image data");
+        }
+        let Some(len) = be16(b, code_at + 1) else {
+            return Parsed::NeedMore(code_at + 3);
+        };
+        let len = usize::from(len);
+        if len < 2 {
+            return Parsed::Invalid("a JPEG segment shorter than its length field");
+        }
+        let body = code_at + 3;
+        let end = code_at + 1 + len;
+        if is_frame(marker) {
+            // precision (1), height (2), width (2)
+            if len < 7 {
+                return Parsed::Invalid("a JPEG frame header too short");
+            }
+            let (Some(height), Some(width)) = (be16(b, body + 1), be16(b, body + 3)) else {
+                return Parsed::NeedMore(body + 5);
+            };
+            return Parsed::Found(Header {
+                format: Format::Jpeg,
+                stored: Dimensions {
+                    width: width.into(),
+                    height: height.into(),
+                },
+                orientation,
+            });
+        }
+        if marker == APP1 && !exif_seen {
+            let Some(segment) = b.get(body..end) else {
+                return Parsed::NeedMore(end);
+            };
+            if let Some(tiff) = segment.strip_prefix(b"Exif\0\0") {
+                exif_seen = true;
+                if let Some(o) = exif::orientation(tiff) {
+                    orientation = Transform::from_exif(o);
+                }
+            }
+        }
+        at = end;
+    }
+}

@@ -1,0 +1,53 @@
+//! PNG: IHDR, the first chunk, gives width and height; an `eXIf` chunk before the image data
+//! (IDAT) gives the orientation.
+
+use super::bytes::be32;
+use super::{exif, Dimensions, Format, Header, Parsed, Transform};
+
+const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+pub fn read(b: &[u8]) -> Parsed {
+    if b.len() < 24 {
+        return Parsed::NeedMore(24);
+    }
+    if !b.starts_with(SIGNATURE) || &b[12..16] != b"IHDR" {
+        return Parsed::Invalid("not a PNG signature and header chunk");
+    }
+    let (Some(width), Some(height)) = (be32(b, 16), be32(b, 20)) else {
+        return Parsed::NeedMore(24);
+    };
+    if width > i32::MAX as u32 || height > i32::MAX as u32 {
+        return Parsed::Invalid("a PNG width or height past 2^31 - 1");
+    }
+    let header = |orientation| {
+        Parsed::Found(Header {
+            format: Format::Png,
+            stored: Dimensions { width, height },
+            orientation,
+        })
+    };
+    // The chunks after IHDR, up to the image data: length (4), type (4), data, CRC (4).
+    let mut at = 8;
+    loop {
+        let (Some(len), Some(kind)) = (be32(b, at), b.get(at + 4..at + 8)) else {
+            return Parsed::NeedMore(at + 8);
+        };
+        if matches!(kind, b"IDAT" | b"IEND") {
+            return header(Transform::UPRIGHT);
+        }
+        let Some(end) = usize::try_from(len)
+            .ok()
+            .and_then(|len| (at + 12).checked_add(len))
+        else {
+            return Parsed::Invalid("a PNG chunk longer than memory");
+        };
+        if kind == b"eXIf" {
+            let Some(data) = b.get(at + 8..end - 4) else {
+                return Parsed::NeedMore(end);
+            };
+            let o = exif::orientation(exif::tiff(data)).unwrap_or(1);
+            return header(Transform::from_exif(o));
+        }
+        at = end;
+    }
+}
