@@ -344,7 +344,7 @@ pub(crate) async fn copy_object(
         .mutate_request(move |r| {
             if let Some(etag) = &legacy {
                 r.headers_mut()
-                    .insert(crate::storage::s3::LEGACY_COPY_IF_MATCH, etag.clone());
+                    .insert(crate::storage::LEGACY_COPY_IF_MATCH, etag.clone());
             }
         })
         .send()

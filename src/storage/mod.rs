@@ -36,6 +36,11 @@ pub use s3::S3Store;
 /// own final object by it (and nothing else's).
 pub const UPLOAD_ID_METADATA: &str = "upcommit-upload-id";
 
+/// Ceph RGW's older name of `x-amz-copy-source-if-match` on CopyObject: RGW 16.2 keeps the
+/// condition only under this name. Sent only where the probe found it kept
+/// (`copy_if_match_legacy`); AWS documents no such header, LocalStack and Garage ignore it.
+pub(crate) const LEGACY_COPY_IF_MATCH: &str = "x-amz-copy-if-match";
+
 /// The headers an object is served with, besides its type: a copy in parts writes them again
 /// (CopyObject keeps them on its own).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

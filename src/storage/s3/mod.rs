@@ -26,10 +26,7 @@ use crate::storage::{
 };
 use presign::checksum_headers;
 
-/// Ceph RGW's older name of `x-amz-copy-source-if-match` on CopyObject: RGW 16.2 keeps the
-/// condition only under this name. Sent only where the probe found it kept
-/// (`copy_if_match_legacy`); AWS documents no such header, LocalStack and Garage ignore it.
-pub(crate) const LEGACY_COPY_IF_MATCH: &str = "x-amz-copy-if-match";
+pub(crate) use super::LEGACY_COPY_IF_MATCH;
 
 pub struct S3Store {
     client: Client,
