@@ -99,6 +99,10 @@ bluestore block wal create = false
 bluestore fsck on mount = false
 osd memory target = 1073741824
 mon allow pool delete = true
+# Failure reports count per OSD, not per host: every OSD here is on one host, where the
+# default (host) never gathers the two reporters a hung OSD needs to be marked down (a dead
+# one is, at once, by the refused connections).
+mon osd reporter subtree level = osd
 mon warn on pool no redundancy = false
 mon data avail warn = 1
 mon data avail crit = 0
@@ -172,6 +176,8 @@ stop() {
   for f in "$dir"/run/*.pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f")
+    # A daemon a test hung (SIGSTOP) takes its TERM only once it runs again.
+    kill -CONT "$pid" 2>/dev/null || true
     kill "$pid" 2>/dev/null || true
   done
   for f in "$dir"/run/*.pid; do

@@ -153,7 +153,7 @@ log "integration tests on Ceph RGW 16.2.15 (single node, SQLite), versioned buck
     cargo test --locked --test api -- "${RGW_SKIPS[@]}" "${RGW_UNVERSIONED_SKIPS[@]}"
 )
 stop_ceph
-log "Ceph: three OSDs and two gateways, one OSD then one gateway killed mid-run (tests/api/ceph_cluster.rs)"
+log "Ceph: three OSDs and two gateways, one OSD then one gateway killed mid-run, then on a fresh cluster one OSD hung (tests/api/ceph_cluster.rs, ceph_cluster/hung.rs)"
 (
   export UPCOMMIT_TEST_STORE=rgw UPCOMMIT_TEST_DATABASE=sqlite
   export UPCOMMIT_TEST_ACCEPT_STORE_GAPS="$RGW_GAPS_VERSIONED"

@@ -8,7 +8,7 @@
 //! gateway), reconcile is clean and hygiene completes on a rerun. Last, a completion meets the
 //! lock a gateway killed in the middle of CompleteMultipartUpload leaves (taken with `rados
 //! lock`, held 10 s instead of RGW's 10 minutes): it answers 503 until the lock is gone, then
-//! completes. The figures are printed.
+//! completes. The figures are printed. A hung OSD, not a dead one: `hung.rs`.
 //!
 //! Needs Ceph (`scripts/ceph.sh` installs Debian's packages when missing) and any
 //! `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` (the cluster's S3 user gets them):
@@ -21,6 +21,7 @@
 
 mod balancer;
 mod cluster;
+mod hung;
 mod workload;
 
 use std::collections::HashMap;
@@ -36,6 +37,10 @@ use crate::hygiene::{hygiene_env, DAY};
 use balancer::Balancer;
 use cluster::Ceph;
 use workload::{completion_behind_a_dead_gateways_lock, files_done, worker, Answer, Tally, MIB};
+
+/// One cluster at a time: the two tests each start three OSDs and two gateways, more than two
+/// cores run side by side without skewing what they measure.
+static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Files in the run, and how many workers upload them at once.
 const FILES: usize = 36;
@@ -140,6 +145,7 @@ fn secs(d: Duration) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Ceph (scripts/ceph.sh): run with --ignored and UPCOMMIT_TEST_STORE=rgw"]
 async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_documented() {
+    let _alone = ONE_CLUSTER.lock().await;
     let root = tempfile::tempdir().expect("cluster dir");
     let ceph = Ceph::start(root.path());
     let gateways = ceph.endpoints();

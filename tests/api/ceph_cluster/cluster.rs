@@ -111,6 +111,18 @@ impl Ceph {
 }
 
 impl Ceph {
+    /// Sends `signal` (`STOP`, `CONT`) to one daemon: `STOP` hangs it as a stalled disk or
+    /// kernel does — its sockets stay open and nothing on them is answered.
+    pub(super) fn signal(&self, daemon: &str, signal: &str) {
+        let file = self.dir.join("run").join(format!("{daemon}.pid"));
+        let pid = std::fs::read_to_string(&file).expect("pid file");
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), pid.trim()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{signal} {daemon}");
+    }
+
     /// Takes RGW's completion lock (`RGWCompleteMultipart`, exclusive, on the upload's meta
     /// object in the bucket's non-EC pool) of the S3 multipart upload `upload_id` for `secs`,
     /// as a gateway that dies in the middle of CompleteMultipartUpload leaves it.
