@@ -89,11 +89,7 @@ async fn a_hung_osd_stalls_writes_until_it_is_marked_down_and_loses_nothing() {
     };
     assert_eq!(reconcile.code, 0, "{}", reconcile.body);
     for found in ["missing", "unindexed"] {
-        assert_eq!(
-            reconcile.body["summary"][found], 0,
-            "{}",
-            reconcile.body
-        );
+        assert_eq!(reconcile.body["summary"][found], 0, "{}", reconcile.body);
     }
     assert!(
         app.open_multipart_uploads().await.is_empty(),
