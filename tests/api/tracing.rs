@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{free_port, media, server_process_from, spawn_app, Presigned, TestApp};
+use crate::helpers::{media, server_process_from, spawn_app, Presigned, TestApp};
 
 /// A client's trace: the ids a caller's own tracing would have put in `traceparent`.
 const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -539,8 +539,11 @@ async fn a_sweep_run_is_one_trace_with_its_catalog_and_s3_calls() {
 #[tokio::test]
 async fn an_unreachable_collector_costs_no_request_and_no_clean_stop() {
     let app = spawn_app().await;
-    // A port nobody listens on.
-    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    // A port nobody listens on, and that no test's receiver can take meanwhile: receivers
+    // bind ephemeral ports, and a free ephemeral port picked here was once handed to the next
+    // test's receiver, which then received this server's exports without the headers it
+    // checks (a README test-command run, 2026-12-04).
+    let endpoint = "http://127.0.0.1:1".to_owned();
     let (child, base) = traced_server(&app, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
     let p = uploaded(&app, &base, "collector-down").await;
     let resp = commit_in_client_trace(&app, &base, &p, &[]).await;
