@@ -341,12 +341,7 @@ pub(crate) async fn copy_object(
         .copy_source_if_match(guard.etag)
         .metadata_directive(MetadataDirective::Copy)
         .customize()
-        .mutate_request(move |r| {
-            if let Some(etag) = &legacy {
-                r.headers_mut()
-                    .insert(crate::storage::LEGACY_COPY_IF_MATCH, etag.clone());
-            }
-        })
+        .mutate_request(crate::storage::legacy_copy_guard(legacy))
         .send()
         .await
         .map_err(classify)?;

@@ -41,6 +41,20 @@ pub const UPLOAD_ID_METADATA: &str = "upcommit-upload-id";
 /// (`copy_if_match_legacy`); AWS documents no such header, LocalStack and Garage ignore it.
 pub(crate) const LEGACY_COPY_IF_MATCH: &str = "x-amz-copy-if-match";
 
+/// For a CopyObject's `customize().mutate_request(…)`: adds [`LEGACY_COPY_IF_MATCH`] with
+/// `etag` when there is one (the store keeps the condition only under that name).
+pub(crate) fn legacy_copy_guard(
+    etag: Option<String>,
+) -> impl Fn(&mut aws_sdk_s3::config::http::HttpRequest) + Send + Sync + 'static {
+    move |request| {
+        if let Some(etag) = &etag {
+            request
+                .headers_mut()
+                .insert(LEGACY_COPY_IF_MATCH, etag.clone());
+        }
+    }
+}
+
 /// The headers an object is served with, besides its type: a copy in parts writes them again
 /// (CopyObject keeps them on its own).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

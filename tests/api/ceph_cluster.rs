@@ -138,6 +138,52 @@ async fn serves_again(
     panic!("the cluster took no write for 300 s: {failed:?}");
 }
 
+/// Every answer was a success or a documented retryable one, and every file has its handle:
+/// the answers and the handles.
+fn every_answer_documented(tally: &Tally) -> (Vec<Answer>, Vec<Value>) {
+    let answers = tally.answers.lock().expect("answers").clone();
+    let undocumented: Vec<&Answer> = answers.iter().filter(|a| !a.documented()).collect();
+    assert!(
+        undocumented.is_empty(),
+        "undocumented answers: {undocumented:?}"
+    );
+    let handles = tally.handles.lock().expect("handles").clone();
+    assert_eq!(handles.len(), FILES);
+    (answers, handles)
+}
+
+/// Reconcile finds nothing missing and nothing unindexed.
+async fn assert_reconciled(app: &Arc<TestApp>) {
+    let reconcile = {
+        let app = app.clone();
+        tokio::task::spawn_blocking(move || crate::reconcile::reconcile_cli(&app, &[]))
+            .await
+            .expect("reconcile thread")
+    };
+    assert_eq!(reconcile.code, 0, "{}", reconcile.body);
+    for found in ["missing", "unindexed"] {
+        assert_eq!(reconcile.body["summary"][found], 0, "{}", reconcile.body);
+    }
+}
+
+/// The figures of each phase (named by `names`), then the longest a call took to settle.
+fn print_phases(answers: &[Answer], tally: &Tally, names: [&str; 3]) {
+    for (phase, name) in names.iter().enumerate() {
+        eprintln!(
+            "  {name}: {} answers, {} of them 503 retried, {} requests unanswered in 120 s, {} presigned PUTs sent again",
+            answers.iter().filter(|a| a.phase == phase).count(),
+            answers.iter().filter(|a| a.phase == phase && a.status == 503).count(),
+            tally.unanswered[phase].load(Ordering::Relaxed),
+            tally.store_retries[phase].load(Ordering::Relaxed),
+        );
+    }
+    let (waited, retries, call) = *tally.longest_wait.lock().expect("longest wait");
+    eprintln!(
+        "  the longest a call took to settle: {call}, {} with {retries} 503s retried",
+        secs(waited)
+    );
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
@@ -263,14 +309,7 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
     };
 
     // Every answer was a success or a documented retryable one.
-    let answers = tally.answers.lock().expect("answers").clone();
-    let undocumented: Vec<&Answer> = answers.iter().filter(|a| !a.documented()).collect();
-    assert!(
-        undocumented.is_empty(),
-        "undocumented answers: {undocumented:?}"
-    );
-    let handles = tally.handles.lock().expect("handles").clone();
-    assert_eq!(handles.len(), FILES);
+    let (answers, _) = every_answer_documented(&tally);
 
     // No handle without its object, read through the gateway that survived.
     let survivor = probe_client(&gateways[1]).await;
@@ -312,46 +351,17 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
         by_status.get("archived").is_some_and(|n| *n > 0),
         "{by_status:?}"
     );
-    let reconcile = {
-        let app = app.clone();
-        tokio::task::spawn_blocking(move || crate::reconcile::reconcile_cli(&app, &[]))
-            .await
-            .expect("reconcile thread")
-    };
-    assert_eq!(reconcile.code, 0, "{}", reconcile.body);
-    assert_eq!(
-        reconcile.body["summary"]["missing"], 0,
-        "{}",
-        reconcile.body
-    );
-    assert_eq!(
-        reconcile.body["summary"]["unindexed"], 0,
-        "{}",
-        reconcile.body
-    );
+    assert_reconciled(&app).await;
 
     // The figures.
-    let retried = |phase: usize| {
-        answers
-            .iter()
-            .filter(|a| a.phase == phase && a.status == 503)
-            .count()
-    };
     let counts = &balancer.counts;
     eprintln!("ceph cluster (started in {}): {FILES} files by {WORKERS} workers in {}, {} answers from upcommit; {} handles ({by_status:?})",
         secs(ceph.started_in), secs(run_time), answers.len(), rows.len());
-    for (phase, name) in ["healthy", "OSD down", "OSD and gateway down"]
-        .iter()
-        .enumerate()
-    {
-        eprintln!(
-            "  {name}: {} answers, {} of them 503 retried, {} requests unanswered in 120 s, {} presigned PUTs sent again",
-            answers.iter().filter(|a| a.phase == phase).count(),
-            retried(phase),
-            tally.unanswered[phase].load(Ordering::Relaxed),
-            tally.store_retries[phase].load(Ordering::Relaxed),
-        );
-    }
+    print_phases(
+        &answers,
+        &tally,
+        ["healthy", "OSD down", "OSD and gateway down"],
+    );
     let mut codes: HashMap<(&str, u16, &str), usize> = HashMap::new();
     for a in answers.iter().filter(|a| a.status >= 300) {
         *codes
@@ -359,11 +369,6 @@ async fn an_osd_and_a_gateway_killed_mid_run_lose_nothing_and_every_answer_is_do
             .or_default() += 1;
     }
     eprintln!("  error answers (call, status, code): {codes:?}");
-    let (waited, retries, call) = *tally.longest_wait.lock().expect("longest wait");
-    eprintln!(
-        "  the longest a call took to settle: {call}, {} with {retries} 503s retried",
-        secs(waited)
-    );
     eprintln!(
         "  OSD killed {} into an archival run that took {}, files in flight {at_osd_kill}: marked down by the monitor after {}, writes taken again after {} (probe writes failed before: {osd_probe_failures:?})",
         secs(KILL_AFTER),

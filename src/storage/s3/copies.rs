@@ -9,7 +9,7 @@
 use aws_sdk_s3::types::MetadataDirective;
 
 use super::probe::{self, Scope};
-use super::{S3Store, LEGACY_COPY_IF_MATCH};
+use super::S3Store;
 use crate::domain::capabilities::{Capability, Finding};
 use crate::signing::uri_encode;
 use crate::storage::errors::classify;
@@ -116,11 +116,7 @@ impl S3Store {
                 )
                 .set_tagging(tagging)
                 .customize()
-                .mutate_request(move |r| {
-                    if let Some(etag) = &legacy {
-                        r.headers_mut().insert(LEGACY_COPY_IF_MATCH, etag.clone());
-                    }
-                })
+                .mutate_request(crate::storage::legacy_copy_guard(legacy))
                 .send()
                 .await
                 .map_err(classify)?;

@@ -26,8 +26,6 @@ use crate::storage::{
 };
 use presign::checksum_headers;
 
-pub(crate) use super::LEGACY_COPY_IF_MATCH;
-
 pub struct S3Store {
     client: Client,
     /// The same client without the timing interceptor: the capability probe's calls are a
@@ -354,11 +352,7 @@ impl ObjectStore for S3Store {
             .content_type(req.content_type)
             .checksum_algorithm(sdk_algorithm(req.checksum))
             .customize()
-            .mutate_request(move |r| {
-                if let Some(etag) = &legacy {
-                    r.headers_mut().insert(LEGACY_COPY_IF_MATCH, etag.clone());
-                }
-            })
+            .mutate_request(crate::storage::legacy_copy_guard(legacy))
             .send()
             .await
             .map_err(classify)?;

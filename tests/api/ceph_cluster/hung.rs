@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use super::balancer::Balancer;
 use super::cluster::Ceph;
-use super::workload::{files_done, worker, Answer, Tally, MIB};
+use super::workload::{files_done, worker, Tally, MIB};
 use super::{probe_client, secs, FILES, WORKERS};
 use crate::helpers::{spawn_app_with, Spawn};
 
@@ -57,14 +57,7 @@ async fn a_hung_osd_stalls_writes_until_it_is_marked_down_and_loses_nothing() {
     }
     let run_time = run.elapsed();
 
-    let answers = tally.answers.lock().expect("answers").clone();
-    let undocumented: Vec<&Answer> = answers.iter().filter(|a| !a.documented()).collect();
-    assert!(
-        undocumented.is_empty(),
-        "undocumented answers: {undocumented:?}"
-    );
-    let handles = tally.handles.lock().expect("handles").clone();
-    assert_eq!(handles.len(), FILES);
+    let (answers, handles) = super::every_answer_documented(&tally);
     let s3 = probe_client(&balancer.url).await;
     for h in &handles {
         let key = h["key"].as_str().expect("key");
@@ -81,27 +74,12 @@ async fn a_hung_osd_stalls_writes_until_it_is_marked_down_and_loses_nothing() {
             "{key}: the object and its handle"
         );
     }
-    let reconcile = {
-        let app = app.clone();
-        tokio::task::spawn_blocking(move || crate::reconcile::reconcile_cli(&app, &[]))
-            .await
-            .expect("reconcile thread")
-    };
-    assert_eq!(reconcile.code, 0, "{}", reconcile.body);
-    for found in ["missing", "unindexed"] {
-        assert_eq!(reconcile.body["summary"][found], 0, "{}", reconcile.body);
-    }
+    super::assert_reconciled(&app).await;
     assert!(
         app.open_multipart_uploads().await.is_empty(),
         "multipart uploads left open"
     );
 
-    let retried = |phase: usize| {
-        answers
-            .iter()
-            .filter(|a| a.phase == phase && a.status == 503)
-            .count()
-    };
     eprintln!(
         "ceph cluster, an OSD hung (started in {}): {FILES} files by {WORKERS} workers in {}, {} answers from upcommit",
         secs(ceph.started_in),
@@ -112,21 +90,9 @@ async fn a_hung_osd_stalls_writes_until_it_is_marked_down_and_loses_nothing() {
         "  hung with files in flight {at_hang}; marked down by the monitor after {}",
         secs(marked_down)
     );
-    for (phase, name) in ["healthy", "OSD hung", "OSD running again"]
-        .iter()
-        .enumerate()
-    {
-        eprintln!(
-            "  {name}: {} answers, {} of them 503 retried, {} requests unanswered in 120 s, {} presigned PUTs sent again",
-            answers.iter().filter(|a| a.phase == phase).count(),
-            retried(phase),
-            tally.unanswered[phase].load(Ordering::Relaxed),
-            tally.store_retries[phase].load(Ordering::Relaxed),
-        );
-    }
-    let (waited, retries, call) = *tally.longest_wait.lock().expect("longest wait");
-    eprintln!(
-        "  the longest a call took to settle: {call}, {} with {retries} 503s retried",
-        secs(waited)
+    super::print_phases(
+        &answers,
+        &tally,
+        ["healthy", "OSD hung", "OSD running again"],
     );
 }

@@ -10,7 +10,6 @@ use super::answer::{
 };
 use super::{Probe, BODY, PART_MIN, TYPE, WRONG_ETAG};
 use crate::domain::capabilities::Finding;
-use crate::storage::s3::LEGACY_COPY_IF_MATCH;
 use crate::storage::{CopySource, ObjectStore, StoreError};
 
 /// The bytes of the copies in parts' source.
@@ -89,9 +88,7 @@ impl Probe<'_> {
         let guarded = |etag: String| {
             self.copy(seed, &self.key("copy-legacy-guarded"))
                 .customize()
-                .mutate_request(move |req| {
-                    req.headers_mut().insert(LEGACY_COPY_IF_MATCH, etag.clone());
-                })
+                .mutate_request(crate::storage::legacy_copy_guard(Some(etag)))
                 .send()
         };
         let refused = sdk_answer(guarded(WRONG_ETAG.to_owned()).await).refused_as(
