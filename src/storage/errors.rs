@@ -74,6 +74,9 @@ where
                 {
                     StoreError::ChecksumMismatch(describe(&err))
                 }
+                // The bucket, not the object, is missing: the store's refusal (a misconfigured
+                // bucket name, a deleted bucket), never "the object changed" (review of issue 36).
+                (_, "NoSuchBucket") => StoreError::Refused(describe(&err)),
                 (Some(404), _) | (_, "NoSuchKey" | "NotFound") => StoreError::NotFound,
                 (Some(501), _) | (_, "NotImplemented") => {
                     StoreError::NotImplemented(describe(&err))
@@ -147,5 +150,28 @@ mod tests {
         assert_eq!(root_element(b"<Empty/>"), "a <Empty> document");
         assert_eq!(root_element(b""), "an empty body");
         assert_eq!(root_element(b"hello"), "a body that is not XML");
+    }
+
+    fn answered(status: u16, code: &str) -> StoreError {
+        use aws_sdk_s3::error::ErrorMetadata;
+        use aws_sdk_s3::operation::copy_object::CopyObjectError;
+        let raw = HttpResponse::new(
+            status.try_into().expect("status"),
+            aws_smithy_types::body::SdkBody::empty(),
+        );
+        let err = CopyObjectError::generic(ErrorMetadata::builder().code(code).build());
+        classify(SdkError::service_error(err, raw))
+    }
+
+    /// Review of issue 36: a CopyObject answered 404 NoSuchBucket told the client its object
+    /// had changed (409 `object_changed`).
+    #[test]
+    fn a_missing_bucket_is_the_stores_refusal_and_a_missing_key_is_not_found() {
+        assert!(matches!(
+            answered(404, "NoSuchBucket"),
+            StoreError::Refused(_)
+        ));
+        assert!(matches!(answered(404, "NoSuchKey"), StoreError::NotFound));
+        assert!(matches!(answered(404, "NotFound"), StoreError::NotFound));
     }
 }

@@ -121,3 +121,77 @@ async fn the_older_copy_guard_goes_only_to_a_store_that_keeps_it_on_every_copy_t
         "the older name was asked of the store ({probed} probe copies)"
     );
 }
+
+/// What the recording proxy does to the copy guard's question: its probe write refused (403),
+/// as a store answers a job whose credentials may not write under tmp/.
+async fn refuse_the_question(
+    State((seen, http)): State<(Seen, reqwest::Client)>,
+    req: Request,
+) -> Response {
+    let path = req.uri().path().to_owned();
+    if req.method() == "PUT" && path.contains("/tmp/") && path.ends_with("-seed") {
+        seen.lock().expect("lock").push(SeenCopy {
+            path,
+            aws: None,
+            legacy: None,
+            part: false,
+        });
+        return Response::builder()
+            .status(403)
+            .header("content-type", "application/xml")
+            .body(axum::body::Body::from(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code><Message>denied</Message></Error>",
+            ))
+            .expect("response");
+    }
+    crate::s3_proxy::relay(&http, req).await
+}
+
+/// Review of issue 36: a store that refuses the question (not one that does not answer) was
+/// asked again before every copy — three rounds of probe writes each, a second and more per
+/// object on RGW. A process asks at most once while the answer stays unknown; its copies go
+/// with AWS's name only, and the job still does its work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_guard_question_is_asked_once_per_process_not_before_every_copy() {
+    let seen: Seen = Arc::default();
+    let router = axum::Router::new()
+        .fallback(refuse_the_question)
+        .with_state((seen.clone(), crate::s3_proxy::relay_client()));
+    let proxy = crate::helpers::serve(router).await;
+    let app = crate::helpers::spawn_app().await;
+    let strays = ["a", "b", "c", "d"].map(|n| format!("media/images/stray/refused-{n}.png"));
+    for key in &strays {
+        app.put_object(key, media("image/png", 300), "image/png")
+            .await;
+    }
+    let mut env = app.env.clone();
+    env.insert("UPCOMMIT_S3_ENDPOINT".into(), proxy);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "0", "--quarantine"])
+        .envs(&env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("reconcile");
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{body} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(keys(&body, "quarantined").len(), strays.len(), "{body}");
+    let questions = seen.lock().expect("lock").len();
+    // One question is up to three rounds (a write each) within the probe's budget.
+    assert!(
+        (1..=3).contains(&questions),
+        "the question was asked {questions} times for {} copies",
+        strays.len()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("x-amz-copy-if-match").count(),
+        1,
+        "one warning: {stderr}"
+    );
+    assert!(!stderr.contains("Some("), "{stderr}");
+}

@@ -17,6 +17,19 @@ use crate::storage::listing::{self, Guard};
 use crate::storage::part_copy;
 use crate::storage::{CopySource, ObjectHead, ObjectStore, StoreError};
 
+/// After a question that got no answer (the store refused its write, or did not answer in
+/// time), copies go with AWS's name only for this long before it is asked again: not before
+/// every copy (review of issue 36: three rounds of probe writes per object).
+const ASK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// What this process knows of the store's older guard name: the answer, or when asking last
+/// gave none. Shared by the store and its quiet twin.
+#[derive(Debug, Default)]
+pub(super) struct GuardKnowledge {
+    known: tokio::sync::OnceCell<bool>,
+    in_vain: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
 impl S3Store {
     /// Remembers what a probe found of the older guard's name (an unknown finding teaches
     /// nothing: it is asked again).
@@ -26,22 +39,46 @@ impl S3Store {
             Some(Finding::Missing(_)) => false,
             Some(Finding::Unknown(_)) | None => return,
         };
-        let _ = self.legacy_guard.set(known);
+        let _ = self.legacy_guard.known.set(known);
     }
 
     /// Whether a copy also sends `x-amz-copy-if-match`: only where the store was found to keep
-    /// the condition under that name. A probe that cannot tell (the store not answering) sends
-    /// nothing more than AWS's name, and is asked again at the next copy.
+    /// the condition under that name. When the question gets no answer (refused, or not in
+    /// time), copies go with AWS's name only, and it is asked again after [`ASK_AGAIN_AFTER`].
     pub(super) async fn legacy_guard(&self) -> bool {
-        let asked = self
-            .legacy_guard
+        let knowledge = &self.legacy_guard;
+        let recently_in_vain = || {
+            knowledge
+                .in_vain
+                .lock()
+                .map(|t| t.is_some_and(|t| t.elapsed() < ASK_AGAIN_AFTER))
+                .unwrap_or(false)
+        };
+        if let Some(known) = knowledge.known.get() {
+            return *known;
+        }
+        if recently_in_vain() {
+            return false;
+        }
+        let asked = knowledge
+            .known
             .get_or_try_init(|| async {
-                let found = probe::run_scoped(&self.quiet_twin(), "STANDARD", Scope::CopyGuard).await;
+                // Copies waiting for this question behind one that got no answer take that
+                // for theirs.
+                if recently_in_vain() {
+                    return Err(());
+                }
+                let found =
+                    probe::run_scoped(&self.quiet_twin(), "STANDARD", Scope::CopyGuard).await;
                 match found.get(Capability::CopyIfMatchLegacy) {
                     Some(Finding::Present) => Ok(true),
                     Some(Finding::Missing(_)) => Ok(false),
                     other => {
-                        tracing::warn!(finding = ?other.map(ToString::to_string), "could not tell whether the store keeps x-amz-copy-if-match: this copy is guarded under AWS's name only");
+                        let why = other.map_or_else(|| "not asked".to_owned(), ToString::to_string);
+                        tracing::warn!(finding = %why, ask_again_after_secs = ASK_AGAIN_AFTER.as_secs(), "could not tell whether the store keeps x-amz-copy-if-match: copies are guarded under AWS's name only until it is asked again");
+                        if let Ok(mut t) = knowledge.in_vain.lock() {
+                            *t = Some(std::time::Instant::now());
+                        }
                         Err(())
                     }
                 }

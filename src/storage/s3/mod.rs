@@ -41,7 +41,7 @@ pub struct S3Store {
     copy: CopyLimits,
     /// Whether the store keeps CopyObject's source guard under RGW's older name
     /// (`copy_if_match_legacy`, `copies`): what its probe found, shared with the quiet twin.
-    legacy_guard: std::sync::Arc<tokio::sync::OnceCell<bool>>,
+    legacy_guard: std::sync::Arc<copies::GuardKnowledge>,
 }
 
 impl S3Store {

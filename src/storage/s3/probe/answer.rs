@@ -91,7 +91,7 @@ pub(super) fn etag_of(resp: &reqwest::Response) -> Option<String> {
 /// The finding for a store call the capability needed refused, when it failed otherwise.
 pub(super) fn store_error_finding(e: StoreError, call: &str) -> Finding {
     match e {
-        StoreError::NotImplemented(_) => Finding::Missing(format!("not implemented: {e}")),
+        StoreError::NotImplemented(_) => Finding::Missing(format!("{call}: {e}")),
         e => Finding::Unknown(format!("{call}: {e}")),
     }
 }
