@@ -46,7 +46,7 @@ impl Format {
 }
 
 /// Width and height in pixels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Dimensions {
     pub width: u32,
     pub height: u32,

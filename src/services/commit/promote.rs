@@ -501,6 +501,8 @@ async fn record(
         checksum: fin.checksum,
         copied_from: None,
         expires_at,
+        // WIP (issue 37): the header read at validation is not carried here yet.
+        image: None,
     };
     let tmp_version = source.as_ref().and_then(|h| h.version_id.as_deref());
     let recorded = match state
