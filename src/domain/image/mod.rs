@@ -99,7 +99,7 @@ pub fn read_header(format: Format, bytes: &[u8], complete: bool) -> Parsed {
     let bytes = &bytes[..bytes.len().min(MAX_HEADER_BYTES)];
     let parsed = match format {
         Format::Jpeg => jpeg::read(bytes),
-        Format::Png => png::read(bytes),
+        Format::Png => png::read(bytes, complete),
         Format::Gif => gif::read(bytes),
         Format::Webp => webp::read(bytes, complete),
         Format::Avif | Format::Heic => isobmff::read(format, bytes),
