@@ -88,6 +88,8 @@ pub enum AppError {
     SizeMismatch,
     #[error("the uploaded bytes are not of the declared type")]
     ContentMismatch,
+    #[error("the image's header cannot be read (its width and height)")]
+    ImageUnreadable,
     #[error("the stored object's checksum is not the declared one")]
     ChecksumMismatch,
     #[error("checksum: {0}")]
@@ -242,6 +244,7 @@ impl AppError {
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
+            | ImageUnreadable
             | ChecksumMismatch
             | PartNotUploaded(_)
             | PartEtagMismatch(_)
@@ -315,6 +318,7 @@ impl AppError {
             ContentTypeMismatch => "content_type_mismatch",
             SizeMismatch => "size_mismatch",
             ContentMismatch => "content_mismatch",
+            ImageUnreadable => "image_unreadable",
             ChecksumMismatch => "checksum_mismatch",
             ChecksumInvalid(_) => "checksum_invalid",
             ChecksumRequired(_) => "checksum_required",

@@ -30,7 +30,7 @@ use crate::auth::Identity;
 use crate::catalog::{CatalogError, LeaseRequest};
 use crate::domain::keys::{is_legacy_key, FinalKey, TmpKey};
 use crate::domain::records::{self, FileHandle, Upload, UploadMethod, UploadState};
-use crate::domain::sniff::SNIFF_BYTES;
+use crate::domain::sniff::read_len;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::storage::ObjectHead;
@@ -169,7 +169,9 @@ pub async fn commit(
                 } else {
                     let (lease, sniffed) = tokio::join!(
                         take_lease(state, &upload, target, None),
-                        state.store.sniff(&upload.key, SNIFF_BYTES)
+                        state
+                            .store
+                            .sniff(&upload.key, read_len(&upload.content_type))
                     );
                     if let Some(lease) = lease? {
                         break (lease, Some(sniffed));
