@@ -90,6 +90,8 @@ pub enum AppError {
     ContentMismatch,
     #[error("the image's header cannot be read (its width and height)")]
     ImageUnreadable,
+    #[error("{0}")]
+    ImageOutOfBounds(crate::domain::image::OutOfBounds),
     #[error("the stored object's checksum is not the declared one")]
     ChecksumMismatch,
     #[error("checksum: {0}")]
@@ -245,6 +247,7 @@ impl AppError {
             | SizeMismatch
             | ContentMismatch
             | ImageUnreadable
+            | ImageOutOfBounds(_)
             | ChecksumMismatch
             | PartNotUploaded(_)
             | PartEtagMismatch(_)
@@ -319,6 +322,12 @@ impl AppError {
             SizeMismatch => "size_mismatch",
             ContentMismatch => "content_mismatch",
             ImageUnreadable => "image_unreadable",
+            ImageOutOfBounds(crate::domain::image::OutOfBounds::Pixels { .. }) => {
+                "image_too_many_pixels"
+            }
+            ImageOutOfBounds(crate::domain::image::OutOfBounds::Dimensions { .. }) => {
+                "image_dimensions_out_of_range"
+            }
             ChecksumMismatch => "checksum_mismatch",
             ChecksumInvalid(_) => "checksum_invalid",
             ChecksumRequired(_) => "checksum_required",

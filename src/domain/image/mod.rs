@@ -4,6 +4,7 @@
 //! of the object's start) and asks again with more when the answer is [`Parsed::NeedMore`].
 //! Issue 37, item 1: dimensions at commit.
 
+mod bounds;
 mod exif;
 mod gif;
 mod isobmff;
@@ -12,6 +13,7 @@ mod png;
 mod transform;
 mod webp;
 
+pub use bounds::{ImageBounds, OutOfBounds, DEFAULT_MAX_PIXELS};
 pub use transform::Transform;
 
 /// The furthest into an object a header is looked for: a JPEG's frame header can sit behind

@@ -36,6 +36,7 @@ use crate::state::AppState;
 use crate::storage::ObjectHead;
 
 mod hook;
+mod image;
 mod promote;
 
 /// What to do with the lease when a step fails (the promotion's and the validation hook's).

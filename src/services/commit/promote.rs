@@ -5,9 +5,9 @@ use crate::domain::capabilities::Capability;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
-use crate::domain::image::{self, Dimensions, Format, Parsed};
+use crate::domain::image::Dimensions;
 use crate::domain::records::{self, FileHandle, HandleStatus, Upload, UploadState};
-use crate::domain::sniff::{read_len, sniff, Sniff, SNIFF_BYTES};
+use crate::domain::sniff::{read_len, sniff, Sniff};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::storage::{
@@ -89,14 +89,17 @@ pub(super) async fn promote(
         // The source is gone. If an earlier attempt copied it and died before recording,
         // the final object names this upload: roll forward.
         return match final_if_ours(state, upload, lease).await? {
-            Some(fin) => roll_forward(state, upload, lease, fin, None, None).await,
+            Some(fin) => {
+                let image = super::image::size_of_final(state, upload, &fin, lease).await;
+                roll_forward(state, upload, lease, fin, None, image).await
+            }
             None => Err(Failure::Release(AppError::ObjectNotUploaded)),
         };
     };
     if let Err(e) = validate(upload, &head, &first) {
         return Err(Failure::Reject(e, Some(Box::new(head))));
     }
-    let image = image_size(state, upload, &head, &first).await?;
+    let image = super::image::checked_size(state, upload, &head, &first).await?;
     // Validated, so the magic bytes either showed the declared type or it has no signature.
     let sniffed_type = (sniff(&upload.content_type, &first) == Sniff::Matches)
         .then_some(upload.content_type.as_str());
@@ -166,48 +169,6 @@ pub(super) async fn promote(
             refused(state, upload, lease, head, image).await
         }
         Err(e) => Err(Failure::Abandon(e.into())),
-    }
-}
-
-/// An image's size as displayed, from its header: `first` (the validation's read) and, while
-/// the header goes on, ranged reads of the same object (its ETag checked). Not an image
-/// format: `None`. A header that cannot be read refuses the upload (422 `image_unreadable`,
-/// as a wrong type is); a read that finds another object is retryable (`object_changed`).
-async fn image_size(
-    state: &AppState,
-    upload: &Upload,
-    head: &ObjectHead,
-    first: &[u8],
-) -> Result<Option<Dimensions>, Failure> {
-    let Some(format) = Format::of_content_type(&upload.content_type) else {
-        return Ok(None);
-    };
-    let size = usize::try_from(head.size).unwrap_or(usize::MAX);
-    let mut bytes = std::borrow::Cow::Borrowed(first);
-    loop {
-        match image::read_header(format, &bytes, bytes.len() >= size) {
-            Parsed::Found(h) => return Ok(Some(h.displayed())),
-            Parsed::Invalid(why) => {
-                tracing::info!(why, "the image's header cannot be read");
-                return Err(Failure::Reject(
-                    AppError::ImageUnreadable,
-                    Some(Box::new(head.clone())),
-                ));
-            }
-            Parsed::NeedMore(n) => {
-                let more = state
-                    .store
-                    .sniff(&upload.key, u64::try_from(n).unwrap_or(u64::MAX))
-                    .await
-                    .map_err(|e| Failure::Release(e.into()))?;
-                match more {
-                    Some(s) if s.head.etag == head.etag && s.first.len() > bytes.len() => {
-                        bytes = std::borrow::Cow::Owned(s.first)
-                    }
-                    _ => return Err(Failure::Release(AppError::ObjectChanged)),
-                }
-            }
-        }
     }
 }
 
@@ -445,7 +406,10 @@ async fn promote_in_place(
     else {
         return Err(Failure::Release(AppError::ObjectNotUploaded));
     };
-    let first = match store.sniff(&upload.key, SNIFF_BYTES).await {
+    let first = match store
+        .sniff(&upload.key, read_len(&upload.content_type))
+        .await
+    {
         Ok(Some(s)) if s.head.etag == head.etag => s.first,
         Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => return Err(Failure::Release(e.into())),
@@ -459,7 +423,12 @@ async fn promote_in_place(
             Some(Box::new(head)),
         ));
     }
-    record(state, upload, lease, head.into(), None).await
+    let image = super::image::checked_size(state, upload, &head, &first).await?;
+    let fin = Final {
+        image,
+        ..head.into()
+    };
+    record(state, upload, lease, fin, None).await
 }
 
 /// A declared checksum against the one S3 reported for the final object.
