@@ -49,7 +49,9 @@ async fn run() {
             .force_path_style(true)
             .build(),
     );
-    let mut body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    let mut body =
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\0\0\0\0\0\0\0\0IDAT"
+            .to_vec();
     body.resize(64 * 1024, 0);
     // Per call of the six-call reference: HEAD tmp, ranged GET, HEAD final, CopyObject, verify
     // HEAD, DeleteObject; and the whole of each sequence.

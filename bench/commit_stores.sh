@@ -7,6 +7,7 @@
 # commit makes, and presign + commit through the server, interleaved in one loop) and the
 # server's own /metrics (bench/commit_metrics.py: the commit's time above its S3 calls).
 # Usage: bench/commit_stores.sh [N=200]. Prints one JSON line per tool per store.
+# BENCH_SERVER_BIN=path runs that server binary instead of this tree's (A/B of two builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Ports of their own: a test run may hold the default ones (set before lib.sh reads them).
@@ -14,6 +15,8 @@ export LOCALSTACK_ADDR=${BENCH_LOCALSTACK_ADDR:-127.0.0.1:4620} GARAGE_S3_PORT=3
 source scripts/lib.sh
 N=${1:-200}
 target=${CARGO_TARGET_DIR:-target}
+# BENCH_SERVER_BIN: another build of the server to measure (e.g. the commit before a change).
+server=${BENCH_SERVER_BIN:-$target/release/upcommit}
 cargo build --release --locked --bin upcommit --example commit_raw
 dir=$(mktemp -d)
 pid=""
@@ -52,11 +55,11 @@ PY
   export UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_QUOTA_DAILY_BYTES=0 UPCOMMIT_PRESIGN_RATE_PER_SEC=0
   export UPCOMMIT_BUCKET_CHECK_INTERVAL_SECS=0 UPCOMMIT_SWEEP_INTERVAL_SECS=0 UPCOMMIT_HYGIENE_INTERVAL_SECS=0
   export RUST_LOG=warn
-  "$target"/release/upcommit serve 2>"$dir/$store-server.log" & pid=$!
+  "$server" serve 2>"$dir/$store-server.log" & pid=$!
   up=""
   for _ in $(seq 100); do curl -fs "http://$UPCOMMIT_LISTEN/healthz" >/dev/null && { up=1; break; }; sleep 0.1; done
   [ -n "$up" ] || { cat "$dir/$store-server.log" >&2; exit 1; }
-  token=$("$target"/release/upcommit token --sub bench --ttl 1h)
+  token=$("$server" token --sub bench --ttl 1h)
   log "$store: $N presigns and commits, and the bare two calls, interleaved"
   echo "$store commit_raw $("$target"/release/examples/commit_raw "$UPCOMMIT_BUCKET" "$N" "http://$UPCOMMIT_LISTEN" "$token")"
   echo "$store server $(curl -fsS "http://$UPCOMMIT_LISTEN/metrics" | "$LOCALSTACK_VENV/bin/python" bench/commit_metrics.py)"

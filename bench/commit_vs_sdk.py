@@ -21,7 +21,7 @@ N = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 H = {"Authorization": f"Bearer {TOKEN}"}
 s3 = boto3.client("s3", endpoint_url=os.environ.get("UPCOMMIT_S3_ENDPOINT", "http://127.0.0.1:4566"), region_name="us-east-1",
                   aws_access_key_id="test", aws_secret_access_key="test")
-body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(64 * 1024 - 16)
+body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\0\0\0\0\0\0\0\0IDAT" + bytes(64 * 1024 - 41)
 http = requests.Session()
 
 

@@ -15,7 +15,7 @@ import requests
 
 BASE, TOKEN, PID, SECONDS, WORKERS = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 H = {"Authorization": f"Bearer {TOKEN}"}
-PNG = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"
+PNG = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\0\0\0\0\0\0\0\0IDAT"
 stop_at = time.time() + SECONDS
 lock = threading.Lock()
 counts = {}

@@ -42,7 +42,9 @@ async fn run() {
         .await
         .expect("store");
     let client = store.client().clone();
-    let mut body = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    let mut body =
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\0\0\0\0\0\0\0\0IDAT"
+            .to_vec();
     body.resize(64 * 1024, 0);
     let (mut g, mut c) = (Vec::new(), Vec::new());
     for i in 0..n {

@@ -279,7 +279,7 @@ log "uid 10001 as PID 1 (no init); podman healthcheck run: $health"
 
 # --- presign, upload, commit through the container's port -----------------------------------
 token=$(podman exec "$name" /usr/local/bin/upcommit token --sub alice)
-printf '\x89PNG\r\n\x1a\n\0\0\0\rIHDR%s' "$(head -c 64 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$work/photo.png"
+printf '\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\0\0\0\0\0\0\0\0IDAT%s' "$(head -c 64 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$work/photo.png"
 size=$(stat -c %s "$work/photo.png")
 presign() {
   curl -fsS -X POST "$base/v1/uploads" -H "Authorization: Bearer $token" \

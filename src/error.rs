@@ -88,6 +88,10 @@ pub enum AppError {
     SizeMismatch,
     #[error("the uploaded bytes are not of the declared type")]
     ContentMismatch,
+    #[error("the image's header cannot be read (its width and height)")]
+    ImageUnreadable,
+    #[error("{0}")]
+    ImageOutOfBounds(crate::domain::image::OutOfBounds),
     #[error("the stored object's checksum is not the declared one")]
     ChecksumMismatch,
     #[error("checksum: {0}")]
@@ -242,6 +246,8 @@ impl AppError {
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
+            | ImageUnreadable
+            | ImageOutOfBounds(_)
             | ChecksumMismatch
             | PartNotUploaded(_)
             | PartEtagMismatch(_)
@@ -315,6 +321,13 @@ impl AppError {
             ContentTypeMismatch => "content_type_mismatch",
             SizeMismatch => "size_mismatch",
             ContentMismatch => "content_mismatch",
+            ImageUnreadable => "image_unreadable",
+            ImageOutOfBounds(crate::domain::image::OutOfBounds::Pixels { .. }) => {
+                "image_too_many_pixels"
+            }
+            ImageOutOfBounds(crate::domain::image::OutOfBounds::Dimensions { .. }) => {
+                "image_dimensions_out_of_range"
+            }
             ChecksumMismatch => "checksum_mismatch",
             ChecksumInvalid(_) => "checksum_invalid",
             ChecksumRequired(_) => "checksum_required",

@@ -650,10 +650,10 @@ macro_rules! impl_hygiene_catalog {
                 let n = sqlx::query(
                     "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, \
                      created_by, created_at, status, storage_class, original_filename, \
-                     checksum_algorithm, checksum_value, copied_from, expires_at) \
+                     checksum_algorithm, checksum_value, copied_from, expires_at, image_width, image_height) \
                      SELECT $1, s.upload_id, s.key, s.size, s.content_type, s.etag, s.profile, \
                      $2, $3, 'available', s.storage_class, s.original_filename, \
-                     s.checksum_algorithm, s.checksum_value, s.id, s.expires_at \
+                     s.checksum_algorithm, s.checksum_value, s.id, s.expires_at, s.image_width, s.image_height \
                      FROM file_handles s WHERE s.id = $4 AND s.status = 'available' AND s.claim IS NULL \
                      AND s.expired_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > $3) \
                      AND (SELECT COUNT(*) FROM file_handles c WHERE c.key = s.key AND c.status <> 'deleted') < $5 \

@@ -17,7 +17,7 @@ pub(super) use super::rows::UPLOAD_COLUMNS;
 /// `$2` upload id, `$3` lease token, `$4` tmp version, `$5` file id, `$6` key, `$7` size,
 /// `$8` content type, `$9` ETag, `$10` profile, `$11` created by, `$12` original filename,
 /// `$13`/`$14` checksum algorithm/value, `$15` expires at, `$16` event id, `$17` event type,
-/// `$18` event subject, `$19` event payload. The tmp object stays until its URL has expired
+/// `$18` event subject, `$19` event payload, `$20`/`$21` the image's width and height. The tmp object stays until its URL has expired
 /// (single-use URLs); legacy uploads, committed in place, have no tmp object to clear.
 macro_rules! record_handle_move {
     () => {
@@ -30,8 +30,8 @@ macro_rules! record_handle_move {
 macro_rules! record_handle_insert {
     () => {
         "INSERT INTO file_handles (id, upload_id, key, size, content_type, etag, profile, created_by, created_at, \
-     original_filename, checksum_algorithm, checksum_value, expires_at) \
-     SELECT $5, $2, $6, $7, $8, $9, $10, $11, $1, $12, $13, $14, $15"
+     original_filename, checksum_algorithm, checksum_value, expires_at, image_width, image_height) \
+     SELECT $5, $2, $6, $7, $8, $9, $10, $11, $1, $12, $13, $14, $15, $20, $21"
     };
 }
 /// The outbox row's columns and values.
@@ -79,6 +79,8 @@ macro_rules! impl_catalog {
                     .bind(event.event_type.as_str())
                     .bind(event.subject.as_str())
                     .bind(event.payload.as_str())
+                    .bind(handle.image.map(|d| i64::from(d.width)))
+                    .bind(handle.image.map(|d| i64::from(d.height)))
             }
 
             /// Sets each of `columns` (fixed names, never input) to `now` on the uploads `ids`,
@@ -151,6 +153,8 @@ macro_rules! impl_catalog {
                     copied_from: row.try_get("copied_from")?,
                     expires_at: row.try_get("expires_at")?,
                     expired_at: row.try_get("expired_at")?,
+                    image_width: row.try_get("image_width")?,
+                    image_height: row.try_get("image_height")?,
                 })
             }
 

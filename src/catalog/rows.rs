@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use super::CatalogError;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::ids::{FileId, UploadId};
+use crate::domain::image::Dimensions;
 use crate::domain::records::{FileHandle, HandleStatus, Upload, UploadState};
 
 pub(super) const UPLOAD_COLUMNS: &str =
@@ -16,7 +17,8 @@ pub(super) const UPLOAD_COLUMNS: &str =
 
 pub(super) const HANDLE_COLUMNS: &str =
     "id, upload_id, key, size, content_type, etag, profile, created_by, created_at, status, \
-     original_filename, checksum_algorithm, checksum_value, copied_from, expires_at, expired_at";
+     original_filename, checksum_algorithm, checksum_value, copied_from, expires_at, expired_at, \
+     image_width, image_height";
 
 /// Row fields in [`UPLOAD_COLUMNS`] order, decoded by the backend-specific code.
 pub(super) struct UploadRow {
@@ -84,6 +86,8 @@ pub(super) struct HandleRow {
     pub copied_from: Option<String>,
     pub expires_at: Option<DateTime<Utc>>,
     pub expired_at: Option<DateTime<Utc>>,
+    pub image_width: Option<i64>,
+    pub image_height: Option<i64>,
 }
 
 impl TryFrom<HandleRow> for FileHandle {
@@ -118,7 +122,22 @@ impl TryFrom<HandleRow> for FileHandle {
                 })
                 .transpose()?,
             expires_at: r.expires_at,
+            image: image_of(r.image_width, r.image_height)?,
         })
+    }
+}
+
+/// The two image size columns as one value: both set or both NULL.
+fn image_of(width: Option<i64>, height: Option<i64>) -> Result<Option<Dimensions>, CatalogError> {
+    match (width, height) {
+        (None, None) => Ok(None),
+        (Some(w), Some(h)) => match (u32::try_from(w), u32::try_from(h)) {
+            (Ok(width), Ok(height)) => Ok(Some(Dimensions { width, height })),
+            _ => Err(CatalogError::Corrupt(format!("image size {w} x {h}"))),
+        },
+        (w, h) => Err(CatalogError::Corrupt(format!(
+            "image size half set: width {w:?}, height {h:?}"
+        ))),
     }
 }
 

@@ -70,6 +70,17 @@ pub(super) struct FileProfile {
     /// `{ url, timeout_ms, on_error, secret }` (see `domain::validation_hook`).
     #[serde(default)]
     pub(super) validation_hook: Option<FileValidationHook>,
+    /// Bounds on an image's size (see `domain::image::ImageBounds`).
+    #[serde(default)]
+    pub(super) max_pixels: Option<u64>,
+    #[serde(default)]
+    pub(super) min_width: Option<u32>,
+    #[serde(default)]
+    pub(super) max_width: Option<u32>,
+    #[serde(default)]
+    pub(super) min_height: Option<u32>,
+    #[serde(default)]
+    pub(super) max_height: Option<u32>,
 }
 
 /// A profile's `validation_hook` table.

@@ -3,6 +3,7 @@
 //! environment lists that replace its `tracks_links` and `require_checksum`.
 
 use crate::domain::content::ContentType;
+use crate::domain::image::{ImageBounds, DEFAULT_MAX_PIXELS};
 use crate::domain::keys::FinalPrefix;
 use crate::domain::lifecycle::{missing_required, required_rules, Rule};
 use crate::domain::prefixes::TEMP_PREFIX;
@@ -106,6 +107,14 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         .validation_hook
         .map(|h| validation_hook(h).map_err(|e| ConfigError(at(&format!("validation_hook: {e}")))))
         .transpose()?;
+    let image_bounds = ImageBounds {
+        max_pixels: p.max_pixels.unwrap_or(DEFAULT_MAX_PIXELS),
+        min_width: p.min_width,
+        max_width: p.max_width,
+        min_height: p.min_height,
+        max_height: p.max_height,
+    };
+    image_bounds.validate().map_err(|e| ConfigError(at(&e)))?;
     Ok(Profile {
         name: p.name,
         content_types,
@@ -115,6 +124,7 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         require_checksum: p.require_checksum,
         temporary_ttl,
         validation_hook,
+        image_bounds,
     })
 }
 
@@ -250,6 +260,53 @@ mod tests {
             .expect_err("14d")
             .0;
         assert!(err.contains("1d, 7d, 30d"), "names the tiers: {err}");
+    }
+
+    #[test]
+    fn image_bounds_default_to_100_megapixels_and_must_admit_something() {
+        let file = |bounds: &str| {
+            format!(
+                r#"
+                jwt_secret = "file-secret-0123456789"
+                [[profiles]]
+                name = "photo"
+                content_types = ["image/jpeg"]
+                max_size = 1000
+                final_prefix = "photos/"
+                {bounds}
+                "#
+            )
+        };
+        let s = Settings::from_sources(Some(&file("")), &|_| None).expect("no bounds");
+        let b = s.profile("photo").expect("photo").image_bounds;
+        assert_eq!(b, crate::domain::image::ImageBounds::default());
+        assert_eq!(b.max_pixels, 100_000_000);
+        let s = Settings::from_sources(
+            Some(&file(
+                "max_pixels = 24000000\nmin_width = 320\nmax_height = 8000",
+            )),
+            &|_| None,
+        )
+        .expect("bounds");
+        let b = s.profile("photo").expect("photo").image_bounds;
+        assert_eq!(
+            (b.max_pixels, b.min_width, b.max_width, b.max_height),
+            (24_000_000, Some(320), None, Some(8000))
+        );
+        for (bad, says) in [
+            ("max_pixels = 0", "max_pixels must be above 0"),
+            ("min_width = 0", "above 0"),
+            (
+                "min_height = 500\nmax_height = 499",
+                "min_height 500 is above max_height 499",
+            ),
+            ("max_pixels = -1", "max_pixels"),
+        ] {
+            let err = Settings::from_sources(Some(&file(bad)), &|_| None)
+                .expect_err(bad)
+                .0;
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]

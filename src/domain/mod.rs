@@ -32,4 +32,5 @@ pub mod storage_class;
 pub mod sweep;
 pub mod temporary;
 pub mod validation_hook;
+pub mod variants;
 pub mod webhooks;

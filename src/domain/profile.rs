@@ -30,6 +30,9 @@ pub struct Profile {
     /// Asked before each commit of this profile copies the object to its final key
     /// ([`super::validation_hook`]); `None` (the default): no hook.
     pub validation_hook: Option<ValidationHook>,
+    /// Bounds on an image's size, checked at commit (issue 37); `max_pixels` defaults to
+    /// [`crate::domain::image::DEFAULT_MAX_PIXELS`].
+    pub image_bounds: crate::domain::image::ImageBounds,
 }
 
 /// Why a presign request is refused before anything is recorded or signed.
@@ -148,6 +151,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             require_checksum: false,
             temporary_ttl: None,
             validation_hook: None,
+            image_bounds: Default::default(),
         },
         Profile {
             name: "recording".into(),
@@ -165,6 +169,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             require_checksum: false,
             temporary_ttl: None,
             validation_hook: None,
+            image_bounds: Default::default(),
         },
     ]
 }

@@ -180,6 +180,10 @@ pub struct FileHandle {
     /// A temporary file's end: commit time + its profile's TTL. Absent on ordinary files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// An image's width and height as displayed (its orientation applied), read from its
+    /// header at commit. Absent on other files and on images committed before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<crate::domain::image::Dimensions>,
 }
 
 impl FileHandle {

@@ -4,6 +4,19 @@
 /// How many leading bytes the check reads (one ranged GET).
 pub const SNIFF_BYTES: u64 = 64;
 
+/// How many leading bytes a commit reads of an object of `content_type`: an image's header
+/// too, where a normal one fits (issue 37: a JPEG's frame header behind EXIF and an ICC
+/// profile; more is read only when it goes on), otherwise the magic bytes.
+pub const IMAGE_HEAD_BYTES: u64 = 64 * 1024;
+
+pub fn read_len(content_type: &str) -> u64 {
+    if crate::domain::image::Format::of_content_type(content_type).is_some() {
+        IMAGE_HEAD_BYTES
+    } else {
+        SNIFF_BYTES
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sniff {
     /// The bytes carry the declared type's signature.

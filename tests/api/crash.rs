@@ -80,6 +80,12 @@ async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
     tokio::time::sleep(Duration::from_millis(1200)).await; // the crashed commit's lease ends
     let retry = app.commit(&token, &p.key, None).await;
     assert_eq!(retry.status(), 201, "the retry rolls forward");
+    let handle: serde_json::Value = retry.json().await.expect("handle");
+    assert_eq!(
+        handle["image"],
+        serde_json::json!({"width": 1, "height": 1}),
+        "the image's size, read again: {handle}"
+    );
     assert_eq!(app.db.count("SELECT COUNT(*) FROM file_handles").await, 1);
     app.sweep_after_urls_expire().await;
     assert!(
@@ -93,6 +99,26 @@ async fn killed_after_the_copy_the_retry_recognises_its_own_final_object() {
             .await,
         1,
         "charged once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_the_copy_and_the_tmp_object_gone_the_retry_reads_the_size_from_the_copy() {
+    let (app, token, p) = commit_killed_at("after_copy").await;
+    // Whatever removed it (a lifecycle rule, an operator): the copy is all that is left.
+    app.lose_object(&p.key).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await; // the crashed commit's lease ends
+    let retry = app.commit(&token, &p.key, None).await;
+    assert_eq!(
+        retry.status(),
+        201,
+        "the retry rolls forward from the final object"
+    );
+    let handle: serde_json::Value = retry.json().await.expect("handle");
+    assert_eq!(
+        handle["image"],
+        serde_json::json!({"width": 1, "height": 1}),
+        "the size, read from the final object: {handle}"
     );
 }
 

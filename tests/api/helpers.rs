@@ -548,11 +548,15 @@ pub async fn put_as_another_writer(
         .expect("another writer's object");
 }
 
-/// Bytes that pass the magic-byte check for a content type, `size` long.
+/// Bytes that pass the magic-byte check for a content type, `size` long; an image's header
+/// says 1 × 1 (a PNG's signature, IHDR and an IDAT chunk's start: 41 bytes; a JPEG's start of
+/// image and baseline frame header: 15), the rest is filler.
 pub fn media(content_type: &str, size: usize) -> Vec<u8> {
     let magic: &[u8] = match content_type {
-        "image/png" => b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
-        "image/jpeg" => b"\xFF\xD8\xFF\xE0\0\x10JFIF\0",
+        "image/png" => {
+            b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\0\0\0\0\0\0\0\0IDAT"
+        }
+        "image/jpeg" => b"\xFF\xD8\xFF\xC0\0\x0B\x08\0\x01\0\x01\x01\x01\x11\0",
         "audio/mpeg" => b"ID3\x04\0\0\0\0\0\0",
         "audio/ogg" => b"OggS\0\x02\0\0",
         other => panic!("no test bytes for {other}"),

@@ -38,6 +38,11 @@ async fn a_legacy_key_commits_in_place_when_enabled() {
     let h: serde_json::Value = resp.json().await.expect("handle");
     assert_eq!(h["key"], key.as_str(), "recorded in place");
     assert_eq!(
+        h["image"],
+        serde_json::json!({"width": 1, "height": 1}),
+        "its header read in place too"
+    );
+    assert_eq!(
         app.keys().await,
         vec![key.clone()],
         "no copy, nothing deleted"

@@ -45,6 +45,7 @@ mod http_contract;
 mod hygiene;
 mod hygiene_copies;
 mod identity;
+mod images;
 mod job_faults;
 mod job_panics;
 mod legacy;

@@ -337,6 +337,8 @@ try {
   expect((await page.textContent("[data-field=status]")) === "unlinked" && detail.file.status === "unlinked", "the handle's status");
   expect((await page.textContent("[data-field=owner]")) === detail.file.created_by, "the owner");
   expect((await page.textContent("[data-field=size]")).startsWith(bytes(detail.file.size)), "the size");
+  expect(detail.file.image && (await page.textContent("[data-field=image]")) === `${detail.file.image.width} × ${detail.file.image.height} px`,
+    `the image's dimensions: ${JSON.stringify(detail.file.image)}`);
   expect(same(await attrs(page, "tr[data-copy]", "data-copy"), detail.copies.map((c) => c.id)) && detail.copies.some((c) => c.id === fx.copy), "its copies");
   expect(same(await attrs(page, "tr[data-event]", "data-event"), detail.events.map((e) => e.id)), "its events");
   const eventTypes = await page.$$eval("tr[data-event]", (rows) => rows.map((r) => r.children[1].textContent));

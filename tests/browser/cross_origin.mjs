@@ -19,7 +19,7 @@ function expect(cond, what) {
 // Runs in the page: presign, upload to the presigned URL, commit. Returns what happened.
 async function uploadFromPage({ api, token }) {
   const bytes = new Uint8Array(2048);
-  bytes.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  bytes.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x49, 0x44, 0x41, 0x54]);
   const auth = { Authorization: `Bearer ${token}`, "Content-Type": "application/json" };
   let presigned;
   try {

@@ -119,6 +119,8 @@ async function committedImage(page, r, what) {
   expect(shown.w === 96 && shown.h === 64 && shown.visible, `${what}: image displayed (${JSON.stringify(shown)})`);
   const handle = JSON.parse(await page.textContent("#handle"));
   expect(handle.id === r.fileId, `${what}: the handle shown is the committed one`);
+  expect(JSON.stringify(handle.image) === JSON.stringify({ width: 96, height: 64 }), `${what}: the server read its size: ${JSON.stringify(handle.image)}`);
+  expect((await page.textContent("#dimensions")) === "96 × 64 px", `${what}: the page shows its size`);
   return handle;
 }
 

@@ -92,8 +92,8 @@ expect(inputs.includes("node_modules/upcommit-client/upcommit.js") && inputs.len
 
 // 5. An upload through the bundle, in Chromium.
 const bytes = Buffer.alloc(300 * 1024);
-Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(bytes);
-for (let i = 8; i < bytes.length; i += 1) bytes[i] = (i * 31 + (i >> 9)) & 0xff;
+Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x49, 0x44, 0x41, 0x54]).copy(bytes);
+for (let i = 41; i < bytes.length; i += 1) bytes[i] = (i * 31 + (i >> 9)) & 0xff;
 const file = path.join(work, "packaged.png");
 fs.writeFileSync(file, bytes);
 const sha256 = createHash("sha256").update(bytes).digest("base64");

@@ -30,13 +30,14 @@ function expect(cond, what) {
   if (!cond) throw new Error(`expectation failed: ${what}`);
 }
 
-// A file that starts as a PNG (the image profile sniffs the magic bytes), then `size` bytes of
-// a pattern that differs in every part, written to disk so the file input gives it a real name,
-// size and lastModified (the resume record's key).
+// A file that starts as a 1 × 1 PNG's header (the image profile sniffs the magic bytes and the
+// commit reads the size from the header chunk), then a pattern that differs in every part, in
+// `size` bytes, written to disk so the file input gives it a real name, size and lastModified
+// (the resume record's key).
 function pngFile(name, size, seed) {
   const buf = Buffer.alloc(size);
-  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(buf);
-  for (let i = 8; i < size; i += 1) buf[i] = (i * 31 + seed + (i >> 20) * 7) & 0xff;
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x49, 0x44, 0x41, 0x54]).copy(buf);
+  for (let i = 41; i < size; i += 1) buf[i] = (i * 31 + seed + (i >> 20) * 7) & 0xff;
   const file = path.join(work, name);
   writeFileSync(file, buf);
   const t = new Date("2026-01-02T03:04:05Z");

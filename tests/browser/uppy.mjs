@@ -35,8 +35,8 @@ await build({
 
 const png = (seed, size) => {
   const buf = Buffer.alloc(size);
-  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(buf);
-  for (let i = 8; i < size; i += 1) buf[i] = (i * 13 + seed) & 0xff;
+  Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x49, 0x44, 0x41, 0x54]).copy(buf);
+  for (let i = 41; i < size; i += 1) buf[i] = (i * 13 + seed) & 0xff;
   return buf;
 };
 const sha256 = (buf) => createHash("sha256").update(buf).digest("base64");

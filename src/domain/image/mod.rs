@@ -4,6 +4,7 @@
 //! of the object's start) and asks again with more when the answer is [`Parsed::NeedMore`].
 //! Issue 37, item 1: dimensions at commit.
 
+mod bounds;
 mod exif;
 mod gif;
 mod isobmff;
@@ -12,6 +13,7 @@ mod png;
 mod transform;
 mod webp;
 
+pub use bounds::{ImageBounds, OutOfBounds, DEFAULT_MAX_PIXELS};
 pub use transform::Transform;
 
 /// The furthest into an object a header is looked for: a JPEG's frame header can sit behind
@@ -46,7 +48,7 @@ impl Format {
 }
 
 /// Width and height in pixels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Dimensions {
     pub width: u32,
     pub height: u32,
@@ -99,7 +101,7 @@ pub fn read_header(format: Format, bytes: &[u8], complete: bool) -> Parsed {
     let bytes = &bytes[..bytes.len().min(MAX_HEADER_BYTES)];
     let parsed = match format {
         Format::Jpeg => jpeg::read(bytes),
-        Format::Png => png::read(bytes),
+        Format::Png => png::read(bytes, complete),
         Format::Gif => gif::read(bytes),
         Format::Webp => webp::read(bytes, complete),
         Format::Avif | Format::Heic => isobmff::read(format, bytes),

@@ -1,12 +1,14 @@
 //! PNG: IHDR, the first chunk, gives width and height; an `eXIf` chunk before the image data
-//! (IDAT) gives the orientation.
+//! (IDAT) gives the orientation. Chunks after IHDR that cannot be walked (cut short, or longer
+//! than a header may be) leave the image as stored: its size is IHDR's whatever follows.
 
 use super::bytes::be32;
-use super::{exif, Dimensions, Format, Header, Parsed, Transform};
+use super::{exif, Dimensions, Format, Header, Parsed, Transform, MAX_HEADER_BYTES};
 
 const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
-pub fn read(b: &[u8]) -> Parsed {
+/// `complete`: `b` is the whole file.
+pub fn read(b: &[u8], complete: bool) -> Parsed {
     if b.len() < 24 {
         return Parsed::NeedMore(24);
     }
@@ -27,10 +29,18 @@ pub fn read(b: &[u8]) -> Parsed {
         })
     };
     // The chunks after IHDR, up to the image data: length (4), type (4), data, CRC (4).
+    // Where the walk needs bytes the file does not have, or more than a header may take.
+    let need = |n: usize| {
+        if complete || n > MAX_HEADER_BYTES {
+            header(Transform::UPRIGHT)
+        } else {
+            Parsed::NeedMore(n)
+        }
+    };
     let mut at = 8;
     loop {
         let (Some(len), Some(kind)) = (be32(b, at), b.get(at + 4..at + 8)) else {
-            return Parsed::NeedMore(at + 8);
+            return need(at + 8);
         };
         if matches!(kind, b"IDAT" | b"IEND") {
             return header(Transform::UPRIGHT);
@@ -39,11 +49,11 @@ pub fn read(b: &[u8]) -> Parsed {
             .ok()
             .and_then(|len| (at + 12).checked_add(len))
         else {
-            return Parsed::Invalid("a PNG chunk longer than memory");
+            return header(Transform::UPRIGHT);
         };
         if kind == b"eXIf" {
             let Some(data) = b.get(at + 8..end - 4) else {
-                return Parsed::NeedMore(end);
+                return need(end);
             };
             let o = exif::orientation(exif::tiff(data)).unwrap_or(1);
             return header(Transform::from_exif(o));

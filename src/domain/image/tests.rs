@@ -468,3 +468,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_png_whose_later_chunks_cannot_be_walked_is_its_ihdr_size_as_stored() {
+    let mut file = png(640, 480, None);
+    file.truncate(33); // signature and IHDR only
+    file.extend([0x5a; 500]);
+    let (answer, read) = read_like_a_commit(Format::Png, &file);
+    let Parsed::Found(h) = answer else {
+        panic!("{answer:?}")
+    };
+    assert_eq!(
+        (h.stored, h.orientation),
+        (dims(640, 480), Transform::UPRIGHT)
+    );
+    assert!(read <= file.len());
+}

@@ -714,6 +714,7 @@ async function filePage(view, id) {
           ["Key", el("code", {}, f.key), "key"],
           ["Size", `${fmtBytes(f.size)} (${fmtCount(f.size)} bytes)`, "size"],
           ["Content type", f.content_type, "content_type"],
+          f.image ? ["Dimensions", `${f.image.width} × ${f.image.height} px`, "image"] : null,
           ["Profile", f.profile, "profile"],
           ["Created", fmtTime(f.created_at), "created_at"],
           f.original_filename ? ["Original filename", f.original_filename, "original_filename"] : null,

@@ -107,6 +107,8 @@ function onStage(stage, detail) {
 }
 
 async function showImage(handle) {
+  // The size the server read from the image's header at commit, as displayed.
+  $("dimensions").textContent = handle.image ? `${handle.image.width} × ${handle.image.height} px` : "";
   if (!handle.content_type.startsWith("image/")) return;
   const resp = await api("GET", `/v1/files/${handle.id}/download-url`);
   if (!resp.ok) return;
@@ -126,6 +128,7 @@ async function upload() {
   $("cancel-button").disabled = false;
   $("handle").hidden = true;
   $("preview").style.display = "none";
+  $("dimensions").textContent = "";
   $("progress").value = 0;
   $("checksum").textContent = "";
   state.resumed = null;

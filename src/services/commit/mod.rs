@@ -30,12 +30,13 @@ use crate::auth::Identity;
 use crate::catalog::{CatalogError, LeaseRequest};
 use crate::domain::keys::{is_legacy_key, FinalKey, TmpKey};
 use crate::domain::records::{self, FileHandle, Upload, UploadMethod, UploadState};
-use crate::domain::sniff::SNIFF_BYTES;
+use crate::domain::sniff::read_len;
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::storage::ObjectHead;
 
 mod hook;
+mod image;
 mod promote;
 
 /// What to do with the lease when a step fails (the promotion's and the validation hook's).
@@ -169,7 +170,9 @@ pub async fn commit(
                 } else {
                     let (lease, sniffed) = tokio::join!(
                         take_lease(state, &upload, target, None),
-                        state.store.sniff(&upload.key, SNIFF_BYTES)
+                        state
+                            .store
+                            .sniff(&upload.key, read_len(&upload.content_type))
                     );
                     if let Some(lease) = lease? {
                         break (lease, Some(sniffed));

@@ -5,8 +5,9 @@ use crate::domain::capabilities::Capability;
 use crate::domain::checksum::{Checksum, ChecksumAlgorithm};
 use crate::domain::content::ContentType;
 use crate::domain::ids::FileId;
+use crate::domain::image::Dimensions;
 use crate::domain::records::{self, FileHandle, HandleStatus, Upload, UploadState};
-use crate::domain::sniff::{sniff, Sniff, SNIFF_BYTES};
+use crate::domain::sniff::{read_len, sniff, Sniff};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::storage::{
@@ -26,6 +27,8 @@ struct Final {
     size: i64,
     version_id: Option<String>,
     checksum: Option<Checksum>,
+    /// An image's size as displayed, from the header the validation read (issue 37).
+    image: Option<Dimensions>,
 }
 
 impl From<ObjectHead> for Final {
@@ -35,6 +38,7 @@ impl From<ObjectHead> for Final {
             size: h.size,
             version_id: h.version_id,
             checksum: h.checksum,
+            image: None,
         }
     }
 }
@@ -75,26 +79,34 @@ pub(super) async fn promote(
     let store = &state.store;
     let sniffed = match prefetched {
         Some(read) => read,
-        None => store.sniff(&upload.key, SNIFF_BYTES).await,
+        None => {
+            store
+                .sniff(&upload.key, read_len(&upload.content_type))
+                .await
+        }
     };
     let Some(Sniffed { head, first }) = sniffed.map_err(|e| Failure::Release(e.into()))? else {
         // The source is gone. If an earlier attempt copied it and died before recording,
         // the final object names this upload: roll forward.
         return match final_if_ours(state, upload, lease).await? {
-            Some(fin) => roll_forward(state, upload, lease, fin, None).await,
+            Some(fin) => {
+                let image = super::image::size_of_final(state, upload, &fin, lease).await;
+                roll_forward(state, upload, lease, fin, None, image).await
+            }
             None => Err(Failure::Release(AppError::ObjectNotUploaded)),
         };
     };
     if let Err(e) = validate(upload, &head, &first) {
         return Err(Failure::Reject(e, Some(Box::new(head))));
     }
+    let image = super::image::checked_size(state, upload, &head, &first).await?;
     // Validated, so the magic bytes either showed the declared type or it has no signature.
     let sniffed_type = (sniff(&upload.content_type, &first) == Sniff::Matches)
         .then_some(upload.content_type.as_str());
 
     let size = u64::try_from(head.size).unwrap_or(u64::MAX);
     if size > state.settings.uploads.max_single_copy_bytes {
-        return promote_in_parts(state, upload, lease, head, sniffed_type).await;
+        return promote_in_parts(state, upload, lease, head, sniffed_type, image).await;
     }
     if has_hook(state, upload) {
         // A takeover: an earlier attempt may have asked the hook and copied. Its copy is
@@ -102,7 +114,7 @@ pub(super) async fn promote(
         if upload.state == UploadState::Promoting {
             if let Some(fin) = final_if_ours(state, upload, lease).await? {
                 tracing::info!("final object already copied by an earlier attempt");
-                return roll_forward(state, upload, lease, fin, Some(head)).await;
+                return roll_forward(state, upload, lease, fin, Some(head), image).await;
             }
         }
         super::hook::ask(state, upload, lease, &head, sniffed_type).await?;
@@ -114,7 +126,7 @@ pub(super) async fn promote(
         match store.head(lease.final_key.as_str()).await {
             Ok(Some(fin)) if is_ours(&fin, upload) => {
                 tracing::info!("final object already copied by an earlier attempt");
-                return roll_forward(state, upload, lease, fin, Some(head)).await;
+                return roll_forward(state, upload, lease, fin, Some(head), image).await;
             }
             Ok(Some(_)) => return Err(Failure::Release(AppError::FinalKeyConflict)),
             Ok(None) => {}
@@ -147,13 +159,14 @@ pub(super) async fn promote(
                 size: head.size,
                 version_id: copied.version_id,
                 checksum: copied.checksum,
+                image,
             };
             verify_then_record(state, upload, lease, fin, Some(head)).await
         }
         // The source's ETag guard refused, or the source is gone (deleted after the
         // validation read it: answered 500 before issue 36's review): the final key tells.
         Err(StoreError::PreconditionFailed | StoreError::NotFound) => {
-            refused(state, upload, lease, head).await
+            refused(state, upload, lease, head, image).await
         }
         Err(e) => Err(Failure::Abandon(e.into())),
     }
@@ -175,11 +188,12 @@ async fn refused(
     upload: &Upload,
     lease: &Lease,
     source: ObjectHead,
+    image: Option<Dimensions>,
 ) -> Result<CommitOutcome, Failure> {
     match state.store.head(lease.final_key.as_str()).await {
         Ok(Some(fin)) if is_ours(&fin, upload) => {
             tracing::info!("final object already copied by an earlier attempt");
-            roll_forward(state, upload, lease, fin, Some(source)).await
+            roll_forward(state, upload, lease, fin, Some(source), image).await
         }
         Ok(Some(_)) => Err(Failure::Release(AppError::FinalKeyConflict)),
         Ok(None) => Err(Failure::Release(AppError::ObjectChanged)),
@@ -241,11 +255,16 @@ async fn roll_forward(
     lease: &Lease,
     fin: ObjectHead,
     source: Option<ObjectHead>,
+    image: Option<Dimensions>,
 ) -> Result<CommitOutcome, Failure> {
     if fin.size != upload.declared_size {
         return Err(unverified(lease, fin.size, upload));
     }
-    verify_then_record(state, upload, lease, fin.into(), source).await
+    let fin = Final {
+        image,
+        ..fin.into()
+    };
+    verify_then_record(state, upload, lease, fin, source).await
 }
 
 /// Large objects: CopyObject stops at 5 GiB, so the copy is UploadPartCopy in parts. A copy
@@ -257,6 +276,7 @@ async fn promote_in_parts(
     lease: &Lease,
     sniffed: ObjectHead,
     sniffed_type: Option<&str>,
+    image: Option<Dimensions>,
 ) -> Result<CommitOutcome, Failure> {
     let store = &state.store;
     let head = match store.head(&upload.key).await {
@@ -365,6 +385,7 @@ async fn promote_in_parts(
     let checksum = head.checksum.clone();
     let fin = Final {
         checksum,
+        image,
         ..fin.into()
     };
     record(state, upload, lease, fin, Some(head)).await
@@ -385,7 +406,10 @@ async fn promote_in_place(
     else {
         return Err(Failure::Release(AppError::ObjectNotUploaded));
     };
-    let first = match store.sniff(&upload.key, SNIFF_BYTES).await {
+    let first = match store
+        .sniff(&upload.key, read_len(&upload.content_type))
+        .await
+    {
         Ok(Some(s)) if s.head.etag == head.etag => s.first,
         Ok(_) => return Err(Failure::Release(AppError::ObjectChanged)),
         Err(e) => return Err(Failure::Release(e.into())),
@@ -399,7 +423,12 @@ async fn promote_in_place(
             Some(Box::new(head)),
         ));
     }
-    record(state, upload, lease, head.into(), None).await
+    let image = super::image::checked_size(state, upload, &head, &first).await?;
+    let fin = Final {
+        image,
+        ..head.into()
+    };
+    record(state, upload, lease, fin, None).await
 }
 
 /// A declared checksum against the one S3 reported for the final object.
@@ -501,6 +530,7 @@ async fn record(
         checksum: fin.checksum,
         copied_from: None,
         expires_at,
+        image: fin.image,
     };
     let tmp_version = source.as_ref().and_then(|h| h.version_id.as_deref());
     let recorded = match state
