@@ -5,9 +5,9 @@
 #
 # No container registry is reachable on these machines, so the base images come from Debian's
 # packages: `debootstrap --variant=minbase bookworm` from the mirror apt is configured with,
-# imported as localhost/upcommit-base:bookworm (the runtime base), and that plus gcc, libc6-dev
-# and ca-certificates as localhost/upcommit-builder:bookworm (the build base), whose Rust is the
-# host's toolchain, bind-mounted read-only at build time. Both are kept in podman's storage and
+# imported as localhost/upcommit-base:bookworm (the runtime base), and that plus gcc, libc6-dev,
+# ca-certificates and libturbojpeg0-dev as localhost/upcommit-builder:bookworm (the build
+# base), whose Rust is the host's toolchain, bind-mounted read-only at build time. Both are kept in podman's storage and
 # reused (CONTAINER_E2E_REBASE=1 makes them again). The Containerfile's cache mounts (cargo's
 # target directory and registry) live under $UPCOMMIT_CACHE/container, so a later run compiles
 # only what changed. Cargo builds offline there, from that registry cache seeded with the host's
@@ -103,7 +103,7 @@ mkdir -p "$work/builder"
 cat >"$work/builder/Containerfile" <<EOF
 FROM $BASE_IMAGE
 RUN apt-get update \\
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev ca-certificates \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev ca-certificates libturbojpeg0-dev \\
     && rm -rf /var/lib/apt/lists/*
 # As in the rust image: cargo's home here, the toolchain (bind-mounted at build time) on PATH.
 ENV CARGO_HOME=/usr/local/cargo \\
