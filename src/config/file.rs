@@ -81,6 +81,26 @@ pub(super) struct FileProfile {
     pub(super) min_height: Option<u32>,
     #[serde(default)]
     pub(super) max_height: Option<u32>,
+    /// `[[profiles.variants]]`: named renditions (see `domain::variants::Variant`).
+    #[serde(default)]
+    pub(super) variants: Vec<FileVariant>,
+}
+
+/// One `[[profiles.variants]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileVariant {
+    pub(super) name: String,
+    pub(super) width: u32,
+    pub(super) height: u32,
+    #[serde(default)]
+    pub(super) fit: Option<String>,
+    #[serde(default)]
+    pub(super) format: Option<String>,
+    #[serde(default)]
+    pub(super) quality: Option<u8>,
+    #[serde(default)]
+    pub(super) eager: bool,
 }
 
 /// A profile's `validation_hook` table.
