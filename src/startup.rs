@@ -226,6 +226,9 @@ impl Application {
             job_gauges,
             store_verdict,
             dry_runs: Arc::new(crate::state::dry_runs::DryRuns::new()),
+            renders: Arc::new(crate::state::renders::RenderGate::new(
+                crate::state::default_render_limit(),
+            )),
         };
         let router = crate::http::router(state.clone());
         Ok(Self {

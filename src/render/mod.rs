@@ -6,7 +6,36 @@
 pub mod jpeg;
 pub mod planes;
 
-use crate::domain::image::Dimensions;
+use std::cell::RefCell;
+
+use crate::domain::image::{Dimensions, Transform};
+use crate::domain::variants::Fit;
+
+thread_local! {
+    /// Each blocking thread's TurboJPEG handles and resizer, made at its first render.
+    static JPEG: RefCell<Option<jpeg::Context>> = const { RefCell::new(None) };
+}
+
+/// Renders the JPEG `input` on this thread (a blocking one), with this thread's handles.
+pub fn jpeg_here(
+    input: &[u8],
+    orientation: Transform,
+    box_: Dimensions,
+    fit: Fit,
+    quality: u8,
+    limits: &Limits,
+) -> Result<Rendered, RenderError> {
+    JPEG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(jpeg::Context::new()?);
+        }
+        let ctx = slot
+            .as_mut()
+            .ok_or_else(|| RenderError::Internal("no context".into()))?;
+        jpeg::render(ctx, input, orientation, box_, fit, quality, limits)
+    })
+}
 
 /// What a render may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,7 @@ pub mod bucket_watch;
 pub mod dry_runs;
 pub mod job_gauges;
 pub mod readiness;
+pub mod renders;
 pub mod supervise;
 
 use bucket_watch::BucketWatch;
@@ -50,6 +51,13 @@ pub struct AppState {
     pub store_verdict: Arc<Verdict>,
     /// The admin API's dry run in flight on this replica (one at a time).
     pub dry_runs: Arc<DryRuns>,
+    /// This replica's renders of image renditions: a bounded number at once, one per key.
+    pub renders: Arc<renders::RenderGate>,
+}
+
+/// Renders at once on a replica: one per core (a render keeps one core busy).
+pub fn default_render_limit() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 impl AppState {
@@ -81,6 +89,7 @@ impl AppState {
             job_gauges: Arc::new(JobGauges::new()),
             store_verdict: Arc::new(Verdict::unprobed()),
             dry_runs: Arc::new(DryRuns::new()),
+            renders: Arc::new(renders::RenderGate::new(default_render_limit())),
         }
     }
 

@@ -1,0 +1,168 @@
+//! Issue 37 (work in progress): a JPEG's rendition for its profile's variant, rendered into
+//! `cache/` at the first request and served from there after; upright whatever its EXIF says,
+//! without the source's metadata, never for a stranger.
+
+use serde_json::Value;
+use upcommit_turbojpeg::{Decoder, Encoder, Plane, SAMP_420};
+
+use crate::helpers::{error_code, spawn_app_with, Spawn};
+
+fn spawn() -> Spawn {
+    Spawn {
+        config: Some(
+            r#"
+            [[profiles]]
+            name = "image"
+            content_types = ["image/jpeg"]
+            max_size = 10000000
+            final_prefix = "media/images/"
+
+            [[profiles.variants]]
+            name = "thumb"
+            width = 200
+            height = 200
+            "#
+            .to_owned(),
+        ),
+        ..Spawn::default()
+    }
+}
+
+/// A `w` × `h` JPEG, its stored top-left quarter bright, with an EXIF block (orientation `o`
+/// and a GPS tag's worth of bytes that must not reach a rendition) after SOI.
+fn jpeg(w: u32, h: u32, o: u16) -> Vec<u8> {
+    let mut y = Plane::new(w, h, 90);
+    for row in 0..h / 4 {
+        for col in 0..w / 4 {
+            y.data[(row * w + col) as usize] = 245;
+        }
+    }
+    let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
+    let planes = [y, Plane::new(cw, ch, 128), Plane::new(cw, ch, 128)];
+    let body = Encoder::new()
+        .expect("encoder")
+        .encode_planes(&planes, w, h, SAMP_420, 90)
+        .expect("encode");
+    let mut exif = b"Exif\0\0MM\0*\0\0\0\x08\0\x01\x01\x12\0\x03\0\0\0\x01".to_vec();
+    exif.extend(o.to_be_bytes());
+    exif.extend([0, 0, 0, 0, 0, 0]);
+    exif.extend(b"GPSLatitude 48.8583 N GPSLongitude 2.2945 E");
+    let mut out = vec![0xFF, 0xD8, 0xFF, 0xE1];
+    out.extend(u16::try_from(exif.len() + 2).expect("len").to_be_bytes());
+    out.extend(exif);
+    out.extend(&body[2..]);
+    out
+}
+
+#[tokio::test]
+async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cache() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    // Stored 800 x 400, turned a quarter clockwise by EXIF 6: shown 400 x 800.
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(800, 400, 6))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    assert_eq!(h["image"], serde_json::json!({"width": 400, "height": 800}));
+    let id = h["id"].as_str().expect("id");
+    let path = format!("/v1/files/{id}/variants/thumb");
+
+    let first: Value = app
+        .get(&path, Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(first["cached"], false, "{first}");
+    assert_eq!(
+        (first["width"].as_u64(), first["height"].as_u64()),
+        (Some(200), Some(200)),
+        "{first}"
+    );
+    assert_eq!(first["content_type"], "image/jpeg");
+    let bytes = app
+        .http
+        .get(first["url"].as_str().expect("url"))
+        .send()
+        .await
+        .expect("GET the rendition")
+        .bytes()
+        .await
+        .expect("body");
+    assert_eq!(first["size"].as_u64(), Some(bytes.len() as u64));
+    assert!(
+        !bytes.windows(4).any(|w| w == b"Exif"),
+        "no EXIF in a rendition"
+    );
+    assert!(
+        !bytes.windows(3).any(|w| w == b"GPS"),
+        "no GPS in a rendition"
+    );
+    let mut dec = Decoder::new().expect("decoder");
+    let hd = dec.header(&bytes).expect("a JPEG");
+    assert_eq!((hd.width, hd.height), (200, 200));
+    // Upright: the stored top-left corner, turned a quarter clockwise, is shown top-right; the
+    // cover crop keeps the middle 400 x 400 of the shown 400 x 800, so the bright quarter
+    // (shown 100 wide, 200 high at the top right) is cut to its lower half: bright at the top
+    // right of the rendition's upper quarter, dark at the left.
+    let luma = dec
+        .decode_planes(&bytes, &hd, 200, 200)
+        .expect("decode")
+        .remove(0);
+    let at = |x: u32, y: u32| luma.data[(y * 200 + x) as usize];
+    assert!(at(190, 10) > 200, "bright top right: {}", at(190, 10));
+    assert!(
+        at(10, 10) < 140 && at(190, 190) < 140,
+        "dark elsewhere: {} {}",
+        at(10, 10),
+        at(190, 190)
+    );
+
+    let again: Value = app
+        .get(&path, Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(again["cached"], true, "{again}");
+    assert_eq!(
+        (again["width"].as_u64(), again["size"].as_u64()),
+        (Some(200), Some(bytes.len() as u64))
+    );
+    let cached: Vec<String> = app
+        .keys()
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("cache/"))
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert!(
+        cached[0].starts_with(&format!("cache/{id}/thumb-")),
+        "{cached:?}"
+    );
+
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{id}/variants/poster"), Some(&alice))
+                .await
+        )
+        .await,
+        (404, "variant_not_found".to_owned())
+    );
+    assert_eq!(
+        error_code(app.get(&path, Some(&app.token("mallory"))).await).await,
+        (404, "file_not_found".to_owned()),
+        "a stranger learns nothing"
+    );
+    assert_eq!(
+        app.get(&path, Some(&app.admin_token("root")))
+            .await
+            .status(),
+        200
+    );
+}
