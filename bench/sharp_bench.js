@@ -8,8 +8,8 @@ sharp.cache(false);
 if (mode === "make") {
   const [dir] = args;
   (async () => {
-    // Noisy: gaussian noise, the case where entropy decoding dominates (2.7 MB).
-    await sharp({ create: { width: 2725, height: 2225, channels: 3, noise: { type: "gaussian", mean: 128, sigma: 30 } } })
+    // Noisy: gaussian noise, the case where entropy decoding dominates (about 2.7 MB).
+    await sharp({ create: { width: 2725, height: 2225, channels: 3, noise: { type: "gaussian", mean: 128, sigma: 36 } } })
       .jpeg({ quality: 80 }).toFile(`${dir}/noisy.jpg`);
     // Photo-like: smooth gradients, a ripple and a little grain (a few hundred KB).
     const [w, h] = [2725, 2225];

@@ -21,6 +21,12 @@ fn spawn() -> Spawn {
             name = "thumb"
             width = 200
             height = 200
+
+            [[profiles.variants]]
+            name = "whole"
+            width = 200
+            height = 200
+            fit = "inside"
             "#
             .to_owned(),
         ),
@@ -106,21 +112,47 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
     let mut dec = Decoder::new().expect("decoder");
     let hd = dec.header(&bytes).expect("a JPEG");
     assert_eq!((hd.width, hd.height), (200, 200));
-    // Upright: the stored top-left corner, turned a quarter clockwise, is shown top-right; the
-    // cover crop keeps the middle 400 x 400 of the shown 400 x 800, so the bright quarter
-    // (shown 100 wide, 200 high at the top right) is cut to its lower half: bright at the top
-    // right of the rendition's upper quarter, dark at the left.
+    // Cover keeps the middle 400 x 400 of the shown 400 x 800: the bright quarter (shown at
+    // the top right, 100 wide and 200 high) is cut off, the rendition is the dark middle.
     let luma = dec
         .decode_planes(&bytes, &hd, 200, 200)
         .expect("decode")
         .remove(0);
-    let at = |x: u32, y: u32| luma.data[(y * 200 + x) as usize];
-    assert!(at(190, 10) > 200, "bright top right: {}", at(190, 10));
+    assert!(luma.data.iter().all(|&v| v < 140), "cover keeps the middle");
+
+    // Inside shows it all, upright: 100 x 200, the stored top-left corner turned a quarter
+    // clockwise to the top right.
+    let whole: Value = app
+        .get(&format!("/v1/files/{id}/variants/whole"), Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (whole["width"].as_u64(), whole["height"].as_u64()),
+        (Some(100), Some(200)),
+        "{whole}"
+    );
+    let wbytes = app
+        .http
+        .get(whole["url"].as_str().expect("url"))
+        .send()
+        .await
+        .expect("GET")
+        .bytes()
+        .await
+        .expect("body");
+    let wh = dec.header(&wbytes).expect("a JPEG");
+    assert_eq!((wh.width, wh.height), (100, 200));
+    let l = dec
+        .decode_planes(&wbytes, &wh, 100, 200)
+        .expect("decode")
+        .remove(0);
+    let at = |x: u32, y: u32| l.data[(y * 100 + x) as usize];
+    assert!(at(95, 10) > 200, "bright top right: {}", at(95, 10));
     assert!(
-        at(10, 10) < 140 && at(190, 190) < 140,
-        "dark elsewhere: {} {}",
-        at(10, 10),
-        at(190, 190)
+        at(5, 10) < 140 && at(95, 190) < 140 && at(5, 190) < 140,
+        "dark elsewhere"
     );
 
     let again: Value = app
@@ -140,9 +172,9 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
         .into_iter()
         .filter(|k| k.starts_with("cache/"))
         .collect();
-    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert_eq!(cached.len(), 2, "one per variant asked for: {cached:?}");
     assert!(
-        cached[0].starts_with(&format!("cache/{id}/thumb-")),
+        cached.iter().all(|k| k.starts_with(&format!("cache/{id}/"))),
         "{cached:?}"
     );
 
