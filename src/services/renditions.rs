@@ -191,3 +191,38 @@ pub fn rendition_size(displayed: Dimensions, variant: &Variant) -> Dimensions {
     )
     .canvas
 }
+
+/// Removes every version (and delete marker) of every rendition of `file`: what a file's
+/// deletion does after its object is gone, so that no rendition stays reachable until the
+/// cache's rule would expire it. Returns how many versions went.
+pub async fn delete_all(
+    store: &dyn crate::storage::ObjectStore,
+    file: &crate::domain::ids::FileId,
+) -> Result<u64, crate::storage::StoreError> {
+    let prefix = crate::domain::variants::file_prefix(file);
+    let mut doomed: Vec<(String, Option<String>)> = Vec::new();
+    let mut from = None;
+    loop {
+        let page = store.list_versions(&prefix, from.take()).await?;
+        doomed.extend(
+            page.versions
+                .into_iter()
+                .filter(|v| v.key.starts_with(&prefix))
+                .map(|v| (v.key, v.version_id)),
+        );
+        match page.next {
+            Some(next) => from = Some(next),
+            None => break,
+        }
+    }
+    for batch in doomed.chunks(crate::storage::DELETE_BATCH) {
+        let refused = store.delete_versions(batch).await?;
+        if let Some(f) = refused.first() {
+            return Err(crate::storage::StoreError::Other(format!(
+                "{}: {}",
+                f.key, f.reason
+            )));
+        }
+    }
+    Ok(doomed.len() as u64)
+}

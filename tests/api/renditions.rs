@@ -16,6 +16,7 @@ fn spawn() -> Spawn {
             content_types = ["image/jpeg"]
             max_size = 10000000
             final_prefix = "media/images/"
+            tracks_links = true
 
             [[profiles.variants]]
             name = "thumb"
@@ -174,7 +175,9 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
         .collect();
     assert_eq!(cached.len(), 2, "one per variant asked for: {cached:?}");
     assert!(
-        cached.iter().all(|k| k.starts_with(&format!("cache/{id}/"))),
+        cached
+            .iter()
+            .all(|k| k.starts_with(&format!("cache/{id}/"))),
         "{cached:?}"
     );
 
@@ -196,5 +199,83 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
             .await
             .status(),
         200
+    );
+}
+
+/// The rendition keys of `id`, every version and delete marker.
+async fn rendition_versions(app: &crate::helpers::TestApp, id: &str) -> usize {
+    let out = app
+        .s3
+        .list_object_versions()
+        .bucket(&app.bucket)
+        .prefix(format!("cache/{id}/"))
+        .send()
+        .await
+        .expect("list versions");
+    out.versions().len() + out.delete_markers().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
+    let app = spawn_app_with(Spawn {
+        env: crate::hygiene::hygiene_env(crate::hygiene::DAY),
+        ..spawn()
+    })
+    .await;
+    let alice = app.token("alice");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let p = app
+            .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+            .await;
+        let h: Value = app
+            .commit(&alice, &p.key, None)
+            .await
+            .json()
+            .await
+            .expect("handle");
+        let id = h["id"].as_str().expect("id").to_owned();
+        for v in ["thumb", "whole"] {
+            let r = app
+                .get(&format!("/v1/files/{id}/variants/{v}"), Some(&alice))
+                .await;
+            assert_eq!(r.status(), 200);
+        }
+        ids.push(id);
+    }
+    let (doomed, kept) = (&ids[0], &ids[1]);
+    let link = app
+        .http
+        .put(format!("{}/v1/files/{kept}/links/post/1", app.address))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("link");
+    assert_eq!(link.status(), 204);
+    assert_eq!(rendition_versions(&app, doomed).await, 2);
+
+    // Unlinked, archived, then deleted past retention.
+    for days in [2, 4, 7] {
+        crate::hygiene::hygiene(&app, Some(crate::hygiene::in_days(days)));
+    }
+    assert_eq!(crate::hygiene::status(&app, doomed).await, "deleted");
+    assert_eq!(
+        rendition_versions(&app, doomed).await,
+        0,
+        "no version of any rendition of the deleted file is left"
+    );
+    assert_eq!(crate::hygiene::status(&app, kept).await, "available");
+    assert_eq!(
+        rendition_versions(&app, kept).await,
+        2,
+        "the linked file's stay"
+    );
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{doomed}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (410, "file_deleted".to_owned())
     );
 }
