@@ -50,13 +50,11 @@ fn jpeg(w: u32, h: u32, o: u16) -> Vec<u8> {
         .expect("encoder")
         .encode_planes(&planes, w, h, SAMP_420, 90)
         .expect("encode");
-    let mut exif = b"Exif\0\0MM\0*\0\0\0\x08\0\x01\x01\x12\0\x03\0\0\0\x01".to_vec();
-    exif.extend(o.to_be_bytes());
-    exif.extend([0, 0, 0, 0, 0, 0]);
-    exif.extend(b"GPSLatitude 48.8583 N GPSLongitude 2.2945 E");
-    let mut out = vec![0xFF, 0xD8, 0xFF, 0xE1];
-    out.extend(u16::try_from(exif.len() + 2).expect("len").to_be_bytes());
-    out.extend(exif);
+    let mut out = vec![0xFF, 0xD8];
+    out.extend(crate::images::exif_segment(
+        o,
+        b"GPSLatitude 48.8583 N GPSLongitude 2.2945 E",
+    ));
     out.extend(&body[2..]);
     out
 }
@@ -92,15 +90,7 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
         "{first}"
     );
     assert_eq!(first["content_type"], "image/jpeg");
-    let bytes = app
-        .http
-        .get(first["url"].as_str().expect("url"))
-        .send()
-        .await
-        .expect("GET the rendition")
-        .bytes()
-        .await
-        .expect("body");
+    let bytes = fetch(&app, &first["url"]).await;
     assert_eq!(first["size"].as_u64(), Some(bytes.len() as u64));
     assert!(
         !bytes.windows(4).any(|w| w == b"Exif"),
@@ -134,15 +124,7 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
         (Some(100), Some(200)),
         "{whole}"
     );
-    let wbytes = app
-        .http
-        .get(whole["url"].as_str().expect("url"))
-        .send()
-        .await
-        .expect("GET")
-        .bytes()
-        .await
-        .expect("body");
+    let wbytes = fetch(&app, &whole["url"]).await;
     let wh = dec.header(&wbytes).expect("a JPEG");
     assert_eq!((wh.width, wh.height), (100, 200));
     let l = dec
@@ -200,6 +182,19 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
             .status(),
         200
     );
+}
+
+/// The bytes at a presigned URL.
+async fn fetch(app: &crate::helpers::TestApp, url: &Value) -> Vec<u8> {
+    app.http
+        .get(url.as_str().expect("url"))
+        .send()
+        .await
+        .expect("GET the rendition")
+        .bytes()
+        .await
+        .expect("body")
+        .to_vec()
 }
 
 /// The rendition keys of `id`, every version and delete marker.
