@@ -65,6 +65,7 @@ pub async fn rendition(
         return answer(state, &variant, &key, h.size, &h.metadata, true).await;
     }
     let slot = state.renders.try_slot().ok_or(AppError::RenderBusy)?;
+    crate::pause::point("render_slot_taken").await;
     let source = state
         .store
         .sniff(&file.key, u64::try_from(file.size).unwrap_or(0))

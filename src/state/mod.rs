@@ -55,9 +55,13 @@ pub struct AppState {
     pub renders: Arc<renders::RenderGate>,
 }
 
-/// Renders at once on a replica: one per core (a render keeps one core busy).
-pub fn default_render_limit() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
+/// Renders at once on a replica: `UPCOMMIT_RENDER_CONCURRENCY`, or one per core (a render
+/// keeps one core busy).
+pub fn render_limit(settings: &Settings) -> usize {
+    match settings.uploads.render_concurrency {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => usize::try_from(n).unwrap_or(1),
+    }
 }
 
 impl AppState {
@@ -76,6 +80,7 @@ impl AppState {
         // Building it fails only when no TLS backend can start; the default client then
         // fails the same way, loudly, at its first use.
         let http = crate::outbound::client().unwrap_or_default();
+        let render_slots = render_limit(&settings);
         Self {
             verifier: Arc::new(Verifier::new(&settings.auth, http.clone())),
             http,
@@ -89,7 +94,7 @@ impl AppState {
             job_gauges: Arc::new(JobGauges::new()),
             store_verdict: Arc::new(Verdict::unprobed()),
             dry_runs: Arc::new(DryRuns::new()),
-            renders: Arc::new(renders::RenderGate::new(default_render_limit())),
+            renders: Arc::new(renders::RenderGate::new(render_slots)),
         }
     }
 

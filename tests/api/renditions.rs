@@ -13,7 +13,7 @@ fn spawn() -> Spawn {
             r#"
             [[profiles]]
             name = "image"
-            content_types = ["image/jpeg"]
+            content_types = ["image/jpeg", "image/png"]
             max_size = 10000000
             final_prefix = "media/images/"
             tracks_links = true
@@ -249,10 +249,21 @@ async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
     assert_eq!(link.status(), 204);
     assert_eq!(rendition_versions(&app, doomed).await, 2);
 
-    // Unlinked, archived, then deleted past retention.
-    for days in [2, 4, 7] {
+    // Unlinked, archived (no rendition of an archived file: restore it first), then deleted
+    // past retention.
+    for days in [2, 4] {
         crate::hygiene::hygiene(&app, Some(crate::hygiene::in_days(days)));
     }
+    assert_eq!(crate::hygiene::status(&app, doomed).await, "archived");
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{doomed}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (409, "file_archived".to_owned())
+    );
+    crate::hygiene::hygiene(&app, Some(crate::hygiene::in_days(7)));
     assert_eq!(crate::hygiene::status(&app, doomed).await, "deleted");
     assert_eq!(
         rendition_versions(&app, doomed).await,
@@ -273,4 +284,123 @@ async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
         .await,
         (410, "file_deleted".to_owned())
     );
+}
+
+#[tokio::test]
+async fn what_cannot_be_rendered_is_refused_with_its_code_and_nothing_is_cached() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    // A PNG: not rendered yet.
+    let (_, png) = app
+        .upload_and_commit(&alice, "image", "image/png", 500)
+        .await;
+    let png_id = png["id"].as_str().expect("id");
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{png_id}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (422, "image_format_not_rendered".to_owned())
+    );
+    // A JPEG whose header is whole (it commits) and whose image data is cut short.
+    let whole = jpeg(640, 480, 1);
+    let cut = whole[..whole.len() * 3 / 5].to_vec();
+    let p = app.uploaded_bytes(&alice, "image", "image/jpeg", cut).await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id");
+    assert_eq!(h["image"], serde_json::json!({"width": 640, "height": 480}));
+    let (status, code) = error_code(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+            .await,
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (422, "image_unrenderable"));
+    assert!(
+        !app.keys().await.iter().any(|k| k.starts_with("cache/")),
+        "nothing written for a refusal"
+    );
+    assert_eq!(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), None)
+            .await
+            .status(),
+        401
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_replicas_render_slots_a_request_is_told_to_retry_not_queued() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id").to_owned();
+    // One slot, and the first render held right after it took it.
+    let dir = tempfile::tempdir().expect("gate dir");
+    let gate = dir.path().join("render-gate");
+    let (mut server, base) = crate::helpers::server_process(
+        &app,
+        &[
+            ("UPCOMMIT_RENDER_CONCURRENCY", "1"),
+            ("UPCOMMIT_PAUSE_AT", "render_slot_taken"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let first = {
+        let (http, url, token) = (
+            app.http.clone(),
+            format!("{base}/v1/files/{id}/variants/thumb"),
+            alice.clone(),
+        );
+        tokio::spawn(async move {
+            http.get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("first")
+        })
+    };
+    let reached = gate.with_extension("reached");
+    for _ in 0..100 {
+        if reached.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(reached.exists(), "the first render took the slot");
+    let second = app
+        .http
+        .get(format!("{base}/v1/files/{id}/variants/whole"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("second");
+    assert_eq!(
+        second
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap_or("")),
+        Some("1")
+    );
+    assert_eq!(error_code(second).await, (503, "render_busy".to_owned()));
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let first = first.await.expect("join");
+    assert_eq!(first.status(), 200, "the held render finishes");
+    let _ = server.kill();
+    let _ = server.wait();
 }
