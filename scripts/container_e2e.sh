@@ -373,14 +373,15 @@ log "SIGTERM: the commit in flight answered 201, exit code 0, the log says it dr
 # --- the systemd unit, started by systemd ---------------------------------------------------
 # These machines do not run systemd; a container does: systemd as its PID 1 (podman's
 # --systemd=always), CAP_SYS_ADMIN so that it can set up the unit's namespaces (ProtectSystem,
-# PrivateTmp, ...), the unit and the image's binary mounted read-only where the unit's comment
+# PrivateTmp, ...), libturbojpeg0 (the one library the binary links beyond libc, as an operator
+# installs it), the unit and the image's binary mounted read-only where the unit's comment
 # installs them, and an env file that also sets UPCOMMIT_LISTEN=0.0.0.0:8080, which must
 # override the unit's own 127.0.0.1 (EnvironmentFile= after Environment=).
 mkdir -p "$work/systemd"
 cat >"$work/systemd/Containerfile" <<CONTAINERFILE
 FROM $BASE_IMAGE
 RUN apt-get update \\
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd systemd-sysv dbus \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd systemd-sysv dbus libturbojpeg0 \\
     && apt-get clean && rm -rf /var/lib/apt/lists/*
 STOPSIGNAL SIGRTMIN+3
 CMD ["/sbin/init"]
