@@ -197,19 +197,6 @@ async fn fetch(app: &crate::helpers::TestApp, url: &Value) -> Vec<u8> {
         .to_vec()
 }
 
-/// The rendition keys of `id`, every version and delete marker.
-async fn rendition_versions(app: &crate::helpers::TestApp, id: &str) -> usize {
-    let out = app
-        .s3
-        .list_object_versions()
-        .bucket(&app.bucket)
-        .prefix(format!("cache/{id}/"))
-        .send()
-        .await
-        .expect("list versions");
-    out.versions().len() + out.delete_markers().len()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
     let app = spawn_app_with(Spawn {
@@ -247,7 +234,7 @@ async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
         .await
         .expect("link");
     assert_eq!(link.status(), 204);
-    assert_eq!(rendition_versions(&app, doomed).await, 2);
+    assert_eq!(app.versions_under(&format!("cache/{doomed}/")).await, 2);
 
     // Unlinked, archived (no rendition of an archived file: restore it first), then deleted
     // past retention.
@@ -266,13 +253,13 @@ async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
     crate::hygiene::hygiene(&app, Some(crate::hygiene::in_days(7)));
     assert_eq!(crate::hygiene::status(&app, doomed).await, "deleted");
     assert_eq!(
-        rendition_versions(&app, doomed).await,
+        app.versions_under(&format!("cache/{doomed}/")).await,
         0,
         "no version of any rendition of the deleted file is left"
     );
     assert_eq!(crate::hygiene::status(&app, kept).await, "available");
     assert_eq!(
-        rendition_versions(&app, kept).await,
+        app.versions_under(&format!("cache/{kept}/")).await,
         2,
         "the linked file's stay"
     );
