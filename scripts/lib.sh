@@ -184,6 +184,17 @@ ensure_browser_installed() {
   fi
 }
 
+# Debian's libjpeg-turbo TurboJPEG library and headers (libturbojpeg0-dev, 2.1.5 on bookworm):
+# the renderer (crates/upcommit-turbojpeg) links it, so every build of the crate needs it.
+ensure_turbojpeg_installed() {
+  if [ -e /usr/include/turbojpeg.h ] && ldconfig -p | grep -q 'libturbojpeg\.so\.0'; then
+    return 0
+  fi
+  log "installing Debian's libturbojpeg0-dev (the renderer links libjpeg-turbo's TurboJPEG API)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libturbojpeg0-dev >/dev/null
+}
+
 # Debian's prometheus package: promtool for the rules' checks, prometheus for the alerts'
 # end-to-end run (scripts/alerts_e2e.sh). Its maintainer scripts would start a prometheus
 # service on :9090 and enable it at boot: a policy-rc.d that forbids starts is in place during

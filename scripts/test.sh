@@ -38,6 +38,8 @@ if ! command -v curl >/dev/null; then
   apt-get update -qq && apt-get install -y -qq curl >/dev/null
 fi
 
+ensure_turbojpeg_installed
+
 log "checking formatting"
 cargo fmt --check
 

@@ -34,6 +34,16 @@ pub enum AppError {
     FinalKeyTemporary,
     #[error("this file is being archived or deleted by hygiene; retry shortly")]
     FileBusy,
+    #[error("this file's profile has no such variant")]
+    VariantNotFound,
+    #[error("this file is archived; restore it first")]
+    FileArchived,
+    #[error("{0} is not rendered")]
+    ImageNotRendered(&'static str),
+    #[error("the image cannot be rendered: {0}")]
+    ImageUnrenderable(String),
+    #[error("every render slot of this server is taken; retry shortly")]
+    RenderBusy,
     #[error("no such link scan")]
     LinkScanNotFound,
     #[error("no webhook endpoint with this id")]
@@ -210,7 +220,9 @@ impl AppError {
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
             FinalKeyForbidden | AdminRequired | OwnerForbidden => StatusCode::FORBIDDEN,
             RouteNotFound | UploadNotFound | FileNotFound | ObjectNotUploaded
-            | LinkScanNotFound | WebhookNotFound | JobRunNotFound => StatusCode::NOT_FOUND,
+            | LinkScanNotFound | WebhookNotFound | JobRunNotFound | VariantNotFound => {
+                StatusCode::NOT_FOUND
+            }
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             UploadExpired
             | MultipartSessionExpired
@@ -242,12 +254,15 @@ impl AppError {
             | MultipartIncomplete
             | LinkScanCompleted
             | FileNotAvailable
+            | FileArchived
             | TooManyCopies => StatusCode::CONFLICT,
             ContentTypeMismatch
             | SizeMismatch
             | ContentMismatch
             | ImageUnreadable
             | ImageOutOfBounds(_)
+            | ImageNotRendered(_)
+            | ImageUnrenderable(_)
             | ChecksumMismatch
             | PartNotUploaded(_)
             | PartEtagMismatch(_)
@@ -260,6 +275,7 @@ impl AppError {
             CommitInProgress
             | CompletionInProgress
             | FileBusy
+            | RenderBusy
             | Unavailable(_)
             | Timeout
             | ValidationHookUnavailable
@@ -285,6 +301,11 @@ impl AppError {
             CursorExpired(_) => "cursor_expired",
             FinalKeyTemporary => "final_key_temporary",
             FileBusy => "file_busy",
+            VariantNotFound => "variant_not_found",
+            FileArchived => "file_archived",
+            ImageNotRendered(_) => "image_format_not_rendered",
+            ImageUnrenderable(_) => "image_unrenderable",
+            RenderBusy => "render_busy",
             LinkScanNotFound => "link_scan_not_found",
             WebhookNotFound => "webhook_not_found",
             WebhookExists => "webhook_exists",
@@ -375,6 +396,7 @@ impl AppError {
             AppError::CommitInProgress
             | AppError::CompletionInProgress
             | AppError::FileBusy
+            | AppError::RenderBusy
             | AppError::Unavailable(_)
             | AppError::Timeout => Some(1),
             AppError::ValidationHookUnavailable => Some(5),

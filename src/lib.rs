@@ -12,6 +12,7 @@ pub mod http;
 pub mod metrics;
 pub mod outbound;
 pub mod pause;
+pub mod render;
 pub mod services;
 pub mod signing;
 pub mod startup;

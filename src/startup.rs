@@ -213,6 +213,7 @@ impl Application {
             sequenced.clone(),
             metrics.clone(),
         );
+        let render_limit = crate::state::render_limit(&settings);
         let state = AppState {
             verifier,
             http,
@@ -226,6 +227,7 @@ impl Application {
             job_gauges,
             store_verdict,
             dry_runs: Arc::new(crate::state::dry_runs::DryRuns::new()),
+            renders: Arc::new(crate::state::renders::RenderGate::new(render_limit)),
         };
         let router = crate::http::router(state.clone());
         Ok(Self {

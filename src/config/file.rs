@@ -81,6 +81,26 @@ pub(super) struct FileProfile {
     pub(super) min_height: Option<u32>,
     #[serde(default)]
     pub(super) max_height: Option<u32>,
+    /// `[[profiles.variants]]`: named renditions (see `domain::variants::Variant`).
+    #[serde(default)]
+    pub(super) variants: Vec<FileVariant>,
+}
+
+/// One `[[profiles.variants]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileVariant {
+    pub(super) name: String,
+    pub(super) width: u32,
+    pub(super) height: u32,
+    #[serde(default)]
+    pub(super) fit: Option<String>,
+    #[serde(default)]
+    pub(super) format: Option<String>,
+    #[serde(default)]
+    pub(super) quality: Option<u8>,
+    #[serde(default)]
+    pub(super) eager: bool,
 }
 
 /// A profile's `validation_hook` table.
@@ -126,6 +146,7 @@ pub(super) struct FileSettings {
     pub(super) commit_window_secs: Option<u64>,
     pub(super) commit_lease_secs: Option<u64>,
     pub(super) download_expiry_secs: Option<u64>,
+    pub(super) render_concurrency: Option<u64>,
     pub(super) max_single_copy_bytes: Option<u64>,
     pub(super) copy_part_size_bytes: Option<u64>,
     pub(super) copy_concurrency: Option<usize>,

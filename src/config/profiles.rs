@@ -13,9 +13,10 @@ use crate::domain::validation_hook::{
     HookSecret, OnError, ValidationHook, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS,
 };
 
-use super::file::{FileProfile, FileSettings, FileValidationHook};
+use super::file::{FileProfile, FileSettings, FileValidationHook, FileVariant};
 use super::source::{ConfigError, Source};
 use super::Settings;
+use crate::domain::variants::{Fit, OutputFormat, Variant};
 
 /// The profiles of the file (or the built-in ones when it has none), then the environment's
 /// `UPCOMMIT_TRACKS_LINKS` and `UPCOMMIT_REQUIRE_CHECKSUM`.
@@ -115,6 +116,33 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         max_height: p.max_height,
     };
     image_bounds.validate().map_err(|e| ConfigError(at(&e)))?;
+    let variants = p
+        .variants
+        .into_iter()
+        .map(variant)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ConfigError(at(&e)))?;
+    if let Some(dup) = variants
+        .iter()
+        .enumerate()
+        .find(|(i, v)| variants[..*i].iter().any(|w| w.name == v.name))
+    {
+        return Err(ConfigError(at(&format!(
+            "variant name {:?} is used twice",
+            dup.1.name
+        ))));
+    }
+    if !variants.is_empty() {
+        if let Some(t) = content_types
+            .iter()
+            .find(|t| crate::domain::image::Format::of_content_type(t.as_str()).is_none())
+        {
+            return Err(ConfigError(at(&format!(
+                "variants render images; content type {:?} is not an image format the renderer reads",
+                t.as_str()
+            ))));
+        }
+    }
     Ok(Profile {
         name: p.name,
         content_types,
@@ -125,7 +153,42 @@ fn parse_profile(p: FileProfile) -> Result<Profile, ConfigError> {
         temporary_ttl,
         validation_hook,
         image_bounds,
+        variants,
     })
+}
+
+/// One `[[profiles.variants]]` table: `fit` defaults to `cover`, `format` to `jpeg`, `quality`
+/// to 80.
+fn variant(v: FileVariant) -> Result<Variant, String> {
+    let fit = match v.fit.as_deref() {
+        None => Fit::Cover,
+        Some(raw) => Fit::parse(raw).ok_or_else(|| {
+            format!(
+                "variant {}: fit must be cover, contain or inside, got {raw:?}",
+                v.name
+            )
+        })?,
+    };
+    let format = match v.format.as_deref() {
+        None => OutputFormat::Jpeg,
+        Some(raw) => OutputFormat::parse(raw).ok_or_else(|| {
+            format!(
+                "variant {}: format must be jpeg or webp, got {raw:?}",
+                v.name
+            )
+        })?,
+    };
+    let variant = Variant {
+        name: v.name,
+        width: v.width,
+        height: v.height,
+        fit,
+        format,
+        quality: v.quality.unwrap_or(80),
+        eager: v.eager,
+    };
+    variant.validate()?;
+    Ok(variant)
 }
 
 /// A profile's `validation_hook`: an http(s) URL, a timeout of 1..=60000 ms (default 2000),
@@ -306,6 +369,82 @@ mod tests {
                 .expect_err(bad)
                 .0;
             assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn variants_take_defaults_and_refuse_what_cannot_render() {
+        let file = |types: &str, variants: &str| {
+            format!(
+                r#"
+                jwt_secret = "file-secret-0123456789"
+                [[profiles]]
+                name = "photo"
+                content_types = [{types}]
+                max_size = 1000
+                final_prefix = "photos/"
+                {variants}
+                "#
+            )
+        };
+        let two = "[[profiles.variants]]\nname = \"thumb\"\nwidth = 400\nheight = 400\n\
+                   [[profiles.variants]]\nname = \"card\"\nwidth = 1200\nheight = 630\nfit = \"inside\"\nformat = \"webp\"\nquality = 70\neager = true";
+        let s =
+            Settings::from_sources(Some(&file("\"image/jpeg\", \"image/png\"", two)), &|_| None)
+                .expect("two variants");
+        let v = &s.profile("photo").expect("photo").variants;
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            (v[0].fit, v[0].format, v[0].quality, v[0].eager),
+            (Fit::Cover, OutputFormat::Jpeg, 80, false),
+            "the defaults"
+        );
+        assert_eq!(
+            (
+                v[1].width,
+                v[1].height,
+                v[1].fit,
+                v[1].format,
+                v[1].quality,
+                v[1].eager
+            ),
+            (1200, 630, Fit::Inside, OutputFormat::Webp, 70, true)
+        );
+        let one = |extra: &str| {
+            format!("[[profiles.variants]]\nname = \"thumb\"\nwidth = 400\nheight = 400\n{extra}")
+        };
+        for (types, variants, says) in [
+            (
+                "\"image/jpeg\"",
+                one("fit = \"fill\""),
+                "fit must be cover, contain or inside",
+            ),
+            (
+                "\"image/jpeg\"",
+                one("format = \"gif\""),
+                "format must be jpeg or webp",
+            ),
+            (
+                "\"image/jpeg\"",
+                one("quality = 0"),
+                "quality must be 1..=100",
+            ),
+            ("\"image/jpeg\"", one("colour = \"red\""), "unknown field"),
+            (
+                "\"image/jpeg\"",
+                format!("{}\n{}", one(""), one("")),
+                "used twice",
+            ),
+            (
+                "\"image/jpeg\", \"audio/mpeg\"",
+                one(""),
+                "not an image format",
+            ),
+        ] {
+            let err = Settings::from_sources(Some(&file(types, &variants)), &|_| None)
+                .expect_err(says)
+                .0;
+            assert!(err.contains(says), "{says}: {err}");
         }
     }
 

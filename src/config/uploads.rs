@@ -22,6 +22,9 @@ pub struct UploadSettings {
     pub commit_lease_secs: u64,
     /// Lifetime of download URLs in seconds (`UPCOMMIT_DOWNLOAD_EXPIRY_SECS`, default 300).
     pub download_expiry_secs: u64,
+    /// Renders of image renditions at once on a replica (`UPCOMMIT_RENDER_CONCURRENCY`,
+    /// 0..=64; default 0: one per core). A request past them answers 503 `render_busy`.
+    pub render_concurrency: u64,
     /// Largest object a single CopyObject promotes; larger ones are promoted by a multipart copy
     /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit; at least
     /// 5 MiB, S3's minimum part size: a smaller source is refused in parts by some stores).
@@ -98,6 +101,12 @@ impl UploadSettings {
                 f.download_expiry_secs,
                 300,
                 1..=604_800,
+            )?,
+            render_concurrency: src.number(
+                "UPCOMMIT_RENDER_CONCURRENCY",
+                f.render_concurrency,
+                0,
+                0..=64,
             )?,
             // S3's CopyObject limit; at least S3's minimum part size, since anything smaller
             // goes in one CopyObject anyway, and stores refuse a smaller source in parts

@@ -33,6 +33,8 @@ pub struct Profile {
     /// Bounds on an image's size, checked at commit (issue 37); `max_pixels` defaults to
     /// [`crate::domain::image::DEFAULT_MAX_PIXELS`].
     pub image_bounds: crate::domain::image::ImageBounds,
+    /// Named renditions of this profile's images (issue 37); none unless configured.
+    pub variants: Vec<crate::domain::variants::Variant>,
 }
 
 /// Why a presign request is refused before anything is recorded or signed.
@@ -152,6 +154,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             temporary_ttl: None,
             validation_hook: None,
             image_bounds: Default::default(),
+            variants: Vec::new(),
         },
         Profile {
             name: "recording".into(),
@@ -170,6 +173,7 @@ pub fn builtin_profiles() -> Vec<Profile> {
             temporary_ttl: None,
             validation_hook: None,
             image_bounds: Default::default(),
+            variants: Vec::new(),
         },
     ]
 }

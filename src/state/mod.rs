@@ -19,6 +19,7 @@ pub mod bucket_watch;
 pub mod dry_runs;
 pub mod job_gauges;
 pub mod readiness;
+pub mod renders;
 pub mod supervise;
 
 use bucket_watch::BucketWatch;
@@ -50,6 +51,17 @@ pub struct AppState {
     pub store_verdict: Arc<Verdict>,
     /// The admin API's dry run in flight on this replica (one at a time).
     pub dry_runs: Arc<DryRuns>,
+    /// This replica's renders of image renditions: a bounded number at once, one per key.
+    pub renders: Arc<renders::RenderGate>,
+}
+
+/// Renders at once on a replica: `UPCOMMIT_RENDER_CONCURRENCY`, or one per core (a render
+/// keeps one core busy).
+pub fn render_limit(settings: &Settings) -> usize {
+    match settings.uploads.render_concurrency {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => usize::try_from(n).unwrap_or(1),
+    }
 }
 
 impl AppState {
@@ -68,6 +80,7 @@ impl AppState {
         // Building it fails only when no TLS backend can start; the default client then
         // fails the same way, loudly, at its first use.
         let http = crate::outbound::client().unwrap_or_default();
+        let render_slots = render_limit(&settings);
         Self {
             verifier: Arc::new(Verifier::new(&settings.auth, http.clone())),
             http,
@@ -81,6 +94,7 @@ impl AppState {
             job_gauges: Arc::new(JobGauges::new()),
             store_verdict: Arc::new(Verdict::unprobed()),
             dry_runs: Arc::new(DryRuns::new()),
+            renders: Arc::new(renders::RenderGate::new(render_slots)),
         }
     }
 

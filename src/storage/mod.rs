@@ -221,6 +221,26 @@ pub struct PartInput<'a> {
     pub checksum: Option<&'a Checksum>,
 }
 
+/// A new object to write whole.
+#[derive(Debug, Clone, Copy)]
+pub struct NewObject<'a> {
+    pub key: &'a str,
+    pub body: &'a [u8],
+    pub content_type: &'a str,
+    /// `x-amz-meta-*` pairs.
+    pub metadata: &'a [(&'a str, String)],
+}
+
+/// What a conditional PUT did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    Created {
+        etag: String,
+    },
+    /// Another writer's object is at the key (412): it stays.
+    AlreadyThere,
+}
+
 #[async_trait]
 pub trait ObjectStore: Send + Sync + 'static {
     fn bucket(&self) -> &str;
@@ -259,6 +279,10 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// `Ok(None)` when there is no such object.
     async fn head(&self, key: &str) -> Result<Option<ObjectHead>, StoreError>;
+
+    /// PutObject of a new object with `If-None-Match: *` (a rendition under `cache/`): an
+    /// object already at the key is never replaced where the store keeps the condition.
+    async fn put_new_object(&self, obj: &NewObject<'_>) -> Result<PutOutcome, StoreError>;
 
     /// One ranged GET of the first `len` bytes and the object's facts; `Ok(None)` when there
     /// is no such object. An empty object (no first bytes) is told by a HEAD.

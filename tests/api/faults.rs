@@ -203,6 +203,12 @@ impl ObjectStore for FaultyStore {
     async fn sniff(&self, key: &str, len: u64) -> Result<Option<Sniffed>, StoreError> {
         self.inner.sniff(key, len).await
     }
+    async fn put_new_object(
+        &self,
+        obj: &upcommit::storage::NewObject<'_>,
+    ) -> Result<upcommit::storage::PutOutcome, StoreError> {
+        self.inner.put_new_object(obj).await
+    }
     async fn promote(&self, req: &PromoteRequest<'_>) -> Result<Copied, StoreError> {
         let replacement = self.faults.replace_before_copy.lock().expect("lock").take();
         if let Some(bytes) = replacement {

@@ -20,24 +20,34 @@ fn png(w: u32, h: u32, size: usize) -> Vec<u8> {
     v
 }
 
-/// A JPEG whose frame header sits behind `padding` bytes of APP2 segments, with an EXIF
-/// orientation `o`: `w` × `h` stored.
-fn jpeg(w: u16, h: u16, o: u16, padding: usize) -> Vec<u8> {
-    let segment = |marker: u8, body: &[u8]| {
-        let mut s = vec![0xFF, marker];
-        s.extend(
-            u16::try_from(body.len() + 2)
-                .expect("segment")
-                .to_be_bytes(),
-        );
-        s.extend(body);
-        s
-    };
-    let mut j = vec![0xFF, 0xD8];
+/// A JPEG segment: marker, length, body.
+pub(crate) fn jpeg_segment(marker: u8, body: &[u8]) -> Vec<u8> {
+    let mut s = vec![0xFF, marker];
+    s.extend(
+        u16::try_from(body.len() + 2)
+            .expect("segment")
+            .to_be_bytes(),
+    );
+    s.extend(body);
+    s
+}
+
+/// An APP1 EXIF segment whose one IFD entry is the orientation `o`, then `trailer` bytes
+/// (a GPS tag's worth of text, say) inside the segment.
+pub(crate) fn exif_segment(o: u16, trailer: &[u8]) -> Vec<u8> {
     let mut exif = b"Exif\0\0MM\0*\0\0\0\x08\0\x01\x01\x12\0\x03\0\0\0\x01".to_vec();
     exif.extend(o.to_be_bytes());
     exif.extend([0, 0, 0, 0, 0, 0]);
-    j.extend(segment(0xE1, &exif));
+    exif.extend(trailer);
+    jpeg_segment(0xE1, &exif)
+}
+
+/// A JPEG whose frame header sits behind `padding` bytes of APP2 segments, with an EXIF
+/// orientation `o`: `w` × `h` stored.
+fn jpeg(w: u16, h: u16, o: u16, padding: usize) -> Vec<u8> {
+    let segment = jpeg_segment;
+    let mut j = vec![0xFF, 0xD8];
+    j.extend(exif_segment(o, &[]));
     let mut left = padding;
     while left > 0 {
         let n = left.min(60_000);

@@ -60,6 +60,7 @@ mod presign;
 mod ranged_listing;
 mod readiness;
 mod reconcile;
+mod renditions;
 mod replicas;
 mod retention;
 mod s3_proxy;

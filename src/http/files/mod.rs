@@ -4,6 +4,7 @@ mod commit;
 mod copies;
 mod links;
 mod read;
+mod variants;
 
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -22,4 +23,5 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/files/{id}/restore", post(links::restore))
         .route("/v1/files/{id}/copies", post(copies::copy))
+        .route("/v1/files/{id}/variants/{name}", get(variants::variant_url))
 }

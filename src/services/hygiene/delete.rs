@@ -1,5 +1,6 @@
 //! Deletion, hygiene's last stage: archived handles past `delete_after_secs` whose key no live
-//! handle shares are claimed, every version of their object deleted, then settled `deleted`
+//! handle shares are claimed, every version of their object and of its renditions (`cache/<file
+//! id>/`) deleted, then settled `deleted`
 //! (the row stays). A deletion that fails part-way keeps its claim: only a later run finishes it.
 
 use std::sync::Arc;
@@ -97,6 +98,12 @@ pub(super) async fn delete(
                 // the deletion (a restore never takes a deletion over).
                 summary.failed += 1;
                 items.push(item("failed", &h, format!("delete: {e}")));
+                continue;
+            }
+            // Its renditions go with it (issue 37), under the same claim.
+            if let Err(e) = crate::services::renditions::delete_all(store.as_ref(), &h.id).await {
+                summary.failed += 1;
+                items.push(item("failed", &h, format!("delete renditions: {e}")));
                 continue;
             }
             let settle = Settle {

@@ -9,6 +9,7 @@ use aws_sdk_s3::Client;
 mod copies;
 mod presign;
 pub mod probe;
+mod renditions;
 
 use crate::config::S3Settings;
 use crate::domain::bucket_check::BucketView;
@@ -574,6 +575,14 @@ impl ObjectStore for S3Store {
     }
 
     #[tracing::instrument(skip_all, fields(s3.op = "CopyObject"))]
+    #[tracing::instrument(skip_all, fields(s3.op = "PutObject"))]
+    async fn put_new_object(
+        &self,
+        obj: &crate::storage::NewObject<'_>,
+    ) -> Result<crate::storage::PutOutcome, StoreError> {
+        S3Store::put_new_object(self, obj).await
+    }
+
     async fn copy_object(&self, src: &str, dst: &str) -> Result<ObjectHead, StoreError> {
         self.copy_aside(src, dst).await
     }

@@ -1,0 +1,211 @@
+//! The JPEG path on JPEGs this test writes with the same library: sizes for each fit, every
+//! EXIF orientation upright (a bright corner found where it belongs), gray sources, limits and
+//! broken input. Pillow judges real files in the integration tests.
+
+use super::jpeg::{render, Context};
+use super::{Limits, RenderError};
+use crate::domain::image::{Dimensions, Transform};
+use crate::domain::variants::Fit;
+use upcommit_turbojpeg::{Decoder, Encoder, Plane, SAMP_420, SAMP_GRAY};
+
+const LIMITS: Limits = Limits {
+    max_pixels: 100_000_000,
+};
+
+fn d(width: u32, height: u32) -> Dimensions {
+    Dimensions { width, height }
+}
+
+/// A `w` × `h` JPEG, mid gray with its stored top-left quarter white.
+fn jpeg(w: u32, h: u32, gray: bool) -> Vec<u8> {
+    let mut y = Plane::new(w, h, 100);
+    for row in 0..h / 4 {
+        for col in 0..w / 4 {
+            y.data[(row * w + col) as usize] = 250;
+        }
+    }
+    let mut enc = Encoder::new().expect("encoder");
+    if gray {
+        return enc
+            .encode_planes(&[y], w, h, SAMP_GRAY, 95)
+            .expect("encode");
+    }
+    let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
+    let planes = [y, Plane::new(cw, ch, 128), Plane::new(cw, ch, 128)];
+    enc.encode_planes(&planes, w, h, SAMP_420, 95)
+        .expect("encode")
+}
+
+/// The rendition's luma, decoded at full size.
+fn luma(bytes: &[u8]) -> Plane {
+    let mut dec = Decoder::new().expect("decoder");
+    let h = dec.header(bytes).expect("header");
+    dec.decode_planes(bytes, &h, h.width, h.height)
+        .expect("decode")
+        .remove(0)
+}
+
+fn at(p: &Plane, x: u32, y: u32) -> u8 {
+    p.data[(y * p.width + x) as usize]
+}
+
+#[test]
+fn each_fit_gives_its_size_and_a_small_source_is_never_enlarged() {
+    let mut ctx = Context::new().expect("context");
+    let src = jpeg(800, 600, false);
+    for (fit, want) in [
+        (Fit::Cover, d(200, 200)),
+        (Fit::Inside, d(200, 150)),
+        (Fit::Contain, d(200, 200)),
+    ] {
+        let r = render(
+            &mut ctx,
+            &src,
+            Transform::UPRIGHT,
+            d(200, 200),
+            fit,
+            80,
+            &LIMITS,
+        )
+        .expect("render");
+        assert_eq!((r.width, r.height), (want.width, want.height), "{fit:?}");
+        let l = luma(&r.bytes);
+        assert_eq!(
+            (l.width, l.height),
+            (want.width, want.height),
+            "{fit:?}: the bytes say so too"
+        );
+        assert_eq!(r.content_type, "image/jpeg");
+    }
+    // Contain pads with white above and below the 200 x 150 picture.
+    let r = render(
+        &mut ctx,
+        &src,
+        Transform::UPRIGHT,
+        d(200, 200),
+        Fit::Contain,
+        80,
+        &LIMITS,
+    )
+    .expect("render");
+    let l = luma(&r.bytes);
+    assert!(
+        at(&l, 100, 5) > 245 && at(&l, 100, 195) > 245,
+        "white padding"
+    );
+    let small = render(
+        &mut ctx,
+        &src,
+        Transform::UPRIGHT,
+        d(2000, 2000),
+        Fit::Cover,
+        80,
+        &LIMITS,
+    )
+    .expect("render");
+    assert_eq!(
+        (small.width, small.height),
+        (800, 600),
+        "never larger than the source"
+    );
+}
+
+#[test]
+fn every_exif_orientation_comes_out_upright() {
+    let mut ctx = Context::new().expect("context");
+    // Stored 400 x 200, its top-left quarter bright. Shown with orientation `o`, the bright
+    // corner is where `Transform::map` sends the stored top-left corner.
+    let src = jpeg(400, 200, false);
+    for o in 1..=8u16 {
+        let t = Transform::from_exif(o);
+        let r = render(&mut ctx, &src, t, d(100, 100), Fit::Inside, 90, &LIMITS).expect("render");
+        let shown = if t.transposes() { (50, 100) } else { (100, 50) };
+        assert_eq!((r.width, r.height), shown, "exif {o}");
+        let l = luma(&r.bytes);
+        let (cx, cy) = t.map((0, 0), 400, 200);
+        // The corner's pixel in the rendition's scale, pulled a few pixels inwards.
+        let sx = if cx == 0 { 3 } else { r.width - 4 };
+        let sy = if cy == 0 { 3 } else { r.height - 4 };
+        assert!(
+            at(&l, sx, sy) > 200,
+            "exif {o}: bright at ({sx}, {sy}), got {}",
+            at(&l, sx, sy)
+        );
+        // And the opposite corner is not.
+        let (ox, oy) = (r.width - 1 - sx, r.height - 1 - sy);
+        assert!(at(&l, ox, oy) < 150, "exif {o}: dark at ({ox}, {oy})");
+    }
+}
+
+#[test]
+fn a_gray_source_renders_gray() {
+    let mut ctx = Context::new().expect("context");
+    let r = render(
+        &mut ctx,
+        &jpeg(300, 300, true),
+        Transform::UPRIGHT,
+        d(100, 100),
+        Fit::Cover,
+        80,
+        &LIMITS,
+    )
+    .expect("render");
+    let mut dec = Decoder::new().expect("decoder");
+    assert_eq!(dec.header(&r.bytes).expect("header").subsamp, SAMP_GRAY);
+}
+
+#[test]
+fn limits_and_broken_input_are_refused_with_their_reason() {
+    let mut ctx = Context::new().expect("context");
+    let src = jpeg(800, 600, false);
+    let tight = Limits {
+        max_pixels: 100_000,
+    };
+    assert_eq!(
+        render(
+            &mut ctx,
+            &src,
+            Transform::UPRIGHT,
+            d(100, 100),
+            Fit::Cover,
+            80,
+            &tight
+        ),
+        Err(RenderError::TooManyPixels {
+            pixels: 480_000,
+            max: 100_000
+        })
+    );
+    for broken in [
+        &src[..src.len() / 2],
+        &src[..300],
+        b"not a jpeg at all".as_slice(),
+        &[],
+    ] {
+        let r = render(
+            &mut ctx,
+            broken,
+            Transform::UPRIGHT,
+            d(100, 100),
+            Fit::Cover,
+            80,
+            &LIMITS,
+        );
+        assert!(
+            matches!(r, Err(RenderError::Corrupt(_))),
+            "{} bytes: {r:?}",
+            broken.len()
+        );
+    }
+    // The handles still work after the errors.
+    assert!(render(
+        &mut ctx,
+        &src,
+        Transform::UPRIGHT,
+        d(100, 100),
+        Fit::Cover,
+        80,
+        &LIMITS
+    )
+    .is_ok());
+}

@@ -1,0 +1,229 @@
+//! A file's rendition for one of its profile's variants (issue 37): found under `cache/`, or
+//! rendered first (the source read whole, the render on a blocking thread within this
+//! replica's slots, the bytes written with `If-None-Match: *`), then answered as a short-lived
+//! GET URL with the rendition's size and type. Who may ask is the caller's (the file routes'
+//! visibility rule); this module refuses what cannot be rendered.
+
+use std::time::Instant;
+
+use crate::domain::image::{self, Dimensions, Format, Parsed};
+use crate::domain::records::{FileHandle, HandleStatus};
+use crate::domain::variants::{plan, OutputFormat, Variant};
+use crate::error::AppError;
+use crate::render::{Limits, RenderError};
+use crate::state::AppState;
+use crate::storage::{NewObject, PutOutcome};
+
+/// A rendition's GET URL and what it holds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RenditionUrl {
+    pub variant: String,
+    pub url: String,
+    pub width: u32,
+    pub height: u32,
+    pub content_type: &'static str,
+    pub size: i64,
+    pub expires_in: u64,
+    /// Found in the cache (false: rendered for this request).
+    pub cached: bool,
+}
+
+/// The rendition of `file` for its profile's variant `name`.
+pub async fn rendition(
+    state: &AppState,
+    file: &FileHandle,
+    name: &str,
+) -> Result<RenditionUrl, AppError> {
+    let variant = state
+        .settings
+        .profile(&file.profile)
+        .and_then(|p| p.variants.iter().find(|v| v.name == name))
+        .ok_or(AppError::VariantNotFound)?
+        .clone();
+    match file.status {
+        HandleStatus::Deleted => return Err(AppError::FileDeleted),
+        HandleStatus::Expired => return Err(AppError::FileExpired),
+        HandleStatus::Archived => return Err(AppError::FileArchived),
+        HandleStatus::Available | HandleStatus::Unlinked => {}
+    }
+    let format = Format::of_content_type(&file.content_type)
+        .ok_or(AppError::ImageNotRendered("a file that is not an image"))?;
+    if format != Format::Jpeg {
+        return Err(AppError::ImageNotRendered("this image format"));
+    }
+    if variant.format != OutputFormat::Jpeg {
+        return Err(AppError::ImageNotRendered("a WebP rendition"));
+    }
+    let key = variant.key(&file.id);
+    if let Some(h) = state.store.head(&key).await? {
+        return answer(state, &variant, &key, h.size, &h.metadata, true).await;
+    }
+    // One render of this key on this replica at a time: the others wait, then find it.
+    let lock = state.renders.key_lock(&key);
+    let _held = lock.lock().await;
+    if let Some(h) = state.store.head(&key).await? {
+        return answer(state, &variant, &key, h.size, &h.metadata, true).await;
+    }
+    let slot = state.renders.try_slot().ok_or(AppError::RenderBusy)?;
+    crate::pause::point("render_slot_taken").await;
+    let source = state
+        .store
+        .sniff(&file.key, u64::try_from(file.size).unwrap_or(0))
+        .await?
+        .filter(|s| s.head.etag == file.etag && s.first.len() as i64 == file.size)
+        .ok_or_else(|| AppError::Internal("the file's object is not the recorded one".into()))?;
+    let bytes = source.first;
+    let bounds = state
+        .settings
+        .profile(&file.profile)
+        .map(|p| p.image_bounds)
+        .unwrap_or_default();
+    let limits = Limits {
+        max_pixels: bounds.max_pixels,
+    };
+    let box_ = Dimensions {
+        width: variant.width,
+        height: variant.height,
+    };
+    let (fit, quality) = (variant.fit, variant.quality);
+    let started = Instant::now();
+    let rendered = tokio::task::spawn_blocking(move || {
+        let _slot = slot; // given back when the work ends
+        let orientation = match image::read_header(format, &bytes, true) {
+            Parsed::Found(h) => h.orientation,
+            _ => image::Transform::UPRIGHT,
+        };
+        crate::render::jpeg_here(&bytes, orientation, box_, fit, quality, &limits)
+    })
+    .await
+    .map_err(|e| AppError::Internal(format!("the render's thread: {e}")))?;
+    let rendered = match rendered {
+        Ok(r) => r,
+        Err(RenderError::Corrupt(why)) => return Err(AppError::ImageUnrenderable(why)),
+        Err(e @ RenderError::TooManyPixels { .. }) => {
+            return Err(AppError::ImageUnrenderable(e.to_string()))
+        }
+        Err(RenderError::Unsupported(what)) => return Err(AppError::ImageNotRendered(what)),
+        Err(RenderError::Internal(why)) => return Err(AppError::Internal(why)),
+    };
+    tracing::info!(
+        variant = %variant.name,
+        duration_ms = started.elapsed().as_millis() as u64,
+        size_bytes = rendered.bytes.len(),
+        "rendered"
+    );
+    let metadata = [
+        ("width", rendered.width.to_string()),
+        ("height", rendered.height.to_string()),
+        ("source-etag", file.etag.trim_matches('"').to_owned()),
+    ];
+    let outcome = state
+        .store
+        .put_new_object(&NewObject {
+            key: &key,
+            body: &rendered.bytes,
+            content_type: rendered.content_type,
+            metadata: &metadata,
+        })
+        .await?;
+    if outcome == PutOutcome::AlreadyThere {
+        // Another replica wrote it first: that one is answered.
+        if let Some(h) = state.store.head(&key).await? {
+            return answer(state, &variant, &key, h.size, &h.metadata, true).await;
+        }
+    }
+    let meta = metadata
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    answer(
+        state,
+        &variant,
+        &key,
+        rendered.bytes.len() as i64,
+        &meta,
+        false,
+    )
+    .await
+}
+
+async fn answer(
+    state: &AppState,
+    variant: &Variant,
+    key: &str,
+    size: i64,
+    metadata: &std::collections::HashMap<String, String>,
+    cached: bool,
+) -> Result<RenditionUrl, AppError> {
+    let dim = |k: &str| {
+        metadata
+            .get(k)
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let content_type = variant.format.content_type();
+    let expires_in = state.settings.uploads.download_expiry_secs;
+    let url = state
+        .store
+        .presign_get(key, content_type, "inline", expires_in)
+        .await?;
+    Ok(RenditionUrl {
+        variant: variant.name.clone(),
+        url,
+        width: dim("width"),
+        height: dim("height"),
+        content_type,
+        size,
+        expires_in,
+        cached,
+    })
+}
+
+/// The size a variant's rendition of an image of `displayed` size has (for answers that do
+/// not read the rendition).
+pub fn rendition_size(displayed: Dimensions, variant: &Variant) -> Dimensions {
+    plan(
+        displayed,
+        Dimensions {
+            width: variant.width,
+            height: variant.height,
+        },
+        variant.fit,
+    )
+    .canvas
+}
+
+/// Removes every version (and delete marker) of every rendition of `file`: what a file's
+/// deletion does after its object is gone, so that no rendition stays reachable until the
+/// cache's rule would expire it. Returns how many versions went.
+pub async fn delete_all(
+    store: &dyn crate::storage::ObjectStore,
+    file: &crate::domain::ids::FileId,
+) -> Result<u64, crate::storage::StoreError> {
+    let prefix = crate::domain::variants::file_prefix(file);
+    let mut doomed: Vec<(String, Option<String>)> = Vec::new();
+    let mut from = None;
+    loop {
+        let page = store.list_versions(&prefix, from.take()).await?;
+        doomed.extend(
+            page.versions
+                .into_iter()
+                .filter(|v| v.key.starts_with(&prefix))
+                .map(|v| (v.key, v.version_id)),
+        );
+        match page.next {
+            Some(next) => from = Some(next),
+            None => break,
+        }
+    }
+    for batch in doomed.chunks(crate::storage::DELETE_BATCH) {
+        let refused = store.delete_versions(batch).await?;
+        if let Some(f) = refused.first() {
+            return Err(crate::storage::StoreError::Other(format!(
+                "{}: {}",
+                f.key, f.reason
+            )));
+        }
+    }
+    Ok(doomed.len() as u64)
+}

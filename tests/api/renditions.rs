@@ -1,0 +1,393 @@
+//! Issue 37 (work in progress): a JPEG's rendition for its profile's variant, rendered into
+//! `cache/` at the first request and served from there after; upright whatever its EXIF says,
+//! without the source's metadata, never for a stranger.
+
+use serde_json::Value;
+use upcommit_turbojpeg::{Decoder, Encoder, Plane, SAMP_420};
+
+use crate::helpers::{error_code, spawn_app_with, Spawn};
+
+fn spawn() -> Spawn {
+    Spawn {
+        config: Some(
+            r#"
+            [[profiles]]
+            name = "image"
+            content_types = ["image/jpeg", "image/png"]
+            max_size = 10000000
+            final_prefix = "media/images/"
+            tracks_links = true
+
+            [[profiles.variants]]
+            name = "thumb"
+            width = 200
+            height = 200
+
+            [[profiles.variants]]
+            name = "whole"
+            width = 200
+            height = 200
+            fit = "inside"
+            "#
+            .to_owned(),
+        ),
+        ..Spawn::default()
+    }
+}
+
+/// A `w` × `h` JPEG, its stored top-left quarter bright, with an EXIF block (orientation `o`
+/// and a GPS tag's worth of bytes that must not reach a rendition) after SOI.
+fn jpeg(w: u32, h: u32, o: u16) -> Vec<u8> {
+    let mut y = Plane::new(w, h, 90);
+    for row in 0..h / 4 {
+        for col in 0..w / 4 {
+            y.data[(row * w + col) as usize] = 245;
+        }
+    }
+    let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
+    let planes = [y, Plane::new(cw, ch, 128), Plane::new(cw, ch, 128)];
+    let body = Encoder::new()
+        .expect("encoder")
+        .encode_planes(&planes, w, h, SAMP_420, 90)
+        .expect("encode");
+    let mut out = vec![0xFF, 0xD8];
+    out.extend(crate::images::exif_segment(
+        o,
+        b"GPSLatitude 48.8583 N GPSLongitude 2.2945 E",
+    ));
+    out.extend(&body[2..]);
+    out
+}
+
+#[tokio::test]
+async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cache() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    // Stored 800 x 400, turned a quarter clockwise by EXIF 6: shown 400 x 800.
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(800, 400, 6))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    assert_eq!(h["image"], serde_json::json!({"width": 400, "height": 800}));
+    let id = h["id"].as_str().expect("id");
+    let path = format!("/v1/files/{id}/variants/thumb");
+
+    let first: Value = app
+        .get(&path, Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(first["cached"], false, "{first}");
+    assert_eq!(
+        (first["width"].as_u64(), first["height"].as_u64()),
+        (Some(200), Some(200)),
+        "{first}"
+    );
+    assert_eq!(first["content_type"], "image/jpeg");
+    let bytes = fetch(&app, &first["url"]).await;
+    assert_eq!(first["size"].as_u64(), Some(bytes.len() as u64));
+    assert!(
+        !bytes.windows(4).any(|w| w == b"Exif"),
+        "no EXIF in a rendition"
+    );
+    assert!(
+        !bytes.windows(3).any(|w| w == b"GPS"),
+        "no GPS in a rendition"
+    );
+    let mut dec = Decoder::new().expect("decoder");
+    let hd = dec.header(&bytes).expect("a JPEG");
+    assert_eq!((hd.width, hd.height), (200, 200));
+    // Cover keeps the middle 400 x 400 of the shown 400 x 800: the bright quarter (shown at
+    // the top right, 100 wide and 200 high) is cut off, the rendition is the dark middle.
+    let luma = dec
+        .decode_planes(&bytes, &hd, 200, 200)
+        .expect("decode")
+        .remove(0);
+    assert!(luma.data.iter().all(|&v| v < 140), "cover keeps the middle");
+
+    // Inside shows it all, upright: 100 x 200, the stored top-left corner turned a quarter
+    // clockwise to the top right.
+    let whole: Value = app
+        .get(&format!("/v1/files/{id}/variants/whole"), Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (whole["width"].as_u64(), whole["height"].as_u64()),
+        (Some(100), Some(200)),
+        "{whole}"
+    );
+    let wbytes = fetch(&app, &whole["url"]).await;
+    let wh = dec.header(&wbytes).expect("a JPEG");
+    assert_eq!((wh.width, wh.height), (100, 200));
+    let l = dec
+        .decode_planes(&wbytes, &wh, 100, 200)
+        .expect("decode")
+        .remove(0);
+    let at = |x: u32, y: u32| l.data[(y * 100 + x) as usize];
+    assert!(at(95, 10) > 200, "bright top right: {}", at(95, 10));
+    assert!(
+        at(5, 10) < 140 && at(95, 190) < 140 && at(5, 190) < 140,
+        "dark elsewhere"
+    );
+
+    let again: Value = app
+        .get(&path, Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(again["cached"], true, "{again}");
+    assert_eq!(
+        (again["width"].as_u64(), again["size"].as_u64()),
+        (Some(200), Some(bytes.len() as u64))
+    );
+    let cached: Vec<String> = app
+        .keys()
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("cache/"))
+        .collect();
+    assert_eq!(cached.len(), 2, "one per variant asked for: {cached:?}");
+    assert!(
+        cached
+            .iter()
+            .all(|k| k.starts_with(&format!("cache/{id}/"))),
+        "{cached:?}"
+    );
+
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{id}/variants/poster"), Some(&alice))
+                .await
+        )
+        .await,
+        (404, "variant_not_found".to_owned())
+    );
+    assert_eq!(
+        error_code(app.get(&path, Some(&app.token("mallory"))).await).await,
+        (404, "file_not_found".to_owned()),
+        "a stranger learns nothing"
+    );
+    assert_eq!(
+        app.get(&path, Some(&app.admin_token("root")))
+            .await
+            .status(),
+        200
+    );
+}
+
+/// The bytes at a presigned URL.
+async fn fetch(app: &crate::helpers::TestApp, url: &Value) -> Vec<u8> {
+    app.http
+        .get(url.as_str().expect("url"))
+        .send()
+        .await
+        .expect("GET the rendition")
+        .bytes()
+        .await
+        .expect("body")
+        .to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
+    let app = spawn_app_with(Spawn {
+        env: crate::hygiene::hygiene_env(crate::hygiene::DAY),
+        ..spawn()
+    })
+    .await;
+    let alice = app.token("alice");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let p = app
+            .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+            .await;
+        let h: Value = app
+            .commit(&alice, &p.key, None)
+            .await
+            .json()
+            .await
+            .expect("handle");
+        let id = h["id"].as_str().expect("id").to_owned();
+        for v in ["thumb", "whole"] {
+            let r = app
+                .get(&format!("/v1/files/{id}/variants/{v}"), Some(&alice))
+                .await;
+            assert_eq!(r.status(), 200);
+        }
+        ids.push(id);
+    }
+    let (doomed, kept) = (&ids[0], &ids[1]);
+    let link = app
+        .http
+        .put(format!("{}/v1/files/{kept}/links/post/1", app.address))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("link");
+    assert_eq!(link.status(), 204);
+    assert_eq!(app.versions_under(&format!("cache/{doomed}/")).await, 2);
+
+    // Unlinked, archived (no rendition of an archived file: restore it first), then deleted
+    // past retention.
+    for days in [2, 4] {
+        crate::hygiene::hygiene(&app, Some(crate::hygiene::in_days(days)));
+    }
+    assert_eq!(crate::hygiene::status(&app, doomed).await, "archived");
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{doomed}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (409, "file_archived".to_owned())
+    );
+    crate::hygiene::hygiene(&app, Some(crate::hygiene::in_days(7)));
+    assert_eq!(crate::hygiene::status(&app, doomed).await, "deleted");
+    assert_eq!(
+        app.versions_under(&format!("cache/{doomed}/")).await,
+        0,
+        "no version of any rendition of the deleted file is left"
+    );
+    assert_eq!(crate::hygiene::status(&app, kept).await, "available");
+    assert_eq!(
+        app.versions_under(&format!("cache/{kept}/")).await,
+        2,
+        "the linked file's stay"
+    );
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{doomed}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (410, "file_deleted".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn what_cannot_be_rendered_is_refused_with_its_code_and_nothing_is_cached() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    // A PNG: not rendered yet.
+    let (_, png) = app
+        .upload_and_commit(&alice, "image", "image/png", 500)
+        .await;
+    let png_id = png["id"].as_str().expect("id");
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{png_id}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (422, "image_format_not_rendered".to_owned())
+    );
+    // A JPEG whose header is whole (it commits) and whose image data is cut short.
+    let whole = jpeg(640, 480, 1);
+    let cut = whole[..whole.len() * 3 / 5].to_vec();
+    let p = app.uploaded_bytes(&alice, "image", "image/jpeg", cut).await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id");
+    assert_eq!(h["image"], serde_json::json!({"width": 640, "height": 480}));
+    let (status, code) = error_code(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+            .await,
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (422, "image_unrenderable"));
+    assert!(
+        !app.keys().await.iter().any(|k| k.starts_with("cache/")),
+        "nothing written for a refusal"
+    );
+    assert_eq!(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), None)
+            .await
+            .status(),
+        401
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_replicas_render_slots_a_request_is_told_to_retry_not_queued() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id").to_owned();
+    // One slot, and the first render held right after it took it.
+    let dir = tempfile::tempdir().expect("gate dir");
+    let gate = dir.path().join("render-gate");
+    let (mut server, base) = crate::helpers::server_process(
+        &app,
+        &[
+            ("UPCOMMIT_RENDER_CONCURRENCY", "1"),
+            ("UPCOMMIT_PAUSE_AT", "render_slot_taken"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let first = {
+        let (http, url, token) = (
+            app.http.clone(),
+            format!("{base}/v1/files/{id}/variants/thumb"),
+            alice.clone(),
+        );
+        tokio::spawn(async move {
+            http.get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("first")
+        })
+    };
+    let reached = gate.with_extension("reached");
+    for _ in 0..100 {
+        if reached.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(reached.exists(), "the first render took the slot");
+    let second = app
+        .http
+        .get(format!("{base}/v1/files/{id}/variants/whole"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("second");
+    assert_eq!(
+        second
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap_or("")),
+        Some("1")
+    );
+    assert_eq!(error_code(second).await, (503, "render_busy".to_owned()));
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let first = first.await.expect("join");
+    assert_eq!(first.status(), 200, "the held render finishes");
+    let _ = server.kill();
+    let _ = server.wait();
+}
