@@ -233,8 +233,11 @@ async fn break_each_step(job: &'static str, mode: Mode) -> usize {
     for n in 1..=400 {
         let (key, bytes, abandoned) = give_work(&app).await;
         committed.push((key, bytes));
-        // Far enough ahead that every upload's window (and the sweep's grace) has passed.
-        let at = chrono::Utc::now() + chrono::Duration::days(3);
+        // Far enough ahead that every upload's window (and the sweep's grace) has passed for
+        // the whole of today's tmp partition: the cutoff is `at` − 2 days 15 min, and today's
+        // partition ends at the next midnight (three days exactly left it unswept in the first
+        // 15 minutes after midnight UTC).
+        let at = chrono::Utc::now() + chrono::Duration::days(3) + chrono::Duration::hours(1);
         let before = app
             .catalog
             .last_run(job)

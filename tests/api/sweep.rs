@@ -321,7 +321,9 @@ async fn ages_are_judged_by_the_database_clock() {
     use crate::catalog_faults::{CatalogFaults, FaultyCatalog};
 
     let app = spawn_app().await;
-    let day = (chrono::Utc::now() - chrono::Duration::days(3)).format("%Y/%m/%d");
+    // Four days back: the whole day lies before the sweep's cutoff (now − 2 days 15 min) at
+    // any time of day (three days back is not, in the first 15 minutes after midnight UTC).
+    let day = (chrono::Utc::now() - chrono::Duration::days(4)).format("%Y/%m/%d");
     let key = format!("tmp/{day}/{}/left.png", "f".repeat(32));
     app.put_object(&key, b"\x89PNG\r\n\x1a\nxx".to_vec(), "image/png")
         .await;
