@@ -47,6 +47,13 @@ pub fn read(b: &[u8], complete: bool) -> Parsed {
         Some(f) if complete || n > MAX_HEADER_BYTES => found(f, orientation),
         _ => Parsed::NeedMore(n),
     };
+    // Past the frame header, what cannot be walked ends the walk with the size it gave (the
+    // scan's data, or bytes a writer left there): the frame decides, as it did before the walk
+    // went on to the scan.
+    let bad = |why: &'static str, frame: Option<Dimensions>, orientation| match frame {
+        Some(f) => found(f, orientation),
+        None => Parsed::Invalid(why),
+    };
     let mut at = 2;
     loop {
         // A marker: 0xFF, any number of fill bytes 0xFF, then the code.
@@ -54,7 +61,7 @@ pub fn read(b: &[u8], complete: bool) -> Parsed {
             return need(at + 4, frame, orientation);
         };
         if first != 0xFF {
-            return Parsed::Invalid("bytes between JPEG segments");
+            return bad("bytes between JPEG segments", frame, orientation);
         }
         let mut code_at = at + 1;
         while b.get(code_at) == Some(&0xFF) {
@@ -64,7 +71,11 @@ pub fn read(b: &[u8], complete: bool) -> Parsed {
             return need(code_at + 3, frame, orientation);
         };
         if marker == 0x00 {
-            return Parsed::Invalid("a stuffed byte where a JPEG marker belongs");
+            return bad(
+                "a stuffed byte where a JPEG marker belongs",
+                frame,
+                orientation,
+            );
         }
         if stands_alone(marker) {
             at = code_at + 1;
@@ -81,7 +92,11 @@ pub fn read(b: &[u8], complete: bool) -> Parsed {
         };
         let len = usize::from(len);
         if len < 2 {
-            return Parsed::Invalid("a JPEG segment shorter than its length field");
+            return bad(
+                "a JPEG segment shorter than its length field",
+                frame,
+                orientation,
+            );
         }
         let body = code_at + 3;
         let end = code_at + 1 + len;
