@@ -114,6 +114,11 @@ pub fn render(
     if header.colorspace == tj::CS_CMYK || header.colorspace == tj::CS_YCCK {
         return Err(RenderError::Unsupported("a CMYK JPEG"));
     }
+    // Planes of R, G and B (Adobe transform 0, or components named R, G, B) are not Y, Cb and
+    // Cr: encoded as such they came out in the wrong colours (review of issue 37).
+    if header.colorspace == tj::CS_RGB {
+        return Err(RenderError::Unsupported("a JPEG stored as RGB"));
+    }
     let shown = swapped(stored, orientation);
     let p: Plan = plan(shown, box_, fit);
     let crop = stored_rect(p.crop, orientation, shown);

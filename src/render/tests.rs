@@ -105,8 +105,8 @@ fn each_fit_gives_its_size_and_a_small_source_is_never_enlarged() {
     .expect("render");
     assert_eq!(
         (small.width, small.height),
-        (800, 600),
-        "never larger than the source"
+        (600, 600),
+        "never enlarged: the box's shape at the source's own scale"
     );
 }
 
@@ -208,4 +208,34 @@ fn limits_and_broken_input_are_refused_with_their_reason() {
         &LIMITS
     )
     .is_ok());
+}
+
+#[test]
+fn a_jpeg_stored_as_rgb_is_refused_not_drawn_in_the_wrong_colours() {
+    let mut ctx = Context::new().expect("context");
+    let ycc = jpeg(64, 64, false);
+    // TurboJPEG writes JFIF right after SOI; an Adobe APP14 with transform 0 in its place
+    // makes the three components R, G and B.
+    assert_eq!(&ycc[2..4], &[0xFF, 0xE0]);
+    let jfif_len = usize::from(u16::from_be_bytes([ycc[4], ycc[5]]));
+    let mut rgb = vec![0xFF, 0xD8, 0xFF, 0xEE, 0x00, 0x0E];
+    rgb.extend(b"Adobe\x00\x64\x00\x00\x00\x00\x00");
+    rgb.extend(&ycc[4 + jfif_len..]);
+    let mut dec = Decoder::new().expect("decoder");
+    assert_eq!(
+        dec.header(&rgb).expect("header").colorspace,
+        upcommit_turbojpeg::CS_RGB
+    );
+    assert_eq!(
+        render(
+            &mut ctx,
+            &rgb,
+            Transform::UPRIGHT,
+            d(32, 32),
+            Fit::Cover,
+            80,
+            &LIMITS
+        ),
+        Err(RenderError::Unsupported("a JPEG stored as RGB"))
+    );
 }

@@ -18,6 +18,7 @@ pub const SAMP_444: c_int = 0;
 pub const SAMP_420: c_int = 2;
 pub const SAMP_GRAY: c_int = 3;
 /// TurboJPEG's colorspace codes: 0 RGB, 1 YCbCr, 2 gray, 3 CMYK, 4 YCCK.
+pub const CS_RGB: c_int = 0;
 pub const CS_CMYK: c_int = 3;
 pub const CS_YCCK: c_int = 4;
 /// Stop at the first warning (a corrupt or truncated stream), not only at errors.

@@ -1,9 +1,12 @@
-//! JPEG: the markers from SOI to the first frame header (SOFn), each segment skipped by its
-//! length except an APP1 EXIF block, read for its orientation. The frame header may sit behind
+//! JPEG: the markers from SOI to the start of scan (SOS), each segment skipped by its length
+//! except the first frame header (SOFn: the size) and the first APP1 EXIF block (the
+//! orientation), wherever it stands before the scan: before the frame header as cameras write
+//! it, or after it, which decoders honour too (review of issue 37: an EXIF block after SOF was
+//! ignored, so the size and the rendition were sideways). The frame header may sit behind
 //! 64 KiB of EXIF and more of ICC profile and Adobe segments.
 
 use super::bytes::be16;
-use super::{exif, Dimensions, Format, Header, Parsed, Transform};
+use super::{exif, Dimensions, Format, Header, Parsed, Transform, MAX_HEADER_BYTES};
 
 const APP1: u8 = 0xE1;
 const SOS: u8 = 0xDA;
@@ -19,7 +22,8 @@ fn stands_alone(marker: u8) -> bool {
     marker == 0x01 || (0xD0..=0xD8).contains(&marker)
 }
 
-pub fn read(b: &[u8]) -> Parsed {
+/// `complete`: `b` is the whole file.
+pub fn read(b: &[u8], complete: bool) -> Parsed {
     if b.len() < 4 {
         return Parsed::NeedMore(4);
     }
@@ -29,42 +33,74 @@ pub fn read(b: &[u8]) -> Parsed {
     let mut orientation = Transform::UPRIGHT;
     // The first EXIF block decides (a later APP1 is XMP or a copy).
     let mut exif_seen = false;
+    let mut frame: Option<Dimensions> = None;
+    let found = |frame: Dimensions, orientation| {
+        Parsed::Found(Header {
+            format: Format::Jpeg,
+            stored: frame,
+            orientation,
+        })
+    };
+    // Out of bytes at `n`: ask for more, unless the frame header is known and no more will
+    // come (the whole file was given, or more would pass the header limit).
+    let need = |n: usize, frame: Option<Dimensions>, orientation| match frame {
+        Some(f) if complete || n > MAX_HEADER_BYTES => found(f, orientation),
+        _ => Parsed::NeedMore(n),
+    };
+    // Past the frame header, what cannot be walked ends the walk with the size it gave (the
+    // scan's data, or bytes a writer left there): the frame decides, as it did before the walk
+    // went on to the scan.
+    let bad = |why: &'static str, frame: Option<Dimensions>, orientation| match frame {
+        Some(f) => found(f, orientation),
+        None => Parsed::Invalid(why),
+    };
     let mut at = 2;
     loop {
         // A marker: 0xFF, any number of fill bytes 0xFF, then the code.
         let Some(&first) = b.get(at) else {
-            return Parsed::NeedMore(at + 4);
+            return need(at + 4, frame, orientation);
         };
         if first != 0xFF {
-            return Parsed::Invalid("bytes between JPEG segments");
+            return bad("bytes between JPEG segments", frame, orientation);
         }
         let mut code_at = at + 1;
         while b.get(code_at) == Some(&0xFF) {
             code_at += 1;
         }
         let Some(&marker) = b.get(code_at) else {
-            return Parsed::NeedMore(code_at + 3);
+            return need(code_at + 3, frame, orientation);
         };
         if marker == 0x00 {
-            return Parsed::Invalid("a stuffed byte where a JPEG marker belongs");
+            return bad(
+                "a stuffed byte where a JPEG marker belongs",
+                frame,
+                orientation,
+            );
         }
         if stands_alone(marker) {
             at = code_at + 1;
             continue;
         }
         if marker == SOS || marker == EOI {
-            return Parsed::Invalid("no JPEG frame header before the image data");
+            return match frame {
+                Some(f) => found(f, orientation),
+                None => Parsed::Invalid("no JPEG frame header before the image data"),
+            };
         }
         let Some(len) = be16(b, code_at + 1) else {
-            return Parsed::NeedMore(code_at + 3);
+            return need(code_at + 3, frame, orientation);
         };
         let len = usize::from(len);
         if len < 2 {
-            return Parsed::Invalid("a JPEG segment shorter than its length field");
+            return bad(
+                "a JPEG segment shorter than its length field",
+                frame,
+                orientation,
+            );
         }
         let body = code_at + 3;
         let end = code_at + 1 + len;
-        if is_frame(marker) {
+        if is_frame(marker) && frame.is_none() {
             // precision (1), height (2), width (2)
             if len < 7 {
                 return Parsed::Invalid("a JPEG frame header too short");
@@ -72,23 +108,26 @@ pub fn read(b: &[u8]) -> Parsed {
             let (Some(height), Some(width)) = (be16(b, body + 1), be16(b, body + 3)) else {
                 return Parsed::NeedMore(body + 5);
             };
-            return Parsed::Found(Header {
-                format: Format::Jpeg,
-                stored: Dimensions {
-                    width: width.into(),
-                    height: height.into(),
-                },
-                orientation,
-            });
+            let size = Dimensions {
+                width: width.into(),
+                height: height.into(),
+            };
+            if exif_seen {
+                return found(size, orientation);
+            }
+            frame = Some(size);
         }
         if marker == APP1 && !exif_seen {
             let Some(segment) = b.get(body..end) else {
-                return Parsed::NeedMore(end);
+                return need(end, frame, orientation);
             };
             if let Some(tiff) = segment.strip_prefix(b"Exif\0\0") {
                 exif_seen = true;
                 if let Some(o) = exif::orientation(tiff) {
                     orientation = Transform::from_exif(o);
+                }
+                if let Some(f) = frame {
+                    return found(f, orientation);
                 }
             }
         }

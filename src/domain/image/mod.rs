@@ -100,7 +100,7 @@ pub enum Parsed {
 pub fn read_header(format: Format, bytes: &[u8], complete: bool) -> Parsed {
     let bytes = &bytes[..bytes.len().min(MAX_HEADER_BYTES)];
     let parsed = match format {
-        Format::Jpeg => jpeg::read(bytes),
+        Format::Jpeg => jpeg::read(bytes, complete),
         Format::Png => png::read(bytes, complete),
         Format::Gif => gif::read(bytes),
         Format::Webp => webp::read(bytes, complete),

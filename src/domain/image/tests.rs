@@ -484,3 +484,42 @@ fn a_png_whose_later_chunks_cannot_be_walked_is_its_ihdr_size_as_stored() {
     );
     assert!(read <= file.len());
 }
+
+#[test]
+fn an_exif_block_after_the_frame_header_still_turns_the_image() {
+    // Review of issue 37: SOF first, then the EXIF APP1 (orientation 6), then the scan.
+    let upright = jpeg(400, 300, None, true, 0);
+    let sof_at = upright
+        .windows(2)
+        .position(|w| w == [0xFF, 0xC0])
+        .expect("SOF");
+    let sos_at = upright
+        .windows(2)
+        .position(|w| w == [0xFF, 0xDA])
+        .expect("SOS");
+    let mut exif = b"Exif\0\0".to_vec();
+    exif.extend(tiff(6, true));
+    let mut file = upright[..sos_at].to_vec();
+    file.extend(segment(0xE1, &exif));
+    file.extend(&upright[sos_at..]);
+    assert!(sof_at < sos_at);
+    let h = found(Format::Jpeg, &file);
+    assert_eq!(h.displayed(), dims(300, 400));
+    // Without an EXIF block anywhere: upright, and the walk stops at the scan.
+    assert_eq!(found(Format::Jpeg, &upright).displayed(), dims(400, 300));
+    // Cut right after the frame header and not known to be whole: more is asked for; whole:
+    // the frame's size as stored.
+    let cut = &upright[..sos_at];
+    assert!(matches!(
+        read_header(Format::Jpeg, cut, false),
+        Parsed::NeedMore(_)
+    ));
+    assert_eq!(
+        read_header(Format::Jpeg, cut, true),
+        Parsed::Found(Header {
+            format: Format::Jpeg,
+            stored: dims(400, 300),
+            orientation: Transform::UPRIGHT
+        })
+    );
+}

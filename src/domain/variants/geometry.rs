@@ -1,7 +1,8 @@
 //! Where a rendition's pixels come from and where they go (issue 37): the part of the source
 //! (as displayed, orientation applied) that is kept, the size it is resized to, and the canvas
 //! it lands on. Pure. The rule every fit keeps: a rendition is never larger than its source on
-//! either side (so never in pixels); a source smaller than the box is rendered at its own size.
+//! either side (so never in pixels); a source smaller than the box is never enlarged: `cover`
+//! then keeps the largest part of the box's shape it holds, the others render it whole.
 
 use crate::domain::image::Dimensions;
 
@@ -121,7 +122,33 @@ pub fn plan(src: Dimensions, box_: Dimensions, fit: Fit) -> Plan {
         Fit::Cover => {
             let s = rw.max(rh);
             if s >= 1.0 {
-                return as_is;
+                // Filling the box would enlarge the image: the largest part of the box's shape
+                // the source holds, centred, at its own size (a 100 x 1000 strip for a 200 x 200
+                // box is 100 x 100, not the whole strip: review of issue 37).
+                let (bw, bh) = (u64::from(box_.width), u64::from(box_.height));
+                let (sw, sh) = (u64::from(src.width), u64::from(src.height));
+                let (cw, ch) = if sw * bh >= sh * bw {
+                    (((sh * bw + bh / 2) / bh).clamp(1, sw), sh)
+                } else {
+                    (sw, ((sw * bh + bw / 2) / bw).clamp(1, sh))
+                };
+                let (cw, ch) = (cw as u32, ch as u32);
+                let crop = Rect {
+                    x: (src.width - cw) / 2,
+                    y: (src.height - ch) / 2,
+                    width: cw,
+                    height: ch,
+                };
+                let size = Dimensions {
+                    width: cw,
+                    height: ch,
+                };
+                return Plan {
+                    crop,
+                    resized: size,
+                    canvas: size,
+                    offset: (0, 0),
+                };
             }
             // The part of the source whose scaled size is the box: the box divided by the
             // scale, centered, within the source.
@@ -192,12 +219,37 @@ mod tests {
     }
 
     #[test]
-    fn a_source_smaller_than_the_box_is_rendered_at_its_own_size() {
-        for fit in [Fit::Cover, Fit::Contain, Fit::Inside] {
+    fn a_source_smaller_than_the_box_is_never_enlarged() {
+        for fit in [Fit::Contain, Fit::Inside] {
             let p = plan(d(300, 200), d(400, 400), fit);
             assert_eq!((p.resized, p.canvas), (d(300, 200), d(300, 200)), "{fit:?}");
             assert!(p.is_copy());
         }
+        // Cover keeps the box's shape: the middle 200 x 200, at its own size.
+        let p = plan(d(300, 200), d(400, 400), Fit::Cover);
+        assert_eq!(
+            p.crop,
+            Rect {
+                x: 50,
+                y: 0,
+                width: 200,
+                height: 200
+            }
+        );
+        assert_eq!((p.resized, p.canvas), (d(200, 200), d(200, 200)));
+        assert!(p.is_copy());
+        // Smaller on one side only (review of issue 37): a 100 x 1000 strip into 200 x 200.
+        let p = plan(d(100, 1000), d(200, 200), Fit::Cover);
+        assert_eq!(
+            p.crop,
+            Rect {
+                x: 0,
+                y: 450,
+                width: 100,
+                height: 100
+            }
+        );
+        assert_eq!(p.canvas, d(100, 100));
     }
 
     #[test]
@@ -233,6 +285,11 @@ mod tests {
             }
             if fit == Fit::Cover && sw > bw && sh > bh {
                 prop_assert_eq!(p.canvas, b);
+            }
+            if fit == Fit::Cover {
+                // Always the box's shape, to a pixel of rounding.
+                let off = (i64::from(p.canvas.width) * i64::from(bh) - i64::from(p.canvas.height) * i64::from(bw)).abs();
+                prop_assert!(off <= i64::from(bw.max(bh)), "cover's shape: {:?} for {:?}", p, b);
             }
             // The kept part's shape survives the resize, to a pixel of rounding.
             let skew = (i64::from(p.resized.width) * i64::from(p.crop.height)

@@ -41,9 +41,16 @@ async fn read(
             Parsed::Found(h) => return Ok(Some(h)),
             Parsed::Invalid(why) => return Err(Unread::Invalid(why)),
             Parsed::NeedMore(n) => {
+                // At least twice what was read: a header of thousands of tiny segments asks
+                // for a few bytes more at each one, and a read per segment made a 1 MB file
+                // cost tens of thousands of GETs (review of issue 37). Doubling from 64 KiB
+                // reaches the 1 MiB limit in five reads.
+                let want = n
+                    .max(bytes.len().saturating_mul(2))
+                    .min(image::MAX_HEADER_BYTES.max(n));
                 let more = state
                     .store
-                    .sniff(key, u64::try_from(n).unwrap_or(u64::MAX))
+                    .sniff(key, u64::try_from(want).unwrap_or(u64::MAX))
                     .await
                     .map_err(Unread::Store)?;
                 match more {
