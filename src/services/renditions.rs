@@ -8,11 +8,14 @@ use std::time::Instant;
 
 use crate::domain::image::{self, Dimensions, Format, Parsed};
 use crate::domain::records::{FileHandle, HandleStatus};
-use crate::domain::variants::{plan, OutputFormat, Variant};
+use crate::domain::variants::{OutputFormat, Variant};
 use crate::error::AppError;
 use crate::render::{Limits, RenderError};
 use crate::state::AppState;
 use crate::storage::{NewObject, PutOutcome};
+
+/// The largest source a render reads (it is read whole): 64 MiB, above any camera's JPEG.
+pub const MAX_RENDER_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A rendition's GET URL and what it holds.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -63,6 +66,14 @@ pub async fn rendition(
     let _held = lock.lock().await;
     if let Some(h) = state.store.head(&key).await? {
         return answer(state, &variant, &key, h.size, &h.metadata, true).await;
+    }
+    // The source is read whole into memory: bounded here, whatever a profile's max_size
+    // allows (second read of issue 37: a profile taking 5 GB files would have read one whole).
+    if u64::try_from(file.size).unwrap_or(u64::MAX) > MAX_RENDER_SOURCE_BYTES {
+        return Err(AppError::ImageUnrenderable(format!(
+            "the image is {} bytes; a render reads at most {MAX_RENDER_SOURCE_BYTES}",
+            file.size
+        )));
     }
     let slot = state.renders.try_slot().ok_or(AppError::RenderBusy)?;
     crate::pause::point("render_slot_taken").await;
@@ -177,20 +188,6 @@ async fn answer(
         expires_in,
         cached,
     })
-}
-
-/// The size a variant's rendition of an image of `displayed` size has (for answers that do
-/// not read the rendition).
-pub fn rendition_size(displayed: Dimensions, variant: &Variant) -> Dimensions {
-    plan(
-        displayed,
-        Dimensions {
-            width: variant.width,
-            height: variant.height,
-        },
-        variant.fit,
-    )
-    .canvas
 }
 
 /// Removes every version (and delete marker) of every rendition of `file`: what a file's

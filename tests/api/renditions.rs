@@ -391,3 +391,62 @@ async fn past_the_replicas_render_slots_a_request_is_told_to_retry_not_queued() 
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// Second read of issue 37: a render reads its source whole, so a source past
+/// `MAX_RENDER_SOURCE_BYTES` is refused before it is read, whatever the profile admits.
+#[tokio::test]
+async fn a_source_larger_than_a_render_reads_is_refused_before_it_is_read() {
+    let app = spawn_app_with(Spawn {
+        config: Some(
+            r#"
+            [[profiles]]
+            name = "image"
+            content_types = ["image/jpeg"]
+            max_size = 100000000
+            final_prefix = "media/images/"
+
+            [[profiles.variants]]
+            name = "thumb"
+            width = 200
+            height = 200
+            "#
+            .to_owned(),
+        ),
+        ..Spawn::default()
+    })
+    .await;
+    let alice = app.token("alice");
+    let mut big = jpeg(640, 480, 1);
+    big.resize(
+        usize::try_from(upcommit::services::renditions::MAX_RENDER_SOURCE_BYTES).expect("size") + 1,
+        0,
+    );
+    let p = app.uploaded_bytes(&alice, "image", "image/jpeg", big).await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id");
+    let before = crate::helpers::counter_sum(
+        &app.metrics_text().await,
+        "upcommit_s3_request_duration_seconds_count",
+        "operation=\"GetObject\"",
+    );
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (422, "image_unrenderable".to_owned())
+    );
+    let after = crate::helpers::counter_sum(
+        &app.metrics_text().await,
+        "upcommit_s3_request_duration_seconds_count",
+        "operation=\"GetObject\"",
+    );
+    assert_eq!(after, before, "the source was not read");
+    assert!(!app.keys().await.iter().any(|k| k.starts_with("cache/")));
+}
