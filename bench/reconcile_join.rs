@@ -68,7 +68,7 @@ fn main() {
     let matched = join_pages(policy, bucket, catalog, |f| match f {
         Finding::Unindexed(_) => unindexed += 1,
         Finding::Missing(_) => missing += 1,
-        Finding::TmpPastLifecycle(_) | Finding::Stray(_) => {}
+        Finding::TmpPastLifecycle(_) | Finding::Stray(_) | Finding::Rendition(_) => {}
     })
     .expect("sorted input");
     let secs = started.elapsed().as_secs_f64();

@@ -95,11 +95,13 @@ pub(super) async fn connect(
     }
 }
 
-/// What `--quarantine` and `--quarantine-stray` ask to move.
+/// What `--quarantine` and `--quarantine-stray` ask to move, and whether
+/// `--remove-orphan-renditions` asks to remove renditions of files that are gone.
 #[derive(Debug, Clone, Copy)]
 pub struct Quarantine {
     pub unindexed: bool,
     pub stray: bool,
+    pub orphan_renditions: bool,
 }
 
 /// Exit codes: 0 finished, 1 failed, 2 cannot start, 3 refused (keys out of order), 4 another
@@ -157,6 +159,7 @@ pub async fn reconcile(
         quarantine_stray: quarantine.stray,
         workers,
         inventory_taken_at,
+        remove_orphan_renditions: quarantine.orphan_renditions,
     };
     let (run, summary) =
         match reconcile::reconcile(&catalog, &store, settings, &options, source).await {
@@ -179,7 +182,7 @@ pub async fn reconcile(
     });
     let headline = || {
         format!(
-                "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window, {} stray ({} bytes{}){taken}",
+                "reconcile run {} {} ({}): {} keys listed, {} handles, {} matched; {} unindexed ({} bytes{}), {} missing ({} bytes), {} tmp objects past the lifecycle window, {} stray ({} bytes{}), {} renditions of files that are gone ({} bytes{}){taken}",
                 run.id,
                 run.state.as_str(),
                 summary.source,
@@ -195,6 +198,9 @@ pub async fn reconcile(
                 summary.stray,
                 summary.stray_bytes,
                 if quarantine.stray { format!(", {} quarantined", summary.stray_quarantined) } else { String::new() },
+                summary.orphan_renditions,
+                summary.orphan_rendition_bytes,
+                if quarantine.orphan_renditions { format!(", {} removed", summary.orphan_renditions_removed) } else { String::new() },
         )
     };
     print_run(

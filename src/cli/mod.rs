@@ -71,7 +71,8 @@ pub enum Command {
     },
     /// Match the bucket's keys against the file handles: unindexed objects under final
     /// prefixes, handles whose object is missing, tmp objects past the lifecycle window, stray
-    /// objects outside every known prefix. Reports; never deletes. Exit 5 when an object is
+    /// objects outside every known prefix, renditions of files that are gone. Reports; deletes
+    /// nothing but, when asked, renditions of files that are gone. Exit 5 when an object is
     /// missing.
     Reconcile {
         /// Skip unindexed objects younger than this (0s, 30m, 1h30m, 2d or seconds): commits in flight.
@@ -91,6 +92,10 @@ pub enum Command {
         /// Also move stray objects (outside every known prefix) under quarantine/.
         #[arg(long)]
         quarantine_stray: bool,
+        /// Remove the renditions (every version under cache/<file id>/) of files that are gone:
+        /// not recorded, deleted or expired. Without it they are reported.
+        #[arg(long)]
+        remove_orphan_renditions: bool,
         /// Key ranges listed at once (1 to 64; default UPCOMMIT_RECONCILE_WORKERS, 1).
         #[arg(long)]
         workers: Option<usize>,
@@ -251,12 +256,14 @@ pub async fn run(cli: Cli) -> i32 {
             inventory_max_age,
             quarantine,
             quarantine_stray,
+            remove_orphan_renditions,
             workers,
             json,
         } => {
             let quarantine = jobs::Quarantine {
                 unindexed: quarantine,
                 stray: quarantine_stray,
+                orphan_renditions: remove_orphan_renditions,
             };
             let workers = workers
                 .unwrap_or(settings.jobs.reconcile_workers)

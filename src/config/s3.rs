@@ -3,7 +3,7 @@
 
 use crate::domain::bucket_check::Expectations;
 use crate::domain::lifecycle::{required_rules, Rule};
-use crate::domain::prefixes::TEMP_PREFIX;
+use crate::domain::prefixes::{CACHE_PREFIX, TEMP_PREFIX};
 use crate::domain::temporary::{is_temporary_key, TtlDays};
 
 use super::file::FileSettings;
@@ -165,7 +165,8 @@ impl Settings {
 
     /// The lifecycle rules this deployment needs of its bucket: every rule of the rules file
     /// outside `temp/`, and, for each TTL a temporary profile uses, that tier's rule and the
-    /// `temp/` delete-marker cleanup. With no temporary profile, no `temp/` rule is needed.
+    /// `temp/` delete-marker cleanup. With no temporary profile, no `temp/` rule is needed; with
+    /// no profile that has variants, no `cache/` rule (the renditions' rules) is needed.
     pub fn lifecycle_rules_needed(&self) -> Vec<Rule> {
         let mut ttls: Vec<TtlDays> = self
             .uploads
@@ -175,9 +176,11 @@ impl Settings {
             .collect();
         ttls.sort();
         ttls.dedup();
+        let renders = self.uploads.profiles.iter().any(|p| !p.variants.is_empty());
         let mut rules: Vec<Rule> = required_rules()
             .iter()
             .filter(|r| !is_temporary_key(&r.prefix))
+            .filter(|r| renders || !r.prefix.starts_with(CACHE_PREFIX))
             .cloned()
             .collect();
         if !ttls.is_empty() {
@@ -248,6 +251,51 @@ mod tests {
     }
 
     #[test]
+    fn the_bucket_needs_the_renditions_rules_only_while_a_profile_has_variants() {
+        let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
+        let plain = Settings::from_map(&env(&[secret])).expect("loads");
+        assert!(plain
+            .lifecycle_rules_needed()
+            .iter()
+            .all(|r| !r.prefix.starts_with(CACHE_PREFIX)));
+        let file = r#"
+            [[profiles]]
+            name = "photos"
+            content_types = ["image/jpeg"]
+            max_size = 1000
+            final_prefix = "photos/"
+            [[profiles.variants]]
+            name = "thumb"
+            width = 200
+            height = 200
+        "#;
+        let vars = env(&[secret]);
+        let s = Settings::from_sources(Some(file), &|k| vars.get(k).cloned()).expect("loads");
+        let needed = s.lifecycle_rules_needed();
+        let cache: Vec<&str> = needed
+            .iter()
+            .filter(|r| r.prefix.starts_with(CACHE_PREFIX))
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(
+            cache,
+            vec!["resize-cache-expire", "resize-cache-expired-delete-markers"]
+        );
+        // A bucket holding every rule but the renditions' is judged short of exactly those.
+        let live: Vec<Rule> = required_rules()
+            .iter()
+            .filter(|r| !r.prefix.starts_with(CACHE_PREFIX))
+            .cloned()
+            .collect();
+        let missing = crate::domain::lifecycle::missing_required(&live, &needed);
+        assert!(!missing.is_empty());
+        assert!(
+            missing.iter().all(|p| p.to_string().contains("\"cache/\"")),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
     fn bucket_expectations_cover_every_final_and_legacy_prefix() {
         let s = Settings::from_map(&env(&[
             ("UPCOMMIT_JWT_SECRET", "0123456789abcdef"),
@@ -265,10 +313,11 @@ mod tests {
             vec!["media/images/", "media/recordings/", "uploads/"]
         );
         assert_eq!(want.cors_origins.len(), 2);
-        // Every rule of the rules file but the temporary profiles' tiers (none is configured).
+        // Every rule of the rules file but the temporary profiles' tiers and the renditions'
+        // (no temporary profile and no variant is configured).
         let file_rules: Vec<Rule> = required_rules()
             .iter()
-            .filter(|r| !r.prefix.starts_with(TEMP_PREFIX))
+            .filter(|r| !r.prefix.starts_with(TEMP_PREFIX) && !r.prefix.starts_with(CACHE_PREFIX))
             .cloned()
             .collect();
         assert_eq!(want.required_rules, file_rules);

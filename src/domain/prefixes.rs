@@ -11,3 +11,8 @@ pub const TEMP_PREFIX: &str = "temp/";
 
 /// Where quarantined objects go; it has an expiring lifecycle rule of its own.
 pub const QUARANTINE_PREFIX: &str = "quarantine/";
+
+/// Where renditions go (`cache/<file id>/<variant>-<fingerprint>.<ext>`, issue 37): the image
+/// resize rule expires them and a request renders them again. Reserved like `temp/`: no admin
+/// key and no profile's final prefix may be under it, whether or not a profile has variants.
+pub const CACHE_PREFIX: &str = "cache/";

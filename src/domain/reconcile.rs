@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::prefixes::{QUARANTINE_PREFIX, TMP_PREFIX};
+use super::prefixes::{CACHE_PREFIX, QUARANTINE_PREFIX, TMP_PREFIX};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketKey {
@@ -41,6 +41,9 @@ pub enum Finding {
     /// An object outside every prefix the service knows (tmp, quarantine, final and legacy
     /// prefixes, lifecycle rule prefixes): data with no owner.
     Stray(BucketKey),
+    /// An object under `cache/`: a rendition, which belongs to the file its key names. Whether
+    /// that file is still there is the catalog's to say (by id, not by the join's key order).
+    Rendition(BucketKey),
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +74,9 @@ impl ReconcilePolicy {
             return self
                 .older_than(&k, self.tmp_max_age)
                 .then_some(Finding::TmpPastLifecycle(k));
+        }
+        if k.key.starts_with(CACHE_PREFIX) {
+            return Some(Finding::Rendition(k));
         }
         let under = |prefixes: &[String]| {
             prefixes
@@ -567,7 +573,7 @@ mod tests {
         assert_eq!(
             found,
             vec![
-                Finding::Stray(b("cache/thumb.png", 90)),
+                Finding::Rendition(b("cache/thumb.png", 90)),
                 Finding::Unindexed(b("media/images/old.png", 2)),
                 Finding::TmpPastLifecycle(b("tmp/2026/11/01/x/a.png", 28)),
             ]

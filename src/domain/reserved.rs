@@ -2,7 +2,8 @@
 //!
 //! Two kinds of key are reserved:
 //! * **Expiring prefixes.** Every prefix that an enabled lifecycle rule expiring current versions
-//!   covers: `tmp/`, `quarantine/` (where `reconcile --quarantine` moves objects), every such
+//!   covers: `tmp/`, `quarantine/` (where `reconcile --quarantine` moves objects), `cache/`
+//!   (renditions, whose rule is required only while a profile has variants), every such
 //!   prefix in `infra/lifecycle-rules.json`, and, when the server has read the live bucket's
 //!   lifecycle document, every such prefix there. A rule narrowed by tags or object size still
 //!   reserves its whole prefix: which objects it reaches depends on data the key does not show.
@@ -25,7 +26,7 @@
 use percent_encoding::percent_decode_str;
 
 use super::lifecycle::Rule;
-use super::prefixes::{QUARANTINE_PREFIX, TEMP_PREFIX, TMP_PREFIX};
+use super::prefixes::{CACHE_PREFIX, QUARANTINE_PREFIX, TEMP_PREFIX, TMP_PREFIX};
 
 /// Why a key is reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,8 +40,9 @@ pub enum Reservation {
 /// The reserved key space, built from the prefixes that expire and the profiles' final prefixes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReservedKeys {
-    /// Normalized expiring prefixes; always holds `tmp/`, `quarantine/` and `temp/` (the
-    /// temporary profiles' tiers, whether or not a profile uses them).
+    /// Normalized expiring prefixes; always holds `tmp/`, `quarantine/`, `temp/` (the
+    /// temporary profiles' tiers, whether or not a profile uses them) and `cache/` (the
+    /// renditions, whether or not a profile has variants).
     expiring: Vec<String>,
     /// Normalized final prefixes (each ends with `/`).
     paired: Vec<String>,
@@ -50,14 +52,14 @@ pub struct ReservedKeys {
 const UPLOAD_ID_LEN: usize = 32;
 
 impl ReservedKeys {
-    /// `tmp/`, `quarantine/`, the given expiring prefixes, and the paired layout under each of
+    /// `tmp/`, `quarantine/`, `temp/`, `cache/`, the given expiring prefixes, and the paired layout under each of
     /// `final_prefixes` (profiles' final prefixes, `keys::FinalPrefix`, which is checked against
     /// this space: so it comes in as text and this module does not import `keys`).
     pub fn new<'a, P: AsRef<str>>(
         expiring: impl IntoIterator<Item = &'a str>,
         final_prefixes: impl IntoIterator<Item = P>,
     ) -> Self {
-        let mut expiring: Vec<String> = [TMP_PREFIX, QUARANTINE_PREFIX, TEMP_PREFIX]
+        let mut expiring: Vec<String> = [TMP_PREFIX, QUARANTINE_PREFIX, TEMP_PREFIX, CACHE_PREFIX]
             .into_iter()
             .chain(expiring)
             .map(normalize_prefix)
@@ -73,8 +75,8 @@ impl ReservedKeys {
         Self { expiring, paired }
     }
 
-    /// Only `tmp/`, `quarantine/` and `temp/`: what is reserved before any rule or profile is
-    /// known.
+    /// Only `tmp/`, `quarantine/`, `temp/` and `cache/`: what is reserved before any rule or
+    /// profile is known.
     pub fn base() -> Self {
         Self::new([], [] as [&str; 0])
     }
@@ -280,6 +282,28 @@ mod tests {
             ReservedKeys::base().reservation("quarantine/kept.jpg"),
             Some(Reservation::Expiring)
         );
+    }
+
+    #[test]
+    fn the_renditions_prefix_is_reserved_in_every_spelling_before_any_rule_is_read() {
+        assert!(required_rules()
+            .iter()
+            .any(|r| r.expires_current() && r.covers(CACHE_PREFIX)));
+        for raw in [
+            "cache/x.jpg",
+            "CACHE/0192f3a4b5c6d7e8f90a1b2c3d4e5f60/thumb-0.jpg",
+            "./cache/x.jpg",
+            "%63ache/x.jpg",
+            "cache",
+        ] {
+            assert_eq!(
+                ReservedKeys::base().reservation(raw),
+                Some(Reservation::Expiring),
+                "{raw:?}"
+            );
+        }
+        assert_eq!(ReservedKeys::base().reservation("caches/x.jpg"), None);
+        assert!(ReservedKeys::base().expires_prefix("cache/thumbs/"));
     }
 
     #[test]

@@ -266,6 +266,7 @@ async fn a_seeded_history_under_faults_keeps_every_invariant() {
             quarantine_stray: false,
             workers: 1,
             inventory_taken_at: None,
+            remove_orphan_renditions: false,
         },
         None,
     )

@@ -135,6 +135,7 @@ impl Subject<'_> {
                         quarantine_stray: false,
                         workers: 1,
                         inventory_taken_at: None,
+                        remove_orphan_renditions: false,
                     };
                     match Box::pin(reconcile(catalog, store, settings, &options, None)).await {
                         Ok(ReconcileOutcome::Ran { run, .. }) => Ended::Ran(run.state),

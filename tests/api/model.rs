@@ -588,6 +588,7 @@ impl Model {
                 quarantine_stray: false,
                 workers: 1,
                 inventory_taken_at: None,
+                remove_orphan_renditions: false,
             },
             None,
         )

@@ -43,6 +43,7 @@ async fn run(app: &TestApp, source: Box<dyn BucketSource>) -> (ReconcileSummary,
         quarantine_stray: false,
         workers: 1,
         inventory_taken_at: None,
+        remove_orphan_renditions: false,
     };
     let store = store(app).await;
     match reconcile(&app.catalog, &store, &settings, &options, Some(source))

@@ -450,3 +450,218 @@ async fn a_source_larger_than_a_render_reads_is_refused_before_it_is_read() {
     assert_eq!(after, before, "the source was not read");
     assert!(!app.keys().await.iter().any(|k| k.starts_with("cache/")));
 }
+
+/// `upcommit reconcile --json` with `args`: its exit code and report.
+fn reconcile(app: &crate::helpers::TestApp, args: &[&str]) -> (i32, Value) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["reconcile", "--json", "--grace", "0"])
+        .args(args)
+        .envs(&app.env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit");
+    let body = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "JSON expected: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), body)
+}
+
+fn items_of<'a>(run: &'a Value, action: &str) -> Vec<&'a str> {
+    run["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["action"] == action)
+        .map(|i| i["key"].as_str().expect("key"))
+        .collect()
+}
+
+/// Reconcile knows `cache/`: the renditions of a file that is there are neither stray nor
+/// reported; those of a file that is gone — written by a render that raced the file's deletion,
+/// or naming a file never recorded — are reported, and removed (every version) only when
+/// asked. A key under `cache/` that names no file is stray, and never removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_removes_the_renditions_of_files_that_are_gone_and_only_those() {
+    let app = spawn_app_with(Spawn {
+        env: crate::hygiene::hygiene_env(crate::hygiene::DAY),
+        ..spawn()
+    })
+    .await;
+    let alice = app.token("alice");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let p = app
+            .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+            .await;
+        let h: Value = app
+            .commit(&alice, &p.key, None)
+            .await
+            .json()
+            .await
+            .expect("handle");
+        let id = h["id"].as_str().expect("id").to_owned();
+        for v in ["thumb", "whole"] {
+            let r = app
+                .get(&format!("/v1/files/{id}/variants/{v}"), Some(&alice))
+                .await;
+            assert_eq!(r.status(), 200);
+        }
+        ids.push(id);
+    }
+    let (doomed, kept) = (ids[0].clone(), ids[1].clone());
+    let link = app
+        .http
+        .put(format!("{}/v1/files/{kept}/links/post/1", app.address))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("link");
+    assert_eq!(link.status(), 204);
+
+    // Nothing is gone yet: four renditions of files that are there, nothing else.
+    let (code, body) = reconcile(&app, &[]);
+    assert_eq!(code, 0, "{body}");
+    assert_eq!(body["summary"]["renditions"], 4, "{body}");
+    assert_eq!(body["summary"]["orphan_renditions"], 0, "{body}");
+    assert_eq!(body["summary"]["stray"], 0, "{body}");
+
+    for days in [2, 4, 7] {
+        crate::hygiene::hygiene(&app, Some(crate::hygiene::in_days(days)));
+    }
+    assert_eq!(crate::hygiene::status(&app, &doomed).await, "deleted");
+    // A render that raced the deletion writes after it (twice: two versions where the bucket
+    // keeps them), one names a file never recorded, one key names no file at all.
+    let late = format!("cache/{doomed}/thumb-late.jpg");
+    let ghost = "cache/0123456789abcdef0123456789abcdef/thumb-x.jpg".to_owned();
+    for (key, body) in [
+        (&late, b"one".to_vec()),
+        (&late, b"two".to_vec()),
+        (&ghost, b"g".to_vec()),
+    ] {
+        app.put_object(key, body, "image/jpeg").await;
+    }
+    app.put_object("cache/junk.jpg", b"j".to_vec(), "image/jpeg")
+        .await;
+
+    // Reported, nothing removed.
+    let (code, body) = reconcile(&app, &[]);
+    assert_eq!(code, 0, "{body}");
+    assert_eq!(body["summary"]["renditions"], 2, "kept's two: {body}");
+    assert_eq!(body["summary"]["orphan_renditions"], 2, "{body}");
+    assert_eq!(body["summary"]["orphan_renditions_removed"], 0, "{body}");
+    let mut reported = items_of(&body, "orphan_rendition");
+    reported.sort_unstable();
+    let mut want = vec![late.as_str(), ghost.as_str()];
+    want.sort_unstable();
+    assert_eq!(reported, want, "{body}");
+    assert_eq!(items_of(&body, "stray"), vec!["cache/junk.jpg"], "{body}");
+    assert!(app.object_exists(&late).await && app.object_exists(&ghost).await);
+
+    // Asked to remove them: every version of the gone files' renditions goes, nothing else.
+    let (code, body) = reconcile(&app, &["--remove-orphan-renditions"]);
+    assert_eq!(code, 0, "{body}");
+    assert_eq!(body["summary"]["orphan_renditions_removed"], 2, "{body}");
+    assert_eq!(app.versions_under(&format!("cache/{doomed}/")).await, 0);
+    assert_eq!(
+        app.versions_under("cache/0123456789abcdef0123456789abcdef/")
+            .await,
+        0
+    );
+    assert_eq!(app.versions_under(&format!("cache/{kept}/")).await, 2);
+    assert!(
+        app.object_exists("cache/junk.jpg").await,
+        "stray: never removed"
+    );
+    let again: Value = app
+        .get(&format!("/v1/files/{kept}/variants/thumb"), Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("rendition");
+    assert_eq!(again["cached"], true, "{again}");
+
+    // Nothing is left to report.
+    let (_, body) = reconcile(&app, &["--remove-orphan-renditions"]);
+    assert_eq!(body["summary"]["orphan_renditions"], 0, "{body}");
+}
+
+/// `doctor --json` with `env`: the exit code and the failed checks' names and details.
+fn doctor(env: &std::collections::HashMap<String, String>) -> (i32, Vec<String>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+        .args(["doctor", "--json"])
+        .envs(env)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run upcommit");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let body: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("doctor --json printed JSON ({e}): {text}"));
+    let failed = body["report"]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["ok"] == false)
+        .map(|r| r["check"].as_str().expect("check").to_owned())
+        .collect();
+    (out.status.code().unwrap_or(-1), failed, text)
+}
+
+/// While a profile has variants, the bucket must expire `cache/` (the image-resize rules of
+/// `infra/lifecycle-rules.json`): doctor names the missing rule and `bucket apply-lifecycle`
+/// writes it back. A deployment without variants needs no `cache/` rule. And `cache/` is
+/// reserved: an admin's commit cannot land there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_requires_the_cache_rule_while_a_profile_has_variants_and_cache_is_reserved() {
+    use upcommit::domain::lifecycle::required_rules;
+    let app = spawn_app_with(spawn()).await;
+    let (code, failed, out) = doctor(&app.env);
+    assert_eq!((code, failed.len()), (0, 0), "{out}");
+
+    let without: Vec<_> = required_rules()
+        .iter()
+        .filter(|r| !r.prefix.starts_with("cache/"))
+        .cloned()
+        .collect();
+    crate::helpers::put_lifecycle(&app.s3, &app.bucket, &without).await;
+    let (code, failed, out) = doctor(&app.env);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(failed, vec!["lifecycle_required_rules".to_owned()], "{out}");
+    assert!(
+        out.contains("resize-cache-expire") && out.contains("cache/"),
+        "{out}"
+    );
+
+    // The same bucket serves a deployment without variants.
+    let mut plain = app.env.clone();
+    plain.remove("UPCOMMIT_CONFIG");
+    let (code, failed, out) = doctor(&plain);
+    assert_eq!((code, failed.len()), (0, 0), "{out}");
+
+    let run = crate::bucket::upcommit(&app, &["bucket", "apply-lifecycle", "--yes"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let (code, _, out) = doctor(&app.env);
+    assert_eq!(code, 0, "{out}");
+
+    // An admin's commit to a key under cache/, in any spelling, is refused.
+    let alice = app.token("alice");
+    let root = app.admin_token("root");
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(64, 48, 1))
+        .await;
+    for custom in [
+        "cache/thumbs/x.jpg",
+        "Cache/x.jpg",
+        "%63ache/x.jpg",
+        "cache",
+    ] {
+        let got = error_code(app.commit(&root, &p.key, Some(custom)).await).await;
+        assert_eq!(got, (400, "final_key_reserved".to_owned()), "{custom}");
+    }
+    assert!(!app.object_exists("cache/thumbs/x.jpg").await);
+    // The upload is still committable where it may land.
+    assert_eq!(app.commit(&alice, &p.key, None).await.status(), 201);
+}

@@ -101,6 +101,7 @@ async fn every_job_finishes(app: &TestApp, at: chrono::DateTime<chrono::Utc>, wh
         quarantine_stray: false,
         workers: settings.jobs.reconcile_workers,
         inventory_taken_at: None,
+        remove_orphan_renditions: false,
     };
     let state = match Box::pin(reconcile(catalog, store, settings, &options, None))
         .await

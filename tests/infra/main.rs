@@ -75,6 +75,15 @@ fn the_real_infra_has_one_owner_per_document_and_safe_rules() {
                 .any(|r| r.id == "resize-cache-expire" && r.prefix == "cache/"),
             "{env}: the resize module's rule arrives as data"
         );
+        let mut ids: Vec<&str> = lc.rules.iter().map(|r| r.id.as_str()).collect();
+        ids.sort_unstable();
+        let before = ids.len();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            before,
+            "{env}: each rule reaches the document once"
+        );
         let documents: BTreeSet<&str> = tree
             .owners
             .iter()
@@ -182,4 +191,89 @@ fn the_former_lifecycle_owner_forgets_its_resource_without_destroying_it() {
                 == Some("aws_s3_bucket_lifecycle_configuration")),
         "the module no longer declares a lifecycle resource"
     );
+}
+
+/// The image-resize module's policy grants what the service's renditions do (issue 37), and
+/// nothing wider: writes and deletes only under `cache/`, listing only with a `cache/` prefix,
+/// reads of sources only under the prefixes it is given.
+#[test]
+fn the_renditions_policy_grants_only_what_rendering_does() {
+    let text =
+        std::fs::read_to_string(repo("infra/modules/image-resize/main.tf")).expect("module source");
+    let body: hcl::Body = hcl::parse(&text).expect("parses");
+    let policy = body
+        .blocks()
+        .find(|b| {
+            b.identifier() == "data"
+                && b.labels().first().map(|l| l.as_str()) == Some("aws_iam_policy_document")
+        })
+        .expect("a policy document");
+    let statements: Vec<&hcl::Block> = policy
+        .body()
+        .blocks()
+        .filter(|b| b.identifier() == "statement")
+        .collect();
+    let strings = |b: &hcl::Block, key: &str| -> Vec<String> {
+        match b
+            .body()
+            .attributes()
+            .find(|a| a.key() == key)
+            .map(|a| a.expr())
+        {
+            Some(hcl::Expression::Array(items)) => items
+                .iter()
+                .map(|e| e.to_string().trim_matches('"').to_owned())
+                .collect(),
+            Some(other) => vec![other.to_string()],
+            None => Vec::new(),
+        }
+    };
+    let mut granted = BTreeSet::new();
+    for st in &statements {
+        let actions = strings(st, "actions");
+        let resources = strings(st, "resources").join(" ");
+        for a in &actions {
+            granted.insert(a.clone());
+            let writes = !matches!(
+                a.as_str(),
+                "s3:GetObject" | "s3:ListBucket" | "s3:ListBucketVersions"
+            );
+            if writes {
+                assert!(
+                    resources.ends_with("/cache/*\"") || resources.ends_with("/cache/*"),
+                    "{a} only under cache/: {resources}"
+                );
+            }
+        }
+        assert!(
+            !resources.contains("}/*"),
+            "no statement reaches the whole bucket's objects: {resources}"
+        );
+        if actions.iter().any(|a| a.starts_with("s3:ListBucket")) {
+            let cond = st
+                .body()
+                .blocks()
+                .find(|b| b.identifier() == "condition")
+                .expect("listing is conditioned on the prefix");
+            let values = cond
+                .body()
+                .attributes()
+                .find(|a| a.key() == "values")
+                .map(|a| a.expr().to_string())
+                .unwrap_or_default();
+            assert!(values.contains("cache/*"), "{values}");
+        }
+    }
+    let want: BTreeSet<String> = [
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+        "s3:ListBucket",
+        "s3:ListBucketVersions",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(granted, want);
 }

@@ -17,7 +17,10 @@ provider "aws" {
 }
 
 locals {
-  upcommit_rules = jsondecode(file("${path.module}/../../lifecycle-rules.json")).rules
+  upcommit_rules = [
+    for r in jsondecode(file("${path.module}/../../lifecycle-rules.json")).rules : r
+    if r.prefix != "cache/"
+  ]
 }
 
 resource "aws_kms_key" "uploads" {
@@ -36,9 +39,7 @@ module "upload_bucket" {
 
 module "image_resize" {
   source     = "../../modules/image-resize"
-  bucket_id  = module.upload_bucket.bucket_id
   bucket_arn = module.upload_bucket.bucket_arn
-  cache_days = 90
 }
 
 # The bucket's one lifecycle document: every rule of every module, as data.

@@ -19,7 +19,10 @@ provider "aws" {
 locals {
   # The service embeds the same file, so what terraform writes and what `upcommit doctor`
   # expects cannot disagree.
-  upcommit_rules = jsondecode(file("${path.module}/../../lifecycle-rules.json")).rules
+  upcommit_rules = [
+    for r in jsondecode(file("${path.module}/../../lifecycle-rules.json")).rules : r
+    if r.prefix != "cache/"
+  ]
 }
 
 module "upload_bucket" {
@@ -30,7 +33,6 @@ module "upload_bucket" {
 
 module "image_resize" {
   source     = "../../modules/image-resize"
-  bucket_id  = module.upload_bucket.bucket_id
   bucket_arn = module.upload_bucket.bucket_arn
 }
 

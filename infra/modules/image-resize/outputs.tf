@@ -1,16 +1,9 @@
 output "lifecycle_rules" {
-  description = "Rules this module needs in the bucket's lifecycle document, for the environment's one lifecycle owner."
-  value = [
-    {
-      id                         = "resize-cache-expire"
-      prefix                     = "cache/"
-      expiration_days            = var.cache_days
-      noncurrent_expiration_days = 1
-    },
-  ]
+  description = "The cache/ rules of infra/lifecycle-rules.json, for the environment's one lifecycle owner."
+  value       = local.cache_rules
 }
 
-output "resizer_policy_json" {
-  description = "IAM policy for the resizer's role."
-  value       = data.aws_iam_policy_document.resizer.json
+output "renditions_policy_json" {
+  description = "IAM policy of what the service's renditions do in the bucket."
+  value       = data.aws_iam_policy_document.renditions.json
 }

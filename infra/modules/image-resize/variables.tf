@@ -1,14 +1,10 @@
-variable "bucket_id" {
-  description = "The upload bucket the resizer reads media/ from and writes cache/ to."
+variable "bucket_arn" {
+  description = "The upload bucket the service reads sources from and writes cache/ to."
   type        = string
 }
 
-variable "bucket_arn" {
-  type = string
-}
-
-variable "cache_days" {
-  description = "Days a resized rendition stays in cache/ before it is rebuilt on demand."
-  type        = number
-  default     = 30
+variable "source_prefixes" {
+  description = "Final prefixes of the profiles that have variants (each ending with /): where renders read their sources."
+  type        = list(string)
+  default     = ["media/images/"]
 }

@@ -12,7 +12,7 @@ use super::ids::FileId;
 /// Where every rendition lives: a reserved prefix (no commit lands there) whose lifecycle rule
 /// (`resize-cache-expire`, infra/modules/image-resize) expires renditions nobody asked for in a
 /// while; they are rendered again on demand.
-pub const CACHE_PREFIX: &str = "cache/";
+pub use crate::domain::prefixes::CACHE_PREFIX;
 
 /// A side of a rendition's box at most this long.
 pub const MAX_SIDE: u32 = 8192;
@@ -137,9 +137,38 @@ pub fn file_prefix(file: &FileId) -> String {
     format!("{CACHE_PREFIX}{}/", file.as_str())
 }
 
+/// The file a key under `cache/` is a rendition of: `cache/<file id>/<anything>`. `None` for
+/// any other key (a key under `cache/` that no file names has no owner).
+pub fn file_of_key(key: &str) -> Option<FileId> {
+    let rest = key.strip_prefix(CACHE_PREFIX)?;
+    let (id, name) = rest.split_once('/')?;
+    if name.is_empty() {
+        return None;
+    }
+    FileId::parse(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rendition_key_names_its_file_and_nothing_else_does() {
+        let id = FileId::parse("0192f3a4b5c6d7e8f90a1b2c3d4e5f60").expect("id");
+        let key = thumb().key(&id);
+        assert_eq!(file_of_key(&key), Some(id.clone()));
+        assert!(key.starts_with(&file_prefix(&id)));
+        for other in [
+            "cache/0192f3a4b5c6d7e8f90a1b2c3d4e5f60/",
+            "cache/0192f3a4b5c6d7e8f90a1b2c3d4e5f60",
+            "cache/0192F3A4B5C6D7E8F90A1B2C3D4E5F60/thumb-1.jpg",
+            "cache/not-an-id/thumb-1.jpg",
+            "media/images/0192f3a4b5c6d7e8f90a1b2c3d4e5f60/thumb-1.jpg",
+            "cache//thumb.jpg",
+        ] {
+            assert_eq!(file_of_key(other), None, "{other:?}");
+        }
+    }
 
     fn thumb() -> Variant {
         Variant {

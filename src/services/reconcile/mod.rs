@@ -83,6 +83,50 @@ pub struct ReconcileOptions {
     /// `creationTimestamp`, checked with [`crate::domain::reconcile::inventory_taken_at`]):
     /// handles recorded after it that it does not show are left to a later inventory.
     pub inventory_taken_at: Option<DateTime<Utc>>,
+    /// Remove the renditions (every version under `cache/<file id>/`) of files that are gone:
+    /// not recorded, deleted or expired. Without it they are reported only.
+    pub remove_orphan_renditions: bool,
+}
+
+/// What the catalog said of the file the last rendition named: the listing gives a file's
+/// renditions one after the other (`cache/<file id>/…`), so one lookup serves them all.
+#[derive(Default)]
+struct RenditionMemo {
+    last: Option<(String, RenditionOwner)>,
+}
+
+#[derive(Clone)]
+enum RenditionOwner {
+    /// The file is there (available, unlinked or archived, which a restore brings back).
+    Live,
+    /// The file is gone; `removed` once its renditions were removed in this run.
+    Gone { why: String, removed: bool },
+    /// The catalog could not be read: nothing is judged, nothing removed.
+    Unknown(String),
+}
+
+async fn rendition_owner(
+    catalog: &Arc<dyn Catalog>,
+    id: &crate::domain::ids::FileId,
+    now: DateTime<Utc>,
+) -> RenditionOwner {
+    use crate::domain::records::HandleStatus;
+    match catalog.handle_by_id(id).await {
+        Ok(None) => RenditionOwner::Gone {
+            why: format!("file {} is not recorded", id.as_str()),
+            removed: false,
+        },
+        Ok(Some(h)) if h.status == HandleStatus::Deleted => RenditionOwner::Gone {
+            why: format!("file {} is deleted", id.as_str()),
+            removed: false,
+        },
+        Ok(Some(h)) if h.is_expired(now) => RenditionOwner::Gone {
+            why: format!("file {} has expired", id.as_str()),
+            removed: false,
+        },
+        Ok(Some(_)) => RenditionOwner::Live,
+        Err(e) => RenditionOwner::Unknown(e.to_string()),
+    }
 }
 
 /// Prefixes the service owns besides the final ones: tmp/, quarantine/ and every lifecycle
@@ -161,6 +205,7 @@ pub async fn reconcile(
         grace_secs: options.grace.num_seconds(),
         list_workers: listed_by,
         inventory_taken_at: options.inventory_taken_at,
+        remove_orphan_renditions: options.remove_orphan_renditions,
         ..ReconcileSummary::default()
     };
     if job.resumed {
@@ -174,6 +219,7 @@ pub async fn reconcile(
         }
     }
     let mut join = Join::new(policy);
+    let mut renditions = RenditionMemo::default();
     let mut catalog_after = resume_after.clone().unwrap_or_default();
     let mut found = Vec::new();
     let mut items = Vec::new();
@@ -182,7 +228,16 @@ pub async fn reconcile(
         loop {
             let need = join.advance(&mut found);
             for f in found.drain(..) {
-                items.extend(judge(catalog, store, &mut summary, f, options).await);
+                let judged = judge(
+                    catalog,
+                    store,
+                    &mut summary,
+                    f,
+                    options,
+                    &mut renditions,
+                    now,
+                );
+                items.extend(judged.await);
             }
             match need {
                 Need::Done => return Ok(()),
@@ -331,8 +386,83 @@ async fn judge(
     summary: &mut ReconcileSummary,
     finding: Finding,
     options: &ReconcileOptions,
+    renditions: &mut RenditionMemo,
+    now: DateTime<Utc>,
 ) -> Option<JobItem> {
     Some(match finding {
+        Finding::Rendition(b) => {
+            let Some(id) = crate::domain::variants::file_of_key(&b.key) else {
+                // Under cache/ but named for no file: nobody's, like a stray object.
+                return Box::pin(judge(
+                    catalog,
+                    store,
+                    summary,
+                    Finding::Stray(b),
+                    options,
+                    renditions,
+                    now,
+                ))
+                .await;
+            };
+            let owner = match &renditions.last {
+                Some((last, owner)) if last == id.as_str() => owner.clone(),
+                _ => rendition_owner(catalog, &id, now).await,
+            };
+            let owner = match owner {
+                RenditionOwner::Live => {
+                    summary.renditions += 1;
+                    renditions.last = Some((id.as_str().to_owned(), RenditionOwner::Live));
+                    return None;
+                }
+                RenditionOwner::Unknown(e) => {
+                    renditions.last = None;
+                    return Some(JobItem {
+                        action: "rendition_unchecked".into(),
+                        key: b.key,
+                        version_id: None,
+                        bytes: b.size,
+                        reason: format!("its file could not be looked up: {e}"),
+                    });
+                }
+                gone @ RenditionOwner::Gone { .. } => gone,
+            };
+            let RenditionOwner::Gone { why, mut removed } = owner else {
+                unreachable!("matched above")
+            };
+            summary.orphan_renditions += 1;
+            summary.orphan_rendition_bytes += size(b.size);
+            let mut item = JobItem {
+                action: "orphan_rendition".into(),
+                key: b.key,
+                version_id: None,
+                bytes: b.size,
+                reason: format!("a rendition of a file that is gone: {why}"),
+            };
+            if options.remove_orphan_renditions {
+                if !removed {
+                    match crate::services::renditions::delete_all(store.as_ref(), &id).await {
+                        Ok(versions) => {
+                            removed = true;
+                            summary.rendition_versions_removed += versions;
+                            tracing::info!(file.id = %id.as_str(), versions, "removed the renditions of a file that is gone");
+                        }
+                        Err(e) => {
+                            item.reason
+                                .push_str(&format!("; removing its renditions failed: {e}"));
+                        }
+                    }
+                }
+                if removed {
+                    summary.orphan_renditions_removed += 1;
+                    item.action = "rendition_removed".into();
+                }
+            }
+            renditions.last = Some((
+                id.as_str().to_owned(),
+                RenditionOwner::Gone { why, removed },
+            ));
+            item
+        }
         Finding::Missing(h) => {
             // The listing (or the inventory) did not show the key; a data-loss alarm needs the
             // object to be absent now too. A commit recorded after the listing passed its key,

@@ -45,6 +45,16 @@ pub struct ReconcileSummary {
     pub stray_quarantined: u64,
     /// Findings left in place because an upload record names them (a commit may come).
     pub named_by_upload: u64,
+    /// Renditions (under `cache/`) of files that are there.
+    pub renditions: u64,
+    /// Renditions of files that are gone (not recorded, deleted or expired).
+    pub orphan_renditions: u64,
+    pub orphan_rendition_bytes: u64,
+    /// Whether the run removes them (`--remove-orphan-renditions`).
+    pub remove_orphan_renditions: bool,
+    /// Of `orphan_renditions`, those removed, and every version removed with them.
+    pub orphan_renditions_removed: u64,
+    pub rendition_versions_removed: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -55,7 +65,7 @@ impl ReconcileSummary {
     /// crash would vanish from the totals, the exit code and the `reconcile.missing` alarm.
     pub(super) fn carry_over(&mut self, saved: &serde_json::Value) {
         let n = |field: &str| saved.get(field).and_then(serde_json::Value::as_u64);
-        let counters: [(&str, &mut u64); 16] = [
+        let counters: [(&str, &mut u64); 21] = [
             ("keys_listed", &mut self.keys_listed),
             ("handles_read", &mut self.handles_read),
             ("matched", &mut self.matched),
@@ -78,6 +88,17 @@ impl ReconcileSummary {
             ("quarantined", &mut self.quarantined),
             ("stray_quarantined", &mut self.stray_quarantined),
             ("named_by_upload", &mut self.named_by_upload),
+            ("renditions", &mut self.renditions),
+            ("orphan_renditions", &mut self.orphan_renditions),
+            ("orphan_rendition_bytes", &mut self.orphan_rendition_bytes),
+            (
+                "orphan_renditions_removed",
+                &mut self.orphan_renditions_removed,
+            ),
+            (
+                "rendition_versions_removed",
+                &mut self.rendition_versions_removed,
+            ),
         ];
         for (field, count) in counters {
             *count += n(field).unwrap_or(0);
