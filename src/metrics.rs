@@ -5,11 +5,15 @@
 //! less than a metrics framework and its dependency tree, and the label sets are small and
 //! bounded (matched routes, error codes, operation names — never keys, ids or users).
 
+mod renders;
+
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+pub use renders::RenderOutcome;
 
 /// Upper bounds (seconds) of the latency buckets, shared by every histogram.
 const BUCKETS: [f64; 14] = [
@@ -112,6 +116,7 @@ pub struct Metrics {
     store: Mutex<Vec<(&'static str, &'static str)>>,
     /// background task (a job, a loop) → panics caught by `state::supervise`.
     task_panics: Mutex<BTreeMap<&'static str, u64>>,
+    renders: renders::RenderMetrics,
     quota_rejections: AtomicU64,
     bytes_committed: AtomicU64,
     files_committed: AtomicU64,
@@ -212,6 +217,17 @@ impl Metrics {
     }
 
     /// A commit that created a file handle (not an idempotent replay).
+    /// How a render request that missed the cache ended, and the render's own time when it
+    /// ran.
+    pub fn render_outcome(&self, outcome: RenderOutcome, ran_for: Option<Duration>) {
+        self.renders.outcome(outcome, ran_for);
+    }
+
+    /// A rendition request answered from the cache (`true`) or that had to render.
+    pub fn rendition_cache(&self, hit: bool) {
+        self.renders.cache(hit);
+    }
+
     pub fn committed(&self, bytes: u64) {
         self.files_committed.fetch_add(1, Ordering::Relaxed);
         self.bytes_committed.fetch_add(bytes, Ordering::Relaxed);
@@ -519,6 +535,7 @@ impl Metrics {
             }
         }
         self.render_events(out);
+        self.renders.render(out);
     }
 }
 

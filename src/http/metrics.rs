@@ -45,6 +45,16 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         );
     }
     job_gauges(&state.job_gauges.latest(), &mut out);
+    out.push_str("# HELP upcommit_renders_in_flight Renders running on this replica now.\n");
+    out.push_str("# TYPE upcommit_renders_in_flight gauge\n");
+    let _ = writeln!(
+        out,
+        "upcommit_renders_in_flight {}",
+        state.renders.in_flight()
+    );
+    out.push_str("# HELP upcommit_render_slots Renders this replica runs at once at most (UPCOMMIT_RENDER_CONCURRENCY).\n");
+    out.push_str("# TYPE upcommit_render_slots gauge\n");
+    let _ = writeln!(out, "upcommit_render_slots {}", state.renders.limit());
     state.metrics.render(&mut out);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

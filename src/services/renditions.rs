@@ -10,6 +10,7 @@ use crate::domain::image::{self, Dimensions, Format, Parsed};
 use crate::domain::records::{FileHandle, HandleStatus};
 use crate::domain::variants::{OutputFormat, Variant};
 use crate::error::AppError;
+use crate::metrics::RenderOutcome;
 use crate::render::{Limits, RenderError};
 use crate::state::AppState;
 use crate::storage::{NewObject, PutOutcome};
@@ -59,14 +60,41 @@ pub async fn rendition(
     }
     let key = variant.key(&file.id);
     if let Some(h) = state.store.head(&key).await? {
+        state.metrics.rendition_cache(true);
         return answer(state, &variant, &key, h.size, &h.metadata, true).await;
     }
     // One render of this key on this replica at a time: the others wait, then find it.
     let lock = state.renders.key_lock(&key);
     let _held = lock.lock().await;
     if let Some(h) = state.store.head(&key).await? {
+        state.metrics.rendition_cache(true);
         return answer(state, &variant, &key, h.size, &h.metadata, true).await;
     }
+    state.metrics.rendition_cache(false);
+    let mut ran_for = None;
+    let rendered = render_and_store(state, file, &variant, &key, &mut ran_for).await;
+    let outcome = match &rendered {
+        Ok(_) => RenderOutcome::Rendered,
+        Err(AppError::RenderBusy) => RenderOutcome::Busy,
+        Err(AppError::ImageUnrenderable(_)) => RenderOutcome::Unrenderable,
+        Err(AppError::ImageNotRendered(_)) => RenderOutcome::NotRendered,
+        Err(_) => RenderOutcome::Failed,
+    };
+    state.metrics.render_outcome(outcome, ran_for);
+    rendered
+}
+
+/// Renders `variant` of `file` into `key` (the caller holds the key's lock and found no
+/// rendition there); `ran_for` gets the render's own time when it ran.
+async fn render_and_store(
+    state: &AppState,
+    file: &FileHandle,
+    variant: &Variant,
+    key: &str,
+    ran_for: &mut Option<std::time::Duration>,
+) -> Result<RenditionUrl, AppError> {
+    let format = Format::of_content_type(&file.content_type)
+        .ok_or(AppError::ImageNotRendered("a file that is not an image"))?;
     // The source is read whole into memory: bounded here, whatever a profile's max_size
     // allows (second read of issue 37: a profile taking 5 GB files would have read one whole).
     if u64::try_from(file.size).unwrap_or(u64::MAX) > MAX_RENDER_SOURCE_BYTES {
@@ -108,6 +136,7 @@ pub async fn rendition(
     })
     .await
     .map_err(|e| AppError::Internal(format!("the render's thread: {e}")))?;
+    *ran_for = Some(started.elapsed());
     let rendered = match rendered {
         Ok(r) => r,
         Err(RenderError::Corrupt(why)) => return Err(AppError::ImageUnrenderable(why)),
@@ -131,7 +160,7 @@ pub async fn rendition(
     let outcome = state
         .store
         .put_new_object(&NewObject {
-            key: &key,
+            key,
             body: &rendered.bytes,
             content_type: rendered.content_type,
             metadata: &metadata,
@@ -139,8 +168,8 @@ pub async fn rendition(
         .await?;
     if outcome == PutOutcome::AlreadyThere {
         // Another replica wrote it first: that one is answered.
-        if let Some(h) = state.store.head(&key).await? {
-            return answer(state, &variant, &key, h.size, &h.metadata, true).await;
+        if let Some(h) = state.store.head(key).await? {
+            return answer(state, variant, key, h.size, &h.metadata, true).await;
         }
     }
     let meta = metadata
@@ -149,8 +178,8 @@ pub async fn rendition(
         .collect();
     answer(
         state,
-        &variant,
-        &key,
+        variant,
+        key,
         rendered.bytes.len() as i64,
         &meta,
         false,

@@ -182,6 +182,41 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
             .status(),
         200
     );
+
+    // Two renders (one per variant), two answers from the cache (alice's again, the admin's).
+    let page = scrape(&app, &app.address).await;
+    for (series, want) in [
+        (r#"upcommit_renders_total{outcome="rendered"}"#, 2.0),
+        (r#"upcommit_renders_total{outcome="failed"}"#, 0.0),
+        (r#"upcommit_renders_total{outcome="busy"}"#, 0.0),
+        (
+            r#"upcommit_render_duration_seconds_count{outcome="rendered"}"#,
+            2.0,
+        ),
+        (r#"upcommit_rendition_cache_total{result="miss"}"#, 2.0),
+        (r#"upcommit_rendition_cache_total{result="hit"}"#, 2.0),
+        ("upcommit_renders_in_flight", 0.0),
+    ] {
+        assert_eq!(metric(&page, series), want, "{series}\n{page}");
+    }
+}
+
+async fn scrape(app: &crate::helpers::TestApp, base: &str) -> String {
+    app.http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
+/// One exact series' value; panics when the page does not have it.
+fn metric(page: &str, series: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} on the page"))
 }
 
 /// The bytes at a presigned URL.
@@ -385,9 +420,22 @@ async fn past_the_replicas_render_slots_a_request_is_told_to_retry_not_queued() 
         Some("1")
     );
     assert_eq!(error_code(second).await, (503, "render_busy".to_owned()));
+    let page = scrape(&app, &base).await;
+    assert_eq!(metric(&page, "upcommit_renders_in_flight"), 1.0, "{page}");
+    assert_eq!(metric(&page, "upcommit_render_slots"), 1.0);
+    assert_eq!(
+        metric(&page, r#"upcommit_renders_total{outcome="busy"}"#),
+        1.0
+    );
     std::fs::write(&gate, b"go").expect("open the gate");
     let first = first.await.expect("join");
     assert_eq!(first.status(), 200, "the held render finishes");
+    let page = scrape(&app, &base).await;
+    assert_eq!(metric(&page, "upcommit_renders_in_flight"), 0.0, "{page}");
+    assert_eq!(
+        metric(&page, r#"upcommit_renders_total{outcome="rendered"}"#),
+        1.0
+    );
     let _ = server.kill();
     let _ = server.wait();
 }
