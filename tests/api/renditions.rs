@@ -713,3 +713,183 @@ async fn doctor_requires_the_cache_rule_while_a_profile_has_variants_and_cache_i
     // The upload is still committable where it may land.
     assert_eq!(app.commit(&alice, &p.key, None).await.status(), 201);
 }
+
+/// A committed 640 × 480 JPEG of alice's, and a server process of the same deployment whose
+/// renders all hold at `render_slot_taken` until the returned gate file exists.
+async fn held_renders(
+    app: &crate::helpers::TestApp,
+    slots: &str,
+) -> (String, std::process::Child, String, tempfile::TempDir) {
+    let alice = app.token("alice");
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id").to_owned();
+    let dir = tempfile::tempdir().expect("gate dir");
+    let gate = dir.path().join("render-gate");
+    let (server, base) = crate::helpers::server_process(
+        app,
+        &[
+            ("UPCOMMIT_RENDER_CONCURRENCY", slots),
+            ("UPCOMMIT_PAUSE_AT", "render_slot_taken"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    (id, server, base, dir)
+}
+
+async fn until_reached(gate: &std::path::Path) {
+    let reached = gate.with_extension("reached");
+    for _ in 0..100 {
+        if reached.exists() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no render reached the pause point");
+}
+
+/// Five requests for one rendition at once, on a replica with slots to spare: one renders,
+/// the other four wait for it and are answered from the cache — one render, one write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_one_rendition_render_it_once() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let (id, mut server, base, dir) = held_renders(&app, "8").await;
+    let gate = dir.path().join("render-gate");
+    let url = format!("{base}/v1/files/{id}/variants/thumb");
+    let mut asks = Vec::new();
+    for _ in 0..5 {
+        let (http, url, token) = (app.http.clone(), url.clone(), alice.clone());
+        asks.push(tokio::spawn(async move {
+            http.get(url).bearer_auth(token).send().await.expect("ask")
+        }));
+    }
+    until_reached(&gate).await;
+    // Give the other four time to arrive: with a render of their own, each would take one
+    // of the spare slots and hold at the same point.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let page = scrape(&app, &base).await;
+    assert_eq!(metric(&page, "upcommit_renders_in_flight"), 1.0, "{page}");
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let mut cached = Vec::new();
+    let mut sizes = Vec::new();
+    for ask in asks {
+        let r = ask.await.expect("join");
+        assert_eq!(r.status(), 200);
+        let body: Value = r.json().await.expect("json");
+        cached.push(body["cached"].as_bool().expect("cached"));
+        sizes.push(body["size"].as_u64().expect("size"));
+    }
+    cached.sort_unstable();
+    assert_eq!(
+        cached,
+        vec![false, true, true, true, true],
+        "one rendered, four waited"
+    );
+    assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
+    let page = scrape(&app, &base).await;
+    assert_eq!(
+        metric(&page, r#"upcommit_renders_total{outcome="rendered"}"#),
+        1.0
+    );
+    assert_eq!(
+        metric(&page, r#"upcommit_rendition_cache_total{result="miss"}"#),
+        1.0
+    );
+    assert_eq!(
+        app.versions_under(&format!("cache/{id}/")).await,
+        1,
+        "one write"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// Another replica writes the rendition while this one renders it: this one's conditional
+/// write is refused (412), it answers the rendition that is there, and the other's bytes are
+/// never replaced. On a store that ignores `If-None-Match: *` on PUT (docs/stores.md), the
+/// second write replaces the first with the same bytes — both replicas drew the same
+/// rendition — so only the answer is checked there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rendition_another_replica_wrote_first_is_answered_not_replaced() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let (id, mut server, base, dir) = held_renders(&app, "1").await;
+    let gate = dir.path().join("render-gate");
+    let ask = {
+        let (http, url, token) = (
+            app.http.clone(),
+            format!("{base}/v1/files/{id}/variants/thumb"),
+            alice.clone(),
+        );
+        tokio::spawn(async move { http.get(url).bearer_auth(token).send().await.expect("ask") })
+    };
+    until_reached(&gate).await;
+    // The other replica's rendition, at the key this render will write (its size tells it
+    // apart: this one is rendered from a 640 × 480 source to 200 × 200).
+    let key = app
+        .keys()
+        .await
+        .into_iter()
+        .find(|k| k.starts_with(&format!("cache/{id}/")));
+    assert_eq!(key, None, "nothing rendered yet");
+    let fingerprinted = {
+        // The key is the variant's: read it from a second file's rendition of the same variant.
+        let p = app
+            .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(64, 48, 1))
+            .await;
+        let other: Value = app
+            .commit(&alice, &p.key, None)
+            .await
+            .json()
+            .await
+            .expect("handle");
+        let other_id = other["id"].as_str().expect("id").to_owned();
+        let r = app
+            .get(
+                &format!("/v1/files/{other_id}/variants/thumb"),
+                Some(&alice),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        let k = app
+            .keys()
+            .await
+            .into_iter()
+            .find(|k| k.starts_with(&format!("cache/{other_id}/")))
+            .expect("the other file's rendition");
+        k.replace(&other_id, &id)
+    };
+    let theirs = jpeg(50, 50, 1);
+    app.put_object(&fingerprinted, theirs.clone(), "image/jpeg")
+        .await;
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let r = ask.await.expect("join");
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    if crate::helpers::gap_accepted("conditional_put") {
+        // The answer describes what the key holds after both writes.
+        let stored = app.get_object(&fingerprinted).await;
+        assert_eq!(body["size"].as_u64(), Some(stored.len() as u64), "{body}");
+    } else {
+        assert_eq!(body["cached"], true, "{body}");
+        assert_eq!(body["size"].as_u64(), Some(theirs.len() as u64), "{body}");
+        assert_eq!(
+            app.get_object(&fingerprinted).await,
+            theirs,
+            "never replaced"
+        );
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+}
