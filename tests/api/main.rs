@@ -60,6 +60,7 @@ mod presign;
 mod ranged_listing;
 mod readiness;
 mod reconcile;
+mod rendition_batch;
 mod renditions;
 mod replicas;
 mod retention;

@@ -7,7 +7,7 @@ use upcommit_turbojpeg::{Decoder, Encoder, Plane, SAMP_420};
 
 use crate::helpers::{error_code, spawn_app_with, Spawn};
 
-fn spawn() -> Spawn {
+pub(crate) fn spawn() -> Spawn {
     Spawn {
         config: Some(
             r#"
@@ -37,7 +37,7 @@ fn spawn() -> Spawn {
 
 /// A `w` × `h` JPEG, its stored top-left quarter bright, with an EXIF block (orientation `o`
 /// and a GPS tag's worth of bytes that must not reach a rendition) after SOI.
-fn jpeg(w: u32, h: u32, o: u16) -> Vec<u8> {
+pub(crate) fn jpeg(w: u32, h: u32, o: u16) -> Vec<u8> {
     let mut y = Plane::new(w, h, 90);
     for row in 0..h / 4 {
         for col in 0..w / 4 {

@@ -89,6 +89,7 @@ fn valid_body(op: &SpecOperation) -> Value {
         ("PUT", "/v1/link-scans/{id}/batches/{n}") => json!({"file_ids": []}),
         ("POST", "/demo/token") => json!({"sub": "someone"}),
         ("POST", "/v1/admin/webhooks/{id}/replay") => json!({"after": "0"}),
+        ("POST", "/v1/files/variants/{name}") => json!({"ids": ["c".repeat(32)]}),
         _ => json!({}),
     }
 }

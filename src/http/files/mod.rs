@@ -1,10 +1,12 @@
-//! `/v1/files`: commit, read the handle, download (redirect or URL), links, restore, copies.
+//! `/v1/files`: commit, read the handle, download (redirect or URL), links, restore, copies,
+//! renditions (one file's, or many files' for one variant).
 
 mod commit;
 mod copies;
 mod links;
 mod read;
 mod variants;
+mod variants_batch;
 
 use axum::routing::{get, post, put};
 use axum::Router;
@@ -24,4 +26,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/files/{id}/restore", post(links::restore))
         .route("/v1/files/{id}/copies", post(copies::copy))
         .route("/v1/files/{id}/variants/{name}", get(variants::variant_url))
+        .route(
+            "/v1/files/variants/{name}",
+            post(variants_batch::variant_urls),
+        )
 }

@@ -1,0 +1,173 @@
+//! Issue 37: `POST /v1/files/variants/{name}`, many files' rendition URLs for one variant in one
+//! call, each answered as the one-file route answers it, in the order asked, never revealing
+//! another user's file.
+
+use serde_json::{json, Value};
+
+use crate::helpers::{error_code, spawn_app_with, TestApp};
+use crate::renditions::{jpeg, spawn};
+
+async fn committed_jpeg(app: &TestApp, token: &str, w: u32, h: u32) -> String {
+    let p = app
+        .uploaded_bytes(token, "image", "image/jpeg", jpeg(w, h, 1))
+        .await;
+    let h: Value = app
+        .commit(token, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    h["id"].as_str().expect("id").to_owned()
+}
+
+async fn batch(
+    app: &TestApp,
+    token: Option<&str>,
+    variant: &str,
+    body: Value,
+) -> reqwest::Response {
+    let mut req = app
+        .http
+        .post(format!("{}/v1/files/variants/{variant}", app.address))
+        .json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.send().await.expect("batch")
+}
+
+#[tokio::test]
+async fn a_batch_answers_each_file_as_the_one_file_route_would_in_the_order_asked() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let a = committed_jpeg(&app, &alice, 640, 480).await;
+    let b = committed_jpeg(&app, &alice, 300, 600).await;
+    let cached = app
+        .get(&format!("/v1/files/{b}/variants/thumb"), Some(&alice))
+        .await;
+    assert_eq!(cached.status(), 200);
+    let mallory = app.token("mallory");
+    let theirs = committed_jpeg(&app, &mallory, 64, 48).await;
+    let (_, png) = app
+        .upload_and_commit(&alice, "image", "image/png", 500)
+        .await;
+    let png = png["id"].as_str().expect("id").to_owned();
+    let unknown = "0123456789abcdef0123456789abcdef";
+
+    let asked = [
+        a.as_str(),
+        b.as_str(),
+        theirs.as_str(),
+        "not-an-id",
+        png.as_str(),
+        unknown,
+        a.as_str(),
+    ];
+    let r = batch(&app, Some(&alice), "thumb", json!({ "ids": asked })).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()
+            .get("cache-control")
+            .and_then(|v| v.to_str().ok()),
+        Some("no-store")
+    );
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["variant"], "thumb");
+    let files = body["files"].as_array().expect("files");
+    let ids: Vec<&str> = files
+        .iter()
+        .map(|f| f["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, asked, "one entry per id, in order");
+    let status = |i: usize| files[i]["status"].as_u64().expect("status");
+    let code = |i: usize| files[i]["error"]["code"].as_str().unwrap_or("").to_owned();
+
+    // Alice's two JPEGs: rendered (a) and from the cache (b), the same sizes the one-file
+    // route gives.
+    for i in [0, 1] {
+        assert_eq!(status(i), 200, "{}", files[i]);
+        let r = &files[i]["rendition"];
+        assert_eq!(
+            (r["width"].as_u64(), r["height"].as_u64()),
+            (Some(200), Some(200))
+        );
+        let bytes = app
+            .http
+            .get(r["url"].as_str().expect("url"))
+            .send()
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("bytes");
+        assert_eq!(r["size"].as_u64(), Some(bytes.len() as u64));
+        assert!(files[i].get("error").is_none());
+    }
+    assert_eq!(files[1]["rendition"]["cached"], true);
+    // Mallory's file, a malformed id and an unknown one are all the same 404: nothing told.
+    for i in [2, 3, 5] {
+        assert_eq!(
+            (status(i), code(i)),
+            (404, "file_not_found".to_owned()),
+            "{}",
+            files[i]
+        );
+        assert!(files[i].get("rendition").is_none());
+    }
+    assert_eq!(
+        files[2]["error"], files[5]["error"],
+        "another's file reads as unknown"
+    );
+    assert_eq!(
+        (status(4), code(4)),
+        (422, "image_format_not_rendered".to_owned())
+    );
+    // Asked twice: answered twice, the second from the cache the first wrote.
+    assert_eq!(status(6), 200);
+    assert_eq!(
+        app.versions_under(&format!("cache/{theirs}/")).await,
+        0,
+        "nothing rendered of mallory's file"
+    );
+
+    // The admin sees everyone's.
+    let r = batch(
+        &app,
+        Some(&app.admin_token("root")),
+        "thumb",
+        json!({ "ids": [theirs] }),
+    )
+    .await;
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["files"][0]["status"], 200, "{body}");
+
+    // A variant the profile does not have: each file says so.
+    let r = batch(&app, Some(&alice), "poster", json!({ "ids": [a] })).await;
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["files"][0]["status"], 404);
+    assert_eq!(body["files"][0]["error"]["code"], "variant_not_found");
+}
+
+#[tokio::test]
+async fn a_batch_that_is_not_one_is_refused_whole() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let many: Vec<String> = (0..101).map(|i| format!("{i:032x}")).collect();
+    // Too few or too many ids: `invalid_request`; not the body's shape: `invalid_json`.
+    for (body, want) in [
+        (json!({"ids": []}), "invalid_request"),
+        (json!({ "ids": many }), "invalid_request"),
+        (json!({"ids": "x"}), "invalid_json"),
+        (json!({"ids": [1]}), "invalid_json"),
+        (json!({}), "invalid_json"),
+        (json!({"ids": ["x"], "more": 1}), "invalid_json"),
+    ] {
+        let got = error_code(batch(&app, Some(&alice), "thumb", body.clone()).await).await;
+        assert_eq!(got, (400, want.to_owned()), "{body}");
+    }
+    let hundred: Vec<String> = (0..100).map(|i| format!("{i:032x}")).collect();
+    let r = batch(&app, Some(&alice), "thumb", json!({ "ids": hundred })).await;
+    assert_eq!(r.status(), 200, "100 is allowed");
+    let got = error_code(batch(&app, None, "thumb", json!({"ids": ["x"]})).await).await;
+    assert_eq!(got.0, 401);
+}
