@@ -214,6 +214,7 @@ impl Application {
             metrics.clone(),
         );
         let render_limit = crate::state::render_limit(&settings);
+        let render_memory = settings.uploads.render_memory_mib * 1024 * 1024;
         let state = AppState {
             verifier,
             http,
@@ -227,7 +228,10 @@ impl Application {
             job_gauges,
             store_verdict,
             dry_runs: Arc::new(crate::state::dry_runs::DryRuns::new()),
-            renders: Arc::new(crate::state::renders::RenderGate::new(render_limit)),
+            renders: Arc::new(crate::state::renders::RenderGate::new(
+                render_limit,
+                render_memory,
+            )),
         };
         let router = crate::http::router(state.clone());
         Ok(Self {

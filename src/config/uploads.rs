@@ -25,6 +25,10 @@ pub struct UploadSettings {
     /// Renders of image renditions at once on a replica (`UPCOMMIT_RENDER_CONCURRENCY`,
     /// 0..=64; default 0: one per core). A request past them answers 503 `render_busy`.
     pub render_concurrency: u64,
+    /// Memory this replica's renders may hold at once, in MiB (`UPCOMMIT_RENDER_MEMORY_MIB`):
+    /// a render that could never fit is refused, one that does not fit now waits its turn
+    /// (503 `render_busy`).
+    pub render_memory_mib: u64,
     /// Largest object a single CopyObject promotes; larger ones are promoted by a multipart copy
     /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit; at least
     /// 5 MiB, S3's minimum part size: a smaller source is refused in parts by some stores).
@@ -107,6 +111,12 @@ impl UploadSettings {
                 f.render_concurrency,
                 0,
                 0..=64,
+            )?,
+            render_memory_mib: src.number(
+                "UPCOMMIT_RENDER_MEMORY_MIB",
+                f.render_memory_mib,
+                256,
+                16..=65_536,
             )?,
             // S3's CopyObject limit; at least S3's minimum part size, since anything smaller
             // goes in one CopyObject anyway, and stores refuse a smaller source in parts

@@ -55,6 +55,20 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     out.push_str("# HELP upcommit_render_slots Renders this replica runs at once at most (UPCOMMIT_RENDER_CONCURRENCY).\n");
     out.push_str("# TYPE upcommit_render_slots gauge\n");
     let _ = writeln!(out, "upcommit_render_slots {}", state.renders.limit());
+    out.push_str("# HELP upcommit_render_memory_held_bytes Memory this replica's running renders hold, as estimated before each decodes.\n");
+    out.push_str("# TYPE upcommit_render_memory_held_bytes gauge\n");
+    let _ = writeln!(
+        out,
+        "upcommit_render_memory_held_bytes {}",
+        state.renders.memory_held()
+    );
+    out.push_str("# HELP upcommit_render_memory_budget_bytes Memory this replica's renders may hold at once (UPCOMMIT_RENDER_MEMORY_MIB).\n");
+    out.push_str("# TYPE upcommit_render_memory_budget_bytes gauge\n");
+    let _ = writeln!(
+        out,
+        "upcommit_render_memory_budget_bytes {}",
+        state.renders.memory_budget()
+    );
     state.metrics.render(&mut out);
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -3,6 +3,7 @@
 //! DCT scale with `fast_image_resize` (docs/architecture.md says why: faster than sharp on its
 //! own benchmark task, BENCHMARKS.md has the figures).
 
+pub mod budget;
 pub mod jpeg;
 pub mod planes;
 

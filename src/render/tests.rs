@@ -239,3 +239,53 @@ fn a_jpeg_stored_as_rgb_is_refused_not_drawn_in_the_wrong_colours() {
         Err(RenderError::Unsupported("a JPEG stored as RGB"))
     );
 }
+
+#[test]
+fn the_frame_header_tells_baseline_from_progressive_and_its_sampling() {
+    use crate::domain::image::jpeg_frame;
+    let (w, h) = (64, 48);
+    let y = Plane::new(w, h, 100);
+    let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
+    let planes = [y, Plane::new(cw, ch, 128), Plane::new(cw, ch, 128)];
+    let baseline = Encoder::new()
+        .expect("encoder")
+        .encode_planes(&planes, w, h, SAMP_420, 80)
+        .expect("encode");
+    let progressive = Encoder::new()
+        .expect("encoder")
+        .progressive()
+        .encode_planes(&planes, w, h, SAMP_420, 80)
+        .expect("encode");
+    let fb = jpeg_frame(&baseline).expect("a frame");
+    let fp = jpeg_frame(&progressive).expect("a frame");
+    assert!(!fb.progressive() && fp.progressive(), "{fb:?} {fp:?}");
+    for f in [&fb, &fp] {
+        assert_eq!((f.width, f.height), (w, h));
+        assert_eq!(f.sampling, vec![(2, 2), (1, 1), (1, 1)]);
+    }
+    // Both decode the same way.
+    let mut ctx = Context::new().expect("context");
+    for bytes in [&baseline, &progressive] {
+        let r = render(
+            &mut ctx,
+            bytes,
+            Transform::UPRIGHT,
+            d(32, 24),
+            Fit::Cover,
+            80,
+            &LIMITS,
+        )
+        .expect("render");
+        assert_eq!((r.width, r.height), (32, 24));
+    }
+    // Cut before the frame header, or not a JPEG: none.
+    assert_eq!(jpeg_frame(&baseline[..4]), None);
+    assert_eq!(jpeg_frame(b"\x89PNG\r\n\x1a\n"), None);
+    let mut zero_components = baseline.clone();
+    let sof = zero_components
+        .windows(2)
+        .position(|w| w == [0xFF, 0xC0])
+        .expect("SOF0");
+    zero_components[sof + 9] = 0;
+    assert_eq!(jpeg_frame(&zero_components), None);
+}

@@ -16,7 +16,9 @@ use crate::state::AppState;
 use crate::storage::{NewObject, PutOutcome};
 
 /// The largest source a render reads (it is read whole): 64 MiB, above any camera's JPEG.
-pub const MAX_RENDER_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_RENDER_SOURCE_BYTES: u64 = 64 * MIB;
+
+const MIB: u64 = 1024 * 1024;
 
 /// A rendition's GET URL and what it holds.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -105,9 +107,29 @@ async fn render_and_store(
     }
     let slot = state.renders.try_slot().ok_or(AppError::RenderBusy)?;
     crate::pause::point("render_slot_taken").await;
+    // Memory: the source's bytes (it is read whole) before reading it, then what decoding and
+    // resizing it will hold, estimated from its frame header before anything is decoded.
+    let budget = state.renders.memory_budget();
+    let source_bytes = u64::try_from(file.size).unwrap_or(u64::MAX);
+    let too_big = |needs: u64| {
+        AppError::ImageUnrenderable(format!(
+            "rendering it needs about {} MiB; this server's renders may hold {} MiB (UPCOMMIT_RENDER_MEMORY_MIB)",
+            needs.div_ceil(MIB),
+            budget / MIB
+        ))
+    };
+    if source_bytes.saturating_add(crate::render::budget::FIXED) > budget {
+        return Err(too_big(
+            source_bytes.saturating_add(crate::render::budget::FIXED),
+        ));
+    }
+    let source_held = state
+        .renders
+        .try_memory(source_bytes)
+        .ok_or(AppError::RenderBusy)?;
     let source = state
         .store
-        .sniff(&file.key, u64::try_from(file.size).unwrap_or(0))
+        .sniff(&file.key, source_bytes)
         .await?
         .filter(|s| s.head.etag == file.etag && s.first.len() as i64 == file.size)
         .ok_or_else(|| AppError::Internal("the file's object is not the recorded one".into()))?;
@@ -125,13 +147,33 @@ async fn render_and_store(
         height: variant.height,
     };
     let (fit, quality) = (variant.fit, variant.quality);
+    let orientation = match image::read_header(format, &bytes, true) {
+        Parsed::Found(h) => h.orientation,
+        _ => image::Transform::UPRIGHT,
+    };
+    // A frame header that cannot be read is the decoder's to refuse (as corrupt): it holds
+    // no more than the fixed allowance before it does.
+    let work = match image::jpeg_frame(&bytes) {
+        Some(frame) => {
+            limits
+                .check_pixels(Dimensions {
+                    width: frame.width,
+                    height: frame.height,
+                })
+                .map_err(|e| AppError::ImageUnrenderable(e.to_string()))?;
+            crate::render::budget::jpeg_bytes(&frame, orientation, box_, fit)
+        }
+        None => crate::render::budget::FIXED,
+    };
+    if source_bytes.saturating_add(work) > budget {
+        return Err(too_big(source_bytes.saturating_add(work)));
+    }
+    let work_held = state.renders.try_memory(work).ok_or(AppError::RenderBusy)?;
+    crate::pause::point("render_memory_held").await;
     let started = Instant::now();
     let rendered = tokio::task::spawn_blocking(move || {
-        let _slot = slot; // given back when the work ends
-        let orientation = match image::read_header(format, &bytes, true) {
-            Parsed::Found(h) => h.orientation,
-            _ => image::Transform::UPRIGHT,
-        };
+        // Given back when the work ends, not when a caller stops waiting.
+        let _held = (slot, source_held, work_held);
         crate::render::jpeg_here(&bytes, orientation, box_, fit, quality, &limits)
     })
     .await

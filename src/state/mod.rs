@@ -81,6 +81,7 @@ impl AppState {
         // fails the same way, loudly, at its first use.
         let http = crate::outbound::client().unwrap_or_default();
         let render_slots = render_limit(&settings);
+        let render_memory = settings.uploads.render_memory_mib * 1024 * 1024;
         Self {
             verifier: Arc::new(Verifier::new(&settings.auth, http.clone())),
             http,
@@ -94,7 +95,7 @@ impl AppState {
             job_gauges: Arc::new(JobGauges::new()),
             store_verdict: Arc::new(Verdict::unprobed()),
             dry_runs: Arc::new(DryRuns::new()),
-            renders: Arc::new(renders::RenderGate::new(render_slots)),
+            renders: Arc::new(renders::RenderGate::new(render_slots, render_memory)),
         }
     }
 

@@ -1,8 +1,9 @@
 //! This replica's renders (issue 37): at most `limit` at once (a request past it answers 503
 //! with `Retry-After` rather than queueing CPU work behind the others), and one render per
 //! rendition key at a time (a second request for it waits for the first, then finds it in the
-//! store). Per replica by design: replicas that render the same rendition at once each write
-//! the same bytes, and the conditional PUT keeps the first.
+//! store), and at most a budget of memory between them (each render's peak estimated before it
+//! decodes: `render::budget`). Per replica by design: replicas that render the same rendition
+//! at once each write the same bytes, and the conditional PUT keeps the first.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -12,17 +13,50 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct RenderGate {
     slots: Arc<Semaphore>,
     limit: usize,
+    /// The memory renders may hold at once, one permit per KiB.
+    memory: Arc<Semaphore>,
+    memory_kib: u32,
     keys: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
 }
 
+/// Memory a render holds, reserved from the replica's budget until dropped (with the render's
+/// thread's work, like its slot).
+pub type MemoryHeld = OwnedSemaphorePermit;
+
 impl RenderGate {
-    pub fn new(limit: usize) -> Self {
+    /// `limit` renders at once, holding at most `memory_bytes` between them.
+    pub fn new(limit: usize, memory_bytes: u64) -> Self {
         let limit = limit.max(1);
+        let memory_kib = u32::try_from(memory_bytes / 1024)
+            .unwrap_or(u32::MAX)
+            .clamp(1, Semaphore::MAX_PERMITS as u32);
         Self {
             slots: Arc::new(Semaphore::new(limit)),
             limit,
+            memory: Arc::new(Semaphore::new(memory_kib as usize)),
+            memory_kib,
             keys: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The memory renders may hold at once, in bytes.
+    pub fn memory_budget(&self) -> u64 {
+        u64::from(self.memory_kib) * 1024
+    }
+
+    /// The memory renders hold now, in bytes.
+    pub fn memory_held(&self) -> u64 {
+        (u64::from(self.memory_kib) - self.memory.available_permits() as u64) * 1024
+    }
+
+    /// `bytes` (rounded up to whole KiB) of the budget, or `None` when they do not fit beside
+    /// what running renders hold (or ever: more than the whole budget).
+    pub fn try_memory(&self, bytes: u64) -> Option<MemoryHeld> {
+        let kib = u32::try_from(bytes.div_ceil(1024)).ok()?.max(1);
+        if kib > self.memory_kib {
+            return None;
+        }
+        self.memory.clone().try_acquire_many_owned(kib).ok()
     }
 
     /// Renders at once at most.
@@ -61,7 +95,7 @@ mod tests {
 
     #[test]
     fn slots_run_out_and_come_back_and_keys_share_one_lock_while_held() {
-        let gate = RenderGate::new(2);
+        let gate = RenderGate::new(2, 1 << 20);
         let a = gate.try_slot().expect("one");
         let _b = gate.try_slot().expect("two");
         assert!(gate.try_slot().is_none(), "a third waits for none");
@@ -79,5 +113,30 @@ mod tests {
             "unheld keys are forgotten"
         );
         drop(l3);
+    }
+
+    #[test]
+    fn memory_is_held_until_given_back_and_never_past_the_budget() {
+        let gate = RenderGate::new(4, 10 * 1024 * 1024);
+        assert_eq!(gate.memory_budget(), 10 * 1024 * 1024);
+        let a = gate.try_memory(6 * 1024 * 1024).expect("fits");
+        assert_eq!(gate.memory_held(), 6 * 1024 * 1024);
+        assert!(
+            gate.try_memory(5 * 1024 * 1024).is_none(),
+            "not beside the first"
+        );
+        let b = gate.try_memory(4 * 1024 * 1024).expect("the rest");
+        assert!(gate.try_memory(1).is_none(), "all of it held");
+        drop((a, b));
+        assert_eq!(gate.memory_held(), 0);
+        assert!(
+            gate.try_memory(11 * 1024 * 1024).is_none(),
+            "never more than the budget"
+        );
+        assert!(gate.try_memory(u64::MAX).is_none());
+        assert!(
+            gate.try_memory(10 * 1024 * 1024).is_some(),
+            "the whole budget, alone"
+        );
     }
 }

@@ -38,6 +38,11 @@ pub(crate) fn spawn() -> Spawn {
 /// A `w` × `h` JPEG, its stored top-left quarter bright, with an EXIF block (orientation `o`
 /// and a GPS tag's worth of bytes that must not reach a rendition) after SOI.
 pub(crate) fn jpeg(w: u32, h: u32, o: u16) -> Vec<u8> {
+    jpeg_of(w, h, o, false)
+}
+
+/// [`jpeg`], baseline or progressive.
+pub(crate) fn jpeg_of(w: u32, h: u32, o: u16, progressive: bool) -> Vec<u8> {
     let mut y = Plane::new(w, h, 90);
     for row in 0..h / 4 {
         for col in 0..w / 4 {
@@ -46,8 +51,11 @@ pub(crate) fn jpeg(w: u32, h: u32, o: u16) -> Vec<u8> {
     }
     let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
     let planes = [y, Plane::new(cw, ch, 128), Plane::new(cw, ch, 128)];
-    let body = Encoder::new()
-        .expect("encoder")
+    let mut encoder = Encoder::new().expect("encoder");
+    if progressive {
+        encoder = encoder.progressive();
+    }
+    let body = encoder
         .encode_planes(&planes, w, h, SAMP_420, 90)
         .expect("encode");
     let mut out = vec![0xFF, 0xD8];
@@ -890,6 +898,103 @@ async fn a_rendition_another_replica_wrote_first_is_answered_not_replaced() {
             "never replaced"
         );
     }
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// Renders hold at most `UPCOMMIT_RENDER_MEMORY_MIB` between them, each render's peak
+/// estimated from its source's frame header before anything is decoded: a progressive JPEG
+/// (whose decoder holds every coefficient) too large for the budget is refused at once, one
+/// that does not fit beside a running render is told to retry, and a baseline JPEG of the same
+/// size, which streams, renders within the same budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renders_hold_at_most_the_memory_budget_between_them() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let commit = |bytes: Vec<u8>| {
+        let (app, alice) = (&app, alice.clone());
+        async move {
+            let p = app
+                .uploaded_bytes(&alice, "image", "image/jpeg", bytes)
+                .await;
+            let h: Value = app
+                .commit(&alice, &p.key, None)
+                .await
+                .json()
+                .await
+                .expect("handle");
+            h["id"].as_str().expect("id").to_owned()
+        }
+    };
+    // 12 MP progressive: about 36 MiB of coefficients, past a 32 MiB budget.
+    let huge = commit(jpeg_of(4000, 3000, 1, true)).await;
+    // 4.3 MP progressive: about 21 MiB, one at a time.
+    let a = commit(jpeg_of(2400, 1800, 1, true)).await;
+    let b = commit(jpeg_of(2400, 1800, 6, true)).await;
+    let streamed = commit(jpeg_of(4000, 3000, 1, false)).await;
+    let dir = tempfile::tempdir().expect("gate dir");
+    let gate = dir.path().join("render-gate");
+    let (mut server, base) = crate::helpers::server_process(
+        &app,
+        &[
+            ("UPCOMMIT_RENDER_CONCURRENCY", "4"),
+            ("UPCOMMIT_RENDER_MEMORY_MIB", "32"),
+            ("UPCOMMIT_PAUSE_AT", "render_memory_held"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let ask = |id: &str| {
+        let (http, url, token) = (
+            app.http.clone(),
+            format!("{base}/v1/files/{id}/variants/thumb"),
+            alice.clone(),
+        );
+        async move { http.get(url).bearer_auth(token).send().await.expect("ask") }
+    };
+
+    let (status, code) = error_code(ask(&huge).await).await;
+    assert_eq!((status, code.as_str()), (422, "image_unrenderable"));
+    assert_eq!(app.versions_under(&format!("cache/{huge}/")).await, 0);
+
+    let first = tokio::spawn(ask(&a));
+    until_reached(&gate).await;
+    let page = scrape(&app, &base).await;
+    let held = metric(&page, "upcommit_render_memory_held_bytes");
+    assert!(
+        (16.0 * 1048576.0..=32.0 * 1048576.0).contains(&held),
+        "{held}"
+    );
+    assert_eq!(
+        metric(&page, "upcommit_render_memory_budget_bytes"),
+        32.0 * 1048576.0
+    );
+    let second = ask(&b).await;
+    assert_eq!(
+        second
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    assert_eq!(error_code(second).await, (503, "render_busy".to_owned()));
+
+    std::fs::write(&gate, b"go").expect("open the gate");
+    assert_eq!(first.await.expect("join").status(), 200);
+    for id in [&b, &streamed] {
+        let r = ask(id).await;
+        assert_eq!(r.status(), 200, "{id}");
+        let body: Value = r.json().await.expect("json");
+        assert_eq!(body["width"], 200, "{body}");
+    }
+    let page = scrape(&app, &base).await;
+    assert_eq!(
+        metric(&page, "upcommit_render_memory_held_bytes"),
+        0.0,
+        "all given back"
+    );
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -241,8 +241,11 @@ impl Drop for Decoder {
     }
 }
 
+/// TurboJPEG's TJFLAG_PROGRESSIVE: write a progressive JPEG (tests make such sources).
+const FLAG_PROGRESSIVE: c_int = 16384;
+
 /// A compressor handle.
-pub struct Encoder(Handle);
+pub struct Encoder(Handle, c_int);
 // SAFETY: as for `Decoder`.
 unsafe impl Send for Encoder {}
 
@@ -253,7 +256,13 @@ impl Encoder {
         if h.is_null() {
             return Err(TjError("tjInitCompress failed".into()));
         }
-        Ok(Self(h))
+        Ok(Self(h, 0))
+    }
+
+    /// Writes progressive JPEGs from now on (baseline by default).
+    pub fn progressive(mut self) -> Self {
+        self.1 |= FLAG_PROGRESSIVE;
+        self
     }
 
     /// Encodes a `width` × `height` image from its planes (`subsamp`: their subsampling).
@@ -291,7 +300,7 @@ impl Encoder {
                 &mut out,
                 &mut size,
                 c_int::from(quality),
-                0,
+                self.1,
             )
         };
         if rc != 0 {

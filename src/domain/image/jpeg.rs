@@ -22,6 +22,75 @@ fn stands_alone(marker: u8) -> bool {
     marker == 0x01 || (0xD0..=0xD8).contains(&marker)
 }
 
+/// A JPEG's first frame header (SOFn), as a render's memory estimate needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The SOF marker's code: C0 baseline, C1 extended, C2 progressive, …
+    pub marker: u8,
+    pub width: u32,
+    pub height: u32,
+    /// Each component's horizontal and vertical sampling factors (1–4).
+    pub sampling: Vec<(u8, u8)>,
+}
+
+impl Frame {
+    /// Progressive (SOF2, SOF6, SOF10, SOF14): a decoder holds every DCT coefficient of the
+    /// image at once, whatever size it decodes to.
+    pub fn progressive(&self) -> bool {
+        matches!(self.marker, 0xC2 | 0xC6 | 0xCA | 0xCE)
+    }
+}
+
+/// The first frame header of `b`, walking the segments from SOI; `None` when there is none
+/// before the scan, or the segments cannot be walked to it.
+pub fn frame(b: &[u8]) -> Option<Frame> {
+    if b.get(..2)? != [0xFF, 0xD8] {
+        return None;
+    }
+    let mut at = 2;
+    loop {
+        if *b.get(at)? != 0xFF {
+            return None;
+        }
+        let mut code_at = at + 1;
+        while *b.get(code_at)? == 0xFF {
+            code_at += 1;
+        }
+        let marker = b[code_at];
+        if stands_alone(marker) {
+            at = code_at + 1;
+            continue;
+        }
+        if matches!(marker, 0x00 | SOS | EOI) {
+            return None;
+        }
+        let len = usize::from(be16(b, code_at + 1)?);
+        if len < 2 {
+            return None;
+        }
+        if is_frame(marker) {
+            let seg = b.get(code_at + 3..code_at + 1 + len)?;
+            let height = u32::from(be16(seg, 1)?);
+            let width = u32::from(be16(seg, 3)?);
+            let n = usize::from(*seg.get(5)?);
+            let sampling = (0..n)
+                .map(|i| seg.get(7 + 3 * i).map(|hv| (hv >> 4, hv & 0x0F)))
+                .collect::<Option<Vec<_>>>()?;
+            let valid = |f: u8| (1..=4).contains(&f);
+            if n == 0 || sampling.iter().any(|&(h, v)| !valid(h) || !valid(v)) {
+                return None;
+            }
+            return Some(Frame {
+                marker,
+                width,
+                height,
+                sampling,
+            });
+        }
+        at = code_at + 1 + len;
+    }
+}
+
 /// `complete`: `b` is the whole file.
 pub fn read(b: &[u8], complete: bool) -> Parsed {
     if b.len() < 4 {

@@ -9,6 +9,7 @@ mod exif;
 mod gif;
 mod isobmff;
 mod jpeg;
+pub use jpeg::{frame as jpeg_frame, Frame as JpegFrame};
 mod png;
 mod transform;
 mod webp;
