@@ -261,6 +261,55 @@ async fn answer(
     })
 }
 
+/// Tries an eager render this many times when every slot (or the memory) is taken.
+const EAGER_ATTEMPTS: u32 = 3;
+
+/// Renders `file`'s eager variants (`eager = true`) in the background, after its commit has
+/// answered: never in the commit's answer path. Each variant is rendered as a request would
+/// render it (cache, slots, memory, single flight); a busy replica is asked again a second
+/// later, twice at most, then the first view renders it. Failures are logged, never raised.
+pub fn render_eagerly(state: &AppState, file: &FileHandle) {
+    let eager: Vec<String> = state
+        .settings
+        .profile(&file.profile)
+        .map(|p| {
+            p.variants
+                .iter()
+                .filter(|v| v.eager)
+                .map(|v| v.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let renderable = Format::of_content_type(&file.content_type) == Some(Format::Jpeg);
+    if eager.is_empty() || !renderable {
+        return;
+    }
+    let (state, file) = (state.clone(), file.clone());
+    tokio::spawn(async move {
+        let metrics = state.metrics.clone();
+        crate::state::supervise::catching("eager_render", Some(&metrics), async {
+            for name in eager {
+                for attempt in 1..=EAGER_ATTEMPTS {
+                    match rendition(&state, &file, &name).await {
+                        Ok(r) => {
+                            tracing::info!(file.id = %file.id, variant = %name, cached = r.cached, "eager rendition ready");
+                            break;
+                        }
+                        Err(AppError::RenderBusy) if attempt < EAGER_ATTEMPTS => {
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(file.id = %file.id, variant = %name, error.code = e.code(), error = %e, "eager render not done: the first view renders it");
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+    });
+}
+
 /// Removes every version (and delete marker) of every rendition of `file`: what a file's
 /// deletion does after its object is gone, so that no rendition stays reachable until the
 /// cache's rule would expire it. Returns how many versions went.

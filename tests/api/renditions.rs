@@ -998,3 +998,81 @@ async fn renders_hold_at_most_the_memory_budget_between_them() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// `eager = true`: a commit renders the variant in the background, after the commit has
+/// answered — a render held at its slot does not hold the commit's 201 — so the first view is
+/// a cache hit. A variant without it is not rendered until asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eager_variant_is_rendered_after_the_commit_answers_never_before() {
+    let mut options = spawn();
+    options.config = Some(options.config.expect("config").replace(
+        "name = \"thumb\"",
+        "name = \"thumb\"\n            eager = true",
+    ));
+    let app = spawn_app_with(options).await;
+    let alice = app.token("alice");
+    let dir = tempfile::tempdir().expect("gate dir");
+    let gate = dir.path().join("render-gate");
+    let (mut server, base) = crate::helpers::server_process(
+        &app,
+        &[
+            ("UPCOMMIT_PAUSE_AT", "render_slot_taken"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+        .await;
+    let answered = app
+        .http
+        .post(format!("{base}/v1/files"))
+        .bearer_auth(&alice)
+        .json(&serde_json::json!({ "key": p.key }))
+        .send()
+        .await
+        .expect("commit");
+    assert_eq!(answered.status(), 201, "the commit answers");
+    let h: Value = answered.json().await.expect("handle");
+    let id = h["id"].as_str().expect("id").to_owned();
+    // The eager render started after the answer and is held at its slot.
+    until_reached(&gate).await;
+    assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let mut ready = false;
+    for _ in 0..100 {
+        if app.versions_under(&format!("cache/{id}/")).await == 1 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ready, "the eager variant was rendered");
+    let first: Value = app
+        .http
+        .get(format!("{base}/v1/files/{id}/variants/thumb"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("view")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        first["cached"], true,
+        "the first view is a cache hit: {first}"
+    );
+    // `whole` is not eager: nothing of it until asked.
+    let keys = app.keys().await;
+    assert_eq!(
+        keys.iter()
+            .filter(|k| k.starts_with(&format!("cache/{id}/")))
+            .count(),
+        1,
+        "{keys:?}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -33,6 +33,7 @@ pub(super) async fn commit(
     Ok(match commit::commit(&state, &who, cmd).await? {
         CommitOutcome::Created(h) => {
             state.metrics.committed(u64::try_from(h.size).unwrap_or(0));
+            crate::services::renditions::render_eagerly(&state, &h);
             (StatusCode::CREATED, Json(h))
         }
         CommitOutcome::Existing(h) => (StatusCode::OK, Json(h)),
