@@ -42,6 +42,10 @@
  *   headers?: Record<string, string>, fields?: Record<string, string>,
  *   multipart?: {part_size: number, part_count: number}, expires_at: string, max_size: number,
  *   checksum?: Checksum}} Presigned
+ * @typedef {{variant: string, url: string, width: number, height: number,
+ *   content_type: "image/jpeg" | "image/webp", size: number, expires_in: number, cached: boolean}} Rendition
+ * @typedef {{id: string, status: number, rendition?: Rendition,
+ *   error?: {code: string, message: string, retry_after?: number}}} RenditionEntry
  * @typedef {{part_number: number, url: string, headers: Record<string, string>, size: number}} PartUrl
  * @typedef {{upload_id: string, expires_at: string, parts: PartUrl[]}} PartUrls
  * @typedef {{upload_id: string, state: "open" | "completed", part_size: number, part_count: number,
@@ -322,6 +326,54 @@ export class UpcommitClient {
    */
   commit(key, options = {}) {
     return this.callWithRetry("POST", "/v1/files", { key }, options.signal, Date.now() + this.commitTimeoutMs);
+  }
+
+  /**
+   * A short-lived GET URL of one of a file's renditions (its profile's variant `name`,
+   * docs/images.md), rendered first when it is not cached yet. Retried on 503 (`render_busy`,
+   * an outage) after `Retry-After`, up to `retries` times.
+   * @param {string} fileId @param {string} name @param {{signal?: AbortSignal}} [options]
+   * @returns {Promise<Rendition>}
+   */
+  variantUrl(fileId, name, options = {}) {
+    const path = `/v1/files/${encodeURIComponent(fileId)}/variants/${encodeURIComponent(name)}`;
+    return this.retrying(() => this.call("GET", path, undefined, options.signal), options.signal);
+  }
+
+  /**
+   * Many files' rendition URLs for one variant in one call (1 to 100 ids), in the order asked:
+   * each entry is what `variantUrl` would have answered for that id (`rendition`, or `status`
+   * and `error`). Longer lists are sent 100 at a time. The whole call is retried on 503.
+   * @param {string} name @param {string[]} fileIds @param {{signal?: AbortSignal}} [options]
+   * @returns {Promise<RenditionEntry[]>}
+   */
+  async variantUrls(name, fileIds, options = {}) {
+    const path = `/v1/files/variants/${encodeURIComponent(name)}`;
+    /** @type {RenditionEntry[]} */
+    const out = [];
+    for (let i = 0; i < fileIds.length; i += 100) {
+      const ids = fileIds.slice(i, i + 100);
+      /** @type {{variant: string, files: RenditionEntry[]}} */
+      const answer = await this.retrying(() => this.call("POST", path, { ids }, options.signal), options.signal);
+      out.push(...answer.files);
+    }
+    return out;
+  }
+
+  /**
+   * `attempt`, repeated on 503 (after `Retry-After`, or a backoff) up to `retries` times.
+   * @template T @param {() => Promise<T>} attempt @param {AbortSignal} [signal] @returns {Promise<T>}
+   */
+  async retrying(attempt, signal) {
+    for (let n = 0; ; n += 1) {
+      try {
+        return await attempt();
+      } catch (e) {
+        const again = e instanceof UpcommitError && e.status === 503;
+        if (!again || n >= this.retries) throw e;
+        await sleep(e.retryAfter ? e.retryAfter * 1000 : backoff(n, 1000, 60_000), signal);
+      }
+    }
   }
 
   /** Abort a multipart upload on the server (idempotent).

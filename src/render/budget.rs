@@ -12,6 +12,8 @@
 //!   its encoded bytes;
 //! - a fixed allowance for the decoder's and resizer's own buffers.
 //!
+//! A PNG has no reduced-scale decoding: it is decoded whole ([`png_bytes`]).
+//!
 //! The source's own bytes are counted by the caller (it reserves them before reading).
 
 use crate::domain::image::{Dimensions, JpegFrame, Transform};
@@ -73,6 +75,27 @@ pub fn jpeg_bytes(frame: &JpegFrame, orientation: Transform, box_: Dimensions, f
     // The placed planes, one plane's resized and turned copies on the way, the encoded bytes.
     let rendition = (canvas as f64 * share * 2.0) as u64 + canvas;
     coefficients + decoded + rendition + FIXED
+}
+
+/// Bytes the render of a PNG of `stored` size holds at its peak, the source's bytes aside: a
+/// PNG is decoded whole (at most 4 bytes a pixel, 8-bit RGBA) and turned into full-size planes
+/// (3 bytes a pixel) before the decoded buffer goes; then the rendition's planes and bytes.
+pub fn png_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, fit: Fit) -> u64 {
+    let pixels = stored.pixels();
+    let shown = if orientation.transposes() {
+        Dimensions {
+            width: stored.height.max(1),
+            height: stored.width.max(1),
+        }
+    } else {
+        Dimensions {
+            width: stored.width.max(1),
+            height: stored.height.max(1),
+        }
+    };
+    let p = plan(shown, box_, fit);
+    let canvas = u64::from(p.canvas.width) * u64::from(p.canvas.height);
+    pixels * 7 + canvas * 4 + FIXED
 }
 
 #[cfg(test)]
@@ -138,6 +161,14 @@ mod tests {
             Fit::Cover,
         );
         assert!((90 * MIB..115 * MIB).contains(&gray), "{}", gray / MIB);
+    }
+
+    #[test]
+    fn a_png_holds_seven_bytes_a_pixel_while_it_is_turned_into_planes() {
+        let d = |width, height| Dimensions { width, height };
+        let b = png_bytes(d(4000, 3000), Transform::UPRIGHT, BOX, Fit::Cover);
+        assert!((84 * MIB..100 * MIB).contains(&b), "{}", b / MIB);
+        assert!(png_bytes(d(10, 10), Transform::from_exif(6), BOX, Fit::Cover) >= FIXED);
     }
 
     #[test]

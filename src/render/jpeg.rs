@@ -7,7 +7,7 @@
 
 use fast_image_resize::Resizer;
 
-use super::planes::{CropF, PlaneOps};
+use super::draw::{draw, stored_rect, swapped, Scaled};
 use super::{Limits, RenderError, Rendered};
 use crate::domain::image::{Dimensions, Transform};
 use crate::domain::variants::{plan, Fit, Plan, Rect};
@@ -21,53 +21,17 @@ pub struct Context {
 }
 
 impl Context {
+    /// The resizer and the encoder, for sources other than JPEG.
+    pub fn resizer_and_encoder(&mut self) -> (&mut Resizer, &mut Encoder) {
+        (&mut self.resizer, &mut self.encoder)
+    }
+
     pub fn new() -> Result<Self, RenderError> {
         Ok(Self {
             decoder: Decoder::new().map_err(|e| RenderError::Internal(e.0))?,
             encoder: Encoder::new().map_err(|e| RenderError::Internal(e.0))?,
             resizer: Resizer::new(),
         })
-    }
-}
-
-/// The inverse of `t`: a flip with turns is its own inverse; turns alone are undone by the
-/// opposite turns.
-fn inverse(t: Transform) -> Transform {
-    if t.flip {
-        t
-    } else {
-        Transform {
-            flip: false,
-            quarter_turns: (4 - t.quarter_turns % 4) % 4,
-        }
-    }
-}
-
-/// `r`, a rectangle of the upright `shown` image, in the stored image's pixels.
-fn stored_rect(r: Rect, t: Transform, shown: Dimensions) -> Rect {
-    let inv = inverse(t);
-    let a = inv.map((r.x, r.y), shown.width, shown.height);
-    let b = inv.map(
-        (r.x + r.width - 1, r.y + r.height - 1),
-        shown.width,
-        shown.height,
-    );
-    Rect {
-        x: a.0.min(b.0),
-        y: a.1.min(b.1),
-        width: a.0.max(b.0) - a.0.min(b.0) + 1,
-        height: a.1.max(b.1) - a.1.min(b.1) + 1,
-    }
-}
-
-fn swapped(d: Dimensions, t: Transform) -> Dimensions {
-    if t.transposes() {
-        Dimensions {
-            width: d.height,
-            height: d.width,
-        }
-    } else {
-        d
     }
 }
 
@@ -130,89 +94,19 @@ pub fn render(
         .decoder
         .decode_planes(input, &header, sw, sh)
         .map_err(|e| RenderError::Corrupt(e.0))?;
-    let gray = planes.len() == 1;
-    let out_ss = if gray { tj::SAMP_GRAY } else { tj::SAMP_420 };
     let scale = f64::from(f.num) / f64::from(f.denom);
-
-    let mut done = Vec::with_capacity(planes.len());
-    for (c, plane) in planes.iter().enumerate() {
-        // This plane's share of the scaled image (a 4:2:0 chroma plane is half of it).
-        let (rx, ry) = (
-            f64::from(plane.width) / f64::from(sw),
-            f64::from(plane.height) / f64::from(sh),
-        );
-        let crop_here = CropF {
-            x: f64::from(crop.x) * scale * rx,
-            y: f64::from(crop.y) * scale * ry,
-            width: (f64::from(crop.width) * scale * rx).min(f64::from(plane.width)),
-            height: (f64::from(crop.height) * scale * ry).min(f64::from(plane.height)),
-        };
-        let (ow, oh) = tj::plane_size(c as i32, out.width, out.height, out_ss);
-        let resized = plane
-            .resized(crop_here, ow, oh, &mut ctx.resizer)
-            .map_err(RenderError::Internal)?;
-        let upright = resized.oriented(orientation);
-        // Contain's padding: white (Y 255, Cb and Cr 128).
-        let (cw, ch) = tj::plane_size(c as i32, p.canvas.width, p.canvas.height, out_ss);
-        let (px, py) = (
-            (f64::from(p.offset.0) * f64::from(cw) / f64::from(p.canvas.width)) as u32,
-            (f64::from(p.offset.1) * f64::from(ch) / f64::from(p.canvas.height)) as u32,
-        );
-        let fill = if c == 0 { 255 } else { 128 };
-        done.push(upright.placed(cw, ch, px, py, fill));
-    }
-    drop(planes);
-    let bytes = ctx
-        .encoder
-        .encode_planes(&done, p.canvas.width, p.canvas.height, out_ss, quality)
-        .map_err(|e| RenderError::Internal(e.0))?;
-    Ok(Rendered {
-        bytes,
-        width: p.canvas.width,
-        height: p.canvas.height,
-        content_type: "image/jpeg",
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_rectangle_maps_back_to_the_stored_image_for_every_orientation() {
-        let stored = Dimensions {
-            width: 40,
-            height: 30,
-        };
-        for o in 1..=8 {
-            let t = Transform::from_exif(o);
-            let shown = swapped(stored, t);
-            // Each stored pixel's upright place, then the rectangle around one pixel back.
-            for (x, y) in [(0, 0), (39, 0), (0, 29), (17, 11)] {
-                let (ux, uy) = t.map((x, y), stored.width, stored.height);
-                let r = stored_rect(
-                    Rect {
-                        x: ux,
-                        y: uy,
-                        width: 1,
-                        height: 1,
-                    },
-                    t,
-                    shown,
-                );
-                assert_eq!((r.x, r.y, r.width, r.height), (x, y, 1, 1), "exif {o}");
-            }
-            let all = stored_rect(
-                Rect {
-                    x: 0,
-                    y: 0,
-                    width: shown.width,
-                    height: shown.height,
-                },
-                t,
-                shown,
-            );
-            assert_eq!((all.width, all.height), (40, 30), "exif {o}");
-        }
-    }
+    draw(
+        &mut ctx.resizer,
+        &mut ctx.encoder,
+        planes,
+        Scaled {
+            width: sw,
+            height: sh,
+            scale,
+        },
+        crop,
+        &p,
+        orientation,
+        quality,
+    )
 }

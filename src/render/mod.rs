@@ -1,11 +1,14 @@
 //! Renditions of images (issue 37): decoding, resizing and encoding, CPU work run on blocking
 //! threads, free of I/O. JPEG sources render through libjpeg-turbo's TurboJPEG API at reduced
 //! DCT scale with `fast_image_resize` (docs/architecture.md says why: faster than sharp on its
-//! own benchmark task, BENCHMARKS.md has the figures).
+//! own benchmark task, BENCHMARKS.md has the figures). PNG sources are decoded whole by the
+//! `png` crate and drawn from the same planes.
 
 pub mod budget;
+mod draw;
 pub mod jpeg;
 pub mod planes;
+pub mod png;
 
 use std::cell::RefCell;
 
@@ -15,6 +18,38 @@ use crate::domain::variants::Fit;
 thread_local! {
     /// Each blocking thread's TurboJPEG handles and resizer, made at its first render.
     static JPEG: RefCell<Option<jpeg::Context>> = const { RefCell::new(None) };
+}
+
+/// Renders the PNG `input` on this thread (a blocking one), with this thread's resizer and
+/// encoder.
+pub fn png_here(
+    input: &[u8],
+    orientation: Transform,
+    box_: Dimensions,
+    fit: Fit,
+    quality: u8,
+    limits: &Limits,
+) -> Result<Rendered, RenderError> {
+    JPEG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(jpeg::Context::new()?);
+        }
+        let ctx = slot
+            .as_mut()
+            .ok_or_else(|| RenderError::Internal("no context".into()))?;
+        let (resizer, encoder) = ctx.resizer_and_encoder();
+        png::render(
+            resizer,
+            encoder,
+            input,
+            orientation,
+            box_,
+            fit,
+            quality,
+            limits,
+        )
+    })
 }
 
 /// Renders the JPEG `input` on this thread (a blocking one), with this thread's handles.

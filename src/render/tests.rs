@@ -289,3 +289,182 @@ fn the_frame_header_tells_baseline_from_progressive_and_its_sampling() {
     zero_components[sof + 9] = 0;
     assert_eq!(jpeg_frame(&zero_components), None);
 }
+
+/// A PNG of `w` × `h` with `color`'s channels and `depth`, its pixels from `px(x, y)` (one
+/// sample per channel, big-endian for 16-bit), with a palette and tRNS when given.
+fn png_of(
+    w: u32,
+    h: u32,
+    color: png::ColorType,
+    depth: png::BitDepth,
+    palette: Option<(&[u8], &[u8])>,
+    px: impl Fn(u32, u32) -> Vec<u8>,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(color);
+        enc.set_depth(depth);
+        if let Some((plte, trns)) = palette {
+            enc.set_palette(plte.to_vec());
+            enc.set_trns(trns.to_vec());
+        }
+        let mut writer = enc.write_header().expect("header");
+        let mut bytes = Vec::new();
+        for y in 0..h {
+            for x in 0..w {
+                bytes.extend(px(x, y));
+            }
+        }
+        writer.write_image_data(&bytes).expect("data");
+    }
+    out
+}
+
+fn png_render(
+    bytes: &[u8],
+    box_: Dimensions,
+    orientation: Transform,
+) -> Result<super::Rendered, RenderError> {
+    super::png_here(bytes, orientation, box_, Fit::Inside, 90, &LIMITS)
+}
+
+#[test]
+fn a_png_renders_with_its_transparency_flattened_onto_white() {
+    // Left half transparent (black, alpha 0), right half opaque red.
+    let bytes = png_of(
+        40,
+        30,
+        png::ColorType::Rgba,
+        png::BitDepth::Eight,
+        None,
+        |x, _| {
+            if x < 20 {
+                vec![0, 0, 0, 0]
+            } else {
+                vec![255, 0, 0, 255]
+            }
+        },
+    );
+    let r = png_render(&bytes, d(40, 30), Transform::UPRIGHT).expect("render");
+    assert_eq!((r.width, r.height), (40, 30));
+    let y = luma(&r.bytes);
+    let at = |x: u32, yy: u32| y.data[(yy * y.width + x) as usize];
+    assert!(at(5, 15) > 245, "transparent is white: {}", at(5, 15));
+    assert!(
+        (66..=86).contains(&at(35, 15)),
+        "red's luma: {}",
+        at(35, 15)
+    );
+}
+
+#[test]
+fn palette_sixteen_bit_and_gray_alpha_pngs_render() {
+    // A palette of transparent black and opaque blue, with tRNS.
+    let plte = [0, 0, 0, 0, 0, 255];
+    let trns = [0, 255];
+    let pal = png_of(
+        32,
+        32,
+        png::ColorType::Indexed,
+        png::BitDepth::Eight,
+        Some((&plte, &trns)),
+        |x, _| vec![u8::from(x >= 16)],
+    );
+    let y = luma(
+        &png_render(&pal, d(32, 32), Transform::UPRIGHT)
+            .expect("palette")
+            .bytes,
+    );
+    assert!(
+        y.data[16 * 32 + 2] > 245 && y.data[16 * 32 + 30] < 40,
+        "white then blue"
+    );
+    // 16-bit gray, half intensity: gray JPEG of luma about 128.
+    let deep = png_of(
+        16,
+        16,
+        png::ColorType::Grayscale,
+        png::BitDepth::Sixteen,
+        None,
+        |_, _| vec![0x80, 0x00],
+    );
+    let r = png_render(&deep, d(16, 16), Transform::UPRIGHT).expect("16-bit");
+    let mut dec = Decoder::new().expect("decoder");
+    assert_eq!(
+        dec.header(&r.bytes).expect("jpeg").subsamp,
+        SAMP_GRAY,
+        "gray stays gray"
+    );
+    let y = luma(&r.bytes);
+    assert!(
+        y.data.iter().all(|&v| (120..=136).contains(&v)),
+        "{:?}",
+        &y.data[..4]
+    );
+    // Gray with alpha: half-transparent black over white is mid-gray.
+    let ga = png_of(
+        16,
+        16,
+        png::ColorType::GrayscaleAlpha,
+        png::BitDepth::Eight,
+        None,
+        |_, _| vec![0, 128],
+    );
+    let y = luma(
+        &png_render(&ga, d(16, 16), Transform::UPRIGHT)
+            .expect("gray alpha")
+            .bytes,
+    );
+    assert!(
+        y.data.iter().all(|&v| (118..=136).contains(&v)),
+        "{:?}",
+        &y.data[..4]
+    );
+}
+
+#[test]
+fn a_png_is_turned_upright_cut_or_refused_like_a_jpeg() {
+    // Bright stored top-left quarter; EXIF 6 turns it a quarter clockwise: top right.
+    let bytes = png_of(
+        40,
+        20,
+        png::ColorType::Rgb,
+        png::BitDepth::Eight,
+        None,
+        |x, y| {
+            let v = if x < 10 && y < 5 { 250 } else { 40 };
+            vec![v, v, v]
+        },
+    );
+    let r = png_render(&bytes, d(20, 40), Transform::from_exif(6)).expect("render");
+    assert_eq!((r.width, r.height), (20, 40));
+    let y = luma(&r.bytes);
+    let at = |x: u32, yy: u32| y.data[(yy * y.width + x) as usize];
+    assert!(
+        at(18, 2) > 200 && at(2, 2) < 90 && at(18, 38) < 90,
+        "upright"
+    );
+    // Cut short: corrupt. Past the pixel limit: refused before decoding.
+    let cut = &bytes[..bytes.len() - 20];
+    assert!(matches!(
+        png_render(cut, d(20, 40), Transform::UPRIGHT),
+        Err(RenderError::Corrupt(_))
+    ));
+    let tight = Limits { max_pixels: 100 };
+    assert!(matches!(
+        super::png_here(
+            &bytes,
+            Transform::UPRIGHT,
+            d(20, 40),
+            Fit::Inside,
+            90,
+            &tight
+        ),
+        Err(RenderError::TooManyPixels { .. })
+    ));
+    assert!(matches!(
+        png_render(b"\x89PNG\r\n\x1a\nnot a png", d(20, 40), Transform::UPRIGHT),
+        Err(RenderError::Corrupt(_))
+    ));
+}

@@ -54,7 +54,7 @@ pub async fn rendition(
     }
     let format = Format::of_content_type(&file.content_type)
         .ok_or(AppError::ImageNotRendered("a file that is not an image"))?;
-    if format != Format::Jpeg {
+    if !matches!(format, Format::Jpeg | Format::Png) {
         return Err(AppError::ImageNotRendered("this image format"));
     }
     if variant.format != OutputFormat::Jpeg {
@@ -147,14 +147,20 @@ async fn render_and_store(
         height: variant.height,
     };
     let (fit, quality) = (variant.fit, variant.quality);
-    let orientation = match image::read_header(format, &bytes, true) {
-        Parsed::Found(h) => h.orientation,
-        _ => image::Transform::UPRIGHT,
+    let header = match image::read_header(format, &bytes, true) {
+        Parsed::Found(h) => Some(h),
+        _ => None,
     };
-    // A frame header that cannot be read is the decoder's to refuse (as corrupt): it holds
-    // no more than the fixed allowance before it does.
-    let work = match image::jpeg_frame(&bytes) {
-        Some(frame) => {
+    let orientation = header.map_or(image::Transform::UPRIGHT, |h| h.orientation);
+    if let Some(h) = header {
+        limits
+            .check_pixels(h.stored)
+            .map_err(|e| AppError::ImageUnrenderable(e.to_string()))?;
+    }
+    // A header that cannot be read is the decoder's to refuse (as corrupt): it holds no more
+    // than the fixed allowance before it does.
+    let work = match (format, image::jpeg_frame(&bytes), header) {
+        (Format::Jpeg, Some(frame), _) => {
             limits
                 .check_pixels(Dimensions {
                     width: frame.width,
@@ -163,7 +169,10 @@ async fn render_and_store(
                 .map_err(|e| AppError::ImageUnrenderable(e.to_string()))?;
             crate::render::budget::jpeg_bytes(&frame, orientation, box_, fit)
         }
-        None => crate::render::budget::FIXED,
+        (Format::Png, _, Some(h)) => {
+            crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
+        }
+        _ => crate::render::budget::FIXED,
     };
     if source_bytes.saturating_add(work) > budget {
         return Err(too_big(source_bytes.saturating_add(work)));
@@ -174,7 +183,12 @@ async fn render_and_store(
     let rendered = tokio::task::spawn_blocking(move || {
         // Given back when the work ends, not when a caller stops waiting.
         let _held = (slot, source_held, work_held);
-        crate::render::jpeg_here(&bytes, orientation, box_, fit, quality, &limits)
+        match format {
+            Format::Png => {
+                crate::render::png_here(&bytes, orientation, box_, fit, quality, &limits)
+            }
+            _ => crate::render::jpeg_here(&bytes, orientation, box_, fit, quality, &limits),
+        }
     })
     .await
     .map_err(|e| AppError::Internal(format!("the render's thread: {e}")))?;
@@ -280,7 +294,10 @@ pub fn render_eagerly(state: &AppState, file: &FileHandle) {
                 .collect()
         })
         .unwrap_or_default();
-    let renderable = Format::of_content_type(&file.content_type) == Some(Format::Jpeg);
+    let renderable = matches!(
+        Format::of_content_type(&file.content_type),
+        Some(Format::Jpeg | Format::Png)
+    );
     if eager.is_empty() || !renderable {
         return;
     }

@@ -48,10 +48,16 @@ async fn a_batch_answers_each_file_as_the_one_file_route_would_in_the_order_aske
     assert_eq!(cached.status(), 200);
     let mallory = app.token("mallory");
     let theirs = committed_jpeg(&app, &mallory, 64, 48).await;
-    let (_, png) = app
-        .upload_and_commit(&alice, "image", "image/png", 500)
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/gif", crate::renditions::gif(64, 48))
         .await;
-    let png = png["id"].as_str().expect("id").to_owned();
+    let gif: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let gif = gif["id"].as_str().expect("id").to_owned();
     let unknown = "0123456789abcdef0123456789abcdef";
 
     let asked = [
@@ -59,7 +65,7 @@ async fn a_batch_answers_each_file_as_the_one_file_route_would_in_the_order_aske
         b.as_str(),
         theirs.as_str(),
         "not-an-id",
-        png.as_str(),
+        gif.as_str(),
         unknown,
         a.as_str(),
     ];

@@ -13,7 +13,7 @@ pub(crate) fn spawn() -> Spawn {
             r#"
             [[profiles]]
             name = "image"
-            content_types = ["image/jpeg", "image/png"]
+            content_types = ["image/jpeg", "image/png", "image/gif"]
             max_size = 10000000
             final_prefix = "media/images/"
             tracks_links = true
@@ -33,6 +33,84 @@ pub(crate) fn spawn() -> Spawn {
         ),
         ..Spawn::default()
     }
+}
+
+/// A GIF's signature and logical screen of `w` × `h`, and a little filler: enough for a
+/// commit, which reads only the header.
+pub(crate) fn gif(w: u16, h: u16) -> Vec<u8> {
+    let mut v = b"GIF89a".to_vec();
+    v.extend(w.to_le_bytes());
+    v.extend(h.to_le_bytes());
+    v.extend([0, 0, 0]);
+    v.resize(64, 0x3b);
+    v
+}
+
+/// A real `w` × `h` RGBA PNG: its left half fully transparent, its right half opaque red.
+pub(crate) fn png_half_clear(w: u32, h: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgba);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header().expect("header");
+        let mut data = Vec::with_capacity((w * h * 4) as usize);
+        for _ in 0..h {
+            for x in 0..w {
+                data.extend(if x < w / 2 {
+                    [0, 0, 0, 0]
+                } else {
+                    [255, 0, 0, 255]
+                });
+            }
+        }
+        writer.write_image_data(&data).expect("data");
+    }
+    out
+}
+
+/// A PNG renders too: a JPEG rendition, its transparency flattened onto white, no PNG chunk
+/// carried over.
+#[tokio::test]
+async fn a_png_renders_into_a_jpeg_with_its_transparency_on_white() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/png", png_half_clear(400, 200))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    assert_eq!(h["image"], serde_json::json!({"width": 400, "height": 200}));
+    let id = h["id"].as_str().expect("id");
+    let r: Value = app
+        .get(&format!("/v1/files/{id}/variants/whole"), Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(r["content_type"], "image/jpeg", "{r}");
+    assert_eq!(
+        (r["width"].as_u64(), r["height"].as_u64()),
+        (Some(200), Some(100))
+    );
+    let bytes = fetch(&app, &r["url"]).await;
+    let mut dec = Decoder::new().expect("decoder");
+    let hd = dec.header(&bytes).expect("a JPEG");
+    let y = dec
+        .decode_planes(&bytes, &hd, 200, 100)
+        .expect("decode")
+        .remove(0);
+    let at = |x: u32, yy: u32| y.data[(yy * 200 + x) as usize];
+    assert!(at(20, 50) > 245, "transparent is white: {}", at(20, 50));
+    assert!(
+        (66..=86).contains(&at(180, 50)),
+        "red's luma: {}",
+        at(180, 50)
+    );
 }
 
 /// A `w` × `h` JPEG, its stored top-left quarter bright, with an EXIF block (orientation `o`
@@ -320,7 +398,26 @@ async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
 async fn what_cannot_be_rendered_is_refused_with_its_code_and_nothing_is_cached() {
     let app = spawn_app_with(spawn()).await;
     let alice = app.token("alice");
-    // A PNG: not rendered yet.
+    // A GIF: not rendered yet.
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/gif", gif(64, 48))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let gif_id = h["id"].as_str().expect("id");
+    assert_eq!(
+        error_code(
+            app.get(&format!("/v1/files/{gif_id}/variants/thumb"), Some(&alice))
+                .await
+        )
+        .await,
+        (422, "image_format_not_rendered".to_owned())
+    );
+    // A PNG whose header is whole and whose image data is not: unrenderable.
     let (_, png) = app
         .upload_and_commit(&alice, "image", "image/png", 500)
         .await;
@@ -331,8 +428,9 @@ async fn what_cannot_be_rendered_is_refused_with_its_code_and_nothing_is_cached(
                 .await
         )
         .await,
-        (422, "image_format_not_rendered".to_owned())
+        (422, "image_unrenderable".to_owned())
     );
+    assert_eq!(app.versions_under(&format!("cache/{png_id}/")).await, 0);
     // A JPEG whose header is whole (it commits) and whose image data is cut short.
     let whole = jpeg(640, 480, 1);
     let cut = whole[..whole.len() * 3 / 5].to_vec();
