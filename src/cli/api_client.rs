@@ -248,6 +248,26 @@ impl ApiClient {
         .map(|_| ())
     }
 
+    /// `GET /v1/files/{id}/variants/{name}`: one rendition's URL (rendered first if need be).
+    pub async fn variant(&self, id: &str, name: &str) -> Result<Value, ApiError> {
+        let path = format!(
+            "/v1/files/{}/variants/{}",
+            percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC),
+            percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
+        );
+        self.call(reqwest::Method::GET, &path, None).await
+    }
+
+    /// `POST /v1/files/variants/{name}`: many files' rendition URLs (1 to 100 ids).
+    pub async fn variants(&self, name: &str, ids: &[String]) -> Result<Value, ApiError> {
+        let path = format!(
+            "/v1/files/variants/{}",
+            percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC)
+        );
+        self.call(reqwest::Method::POST, &path, Some(json!({ "ids": ids })))
+            .await
+    }
+
     pub async fn commit(&self, key: &str, final_key: Option<&str>) -> Result<Value, ApiError> {
         let mut body = json!({ "key": key });
         if let Some(k) = final_key {

@@ -10,6 +10,7 @@ mod jobs;
 mod legacy;
 mod resume;
 mod upload;
+mod variant;
 
 use clap::{ArgGroup, Parser, Subcommand};
 
@@ -139,6 +140,10 @@ pub enum Command {
     /// files), commit. Prints the file handle. Exit 2 usage, 3 refused, 4 token refused,
     /// 5 upload to storage failed, 6 service unreachable or failing.
     Upload(upload::UploadArgs),
+    /// Print the short-lived URLs of files' renditions for one variant (rendering them first if
+    /// need be), as an app asks for them. Exit 3 when a file is refused, 4 token refused,
+    /// 6 service unreachable or failing.
+    Variant(variant::VariantArgs),
     /// Bring the layout that predates `tmp/` under the catalog.
     Legacy {
         #[command(subcommand)]
@@ -187,6 +192,9 @@ pub async fn run(cli: Cli) -> i32 {
     // The uploader is a client: it needs no server settings at all.
     if let Command::Upload(args) = cli.command {
         return upload::run(args).await;
+    }
+    if let Command::Variant(args) = cli.command {
+        return variant::run(args).await;
     }
     let loaded = match cli.command {
         // Operator commands never see a token: they need no JWT secret.
@@ -286,7 +294,9 @@ pub async fn run(cli: Cli) -> i32 {
             caught("legacy_import", legacy::run(settings, command)).await
         }
         Command::Events { command } => events::run(&settings, command).await,
-        Command::Upload(_) => unreachable!("handled before the settings load"),
+        Command::Upload(_) | Command::Variant(_) => {
+            unreachable!("handled before the settings load")
+        }
         Command::Token { sub, admin, ttl } => {
             let Some(ttl) = crate::auth::parse_ttl(&ttl) else {
                 eprintln!(

@@ -177,3 +177,54 @@ async fn a_batch_that_is_not_one_is_refused_whole() {
     let got = error_code(batch(&app, None, "thumb", json!({"ids": ["x"]})).await).await;
     assert_eq!(got.0, 401);
 }
+
+/// `upcommit variant NAME ID…` as an app's operator runs it: one id through the one-file
+/// route, several through the batch route; a refused file makes exit code 3 and its line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_prints_renditions_for_one_file_or_many() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let a = committed_jpeg(&app, &alice, 640, 480).await;
+    let b = committed_jpeg(&app, &alice, 300, 600).await;
+    let theirs = committed_jpeg(&app, &app.token("mallory"), 64, 48).await;
+    let run = |args: Vec<&str>, token: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_upcommit"))
+            .arg("variant")
+            .args(&args)
+            .env("UPCOMMIT_SERVER", &app.address)
+            .env("UPCOMMIT_TOKEN", token)
+            .env_remove("UPCOMMIT_JWT_SECRET")
+            .output()
+            .expect("run upcommit variant");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(vec!["thumb", &a, "--json"], &alice);
+    assert_eq!(code, 0, "{out}{err}");
+    let body: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(body["files"][0]["rendition"]["width"], 200, "{body}");
+    assert_eq!(body["files"][0]["rendition"]["cached"], false);
+
+    let (code, out, err) = run(vec!["thumb", &a, &b, &theirs], &alice);
+    assert_eq!(code, 3, "mallory's file is refused: {out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].starts_with(&format!("{a}\t200x200\t")) && lines[0].contains("http"),
+        "{out}"
+    );
+    assert!(lines[1].starts_with(&format!("{b}\t")), "{out}");
+    assert!(
+        lines[2].starts_with(&format!("{theirs}\tfile_not_found")),
+        "{out}"
+    );
+
+    let (code, _, err) = run(vec!["thumb", &a], "not-a-token");
+    assert_eq!(code, 4, "{err}");
+    let (code, out, _) = run(vec!["poster", &a], &alice);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("variant_not_found"), "{out}");
+}

@@ -221,3 +221,39 @@ test("a record is resumed only for the bytes it was made for, and never without 
   await assert.rejects(client.upload(f, { profile: "image", filename: "renamed.png" }), (e) => e.code === "content_type_not_allowed");
   assert.deepEqual(calls.map((c) => `${c.method} ${c.url}`), ["POST /v1/uploads"]);
 });
+
+test("variantUrl waits out render_busy (Retry-After) and answers the rendition; a 404 is not retried", async () => {
+  const rendition = { variant: "thumb", url: "https://s3/cache/x", width: 200, height: 200, content_type: "image/jpeg", size: 9, expires_in: 300, cached: false };
+  const calls = scripted([
+    [503, err("render_busy"), { "Retry-After": "1" }],
+    [200, rendition],
+  ]);
+  const client = new UpcommitClient({ token: "t", storage: null, baseUrl: "http://api" });
+  const got = await client.variantUrl("f".repeat(32), "thumb");
+  assert.deepEqual(got, rendition);
+  assert.equal(calls.length, 2);
+  assert.ok(calls.every((c) => c.method === "GET" && c.url === `http://api/v1/files/${"f".repeat(32)}/variants/thumb`));
+  assert.ok(calls[1].at - calls[0].at >= 950, "Retry-After: 1 was honoured");
+
+  scripted([[404, err("variant_not_found")]]);
+  await assert.rejects(client.variantUrl("f".repeat(32), "poster"), (e) => e instanceof UpcommitError && e.code === "variant_not_found");
+
+  // Past `retries`, the 503 is the caller's.
+  const few = new UpcommitClient({ token: "t", storage: null, baseUrl: "http://api", retries: 1, retryBaseMs: 1 });
+  const busy = [503, err("render_busy"), { "Retry-After": "1" }];
+  const tried = scripted([busy, busy]);
+  await assert.rejects(few.variantUrl("a".repeat(32), "thumb"), (e) => e.code === "render_busy");
+  assert.equal(tried.length, 2);
+});
+
+test("variantUrls sends 100 ids a call, in order, and answers every entry in the order asked", async () => {
+  const ids = Array.from({ length: 250 }, (_, i) => i.toString(16).padStart(32, "0"));
+  const answer = (slice) => [200, { variant: "thumb", files: slice.map((id) => ({ id, status: 404, error: { code: "file_not_found", message: "x" } })) }];
+  const calls = scripted([answer(ids.slice(0, 100)), answer(ids.slice(100, 200)), answer(ids.slice(200))]);
+  const client = new UpcommitClient({ token: "t", storage: null, baseUrl: "http://api" });
+  const got = await client.variantUrls("thumb", ids);
+  assert.deepEqual(got.map((e) => e.id), ids);
+  assert.equal(calls.length, 3);
+  assert.deepEqual(calls.map((c) => JSON.parse(c.body).ids.length), [100, 100, 50]);
+  assert.ok(calls.every((c) => c.method === "POST" && c.url === "http://api/v1/files/variants/thumb"));
+});

@@ -121,6 +121,16 @@ async function committedImage(page, r, what) {
   expect(handle.id === r.fileId, `${what}: the handle shown is the committed one`);
   expect(JSON.stringify(handle.image) === JSON.stringify({ width: 96, height: 64 }), `${what}: the server read its size: ${JSON.stringify(handle.image)}`);
   expect((await page.textContent("#dimensions")) === "96 × 64 px", `${what}: the page shows its size`);
+  // The profile's first variant (48 × 48, inside), rendered by the service and shown from its
+  // URL under the page's CSP.
+  await page.waitForSelector("#thumbnail[data-loaded=true]", { timeout: 15000 });
+  const thumb = await page.evaluate(() => {
+    const img = document.getElementById("thumbnail");
+    return { w: img.naturalWidth, h: img.naturalHeight, visible: img.offsetWidth > 0 };
+  });
+  expect(thumb.w === 48 && thumb.h === 32 && thumb.visible, `${what}: thumbnail displayed (${JSON.stringify(thumb)})`);
+  const rendition = await page.textContent("#rendition");
+  expect(rendition.startsWith("thumb: 48 × 32 px") && rendition.includes("image/jpeg"), `${what}: the page says what the rendition is: ${rendition}`);
   return handle;
 }
 

@@ -76,7 +76,28 @@ async fn node(script: &str, args: Vec<String>) -> serde_json::Value {
 
 #[tokio::test]
 async fn the_demo_page_uploads_commits_and_shows_the_image() {
+    // The built-in profiles, the image one with a variant the page shows.
+    let config = r#"
+        [[profiles]]
+        name = "image"
+        content_types = ["image/jpeg", "image/png", "image/webp", "image/heic"]
+        max_size = 20971520
+        final_prefix = "media/images/"
+
+        [[profiles.variants]]
+        name = "thumb"
+        width = 48
+        height = 48
+        fit = "inside"
+
+        [[profiles]]
+        name = "recording"
+        content_types = ["audio/mpeg", "audio/mp4", "audio/aac", "audio/ogg", "audio/webm", "audio/wav"]
+        max_size = 524288000
+        final_prefix = "media/recordings/"
+    "#;
     let app = spawn_app_with(Spawn {
+        config: Some(config.to_owned()),
         env: vec![
             ("UPCOMMIT_DEMO", "true".to_owned()),
             ("UPCOMMIT_DEMO_MINT_TOKENS", "true".to_owned()),

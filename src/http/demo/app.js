@@ -118,6 +118,30 @@ async function showImage(handle) {
     img.dataset.loaded = "true";
   };
   img.src = resp.body.url;
+  await showRendition(handle);
+}
+
+// The profile's first variant (docs/images.md), rendered by the service into cache/ and shown
+// from its short-lived URL: the same bucket origin the page's CSP already allows for images.
+async function showRendition(handle) {
+  const profile = state.profiles.find((p) => p.name === handle.profile);
+  const name = profile && profile.variants && profile.variants[0];
+  if (!name) return;
+  let r;
+  try {
+    r = await client.variantUrl(handle.id, name);
+  } catch (e) {
+    $("rendition").textContent = `${name}: not rendered (${e.code})`;
+    return;
+  }
+  state.rendition = r;
+  $("rendition").textContent = `${name}: ${r.width} × ${r.height} px, ${human(r.size)} ${r.content_type}${r.cached ? " (cached)" : ""}`;
+  const img = $("thumbnail");
+  img.onload = () => {
+    img.style.display = "block";
+    img.dataset.loaded = "true";
+  };
+  img.src = r.url;
 }
 
 async function upload() {
@@ -128,6 +152,9 @@ async function upload() {
   $("cancel-button").disabled = false;
   $("handle").hidden = true;
   $("preview").style.display = "none";
+  $("thumbnail").style.display = "none";
+  delete $("thumbnail").dataset.loaded;
+  $("rendition").textContent = "";
   $("dimensions").textContent = "";
   $("progress").value = 0;
   $("checksum").textContent = "";

@@ -100,6 +100,7 @@ async fn config(State(state): State<AppState>) -> Json<Value> {
                 "name": p.name,
                 "content_types": p.content_types.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
                 "max_size": p.max_size,
+                "variants": p.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(),
             })
         })
         .collect();
