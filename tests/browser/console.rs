@@ -309,6 +309,91 @@ async fn the_admin_console_shows_the_servers_real_data_and_each_action_works() {
 
 /// Off by default: neither route exists (the router's 404 `not_found`), and the admin API is
 /// there whatever the console's setting.
+/// Issue 37: with a profile that has variants, an image's page has a button per variant that
+/// shows the rendition from its presigned URL; the page's policy then allows images from the
+/// bucket's origin (and without variants it stays `img-src 'self' data:`, checked above).
+#[tokio::test]
+async fn the_console_shows_a_files_rendition_under_its_policy() {
+    let app = spawn_app_with(Spawn {
+        config: Some(
+            r#"
+            [[profiles]]
+            name = "image"
+            content_types = ["image/png", "image/jpeg"]
+            max_size = 1000000
+            final_prefix = "media/images/"
+
+            [[profiles.variants]]
+            name = "thumb"
+            width = 40
+            height = 40
+            fit = "inside"
+            "#
+            .to_owned(),
+        ),
+        env: vec![("UPCOMMIT_ADMIN_CONSOLE", "true".to_owned())],
+        ..Spawn::default()
+    })
+    .await;
+    let page = app.get("/admin", None).await;
+    let csp = page
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let endpoint = reqwest::Url::parse(app.env.get("UPCOMMIT_S3_ENDPOINT").expect("endpoint"))
+        .expect("url")
+        .origin()
+        .ascii_serialization();
+    assert!(
+        csp.contains(&format!("img-src 'self' data: {endpoint};"))
+            && csp.contains("script-src 'self';")
+            && csp.contains("connect-src 'self';"),
+        "{csp}"
+    );
+
+    // A real 100 x 60 PNG of alice's.
+    let mut png_bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut png_bytes, 100, 60);
+        enc.set_color(png::ColorType::Rgb);
+        let mut w = enc.write_header().expect("header");
+        w.write_image_data(&vec![90u8; 100 * 60 * 3]).expect("data");
+    }
+    let alice = app.token("alice");
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/png", png_bytes)
+        .await;
+    let handle = json_of(app.commit(&alice, &p.key, None).await, 201, "commit").await;
+    let id = handle["id"].as_str().expect("id").to_owned();
+    let detail = json_of(
+        app.get(
+            &format!("/v1/admin/files/{id}"),
+            Some(&app.admin_token("ops")),
+        )
+        .await,
+        200,
+        "detail",
+    )
+    .await;
+    assert_eq!(detail["variants"], json!(["thumb"]));
+
+    let out = crate::node(
+        "console_rendition.mjs",
+        vec![app.address.clone(), app.admin_token("ops"), id.clone()],
+    )
+    .await;
+    assert_eq!(out["shown"]["w"], 40, "{out}");
+    assert_eq!(out["shown"]["h"], 24, "{out}");
+    assert!(
+        out["shown"]["src"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(&endpoint) && s.contains(&format!("cache/{id}/"))),
+        "{out}"
+    );
+}
+
 #[tokio::test]
 async fn the_console_is_absent_unless_turned_on() {
     let app = spawn_app_with(Spawn::default()).await;

@@ -164,8 +164,14 @@ async fn detail(
             v
         })
         .collect();
+    let variants: Vec<&str> = state
+        .settings
+        .profile(&file.profile)
+        .map(|p| p.variants.iter().map(|v| v.name.as_str()).collect())
+        .unwrap_or_default();
     Ok(Json(serde_json::json!({
         "file": file,
+        "variants": variants,
         "copies": copies,
         "links": links,
         "events": events,

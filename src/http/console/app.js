@@ -715,6 +715,10 @@ async function filePage(view, id) {
           ["Size", `${fmtBytes(f.size)} (${fmtCount(f.size)} bytes)`, "size"],
           ["Content type", f.content_type, "content_type"],
           f.image ? ["Dimensions", `${f.image.width} × ${f.image.height} px`, "image"] : null,
+          f.image && d.variants.length
+            ? ["Renditions", el("span", {}, ...d.variants.map((name) =>
+              el("button", { type: "button", class: "secondary", "data-variant": name, onclick: () => act(`Rendition ${name}`, () => callInSession("GET", `/v1/files/${enc(id)}/variants/${enc(name)}`), renditionExtra) }, name))), "variants"]
+            : null,
           ["Profile", f.profile, "profile"],
           ["Created", fmtTime(f.created_at), "created_at"],
           f.original_filename ? ["Original filename", f.original_filename, "original_filename"] : null,
@@ -747,6 +751,14 @@ async function filePage(view, id) {
     details.replaceChildren(...fresh.childNodes);
   }
   await fill();
+}
+
+// A rendition, shown from its presigned URL (only an http(s) URL becomes an image; the page's
+// policy allows images from the bucket's origin and nowhere else).
+function renditionExtra(body) {
+  const url = body && body.url;
+  if (typeof url !== "string" || !/^https?:\/\//i.test(url)) return null;
+  return el("p", {}, el("img", { src: url, id: "rendition-image", alt: `The ${body.variant} rendition`, width: String(body.width), height: String(body.height), "data-variant": body.variant }));
 }
 
 // The download URL, as a link that fetches the file (only an http(s) URL becomes a link). The

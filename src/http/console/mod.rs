@@ -22,15 +22,27 @@ const SCRIPT: &str = include_str!("app.js");
 
 /// Only this origin (and, with provider sign-in, the provider's, for its discovery document
 /// and token endpoint): the page calls its own API and draws its charts as inline SVG, so it
-/// needs no other place, and a file name the API echoes cannot load anything.
+/// needs no other place, and a file name the API echoes cannot load anything. Images may also
+/// come from the bucket's origin, and only while a profile has variants: a file's rendition is
+/// shown from its presigned URL (issue 37); scripts and connections never may.
 fn csp(settings: &Settings) -> String {
     let provider = sign_in(settings)
         .and_then(|s| origin(&s.issuer))
         .map(|o| format!(" {o}"))
         .unwrap_or_default();
+    let renders = settings
+        .uploads
+        .profiles
+        .iter()
+        .any(|p| !p.variants.is_empty());
+    let storage = if renders {
+        format!(" {}", crate::http::demo::storage_origin(settings))
+    } else {
+        String::new()
+    };
     format!(
         "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; \
-         connect-src 'self'{provider}; img-src 'self' data:; form-action 'none'; \
+         connect-src 'self'{provider}; img-src 'self' data:{storage}; form-action 'none'; \
          frame-ancestors 'none'; base-uri 'none'"
     )
 }

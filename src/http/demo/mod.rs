@@ -43,7 +43,7 @@ pub fn router(settings: &Settings) -> Router<AppState> {
 }
 
 /// The storage origin the page uploads to and shows images from, for the CSP.
-fn storage_origin(settings: &Settings) -> String {
+pub(crate) fn storage_origin(settings: &Settings) -> String {
     let s3 = &settings.s3;
     s3.endpoint
         .as_deref()
