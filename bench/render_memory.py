@@ -9,13 +9,16 @@ memory from /proc. Standard library and Pillow only (the Pillow venv of the scri
   render_memory.py small DIR                       one 2400 x 1600 baseline JPEG (small.jpg)
   render_memory.py commit BASE PROFILE FILE...     presign, PUT with exactly the returned
                                                    headers, commit; prints {"FILE": "id", ...}
-  render_memory.py render BASE PID VARIANT ID...   one request per id for VARIANT, all at once,
-                                                   each retrying a 503 render_busy after its
-                                                   Retry-After; prints one JSON line: VmRSS and
-                                                   VmHWM of PID before, VmHWM after every id
-                                                   answered 200, the largest VmRSS sampled
-                                                   every 10 ms, each request's statuses, times
-                                                   and answer
+  render_memory.py render BASE PID ID@VARIANT...   one request per id for its variant, all at
+                                                   once, each retrying a 503 render_busy after
+                                                   its Retry-After; prints one JSON line: VmRSS
+                                                   and VmHWM of PID before, VmHWM after every
+                                                   request answered 200, the largest VmRSS
+                                                   sampled every 10 ms, the largest
+                                                   upcommit_render_memory_held_bytes (the
+                                                   renders' estimates) read from /metrics every
+                                                   20 ms, each request's statuses, times and
+                                                   answer
   render_memory.py get BASE ID VARIANT             one request; prints the status and answer
 
 The bearer token comes from UPCOMMIT_BENCH_TOKEN.
@@ -144,11 +147,26 @@ def status_kib(pid):
     return out
 
 
-def render(base, pid, variant, ids):
+def held_bytes(base):
+    _, _, body = call("GET", base + "/metrics", timeout=5)
+    for line in body.decode().splitlines():
+        if line.startswith("upcommit_render_memory_held_bytes"):
+            return int(float(line.split()[-1]))
+    return None
+
+
+def render(base, pid, items):
     before = status_kib(pid)
-    sampled = {"max_rss_kib": before["VmRSS"], "at": 0.0}
+    sampled = {"max_rss_kib": before["VmRSS"], "at": 0.0, "max_held": 0}
     done = threading.Event()
     t0 = time.monotonic()
+
+    def held_sampler():
+        while not done.is_set():
+            h = held_bytes(base)
+            if h is not None and h > sampled["max_held"]:
+                sampled["max_held"] = h
+            time.sleep(0.02)
 
     def sampler():
         while not done.is_set():
@@ -160,10 +178,11 @@ def render(base, pid, variant, ids):
                 sampled["max_rss_kib"], sampled["at"] = rss, round(time.monotonic() - t0, 3)
             time.sleep(0.01)
 
-    results = [None] * len(ids)
-    barrier = threading.Barrier(len(ids))
+    results = [None] * len(items)
+    barrier = threading.Barrier(len(items))
 
-    def one(i, fid):
+    def one(i, item):
+        fid, _, variant = item.partition("@")
         statuses, answer = [], None
         barrier.wait()
         start = time.monotonic()
@@ -187,27 +206,29 @@ def render(base, pid, variant, ids):
                 continue
             answer = parsed
             break
-        results[i] = {"id": fid, "statuses": statuses, "total_s": round(time.monotonic() - start, 3),
+        results[i] = {"id": fid, "variant": variant, "statuses": statuses, "total_s": round(time.monotonic() - start, 3),
                       "answer": answer}
 
-    s = threading.Thread(target=sampler, daemon=True)
-    s.start()
-    threads = [threading.Thread(target=one, args=(i, fid)) for i, fid in enumerate(ids)]
+    samplers = [threading.Thread(target=f, daemon=True) for f in (sampler, held_sampler)]
+    for s in samplers:
+        s.start()
+    threads = [threading.Thread(target=one, args=(i, item)) for i, item in enumerate(items)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     after = status_kib(pid)
     done.set()
-    s.join()
+    for s in samplers:
+        s.join()
     print(json.dumps({
-        "variant": variant,
         "rss_before_mib": round(before["VmRSS"] / 1024, 1),
         "hwm_before_mib": round(before["VmHWM"] / 1024, 1),
         "hwm_after_mib": round(after["VmHWM"] / 1024, 1),
         "rss_after_mib": round(after["VmRSS"] / 1024, 1),
         "max_rss_sampled_mib": round(sampled["max_rss_kib"] / 1024, 1),
         "max_rss_sampled_at_s": sampled["at"],
+        "max_held_estimate_mib": round(sampled["max_held"] / MIB, 1),
         "wall_s": round(time.monotonic() - t0, 3),
         "all_200": all(r["statuses"][-1]["status"] == 200 for r in results),
         "requests": results,
@@ -223,7 +244,7 @@ def main():
     elif cmd == "commit":
         commit(args[0], args[1], args[2:])
     elif cmd == "render":
-        render(args[0], int(args[1]), args[2], args[3:])
+        render(args[0], int(args[1]), args[2:])
     elif cmd == "get":
         st, _, body = api("GET", args[0], f"/v1/files/{args[1]}/variants/{args[2]}")
         print(st, body.decode(errors="replace"))
