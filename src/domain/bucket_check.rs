@@ -470,9 +470,9 @@ mod tests {
 
         let mut v = healthy();
         let mut rules = required_rules().to_vec();
-        let mut cache = Rule::new("cache", "cache/");
-        cache.expiration_days = Some(30);
-        rules.push(cache);
+        let mut thumbs = Rule::new("thumbs", "thumbs/");
+        thumbs.expiration_days = Some(30);
+        rules.push(thumbs);
         v.lifecycle = Ok(rules);
         assert_eq!(failed(&v, &want()), vec![Check::LifecycleVersionedExpiry]);
     }
