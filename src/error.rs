@@ -42,8 +42,8 @@ pub enum AppError {
     ImageNotRendered(&'static str),
     #[error("the image cannot be rendered: {0}")]
     ImageUnrenderable(String),
-    #[error("every render slot of this server is taken; retry shortly")]
-    RenderBusy,
+    #[error("{0}; retry shortly")]
+    RenderBusy(&'static str),
     #[error("no such link scan")]
     LinkScanNotFound,
     #[error("no webhook endpoint with this id")]
@@ -275,7 +275,7 @@ impl AppError {
             CommitInProgress
             | CompletionInProgress
             | FileBusy
-            | RenderBusy
+            | RenderBusy(_)
             | Unavailable(_)
             | Timeout
             | ValidationHookUnavailable
@@ -305,7 +305,7 @@ impl AppError {
             FileArchived => "file_archived",
             ImageNotRendered(_) => "image_format_not_rendered",
             ImageUnrenderable(_) => "image_unrenderable",
-            RenderBusy => "render_busy",
+            RenderBusy(_) => "render_busy",
             LinkScanNotFound => "link_scan_not_found",
             WebhookNotFound => "webhook_not_found",
             WebhookExists => "webhook_exists",
@@ -396,7 +396,7 @@ impl AppError {
             AppError::CommitInProgress
             | AppError::CompletionInProgress
             | AppError::FileBusy
-            | AppError::RenderBusy
+            | AppError::RenderBusy(_)
             | AppError::Unavailable(_)
             | AppError::Timeout => Some(1),
             AppError::ValidationHookUnavailable => Some(5),

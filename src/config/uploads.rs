@@ -115,7 +115,7 @@ impl UploadSettings {
             render_memory_mib: src.number(
                 "UPCOMMIT_RENDER_MEMORY_MIB",
                 f.render_memory_mib,
-                256,
+                192,
                 16..=65_536,
             )?,
             // S3's CopyObject limit; at least S3's minimum part size, since anything smaller

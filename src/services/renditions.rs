@@ -20,6 +20,11 @@ pub const MAX_RENDER_SOURCE_BYTES: u64 = 64 * MIB;
 
 const MIB: u64 = 1024 * 1024;
 
+/// Why a render waits its turn (503 `render_busy`).
+const SLOTS_TAKEN: &str = "every render slot of this server is taken";
+const MEMORY_HELD: &str =
+    "the renders running on this server hold the memory this one needs (UPCOMMIT_RENDER_MEMORY_MIB)";
+
 /// A rendition's GET URL and what it holds.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RenditionUrl {
@@ -77,7 +82,7 @@ pub async fn rendition(
     let rendered = render_and_store(state, file, &variant, &key, &mut ran_for).await;
     let outcome = match &rendered {
         Ok(_) => RenderOutcome::Rendered,
-        Err(AppError::RenderBusy) => RenderOutcome::Busy,
+        Err(AppError::RenderBusy(_)) => RenderOutcome::Busy,
         Err(AppError::ImageUnrenderable(_)) => RenderOutcome::Unrenderable,
         Err(AppError::ImageNotRendered(_)) => RenderOutcome::NotRendered,
         Err(_) => RenderOutcome::Failed,
@@ -105,7 +110,10 @@ async fn render_and_store(
             file.size
         )));
     }
-    let slot = state.renders.try_slot().ok_or(AppError::RenderBusy)?;
+    let slot = state
+        .renders
+        .try_slot()
+        .ok_or(AppError::RenderBusy(SLOTS_TAKEN))?;
     crate::pause::point("render_slot_taken").await;
     // Memory: the source's bytes (it is read whole) before reading it, then what decoding and
     // resizing it will hold, estimated from its frame header before anything is decoded.
@@ -123,17 +131,6 @@ async fn render_and_store(
             source_bytes.saturating_add(crate::render::budget::FIXED),
         ));
     }
-    let source_held = state
-        .renders
-        .try_memory(source_bytes)
-        .ok_or(AppError::RenderBusy)?;
-    let source = state
-        .store
-        .sniff(&file.key, source_bytes)
-        .await?
-        .filter(|s| s.head.etag == file.etag && s.first.len() as i64 == file.size)
-        .ok_or_else(|| AppError::Internal("the file's object is not the recorded one".into()))?;
-    let bytes = source.first;
     let bounds = state
         .settings
         .profile(&file.profile)
@@ -147,42 +144,53 @@ async fn render_and_store(
         height: variant.height,
     };
     let (fit, quality) = (variant.fit, variant.quality);
-    let header = match image::read_header(format, &bytes, true) {
-        Parsed::Found(h) => Some(h),
-        _ => None,
+    let read = |n: u64| async move {
+        state
+            .store
+            .sniff(&file.key, n)
+            .await?
+            .filter(|s| s.head.etag == file.etag && s.first.len() as u64 == n)
+            .map(|s| s.first)
+            .ok_or_else(|| AppError::Internal("the file's object is not the recorded one".into()))
     };
+    // The estimate from the source's first bytes, before reading (and holding) all of it: a
+    // render that cannot have the memory now is told so without a download.
+    let first_len = source_bytes.min(ESTIMATE_READ_BYTES);
+    let first = read(first_len).await?;
+    let whole = first_len == source_bytes;
+    let (_, early) = estimate(format, &first, whole, box_, fit, &limits)?;
+    if source_bytes.saturating_add(early) > budget {
+        return Err(too_big(source_bytes.saturating_add(early)));
+    }
+    let mut held = vec![state
+        .renders
+        .try_memory(source_bytes.saturating_add(early))
+        .ok_or(AppError::RenderBusy(MEMORY_HELD))?];
+    let bytes = if whole {
+        first
+    } else {
+        drop(first);
+        read(source_bytes).await?
+    };
+    // Again from the whole source (a frame header past the first bytes, the orientation).
+    let (header, work) = estimate(format, &bytes, true, box_, fit, &limits)?;
+    if work > early {
+        if source_bytes.saturating_add(work) > budget {
+            return Err(too_big(source_bytes.saturating_add(work)));
+        }
+        held.push(
+            state
+                .renders
+                .try_memory(work - early)
+                .ok_or(AppError::RenderBusy(MEMORY_HELD))?,
+        );
+    }
     let orientation = header.map_or(image::Transform::UPRIGHT, |h| h.orientation);
-    if let Some(h) = header {
-        limits
-            .check_pixels(h.stored)
-            .map_err(|e| AppError::ImageUnrenderable(e.to_string()))?;
-    }
-    // A header that cannot be read is the decoder's to refuse (as corrupt): it holds no more
-    // than the fixed allowance before it does.
-    let work = match (format, image::jpeg_frame(&bytes), header) {
-        (Format::Jpeg, Some(frame), _) => {
-            limits
-                .check_pixels(Dimensions {
-                    width: frame.width,
-                    height: frame.height,
-                })
-                .map_err(|e| AppError::ImageUnrenderable(e.to_string()))?;
-            crate::render::budget::jpeg_bytes(&frame, orientation, box_, fit)
-        }
-        (Format::Png, _, Some(h)) => {
-            crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
-        }
-        _ => crate::render::budget::FIXED,
-    };
-    if source_bytes.saturating_add(work) > budget {
-        return Err(too_big(source_bytes.saturating_add(work)));
-    }
-    let work_held = state.renders.try_memory(work).ok_or(AppError::RenderBusy)?;
     crate::pause::point("render_memory_held").await;
     let started = Instant::now();
     let rendered = tokio::task::spawn_blocking(move || {
         // Given back when the work ends, not when a caller stops waiting.
-        let _held = (slot, source_held, work_held);
+        let _held = (slot, held);
         match format {
             Format::Png => {
                 crate::render::png_here(&bytes, orientation, box_, fit, quality, &limits)
@@ -275,6 +283,49 @@ async fn answer(
     })
 }
 
+/// The first bytes of a source read to estimate its render before reading all of it: past a
+/// camera's EXIF and ICC segments to the frame header, in the usual case.
+const ESTIMATE_READ_BYTES: u64 = 256 * 1024;
+
+/// The source's header (when `bytes` hold it) and the memory its render holds besides the
+/// source's own bytes (`render::budget`); refused when it has more pixels than `limits` allow.
+/// A header that cannot be read is the decoder's to refuse (as corrupt): it holds no more than
+/// the fixed allowance before it does.
+fn estimate(
+    format: Format,
+    bytes: &[u8],
+    complete: bool,
+    box_: Dimensions,
+    fit: crate::domain::variants::Fit,
+    limits: &Limits,
+) -> Result<(Option<image::Header>, u64), AppError> {
+    let header = match image::read_header(format, bytes, complete) {
+        Parsed::Found(h) => Some(h),
+        _ => None,
+    };
+    let orientation = header.map_or(image::Transform::UPRIGHT, |h| h.orientation);
+    let unrenderable = |e: RenderError| AppError::ImageUnrenderable(e.to_string());
+    if let Some(h) = header {
+        limits.check_pixels(h.stored).map_err(unrenderable)?;
+    }
+    let work = match (format, image::jpeg_frame(bytes), header) {
+        (Format::Jpeg, Some(frame), _) => {
+            limits
+                .check_pixels(Dimensions {
+                    width: frame.width,
+                    height: frame.height,
+                })
+                .map_err(unrenderable)?;
+            crate::render::budget::jpeg_bytes(&frame, orientation, box_, fit)
+        }
+        (Format::Png, _, Some(h)) => {
+            crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
+        }
+        _ => crate::render::budget::FIXED,
+    };
+    Ok((header, work))
+}
+
 /// Tries an eager render this many times when every slot (or the memory) is taken.
 const EAGER_ATTEMPTS: u32 = 3;
 
@@ -312,7 +363,7 @@ pub fn render_eagerly(state: &AppState, file: &FileHandle) {
                             tracing::info!(file.id = %file.id, variant = %name, cached = r.cached, "eager rendition ready");
                             break;
                         }
-                        Err(AppError::RenderBusy) if attempt < EAGER_ATTEMPTS => {
+                        Err(AppError::RenderBusy(_)) if attempt < EAGER_ATTEMPTS => {
                             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                         }
                         Err(e) => {

@@ -1000,6 +1000,23 @@ async fn a_rendition_another_replica_wrote_first_is_answered_not_replaced() {
     let _ = server.wait();
 }
 
+/// `jpeg` with `n` bytes of APP9 segments between its frame header and its scan.
+fn padded_before_scan(jpeg: Vec<u8>, n: usize) -> Vec<u8> {
+    let sos = jpeg
+        .windows(2)
+        .position(|w| w == [0xFF, 0xDA])
+        .expect("a scan");
+    let mut out = jpeg[..sos].to_vec();
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(60_000);
+        out.extend(crate::images::jpeg_segment(0xE9, &vec![b'p'; k]));
+        left -= k;
+    }
+    out.extend(&jpeg[sos..]);
+    out
+}
+
 /// Renders hold at most `UPCOMMIT_RENDER_MEMORY_MIB` between them, each render's peak
 /// estimated from its source's frame header before anything is decoded: a progressive JPEG
 /// (whose decoder holds every coefficient) too large for the budget is refused at once, one
@@ -1028,7 +1045,9 @@ async fn renders_hold_at_most_the_memory_budget_between_them() {
     let huge = commit(jpeg_of(4000, 3000, 1, true)).await;
     // 4.3 MP progressive: about 21 MiB, one at a time.
     let a = commit(jpeg_of(2400, 1800, 1, true)).await;
-    let b = commit(jpeg_of(2400, 1800, 6, true)).await;
+    // Its frame header first, then 300 KB of segments before the scan: past the first bytes
+    // a render reads to estimate itself.
+    let b = commit(padded_before_scan(jpeg_of(2400, 1800, 6, true), 300_000)).await;
     let streamed = commit(jpeg_of(4000, 3000, 1, false)).await;
     let dir = tempfile::tempdir().expect("gate dir");
     let gate = dir.path().join("render-gate");
@@ -1069,6 +1088,13 @@ async fn renders_hold_at_most_the_memory_budget_between_them() {
         metric(&page, "upcommit_render_memory_budget_bytes"),
         32.0 * 1048576.0
     );
+    let gets = |page: &str| {
+        metric(
+            page,
+            r#"upcommit_s3_request_duration_seconds_count{operation="GetObject",result="ok"}"#,
+        )
+    };
+    let gets_before = gets(&scrape(&app, &base).await);
     let second = ask(&b).await;
     assert_eq!(
         second
@@ -1077,7 +1103,24 @@ async fn renders_hold_at_most_the_memory_budget_between_them() {
             .and_then(|v| v.to_str().ok()),
         Some("1")
     );
-    assert_eq!(error_code(second).await, (503, "render_busy".to_owned()));
+    let (status, code, message) = {
+        let body: Value = second.json().await.expect("json");
+        (
+            503,
+            body["error"]["code"].as_str().unwrap_or("").to_owned(),
+            body["error"]["message"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    assert_eq!((status, code.as_str()), (503, "render_busy"));
+    assert!(
+        message.contains("memory"),
+        "the reason is the memory: {message}"
+    );
+    assert_eq!(
+        gets(&scrape(&app, &base).await) - gets_before,
+        1.0,
+        "refused on its first bytes, not after reading the whole source"
+    );
 
     std::fs::write(&gate, b"go").expect("open the gate");
     assert_eq!(first.await.expect("join").status(), 200);
