@@ -12,6 +12,7 @@ use crate::domain::variants::{OutputFormat, Variant};
 use crate::error::AppError;
 use crate::metrics::RenderOutcome;
 use crate::render::{Limits, RenderError};
+use crate::state::renders::Known;
 use crate::state::AppState;
 use crate::storage::{NewObject, PutOutcome};
 
@@ -66,16 +67,35 @@ pub async fn rendition(
         return Err(AppError::ImageNotRendered("a WebP rendition"));
     }
     let key = variant.key(&file.id);
+    // Seen in the store within the last minutes: answered without asking it again.
+    if let Some(k) = state.renders.known(&key) {
+        state.metrics.rendition_cache(true);
+        return answer(state, &variant, &key, k, true).await;
+    }
     if let Some(h) = state.store.head(&key).await? {
         state.metrics.rendition_cache(true);
-        return answer(state, &variant, &key, h.size, &h.metadata, true).await;
+        return answer(
+            state,
+            &variant,
+            &key,
+            seen(state, &key, h.size, &h.metadata),
+            true,
+        )
+        .await;
     }
     // One render of this key on this replica at a time: the others wait, then find it.
     let lock = state.renders.key_lock(&key);
     let _held = lock.lock().await;
     if let Some(h) = state.store.head(&key).await? {
         state.metrics.rendition_cache(true);
-        return answer(state, &variant, &key, h.size, &h.metadata, true).await;
+        return answer(
+            state,
+            &variant,
+            &key,
+            seen(state, &key, h.size, &h.metadata),
+            true,
+        )
+        .await;
     }
     state.metrics.rendition_cache(false);
     let mut ran_for = None;
@@ -233,38 +253,48 @@ async fn render_and_store(
     if outcome == PutOutcome::AlreadyThere {
         // Another replica wrote it first: that one is answered.
         if let Some(h) = state.store.head(key).await? {
-            return answer(state, variant, key, h.size, &h.metadata, true).await;
+            let k = seen(state, key, h.size, &h.metadata);
+            return answer(state, variant, key, k, true).await;
         }
     }
     let meta = metadata
         .iter()
         .map(|(k, v)| ((*k).to_owned(), v.clone()))
         .collect();
-    answer(
-        state,
-        variant,
-        key,
-        rendered.bytes.len() as i64,
-        &meta,
-        false,
-    )
-    .await
+    let k = seen(state, key, rendered.bytes.len() as i64, &meta);
+    answer(state, variant, key, k, false).await
 }
 
-async fn answer(
+/// The rendition at `key` as the store holds it (its size, and its dimensions from the
+/// metadata written with it), remembered as seen now.
+fn seen(
     state: &AppState,
-    variant: &Variant,
     key: &str,
     size: i64,
     metadata: &std::collections::HashMap<String, String>,
-    cached: bool,
-) -> Result<RenditionUrl, AppError> {
+) -> Known {
     let dim = |k: &str| {
         metadata
             .get(k)
             .and_then(|v| v.parse::<u32>().ok())
             .unwrap_or(0)
     };
+    let k = Known {
+        size,
+        width: dim("width"),
+        height: dim("height"),
+    };
+    state.renders.remember(key, k);
+    k
+}
+
+async fn answer(
+    state: &AppState,
+    variant: &Variant,
+    key: &str,
+    k: Known,
+    cached: bool,
+) -> Result<RenditionUrl, AppError> {
     let content_type = variant.format.content_type();
     let expires_in = state.settings.uploads.download_expiry_secs;
     let url = state
@@ -274,10 +304,10 @@ async fn answer(
     Ok(RenditionUrl {
         variant: variant.name.clone(),
         url,
-        width: dim("width"),
-        height: dim("height"),
+        width: k.width,
+        height: k.height,
         content_type,
-        size,
+        size: k.size,
         expires_in,
         cached,
     })

@@ -10,7 +10,28 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// A rendition this replica saw in `cache/` (by a HEAD, or by writing it): its size and
+/// dimensions, and when it was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    pub size: i64,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// How long a seen rendition is answered without asking the store again. A rendition leaves
+/// `cache/` only with its file (whose state the route reads from the database on every
+/// request), by reconcile's removal of a gone file's renditions, or by the lifecycle rule after
+/// 30 days: within this window of the last look, a URL may point at a rendition the rule has
+/// just expired (the client's GET answers 404 and the next request after the window renders it
+/// again).
+pub const KNOWN_FOR: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Renditions remembered at most; past it the oldest half is forgotten.
+const KNOWN_MAX: usize = 50_000;
+
 pub struct RenderGate {
+    known: Mutex<HashMap<String, (Known, std::time::Instant)>>,
     slots: Arc<Semaphore>,
     limit: usize,
     /// The memory renders may hold at once, one permit per KiB.
@@ -31,12 +52,37 @@ impl RenderGate {
             .unwrap_or(u32::MAX)
             .clamp(1, Semaphore::MAX_PERMITS as u32);
         Self {
+            known: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(limit)),
             limit,
             memory: Arc::new(Semaphore::new(memory_kib as usize)),
             memory_kib,
             keys: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The rendition at `key`, when this replica saw it in the store within [`KNOWN_FOR`].
+    pub fn known(&self, key: &str) -> Option<Known> {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        known
+            .get(key)
+            .filter(|(_, at)| at.elapsed() < KNOWN_FOR)
+            .map(|(k, _)| *k)
+    }
+
+    /// Remembers that the rendition at `key` is in the store now.
+    pub fn remember(&self, key: &str, rendition: Known) {
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if known.len() >= KNOWN_MAX {
+            known.retain(|_, (_, at)| at.elapsed() < KNOWN_FOR);
+            if known.len() >= KNOWN_MAX {
+                let mut ages: Vec<std::time::Instant> = known.values().map(|(_, at)| *at).collect();
+                ages.sort_unstable();
+                let cut = ages[ages.len() / 2];
+                known.retain(|_, (_, at)| *at > cut);
+            }
+        }
+        known.insert(key.to_owned(), (rendition, std::time::Instant::now()));
     }
 
     /// The memory renders may hold at once, in bytes.
@@ -113,6 +159,31 @@ mod tests {
             "unheld keys are forgotten"
         );
         drop(l3);
+    }
+
+    #[test]
+    fn a_seen_rendition_is_remembered_and_the_memory_stays_bounded() {
+        let gate = RenderGate::new(1, 1 << 20);
+        let k = Known {
+            size: 10,
+            width: 2,
+            height: 3,
+        };
+        assert_eq!(gate.known("cache/a/thumb-1.jpg"), None);
+        gate.remember("cache/a/thumb-1.jpg", k);
+        gate.remember("cache/b/thumb-1.jpg", k);
+        assert_eq!(gate.known("cache/a/thumb-1.jpg"), Some(k));
+        assert_eq!(gate.known("cache/b/thumb-1.jpg"), Some(k));
+        for i in 0..KNOWN_MAX + 10 {
+            gate.remember(&format!("cache/{i}/x"), k);
+        }
+        let n = gate.known.lock().expect("known").len();
+        assert!(n <= KNOWN_MAX, "{n}");
+        assert_eq!(
+            gate.known(&format!("cache/{}/x", KNOWN_MAX + 9)),
+            Some(k),
+            "the newest stays"
+        );
     }
 
     #[test]

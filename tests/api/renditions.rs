@@ -224,6 +224,20 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
         "dark elsewhere"
     );
 
+    let heads = |page: &str| {
+        ["ok", "error"]
+            .iter()
+            .map(|r| {
+                let series = format!(
+                    r#"upcommit_s3_request_duration_seconds_count{{operation="HeadObject",result="{r}"}}"#
+                );
+                page.lines()
+                    .find_map(|l| l.strip_prefix(series.as_str())?.strip_prefix(' ')?.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            })
+            .sum::<f64>()
+    };
+    let heads_before = heads(&scrape(&app, &app.address).await);
     let again: Value = app
         .get(&path, Some(&alice))
         .await
@@ -231,6 +245,11 @@ async fn a_rendition_is_rendered_once_upright_and_clean_then_served_from_the_cac
         .await
         .expect("json");
     assert_eq!(again["cached"], true, "{again}");
+    assert_eq!(
+        heads(&scrape(&app, &app.address).await),
+        heads_before,
+        "a rendition this replica wrote is answered without asking the store again"
+    );
     assert_eq!(
         (again["width"].as_u64(), again["size"].as_u64()),
         (Some(200), Some(bytes.len() as u64))
