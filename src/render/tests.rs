@@ -575,7 +575,7 @@ mod mutated {
             fit in prop_oneof![Just(Fit::Cover), Just(Fit::Contain), Just(Fit::Inside)],
         ) {
             let source = sources().swap_remove(which);
-            let bytes = muts.iter().fold(source, |b, m| apply(b, m));
+            let bytes = muts.iter().fold(source, apply);
             let limits = Limits { max_pixels: 1_000_000 };
             let t = Transform::from_exif(o);
             let rendered = if which >= 3 {
