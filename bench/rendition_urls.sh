@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Throughput of a cached rendition's URL (GET /v1/files/{id}/variants/thumb, a cache hit: the
-# handle read from the catalog, a HEAD of cache/ on the store, a signed GET URL) beside presign
+# handle read from the catalog, the rendition known to this replica — one HEAD of cache/ on the
+# store at most every 5 minutes — and a signed GET URL) beside presign
 # (POST /v1/uploads with bench/presign.lua's body: signs locally and writes the catalog, no S3
 # call), issue 37's goal being the cached route at >= 0.5x presign's throughput. Same release
 # server (SQLite in a temp dir, LocalStack 4.14.0 on its own port as the store), same client
