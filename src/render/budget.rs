@@ -98,6 +98,13 @@ pub fn png_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, f
     pixels * 7 + canvas * 4 + FIXED
 }
 
+/// Bytes the render of a GIF's first frame on a logical screen of `stored` size holds at its
+/// peak, the source's bytes aside: the frame as RGBA and the screen as RGBA (4 bytes a pixel
+/// each, at most), then the planes, as for a PNG.
+pub fn gif_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, fit: Fit) -> u64 {
+    png_bytes(stored, orientation, box_, fit) + stored.pixels() * 4
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

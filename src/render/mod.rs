@@ -6,6 +6,7 @@
 
 pub mod budget;
 mod draw;
+pub mod gif;
 pub mod jpeg;
 pub mod planes;
 pub mod png;
@@ -40,6 +41,38 @@ pub fn png_here(
             .ok_or_else(|| RenderError::Internal("no context".into()))?;
         let (resizer, encoder) = ctx.resizer_and_encoder();
         png::render(
+            resizer,
+            encoder,
+            input,
+            orientation,
+            box_,
+            fit,
+            quality,
+            limits,
+        )
+    })
+}
+
+/// Renders the GIF `input`'s first frame on this thread (a blocking one), with this thread's
+/// resizer and encoder.
+pub fn gif_here(
+    input: &[u8],
+    orientation: Transform,
+    box_: Dimensions,
+    fit: Fit,
+    quality: u8,
+    limits: &Limits,
+) -> Result<Rendered, RenderError> {
+    JPEG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(jpeg::Context::new()?);
+        }
+        let ctx = slot
+            .as_mut()
+            .ok_or_else(|| RenderError::Internal("no context".into()))?;
+        let (resizer, encoder) = ctx.resizer_and_encoder();
+        gif::render(
             resizer,
             encoder,
             input,

@@ -34,6 +34,12 @@ fn ycbcr(r: u8, g: u8, b: u8) -> (u8, u8, u8) {
     )
 }
 
+/// Y, Cb and Cr planes of `width` × `height` 8-bit RGBA rows without padding, transparency
+/// flattened onto white.
+pub(super) fn rgba_planes(buf: &[u8], width: u32, height: u32) -> Vec<Plane> {
+    planes(buf, width, height, width as usize * 4, ColorType::Rgba)
+}
+
 /// The decoded pixels as planes: Y alone for a gray image, else Y, Cb and Cr at full size.
 fn planes(buf: &[u8], width: u32, height: u32, line: usize, color: ColorType) -> Vec<Plane> {
     let (w, h) = (width as usize, height as usize);

@@ -469,9 +469,110 @@ fn a_png_is_turned_upright_cut_or_refused_like_a_jpeg() {
     ));
 }
 
+/// An animated GIF on a `sw` × `sh` screen: its first frame `fw` × `fh` at (`left`, `top`), red
+/// with a transparent left column; then `more` frames of blue covering the screen.
+fn gif_of(sw: u16, sh: u16, first: (u16, u16, u16, u16), more: usize) -> Vec<u8> {
+    let (left, top, fw, fh) = first;
+    let mut out = Vec::new();
+    {
+        // Palette: 0 transparent (black), 1 red, 2 blue.
+        let palette = [0, 0, 0, 255, 0, 0, 0, 0, 255];
+        let mut enc = gif::Encoder::new(&mut out, sw, sh, &palette).expect("encoder");
+        enc.set_repeat(gif::Repeat::Infinite).expect("repeat");
+        let pixels: Vec<u8> = (0..fh)
+            .flat_map(|_| (0..fw).map(|x| if x == 0 { 0 } else { 1 }))
+            .collect();
+        let mut frame = gif::Frame {
+            left,
+            top,
+            width: fw,
+            height: fh,
+            transparent: Some(0),
+            buffer: std::borrow::Cow::Owned(pixels),
+            ..gif::Frame::default()
+        };
+        enc.write_frame(&frame).expect("first frame");
+        for _ in 0..more {
+            frame = gif::Frame {
+                width: sw,
+                height: sh,
+                buffer: std::borrow::Cow::Owned(vec![2; usize::from(sw) * usize::from(sh)]),
+                ..gif::Frame::default()
+            };
+            enc.write_frame(&frame).expect("frame");
+        }
+    }
+    out
+}
+
+#[test]
+fn a_gif_renders_its_first_frame_on_its_screen_and_nothing_after() {
+    // 40 x 30 screen; the first frame 20 x 10 at (10, 10); then 3,000 blue frames.
+    let bytes = gif_of(40, 30, (10, 10, 20, 10), 3000);
+    let r = super::gif_here(
+        &bytes,
+        Transform::UPRIGHT,
+        d(40, 30),
+        Fit::Inside,
+        95,
+        &LIMITS,
+    )
+    .expect("render");
+    assert_eq!((r.width, r.height), (40, 30));
+    let mut dec = Decoder::new().expect("decoder");
+    let hd = dec.header(&r.bytes).expect("jpeg");
+    let planes = dec.decode_planes(&r.bytes, &hd, 40, 30).expect("decode");
+    let (y, cr) = (&planes[0], &planes[2]);
+    let at = |p: &Plane, x: u32, yy: u32| p.data[(yy * p.width + x) as usize];
+    assert!(
+        at(y, 2, 2) > 245 && at(y, 37, 27) > 245,
+        "off the frame: white, not blue"
+    );
+    assert!(
+        (60..=92).contains(&at(y, 20, 15)),
+        "the frame is red: {}",
+        at(y, 20, 15)
+    );
+    assert!(at(cr, 10, 7) > 200, "red's Cr: {}", at(cr, 10, 7));
+    assert!(
+        at(y, 10, 15) > 200,
+        "its transparent column is white: {}",
+        at(y, 10, 15)
+    );
+    // A frame reaching past the screen is cut to it; an empty screen or no frame is corrupt.
+    let past = gif_of(16, 16, (10, 10, 20, 20), 0);
+    let r = super::gif_here(
+        &past,
+        Transform::UPRIGHT,
+        d(16, 16),
+        Fit::Inside,
+        90,
+        &LIMITS,
+    )
+    .expect("render");
+    assert_eq!((r.width, r.height), (16, 16));
+    let cut = &bytes[..20];
+    assert!(matches!(
+        super::gif_here(cut, Transform::UPRIGHT, d(16, 16), Fit::Inside, 90, &LIMITS),
+        Err(RenderError::Corrupt(_))
+    ));
+    let tight = Limits { max_pixels: 100 };
+    assert!(matches!(
+        super::gif_here(
+            &bytes,
+            Transform::UPRIGHT,
+            d(16, 16),
+            Fit::Inside,
+            90,
+            &tight
+        ),
+        Err(RenderError::TooManyPixels { .. })
+    ));
+}
+
 mod mutated {
     //! The decoders fed mutated images (issue 37, item 4): valid JPEGs (baseline, progressive,
-    //! gray) and PNGs with bytes flipped, runs overwritten, cut short or spliced; each render
+    //! gray), PNGs and an animated GIF with bytes flipped, runs overwritten, cut short or spliced; each render
     //! answers a rendition or an error, never a panic or a crash, within the pixel limit.
     use super::*;
     use proptest::prelude::*;
@@ -521,6 +622,7 @@ mod mutated {
                 None,
                 |x, _| vec![(x * 10) as u8, 7],
             ),
+            gif_of(30, 20, (3, 2, 20, 10), 3),
         ]
     }
 
@@ -569,7 +671,7 @@ mod mutated {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
         #[test]
         fn a_mutated_image_renders_or_is_refused_never_panics(
-            which in 0usize..5,
+            which in 0usize..6,
             muts in proptest::collection::vec(mutation(), 1..4),
             o in 1u16..=8,
             fit in prop_oneof![Just(Fit::Cover), Just(Fit::Contain), Just(Fit::Inside)],
@@ -578,10 +680,10 @@ mod mutated {
             let bytes = muts.iter().fold(source, apply);
             let limits = Limits { max_pixels: 1_000_000 };
             let t = Transform::from_exif(o);
-            let rendered = if which >= 3 {
-                super::super::png_here(&bytes, t, d(24, 24), fit, 80, &limits)
-            } else {
-                super::super::jpeg_here(&bytes, t, d(24, 24), fit, 80, &limits)
+            let rendered = match which {
+                5 => super::super::gif_here(&bytes, t, d(24, 24), fit, 80, &limits),
+                3 | 4 => super::super::png_here(&bytes, t, d(24, 24), fit, 80, &limits),
+                _ => super::super::jpeg_here(&bytes, t, d(24, 24), fit, 80, &limits),
             };
             if let Ok(r) = rendered {
                 prop_assert!(r.width >= 1 && r.height >= 1 && r.width <= 24 && r.height <= 24);

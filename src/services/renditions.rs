@@ -60,7 +60,7 @@ pub async fn rendition(
     }
     let format = Format::of_content_type(&file.content_type)
         .ok_or(AppError::ImageNotRendered("a file that is not an image"))?;
-    if !matches!(format, Format::Jpeg | Format::Png) {
+    if !matches!(format, Format::Jpeg | Format::Png | Format::Gif) {
         return Err(AppError::ImageNotRendered("this image format"));
     }
     if variant.format != OutputFormat::Jpeg {
@@ -215,6 +215,9 @@ async fn render_and_store(
             Format::Png => {
                 crate::render::png_here(&bytes, orientation, box_, fit, quality, &limits)
             }
+            Format::Gif => {
+                crate::render::gif_here(&bytes, orientation, box_, fit, quality, &limits)
+            }
             _ => crate::render::jpeg_here(&bytes, orientation, box_, fit, quality, &limits),
         }
     })
@@ -351,6 +354,9 @@ fn estimate(
         (Format::Png, _, Some(h)) => {
             crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
         }
+        (Format::Gif, _, Some(h)) => {
+            crate::render::budget::gif_bytes(h.stored, orientation, box_, fit)
+        }
         _ => crate::render::budget::FIXED,
     };
     Ok((header, work))
@@ -377,7 +383,7 @@ pub fn render_eagerly(state: &AppState, file: &FileHandle) {
         .unwrap_or_default();
     let renderable = matches!(
         Format::of_content_type(&file.content_type),
-        Some(Format::Jpeg | Format::Png)
+        Some(Format::Jpeg | Format::Png | Format::Gif)
     );
     if eager.is_empty() || !renderable {
         return;

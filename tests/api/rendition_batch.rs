@@ -49,15 +49,20 @@ async fn a_batch_answers_each_file_as_the_one_file_route_would_in_the_order_aske
     let mallory = app.token("mallory");
     let theirs = committed_jpeg(&app, &mallory, 64, 48).await;
     let p = app
-        .uploaded_bytes(&alice, "image", "image/gif", crate::renditions::gif(64, 48))
+        .uploaded_bytes(
+            &alice,
+            "image",
+            "image/webp",
+            crate::renditions::webp(64, 48),
+        )
         .await;
-    let gif: Value = app
+    let webp: Value = app
         .commit(&alice, &p.key, None)
         .await
         .json()
         .await
         .expect("handle");
-    let gif = gif["id"].as_str().expect("id").to_owned();
+    let webp = webp["id"].as_str().expect("id").to_owned();
     let unknown = "0123456789abcdef0123456789abcdef";
 
     let asked = [
@@ -65,7 +70,7 @@ async fn a_batch_answers_each_file_as_the_one_file_route_would_in_the_order_aske
         b.as_str(),
         theirs.as_str(),
         "not-an-id",
-        gif.as_str(),
+        webp.as_str(),
         unknown,
         a.as_str(),
     ];

@@ -13,7 +13,7 @@ pub(crate) fn spawn() -> Spawn {
             r#"
             [[profiles]]
             name = "image"
-            content_types = ["image/jpeg", "image/png", "image/gif"]
+            content_types = ["image/jpeg", "image/png", "image/gif", "image/webp"]
             max_size = 10000000
             final_prefix = "media/images/"
             tracks_links = true
@@ -35,14 +35,17 @@ pub(crate) fn spawn() -> Spawn {
     }
 }
 
-/// A GIF's signature and logical screen of `w` × `h`, and a little filler: enough for a
-/// commit, which reads only the header.
-pub(crate) fn gif(w: u16, h: u16) -> Vec<u8> {
-    let mut v = b"GIF89a".to_vec();
-    v.extend(w.to_le_bytes());
-    v.extend(h.to_le_bytes());
-    v.extend([0, 0, 0]);
-    v.resize(64, 0x3b);
+/// A WebP's RIFF container with its extended header (`VP8X`) saying a `w` × `h` canvas, and a
+/// little filler: enough for a commit, which reads only the header.
+pub(crate) fn webp(w: u32, h: u32) -> Vec<u8> {
+    let mut v = b"RIFF".to_vec();
+    v.extend(56u32.to_le_bytes());
+    v.extend(b"WEBPVP8X");
+    v.extend(10u32.to_le_bytes());
+    v.extend([0, 0, 0, 0]);
+    v.extend(&(w - 1).to_le_bytes()[..3]);
+    v.extend(&(h - 1).to_le_bytes()[..3]);
+    v.resize(64, 0);
     v
 }
 
@@ -417,9 +420,9 @@ async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
 async fn what_cannot_be_rendered_is_refused_with_its_code_and_nothing_is_cached() {
     let app = spawn_app_with(spawn()).await;
     let alice = app.token("alice");
-    // A GIF: not rendered yet.
+    // A WebP: not rendered yet.
     let p = app
-        .uploaded_bytes(&alice, "image", "image/gif", gif(64, 48))
+        .uploaded_bytes(&alice, "image", "image/webp", webp(64, 48))
         .await;
     let h: Value = app
         .commit(&alice, &p.key, None)
@@ -427,10 +430,10 @@ async fn what_cannot_be_rendered_is_refused_with_its_code_and_nothing_is_cached(
         .json()
         .await
         .expect("handle");
-    let gif_id = h["id"].as_str().expect("id");
+    let webp_id = h["id"].as_str().expect("id");
     assert_eq!(
         error_code(
-            app.get(&format!("/v1/files/{gif_id}/variants/thumb"), Some(&alice))
+            app.get(&format!("/v1/files/{webp_id}/variants/thumb"), Some(&alice))
                 .await
         )
         .await,
@@ -1235,4 +1238,62 @@ async fn an_eager_variant_is_rendered_after_the_commit_answers_never_before() {
     );
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// An animated GIF renders its first frame: a 60 × 40 screen whose first frame is green, then
+/// 500 red frames; the rendition is green and 60 × 40 (never enlarged).
+#[tokio::test]
+async fn an_animated_gif_renders_its_first_frame() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let mut bytes = Vec::new();
+    {
+        let palette = [0, 200, 0, 220, 0, 0];
+        let mut enc = gif::Encoder::new(&mut bytes, 60, 40, &palette).expect("encoder");
+        for (n, index) in std::iter::once(0u8)
+            .chain(std::iter::repeat_n(1u8, 500))
+            .enumerate()
+        {
+            let frame = gif::Frame {
+                width: 60,
+                height: 40,
+                delay: u16::try_from(n % 7).unwrap_or(0),
+                buffer: std::borrow::Cow::Owned(vec![index; 60 * 40]),
+                ..gif::Frame::default()
+            };
+            enc.write_frame(&frame).expect("frame");
+        }
+    }
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/gif", bytes)
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    assert_eq!(h["image"], serde_json::json!({"width": 60, "height": 40}));
+    let id = h["id"].as_str().expect("id");
+    let r: Value = app
+        .get(&format!("/v1/files/{id}/variants/whole"), Some(&alice))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        (r["width"].as_u64(), r["height"].as_u64()),
+        (Some(60), Some(40)),
+        "{r}"
+    );
+    let jpeg = fetch(&app, &r["url"]).await;
+    let mut dec = Decoder::new().expect("decoder");
+    let hd = dec.header(&jpeg).expect("a JPEG");
+    let planes = dec.decode_planes(&jpeg, &hd, 60, 40).expect("decode");
+    // Green: luma about 117, Cr well under 128 (red's would be far over).
+    let (y, cr) = (planes[0].data[20 * 60 + 30], planes[2].data[10 * 30 + 15]);
+    assert!(
+        (100..=135).contains(&y) && cr < 100,
+        "green, the first frame: Y {y}, Cr {cr}"
+    );
 }
