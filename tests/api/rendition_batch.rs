@@ -176,6 +176,11 @@ async fn a_batch_that_is_not_one_is_refused_whole() {
         let got = error_code(batch(&app, Some(&alice), "thumb", body.clone()).await).await;
         assert_eq!(got, (400, want.to_owned()), "{body}");
     }
+    // A name no variant can have.
+    for name in ["x".repeat(33), "Thumb".to_owned(), "th%20umb".to_owned()] {
+        let got = error_code(batch(&app, Some(&alice), &name, json!({"ids": ["x"]})).await).await;
+        assert_eq!(got, (400, "invalid_request".to_owned()), "{name}");
+    }
     let hundred: Vec<String> = (0..100).map(|i| format!("{i:032x}")).collect();
     let r = batch(&app, Some(&alice), "thumb", json!({ "ids": hundred })).await;
     assert_eq!(r.status(), 200, "100 is allowed");

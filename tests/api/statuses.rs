@@ -69,6 +69,7 @@ fn url(app: &TestApp, path: &str) -> String {
             .replace("{object_type}", "post")
             .replace("{object_id}", "1")
             .replace("{n}", "0")
+            .replace("{name}", "thumb")
     )
 }
 

@@ -74,16 +74,19 @@ pub struct Variant {
 /// draws differently never serves what an older one cached.
 pub const RENDERER_VERSION: u32 = 1;
 
+/// A variant's name: 1–32 of `[a-z0-9_-]`.
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
 impl Variant {
     /// Checks one variant's own fields (uniqueness is the profile's).
     pub fn validate(&self) -> Result<(), String> {
-        if self.name.is_empty()
-            || self.name.len() > 32
-            || !self
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        {
+        if !is_name(&self.name) {
             return Err(format!("variant name {:?}: 1-32 of [a-z0-9_-]", self.name));
         }
         for (what, v) in [("width", self.width), ("height", self.height)] {

@@ -62,6 +62,12 @@ pub(super) async fn variant_urls(
     ApiJson(body): ApiJson<BatchBody>,
 ) -> Result<(HeaderMap, Json<BatchAnswer>), AppError> {
     debug_assert!(body.ids.len() <= MAX_BATCH);
+    // A name no profile could have is the request's mistake, not each file's.
+    if !crate::domain::variants::is_name(&name) {
+        return Err(AppError::InvalidRequest(
+            "a variant's name is 1-32 of a-z, 0-9, _ and -".into(),
+        ));
+    }
     let at_once = state.renders.limit().max(1);
     let files = stream::iter(body.ids)
         .map(|id| {
