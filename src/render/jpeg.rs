@@ -66,6 +66,13 @@ pub fn render(
     quality: u8,
     limits: &Limits,
 ) -> Result<Rendered, RenderError> {
+    let scans = crate::domain::image::jpeg_scan_count(input);
+    if scans > super::MAX_JPEG_SCANS {
+        return Err(RenderError::Corrupt(format!(
+            "a JPEG of {scans} scans; a render reads at most {}",
+            super::MAX_JPEG_SCANS
+        )));
+    }
     let header = ctx
         .decoder
         .header(input)

@@ -106,6 +106,10 @@ pub fn jpeg_here(
     })
 }
 
+/// Scans a JPEG source may have (a progressive one has about ten): each scan is another pass
+/// over the image's coefficients, so a file of thousands of tiny scans is a CPU bomb.
+pub const MAX_JPEG_SCANS: usize = 100;
+
 /// What a render may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -570,6 +570,65 @@ fn a_gif_renders_its_first_frame_on_its_screen_and_nothing_after() {
     ));
 }
 
+#[test]
+fn a_jpeg_of_too_many_scans_is_refused_before_it_is_decoded() {
+    let progressive = {
+        let (w, h) = (32, 32);
+        let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
+        Encoder::new()
+            .expect("encoder")
+            .progressive()
+            .encode_planes(
+                &[
+                    Plane::new(w, h, 90),
+                    Plane::new(cw, ch, 128),
+                    Plane::new(cw, ch, 128),
+                ],
+                w,
+                h,
+                SAMP_420,
+                80,
+            )
+            .expect("encode")
+    };
+    let scans = crate::domain::image::jpeg_scan_count(&progressive);
+    assert!((2..=super::MAX_JPEG_SCANS).contains(&scans), "{scans}");
+    let mut ctx = Context::new().expect("context");
+    assert!(render(
+        &mut ctx,
+        &progressive,
+        Transform::UPRIGHT,
+        d(16, 16),
+        Fit::Cover,
+        80,
+        &LIMITS
+    )
+    .is_ok());
+    // The last scan (its header and data) repeated until there are too many.
+    let last = progressive
+        .windows(2)
+        .rposition(|w| w == [0xFF, 0xDA])
+        .expect("a scan");
+    let eoi = progressive.len() - 2;
+    let mut bomb = progressive[..eoi].to_vec();
+    while crate::domain::image::jpeg_scan_count(&bomb) <= super::MAX_JPEG_SCANS {
+        bomb.extend_from_slice(&progressive[last..eoi]);
+    }
+    bomb.extend_from_slice(&[0xFF, 0xD9]);
+    match render(
+        &mut ctx,
+        &bomb,
+        Transform::UPRIGHT,
+        d(16, 16),
+        Fit::Cover,
+        80,
+        &LIMITS,
+    ) {
+        Err(RenderError::Corrupt(why)) => assert!(why.contains("scans"), "{why}"),
+        other => panic!("refused for its scans, got {other:?}"),
+    }
+}
+
 mod mutated {
     //! The decoders fed mutated images (issue 37, item 4): valid JPEGs (baseline, progressive,
     //! gray), PNGs and an animated GIF with bytes flipped, runs overwritten, cut short or spliced; each render

@@ -341,6 +341,15 @@ fn estimate(
     if let Some(h) = header {
         limits.check_pixels(h.stored).map_err(unrenderable)?;
     }
+    if format == Format::Jpeg && complete {
+        let scans = image::jpeg_scan_count(bytes);
+        if scans > crate::render::MAX_JPEG_SCANS {
+            return Err(AppError::ImageUnrenderable(format!(
+                "a JPEG of {scans} scans; a render reads at most {}",
+                crate::render::MAX_JPEG_SCANS
+            )));
+        }
+    }
     let work = match (format, image::jpeg_frame(bytes), header) {
         (Format::Jpeg, Some(frame), _) => {
             limits

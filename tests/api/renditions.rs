@@ -1297,3 +1297,46 @@ async fn an_animated_gif_renders_its_first_frame() {
         "green, the first frame: Y {y}, Cr {cr}"
     );
 }
+
+/// A progressive JPEG of thousands of scans makes a decoder pass over the same coefficients
+/// thousands of times: refused at once (422 `image_unrenderable`), before any decoding, and
+/// nothing cached.
+#[tokio::test]
+async fn a_jpeg_of_thousands_of_scans_is_refused_before_it_is_decoded() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let progressive = jpeg_of(64, 48, 1, true);
+    let last = progressive
+        .windows(2)
+        .rposition(|w| w == [0xFF, 0xDA])
+        .expect("a scan");
+    let eoi = progressive.len() - 2;
+    let mut bomb = progressive[..eoi].to_vec();
+    for _ in 0..3000 {
+        bomb.extend_from_slice(&progressive[last..eoi]);
+    }
+    bomb.extend_from_slice(&[0xFF, 0xD9]);
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", bomb)
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id");
+    let resp = app
+        .get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+        .await;
+    assert_eq!(resp.status(), 422);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "image_unrenderable");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("scans")),
+        "{body}"
+    );
+    assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
+}

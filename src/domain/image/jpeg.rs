@@ -22,6 +22,14 @@ fn stands_alone(marker: u8) -> bool {
     marker == 0x01 || (0xD0..=0xD8).contains(&marker)
 }
 
+/// How many scans (SOS markers) the JPEG `b` holds. Inside entropy-coded data a 0xFF byte is
+/// always followed by a stuffed 0x00 or a restart marker, so every `FF DA` in the file is a
+/// real start of scan. A progressive JPEG has about ten; thousands make a decoder redo its
+/// work thousands of times over the same coefficients.
+pub fn scan_count(b: &[u8]) -> usize {
+    b.windows(2).filter(|w| *w == [0xFF, SOS]).count()
+}
+
 /// A JPEG's first frame header (SOFn), as a render's memory estimate needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {

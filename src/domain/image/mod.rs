@@ -9,7 +9,7 @@ mod exif;
 mod gif;
 mod isobmff;
 mod jpeg;
-pub use jpeg::{frame as jpeg_frame, Frame as JpegFrame};
+pub use jpeg::{frame as jpeg_frame, scan_count as jpeg_scan_count, Frame as JpegFrame};
 mod png;
 mod transform;
 mod webp;
