@@ -1,0 +1,125 @@
+//! The decoders fed mutated images (issue 37, item 4): valid JPEGs (baseline, progressive,
+//! gray), PNGs and an animated GIF with bytes flipped, runs overwritten, cut short or spliced;
+//! each render answers a rendition or an error, never a panic or a crash, within the pixel
+//! limit.
+use super::png_gif::{gif_of, png_of};
+use super::*;
+use proptest::prelude::*;
+
+fn sources() -> Vec<Vec<u8>> {
+    let progressive = {
+        let (w, h) = (48, 40);
+        let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
+        let mut y = Plane::new(w, h, 60);
+        y.data[..200].fill(230);
+        Encoder::new()
+            .expect("encoder")
+            .progressive()
+            .encode_planes(
+                &[y, Plane::new(cw, ch, 100), Plane::new(cw, ch, 160)],
+                w,
+                h,
+                SAMP_420,
+                85,
+            )
+            .expect("encode")
+    };
+    vec![
+        jpeg(64, 48, false),
+        jpeg(40, 40, true),
+        progressive,
+        png_of(
+            30,
+            20,
+            png::ColorType::Rgba,
+            png::BitDepth::Eight,
+            None,
+            |x, y| {
+                vec![
+                    (x * 8) as u8,
+                    (y * 12) as u8,
+                    90,
+                    if x < 10 { 0 } else { 255 },
+                ]
+            },
+        ),
+        png_of(
+            25,
+            25,
+            png::ColorType::Grayscale,
+            png::BitDepth::Sixteen,
+            None,
+            |x, _| vec![(x * 10) as u8, 7],
+        ),
+        gif_of(30, 20, (3, 2, 20, 10), 3),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip { at: usize, bit: u8 },
+    Overwrite { at: usize, run: usize, byte: u8 },
+    Cut { at: usize },
+    Splice { at: usize, from: usize, run: usize },
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        (any::<usize>(), 0u8..8).prop_map(|(at, bit)| Mutation::Flip { at, bit }),
+        (any::<usize>(), 1usize..64, any::<u8>()).prop_map(|(at, run, byte)| Mutation::Overwrite {
+            at,
+            run,
+            byte
+        }),
+        any::<usize>().prop_map(|at| Mutation::Cut { at }),
+        (any::<usize>(), any::<usize>(), 1usize..200)
+            .prop_map(|(at, from, run)| Mutation::Splice { at, from, run }),
+    ]
+}
+
+fn apply(mut b: Vec<u8>, m: &Mutation) -> Vec<u8> {
+    let n = b.len();
+    if n == 0 {
+        return b;
+    }
+    match *m {
+        Mutation::Flip { at, bit } => b[at % n] ^= 1 << bit,
+        Mutation::Overwrite { at, run, byte } => {
+            let at = at % n;
+            let end = (at + run).min(n);
+            b[at..end].fill(byte);
+        }
+        Mutation::Cut { at } => b.truncate(at % n),
+        Mutation::Splice { at, from, run } => {
+            let (at, from) = (at % n, from % n);
+            let piece: Vec<u8> = b[from..(from + run).min(n)].to_vec();
+            b.splice(at..at, piece);
+        }
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #[test]
+    fn a_mutated_image_renders_or_is_refused_never_panics(
+        which in 0usize..6,
+        muts in proptest::collection::vec(mutation(), 1..4),
+        o in 1u16..=8,
+        fit in prop_oneof![Just(Fit::Cover), Just(Fit::Contain), Just(Fit::Inside)],
+    ) {
+        let source = sources().swap_remove(which);
+        let bytes = muts.iter().fold(source, apply);
+        let limits = Limits { max_pixels: 1_000_000 };
+        let t = Transform::from_exif(o);
+        let rendered = match which {
+            5 => crate::render::gif_here(&bytes, t, d(24, 24), fit, 80, &limits),
+            3 | 4 => crate::render::png_here(&bytes, t, d(24, 24), fit, 80, &limits),
+            _ => crate::render::jpeg_here(&bytes, t, d(24, 24), fit, 80, &limits),
+        };
+        if let Ok(r) = rendered {
+            prop_assert!(r.width >= 1 && r.height >= 1 && r.width <= 24 && r.height <= 24);
+            prop_assert!(r.bytes.starts_with(&[0xFF, 0xD8]));
+        }
+    }
+}
