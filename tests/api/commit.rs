@@ -515,10 +515,11 @@ async fn final_key_under_a_prefix_the_live_lifecycle_document_expires_is_refused
     let p = app.uploaded(&alice, "image", "image/png", 300, "PUT").await;
     // Another writer's rule: not in infra/lifecycle-rules.json, only in the live document.
     let mut rules = upcommit::domain::lifecycle::required_rules().to_vec();
-    let mut cache = upcommit::domain::lifecycle::Rule::new("resize-cache-expire", "cache/");
-    cache.expiration_days = Some(30);
-    cache.noncurrent_expiration_days = Some(1);
-    rules.push(cache);
+    // (`cache/` is ours now, in the rules file and reserved anyway: this one is `thumbs/`.)
+    let mut thumbs = upcommit::domain::lifecycle::Rule::new("thumbnailer-expire", "thumbs/");
+    thumbs.expiration_days = Some(30);
+    thumbs.noncurrent_expiration_days = Some(1);
+    rules.push(thumbs);
     crate::helpers::put_lifecycle(&app.s3, &app.bucket, &rules).await;
 
     // A replica started now reads the live document in its first bucket check.
@@ -542,7 +543,7 @@ async fn final_key_under_a_prefix_the_live_lifecycle_document_expires_is_refused
     }
     assert!(checked, "the replica's first bucket check finished");
 
-    for final_key in ["cache/kept.jpg", "CACHE/kept.jpg", "cache%2fkept.jpg"] {
+    for final_key in ["thumbs/kept.jpg", "THUMBS/kept.jpg", "thumbs%2fkept.jpg"] {
         let got = error_code(
             app.commit_at(&replica, &admin, &p.key, Some(final_key))
                 .await,
@@ -552,7 +553,7 @@ async fn final_key_under_a_prefix_the_live_lifecycle_document_expires_is_refused
     }
     assert_eq!(app.db.upload_state(&p.upload_id).await, "issued");
     assert_eq!(
-        app.commit_at(&replica, &admin, &p.key, Some("cached/kept.jpg"))
+        app.commit_at(&replica, &admin, &p.key, Some("thumbsup/kept.jpg"))
             .await
             .status(),
         201
