@@ -40,7 +40,7 @@ fn main() {
                             Transform::UPRIGHT,
                             box_,
                             Fit::Cover,
-                            80,
+                            upcommit::render::Output::jpeg(80),
                             &limits,
                         )
                         .expect("render");

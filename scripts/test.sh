@@ -93,7 +93,7 @@ UPCOMMIT_STATUS_COVERAGE_DIR=$(mktemp -d)
 export UPCOMMIT_STATUS_COVERAGE_DIR
 
 log "unit tests"
-cargo test --locked --lib --bins
+cargo test --locked --workspace --lib --bins
 
 log "integration tests on SQLite"
 UPCOMMIT_TEST_DATABASE=sqlite cargo test --locked --test api

@@ -17,7 +17,7 @@
 //! The source's own bytes are counted by the caller (it reserves them before reading).
 
 use crate::domain::image::{Dimensions, JpegFrame, Transform};
-use crate::domain::variants::{plan, Fit};
+use crate::domain::variants::{plan, Fit, OutputFormat};
 
 /// The decoder's and resizer's buffers, Huffman tables, row buffers: a generous constant.
 pub const FIXED: u64 = 8 * 1024 * 1024;
@@ -103,6 +103,35 @@ pub fn png_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, f
 /// each, at most), then the planes, as for a PNG.
 pub fn gif_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, fit: Fit) -> u64 {
     png_bytes(stored, orientation, box_, fit) + stored.pixels() * 4
+}
+
+/// Bytes a WebP rendition holds besides what [`jpeg_bytes`] or [`png_bytes`] count for the
+/// rendition: chroma drawn at full resolution (2 bytes a pixel more than 4:2:0's half), the
+/// RGB(A) rows handed to libwebp (4), and libwebp's own YUV, alpha and output buffers (about
+/// 3). Nothing for a JPEG rendition.
+pub fn output_bytes(
+    stored: Dimensions,
+    orientation: Transform,
+    box_: Dimensions,
+    fit: Fit,
+    format: OutputFormat,
+) -> u64 {
+    if format == OutputFormat::Jpeg {
+        return 0;
+    }
+    let shown = if orientation.transposes() {
+        Dimensions {
+            width: stored.height.max(1),
+            height: stored.width.max(1),
+        }
+    } else {
+        Dimensions {
+            width: stored.width.max(1),
+            height: stored.height.max(1),
+        }
+    };
+    let p = plan(shown, box_, fit);
+    u64::from(p.canvas.width) * u64::from(p.canvas.height) * 9
 }
 
 #[cfg(test)]

@@ -1,15 +1,17 @@
 //! The part of a render every source shares: planes of Y, Cb and Cr (or Y alone) at some
 //! scale of the stored image, each cropped and resized on its own with `fast_image_resize`,
-//! turned upright, padded where `contain` asks, and encoded as a JPEG (4:2:0, or gray). The
-//! geometry between the stored image and the upright one is here too.
+//! turned upright, padded where `contain` asks, and encoded (a JPEG at 4:2:0 or gray; a WebP
+//! from full-resolution planes, with the alpha plane drawn the same way when there is one).
+//! The geometry between the stored image and the upright one is here too.
 
 use fast_image_resize::Resizer;
 use upcommit_turbojpeg::{self as tj, Encoder, Plane};
 
+use super::output::Output;
 use super::planes::{CropF, PlaneOps};
 use super::{RenderError, Rendered};
 use crate::domain::image::{Dimensions, Transform};
-use crate::domain::variants::{Plan, Rect};
+use crate::domain::variants::{OutputFormat, Plan, Rect};
 
 /// The inverse of `t`: a flip with turns is its own inverse; turns alone are undone by the
 /// opposite turns.
@@ -61,26 +63,38 @@ pub(super) struct Scaled {
 }
 
 /// Draws the rendition `p` plans from `planes` (the stored image at `at`; a chroma plane may be
-/// smaller than the luma one): `crop` is in the stored image's pixels, `orientation` turns it
-/// upright.
+/// smaller than the luma one; premultiplied by `alpha`, of the luma plane's size, when given):
+/// `crop` is in the stored image's pixels, `orientation` turns it upright.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn draw(
     resizer: &mut Resizer,
     encoder: &mut Encoder,
     planes: Vec<Plane>,
+    alpha: Option<Plane>,
     at: Scaled,
     crop: Rect,
     p: &Plan,
     orientation: Transform,
-    quality: u8,
+    target: Output,
 ) -> Result<Rendered, RenderError> {
     let out = swapped(p.resized, orientation);
     let (sw, sh, scale) = (at.width, at.height, at.scale);
     let gray = planes.len() == 1;
-    let out_ss = if gray { tj::SAMP_GRAY } else { tj::SAMP_420 };
+    let webp = target.format == OutputFormat::Webp;
+    // A WebP is encoded from RGB: chroma is drawn at full resolution (libwebp subsamples).
+    let out_ss = match (gray, webp) {
+        (true, _) => tj::SAMP_GRAY,
+        (false, true) => tj::SAMP_444,
+        (false, false) => tj::SAMP_420,
+    };
+    let has_alpha = alpha.is_some();
+    let colour_planes = planes.len();
 
-    let mut done = Vec::with_capacity(planes.len());
-    for (c, plane) in planes.iter().enumerate() {
+    let mut done = Vec::with_capacity(planes.len() + 1);
+    for (c, plane) in planes.iter().chain(alpha.as_ref()).enumerate() {
+        let is_alpha = c == colour_planes;
+        // The alpha plane is drawn as the luma one is.
+        let c = if is_alpha { 0 } else { c };
         // This plane's share of the scaled image (a 4:2:0 chroma plane is half of it).
         let (rx, ry) = (
             f64::from(plane.width) / f64::from(sw),
@@ -97,24 +111,52 @@ pub(super) fn draw(
             .resized(crop_here, ow, oh, resizer)
             .map_err(RenderError::Internal)?;
         let upright = resized.oriented(orientation);
-        // Contain's padding: white (Y 255, Cb and Cr 128).
+        // Contain's padding: white (Y 255, Cb and Cr 128); transparent where there is alpha.
         let (cw, ch) = tj::plane_size(c as i32, p.canvas.width, p.canvas.height, out_ss);
         let (px, py) = (
             (f64::from(p.offset.0) * f64::from(cw) / f64::from(p.canvas.width)) as u32,
             (f64::from(p.offset.1) * f64::from(ch) / f64::from(p.canvas.height)) as u32,
         );
-        let fill = if c == 0 { 255 } else { 128 };
+        let fill = match (is_alpha, c) {
+            (true, _) => 0,
+            (false, 0) if has_alpha => 0,
+            (false, 0) => 255,
+            _ => 128,
+        };
         done.push(upright.placed(cw, ch, px, py, fill));
     }
     drop(planes);
-    let bytes = encoder
-        .encode_planes(&done, p.canvas.width, p.canvas.height, out_ss, quality)
-        .map_err(|e| RenderError::Internal(e.0))?;
+    drop(alpha);
+    let alpha = if has_alpha { done.pop() } else { None };
+    let bytes = if webp {
+        super::output::webp(
+            &done,
+            alpha.as_ref(),
+            p.canvas.width,
+            p.canvas.height,
+            target.quality,
+        )?
+    } else {
+        if has_alpha {
+            return Err(RenderError::Internal(
+                "a JPEG cannot keep transparency".into(),
+            ));
+        }
+        encoder
+            .encode_planes(
+                &done,
+                p.canvas.width,
+                p.canvas.height,
+                out_ss,
+                target.quality,
+            )
+            .map_err(|e| RenderError::Internal(e.0))?
+    };
     Ok(Rendered {
         bytes,
         width: p.canvas.width,
         height: p.canvas.height,
-        content_type: "image/jpeg",
+        content_type: target.format.content_type(),
     })
 }
 

@@ -1,12 +1,13 @@
-//! GIF to JPEG: the first frame only (an animation's first image; a GIF of thousands of frames
+//! GIF sources: the first frame only (an animation's first image; a GIF of thousands of frames
 //! costs one), decoded by the `gif` crate to RGBA, placed on its logical screen at its offset
-//! (what it does not cover, and its transparent pixels, white), then drawn as a PNG's planes
-//! are. The rest of the file — later frames, comments, application extensions — is not read.
+//! (what it does not cover white; its transparent pixels white in a JPEG, transparent in a
+//! WebP), then drawn as a PNG's planes are. The rest of the file — later frames, comments, application extensions — is not read.
 
 use fast_image_resize::Resizer;
 use upcommit_turbojpeg::Encoder;
 
 use super::draw::{draw, stored_rect, swapped, Scaled};
+use super::output::Output;
 use super::png::rgba_planes;
 use super::{Limits, RenderError, Rendered};
 use crate::domain::image::{Dimensions, Transform};
@@ -16,7 +17,7 @@ fn corrupt(e: impl std::fmt::Display) -> RenderError {
     RenderError::Corrupt(e.to_string())
 }
 
-/// Renders the GIF `input`'s first frame into `box_` by `fit`, as a JPEG of `quality`.
+/// Renders the GIF `input`'s first frame into `box_` by `fit`, as `out`.
 #[allow(clippy::too_many_arguments)]
 pub fn render(
     resizer: &mut Resizer,
@@ -25,7 +26,7 @@ pub fn render(
     orientation: Transform,
     box_: Dimensions,
     fit: Fit,
-    quality: u8,
+    out: Output,
     limits: &Limits,
 ) -> Result<Rendered, RenderError> {
     let mut options = gif::DecodeOptions::new();
@@ -74,7 +75,7 @@ pub fn render(
         }
     }
     drop(decoder);
-    let planes = rgba_planes(&screen, stored.width, stored.height);
+    let (planes, alpha) = rgba_planes(&screen, stored.width, stored.height, out.keeps_alpha());
     drop(screen);
 
     let shown = swapped(stored, orientation);
@@ -84,6 +85,7 @@ pub fn render(
         resizer,
         encoder,
         planes,
+        alpha,
         Scaled {
             width: stored.width,
             height: stored.height,
@@ -92,6 +94,6 @@ pub fn render(
         crop,
         &p,
         orientation,
-        quality,
+        out,
     )
 }

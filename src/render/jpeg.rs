@@ -8,6 +8,7 @@
 use fast_image_resize::Resizer;
 
 use super::draw::{draw, stored_rect, swapped, Scaled};
+use super::output::Output;
 use super::{Limits, RenderError, Rendered};
 use crate::domain::image::{Dimensions, Transform};
 use crate::domain::variants::{plan, Fit, Plan, Rect};
@@ -55,15 +56,14 @@ fn scale_for(header: &JpegHeader, crop: Rect, want: Dimensions) -> tj::ScalingFa
     best
 }
 
-/// Renders the JPEG `input`, displayed with `orientation`, into `box_` by `fit`, as a JPEG of
-/// `quality`.
+/// Renders the JPEG `input`, displayed with `orientation`, into `box_` by `fit`, as `target`.
 pub fn render(
     ctx: &mut Context,
     input: &[u8],
     orientation: Transform,
     box_: Dimensions,
     fit: Fit,
-    quality: u8,
+    target: Output,
     limits: &Limits,
 ) -> Result<Rendered, RenderError> {
     let scans = crate::domain::image::jpeg_scan_count(input);
@@ -106,6 +106,7 @@ pub fn render(
         &mut ctx.resizer,
         &mut ctx.encoder,
         planes,
+        None,
         Scaled {
             width: sw,
             height: sh,
@@ -114,6 +115,6 @@ pub fn render(
         crop,
         &p,
         orientation,
-        quality,
+        target,
     )
 }

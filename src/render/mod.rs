@@ -1,15 +1,20 @@
 //! Renditions of images (issue 37): decoding, resizing and encoding, CPU work run on blocking
 //! threads, free of I/O. JPEG sources render through libjpeg-turbo's TurboJPEG API at reduced
 //! DCT scale with `fast_image_resize` (docs/architecture.md says why: faster than sharp on its
-//! own benchmark task, BENCHMARKS.md has the figures). PNG sources are decoded whole by the
-//! `png` crate and drawn from the same planes.
+//! own benchmark task, BENCHMARKS.md has the figures). PNG, GIF and WebP sources are decoded
+//! whole (the `png` and `gif` crates, libwebp) and drawn from the same planes. A rendition is a
+//! JPEG (TurboJPEG) or a WebP (libwebp).
 
 pub mod budget;
 mod draw;
 pub mod gif;
 pub mod jpeg;
+pub mod output;
 pub mod planes;
 pub mod png;
+pub mod webp;
+
+pub use output::Output;
 
 use std::cell::RefCell;
 
@@ -21,46 +26,24 @@ thread_local! {
     static JPEG: RefCell<Option<jpeg::Context>> = const { RefCell::new(None) };
 }
 
-/// Renders the PNG `input` on this thread (a blocking one), with this thread's resizer and
-/// encoder.
-pub fn png_here(
-    input: &[u8],
-    orientation: Transform,
-    box_: Dimensions,
-    fit: Fit,
-    quality: u8,
-    limits: &Limits,
-) -> Result<Rendered, RenderError> {
-    JPEG.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(jpeg::Context::new()?);
-        }
-        let ctx = slot
-            .as_mut()
-            .ok_or_else(|| RenderError::Internal("no context".into()))?;
-        let (resizer, encoder) = ctx.resizer_and_encoder();
-        png::render(
-            resizer,
-            encoder,
-            input,
-            orientation,
-            box_,
-            fit,
-            quality,
-            limits,
-        )
-    })
+/// A source's format, as the renderer takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Jpeg,
+    Png,
+    Gif,
+    Webp,
 }
 
-/// Renders the GIF `input`'s first frame on this thread (a blocking one), with this thread's
-/// resizer and encoder.
-pub fn gif_here(
+/// Renders `input` (a `source`), displayed with `orientation`, into `box_` by `fit`, as `out`,
+/// on this thread (a blocking one), with this thread's TurboJPEG handles and resizer.
+pub fn render_here(
+    source: Source,
     input: &[u8],
     orientation: Transform,
     box_: Dimensions,
     fit: Fit,
-    quality: u8,
+    out: Output,
     limits: &Limits,
 ) -> Result<Rendered, RenderError> {
     JPEG.with(|cell| {
@@ -71,38 +54,16 @@ pub fn gif_here(
         let ctx = slot
             .as_mut()
             .ok_or_else(|| RenderError::Internal("no context".into()))?;
+        if source == Source::Jpeg {
+            return jpeg::render(ctx, input, orientation, box_, fit, out, limits);
+        }
         let (resizer, encoder) = ctx.resizer_and_encoder();
-        gif::render(
-            resizer,
-            encoder,
-            input,
-            orientation,
-            box_,
-            fit,
-            quality,
-            limits,
-        )
-    })
-}
-
-/// Renders the JPEG `input` on this thread (a blocking one), with this thread's handles.
-pub fn jpeg_here(
-    input: &[u8],
-    orientation: Transform,
-    box_: Dimensions,
-    fit: Fit,
-    quality: u8,
-    limits: &Limits,
-) -> Result<Rendered, RenderError> {
-    JPEG.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(jpeg::Context::new()?);
-        }
-        let ctx = slot
-            .as_mut()
-            .ok_or_else(|| RenderError::Internal("no context".into()))?;
-        jpeg::render(ctx, input, orientation, box_, fit, quality, limits)
+        let render = match source {
+            Source::Png => png::render,
+            Source::Gif => gif::render,
+            _ => webp::render,
+        };
+        render(resizer, encoder, input, orientation, box_, fit, out, limits)
     })
 }
 

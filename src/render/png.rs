@@ -1,14 +1,16 @@
-//! PNG to JPEG: decoded whole with the `png` crate (palettes and bit depths under 8 expanded,
+//! PNG sources: decoded whole with the `png` crate (palettes and bit depths under 8 expanded,
 //! 16-bit samples cut to 8; an interlaced image comes out whole; an animated PNG's default
-//! image), transparency flattened onto white (a JPEG has no alpha), turned into full-resolution
-//! Y, Cb and Cr planes (BT.601 full range: JPEG's YCbCr) or a Y plane for a gray image, then
-//! drawn as a JPEG's planes are. Nothing of the PNG's chunks (text, time, EXIF, ICC) is written.
+//! image), turned into full-resolution Y, Cb and Cr planes (BT.601 full range: JPEG's YCbCr) or
+//! a Y plane for a gray image, then drawn as a JPEG's planes are. Transparency is flattened
+//! onto white for a JPEG (it has no alpha) and kept, premultiplied, for a WebP. Nothing of the
+//! PNG's chunks (text, time, EXIF, ICC) is written.
 
 use fast_image_resize::Resizer;
 use png::{BitDepth, ColorType, Transformations};
 use upcommit_turbojpeg::{Encoder, Plane};
 
 use super::draw::{draw, stored_rect, swapped, Scaled};
+use super::output::{premultiplied_chroma, premultiplied_luma, ycbcr, Output};
 use super::{Limits, RenderError, Rendered};
 use crate::domain::image::{Dimensions, Transform};
 use crate::domain::variants::{plan, Fit};
@@ -23,70 +25,109 @@ fn over_white(c: u8, a: u8) -> u8 {
     ((c * a + 255 * (255 - a) + 127) / 255) as u8
 }
 
-/// JPEG's YCbCr (BT.601, full range) of an RGB pixel, in 16-bit fixed point.
-fn ycbcr(r: u8, g: u8, b: u8) -> (u8, u8, u8) {
-    let (r, g, b) = (i32::from(r), i32::from(g), i32::from(b));
-    let clamp = |v: i32| (v >> 16).clamp(0, 255) as u8;
-    (
-        clamp(19_595 * r + 38_470 * g + 7_471 * b + 32_768),
-        clamp(-11_059 * r - 21_709 * g + 32_768 * b + (128 << 16) + 32_768),
-        clamp(32_768 * r - 27_439 * g - 5_329 * b + (128 << 16) + 32_768),
+/// Y, Cb and Cr planes of `width` × `height` 8-bit RGBA rows without padding, with the alpha
+/// plane (premultiplied planes) when `keep_alpha` and some pixel is not opaque, else
+/// transparency flattened onto white.
+pub(super) fn rgba_planes(
+    buf: &[u8],
+    width: u32,
+    height: u32,
+    keep_alpha: bool,
+) -> (Vec<Plane>, Option<Plane>) {
+    planes(
+        buf,
+        width,
+        height,
+        width as usize * 4,
+        ColorType::Rgba,
+        keep_alpha,
     )
 }
 
-/// Y, Cb and Cr planes of `width` × `height` 8-bit RGBA rows without padding, transparency
-/// flattened onto white.
-pub(super) fn rgba_planes(buf: &[u8], width: u32, height: u32) -> Vec<Plane> {
-    planes(buf, width, height, width as usize * 4, ColorType::Rgba)
-}
-
-/// The decoded pixels as planes: Y alone for a gray image, else Y, Cb and Cr at full size.
-fn planes(buf: &[u8], width: u32, height: u32, line: usize, color: ColorType) -> Vec<Plane> {
+/// The decoded pixels as planes: Y alone for a gray image, else Y, Cb and Cr at full size;
+/// with an alpha plane (and the others premultiplied) when `keep_alpha` and some pixel is not
+/// opaque, else flattened onto white.
+fn planes(
+    buf: &[u8],
+    width: u32,
+    height: u32,
+    line: usize,
+    color: ColorType,
+    keep_alpha: bool,
+) -> (Vec<Plane>, Option<Plane>) {
     let (w, h) = (width as usize, height as usize);
     let gray = matches!(color, ColorType::Grayscale | ColorType::GrayscaleAlpha);
+    let channels = match color {
+        ColorType::Grayscale => 1,
+        ColorType::GrayscaleAlpha => 2,
+        ColorType::Rgb => 3,
+        _ => 4,
+    };
+    let has_alpha = channels % 2 == 0;
+    let translucent = keep_alpha
+        && has_alpha
+        && (0..h).any(|row| {
+            buf[row * line..row * line + w * channels]
+                .chunks_exact(channels)
+                .any(|px| px[channels - 1] != 255)
+        });
+    let mut alpha = translucent.then(|| Plane::new(width, height, 255));
     let mut y = Plane::new(width, height, 0);
-    if gray {
-        for row in 0..h {
-            let src = &buf[row * line..];
-            let dst = &mut y.data[row * w..(row + 1) * w];
-            for (x, out) in dst.iter_mut().enumerate() {
-                *out = match color {
-                    ColorType::GrayscaleAlpha => over_white(src[2 * x], src[2 * x + 1]),
-                    _ => src[x],
-                };
-            }
-        }
-        return vec![y];
-    }
-    let mut cb = Plane::new(width, height, 0);
-    let mut cr = Plane::new(width, height, 0);
-    let channels = if color == ColorType::Rgba { 4 } else { 3 };
+    let (mut cb, mut cr) = if gray {
+        (None, None)
+    } else {
+        (
+            Some(Plane::new(width, height, 0)),
+            Some(Plane::new(width, height, 0)),
+        )
+    };
     for row in 0..h {
         let src = &buf[row * line..];
         for x in 0..w {
             let px = &src[channels * x..channels * x + channels];
-            let (r, g, b) = if channels == 4 {
-                let a = px[3];
-                (
-                    over_white(px[0], a),
-                    over_white(px[1], a),
-                    over_white(px[2], a),
-                )
-            } else {
-                (px[0], px[1], px[2])
-            };
-            let (yy, u, v) = ycbcr(r, g, b);
+            let a = if has_alpha { px[channels - 1] } else { 255 };
             let at = row * w + x;
+            let (yy, u, v) = if gray {
+                (px[0], 128, 128)
+            } else {
+                ycbcr(px[0], px[1], px[2])
+            };
+            let (yy, u, v) = match alpha.as_mut() {
+                Some(plane) => {
+                    plane.data[at] = a;
+                    (
+                        premultiplied_luma(yy, a),
+                        premultiplied_chroma(u, a),
+                        premultiplied_chroma(v, a),
+                    )
+                }
+                // White under it: the colour over white, in YCbCr (an affine map of RGB).
+                None if a != 255 => (
+                    over_white(yy, a),
+                    over_white_chroma(u, a),
+                    over_white_chroma(v, a),
+                ),
+                None => (yy, u, v),
+            };
             y.data[at] = yy;
-            cb.data[at] = u;
-            cr.data[at] = v;
+            if let (Some(cb), Some(cr)) = (cb.as_mut(), cr.as_mut()) {
+                cb.data[at] = u;
+                cr.data[at] = v;
+            }
         }
     }
-    vec![y, cb, cr]
+    match (cb, cr) {
+        (Some(cb), Some(cr)) => (vec![y, cb, cr], alpha),
+        _ => (vec![y], alpha),
+    }
 }
 
-/// Renders the PNG `input`, displayed with `orientation`, into `box_` by `fit`, as a JPEG of
-/// `quality`.
+/// A chroma sample (white's is 128) shown over white with opacity `a`.
+fn over_white_chroma(c: u8, a: u8) -> u8 {
+    premultiplied_chroma(c, a)
+}
+
+/// Renders the PNG `input`, displayed with `orientation`, into `box_` by `fit`, as `out`.
 #[allow(clippy::too_many_arguments)]
 pub fn render(
     resizer: &mut Resizer,
@@ -95,7 +136,7 @@ pub fn render(
     orientation: Transform,
     box_: Dimensions,
     fit: Fit,
-    quality: u8,
+    out: Output,
     limits: &Limits,
 ) -> Result<Rendered, RenderError> {
     let mut decoder = png::Decoder::new(std::io::Cursor::new(input));
@@ -121,12 +162,13 @@ pub fn render(
         })?;
     let mut buf = vec![0u8; size];
     let frame = reader.next_frame(&mut buf).map_err(corrupt)?;
-    let planes = planes(
+    let (planes, alpha) = planes(
         &buf,
         frame.width,
         frame.height,
         frame.line_size,
         frame.color_type,
+        out.keeps_alpha(),
     );
     drop(buf);
 
@@ -137,6 +179,7 @@ pub fn render(
         resizer,
         encoder,
         planes,
+        alpha,
         Scaled {
             width,
             height,
@@ -145,7 +188,7 @@ pub fn render(
         crop,
         &p,
         orientation,
-        quality,
+        out,
     )
 }
 
@@ -155,6 +198,8 @@ mod tests {
 
     #[test]
     fn colours_convert_as_jpeg_does_and_transparency_becomes_white() {
+        assert_eq!(over_white_chroma(200, 0), 128);
+        assert_eq!(over_white_chroma(200, 255), 200);
         assert_eq!(ycbcr(255, 255, 255), (255, 128, 128));
         assert_eq!(ycbcr(0, 0, 0), (0, 128, 128));
         let (y, cb, cr) = ycbcr(255, 0, 0);

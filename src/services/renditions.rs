@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use crate::domain::image::{self, Dimensions, Format, Parsed};
 use crate::domain::records::{FileHandle, HandleStatus};
-use crate::domain::variants::{OutputFormat, Variant};
+use crate::domain::variants::Variant;
 use crate::error::AppError;
 use crate::metrics::RenderOutcome;
-use crate::render::{Limits, RenderError};
+use crate::render::{Limits, RenderError, Source};
 use crate::state::renders::Known;
 use crate::state::AppState;
 use crate::storage::{NewObject, PutOutcome};
@@ -60,12 +60,7 @@ pub async fn rendition(
     }
     let format = Format::of_content_type(&file.content_type)
         .ok_or(AppError::ImageNotRendered("a file that is not an image"))?;
-    if !matches!(format, Format::Jpeg | Format::Png | Format::Gif) {
-        return Err(AppError::ImageNotRendered("this image format"));
-    }
-    if variant.format != OutputFormat::Jpeg {
-        return Err(AppError::ImageNotRendered("a WebP rendition"));
-    }
+    source_of(format)?;
     let key = variant.key(&file.id);
     // Seen in the store within the last minutes: answered without asking it again.
     if let Some(k) = state.renders.known(&key) {
@@ -163,7 +158,12 @@ async fn render_and_store(
         width: variant.width,
         height: variant.height,
     };
-    let (fit, quality) = (variant.fit, variant.quality);
+    let fit = variant.fit;
+    let target = crate::render::Output {
+        format: variant.format,
+        quality: variant.quality,
+    };
+    let source = source_of(format)?;
     let read = |n: u64| async move {
         state
             .store
@@ -178,7 +178,7 @@ async fn render_and_store(
     let first_len = source_bytes.min(ESTIMATE_READ_BYTES);
     let first = read(first_len).await?;
     let whole = first_len == source_bytes;
-    let (_, early) = estimate(format, &first, whole, box_, fit, &limits)?;
+    let (_, early) = estimate(format, &first, whole, box_, fit, variant.format, &limits)?;
     if source_bytes.saturating_add(early) > budget {
         return Err(too_big(source_bytes.saturating_add(early)));
     }
@@ -193,7 +193,7 @@ async fn render_and_store(
         read(source_bytes).await?
     };
     // Again from the whole source (a frame header past the first bytes, the orientation).
-    let (header, work) = estimate(format, &bytes, true, box_, fit, &limits)?;
+    let (header, work) = estimate(format, &bytes, true, box_, fit, variant.format, &limits)?;
     if work > early {
         if source_bytes.saturating_add(work) > budget {
             return Err(too_big(source_bytes.saturating_add(work)));
@@ -211,15 +211,7 @@ async fn render_and_store(
     let rendered = tokio::task::spawn_blocking(move || {
         // Given back when the work ends, not when a caller stops waiting.
         let _held = (slot, held);
-        match format {
-            Format::Png => {
-                crate::render::png_here(&bytes, orientation, box_, fit, quality, &limits)
-            }
-            Format::Gif => {
-                crate::render::gif_here(&bytes, orientation, box_, fit, quality, &limits)
-            }
-            _ => crate::render::jpeg_here(&bytes, orientation, box_, fit, quality, &limits),
-        }
+        crate::render::render_here(source, &bytes, orientation, box_, fit, target, &limits)
     })
     .await
     .map_err(|e| AppError::Internal(format!("the render's thread: {e}")))?;
@@ -316,6 +308,17 @@ async fn answer(
     })
 }
 
+/// The renderer's name for a source of `format`, or why it is not rendered.
+fn source_of(format: Format) -> Result<Source, AppError> {
+    Ok(match format {
+        Format::Jpeg => Source::Jpeg,
+        Format::Png => Source::Png,
+        Format::Gif => Source::Gif,
+        Format::Webp => Source::Webp,
+        _ => return Err(AppError::ImageNotRendered("this image format")),
+    })
+}
+
 /// The first bytes of a source read to estimate its render before reading all of it: past a
 /// camera's EXIF and ICC segments to the frame header, in the usual case.
 const ESTIMATE_READ_BYTES: u64 = 256 * 1024;
@@ -330,6 +333,7 @@ fn estimate(
     complete: bool,
     box_: Dimensions,
     fit: crate::domain::variants::Fit,
+    output: crate::domain::variants::OutputFormat,
     limits: &Limits,
 ) -> Result<(Option<image::Header>, u64), AppError> {
     let header = match image::read_header(format, bytes, complete) {
@@ -350,7 +354,19 @@ fn estimate(
             )));
         }
     }
-    let work = match (format, image::jpeg_frame(bytes), header) {
+    let frame = image::jpeg_frame(bytes);
+    let stored = match (&frame, header) {
+        (Some(f), _) if format == Format::Jpeg => Some(Dimensions {
+            width: f.width,
+            height: f.height,
+        }),
+        (_, Some(h)) => Some(h.stored),
+        _ => None,
+    };
+    let extra = stored.map_or(0, |d| {
+        crate::render::budget::output_bytes(d, orientation, box_, fit, output)
+    });
+    let work = match (format, frame, header) {
         (Format::Jpeg, Some(frame), _) => {
             limits
                 .check_pixels(Dimensions {
@@ -366,9 +382,13 @@ fn estimate(
         (Format::Gif, _, Some(h)) => {
             crate::render::budget::gif_bytes(h.stored, orientation, box_, fit)
         }
+        // Decoded whole to RGBA, as a PNG is.
+        (Format::Webp, _, Some(h)) => {
+            crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
+        }
         _ => crate::render::budget::FIXED,
     };
-    Ok((header, work))
+    Ok((header, work + extra))
 }
 
 /// Tries an eager render this many times when every slot (or the memory) is taken.
@@ -390,10 +410,8 @@ pub fn render_eagerly(state: &AppState, file: &FileHandle) {
                 .collect()
         })
         .unwrap_or_default();
-    let renderable = matches!(
-        Format::of_content_type(&file.content_type),
-        Some(Format::Jpeg | Format::Png | Format::Gif)
-    );
+    let renderable =
+        Format::of_content_type(&file.content_type).is_some_and(|f| source_of(f).is_ok());
     if eager.is_empty() || !renderable {
         return;
     }

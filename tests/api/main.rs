@@ -61,6 +61,7 @@ mod ranged_listing;
 mod readiness;
 mod reconcile;
 mod rendition_batch;
+mod rendition_webp;
 mod renditions;
 mod replicas;
 mod retention;

@@ -53,7 +53,7 @@ async fn a_batch_answers_each_file_as_the_one_file_route_would_in_the_order_aske
             &alice,
             "image",
             "image/webp",
-            crate::renditions::webp(64, 48),
+            crate::renditions::animated_webp(64, 48),
         )
         .await;
     let webp: Value = app

@@ -35,14 +35,15 @@ pub(crate) fn spawn() -> Spawn {
     }
 }
 
-/// A WebP's RIFF container with its extended header (`VP8X`) saying a `w` × `h` canvas, and a
-/// little filler: enough for a commit, which reads only the header.
-pub(crate) fn webp(w: u32, h: u32) -> Vec<u8> {
+/// A WebP's RIFF container with its extended header (`VP8X`) saying an animated `w` × `h`
+/// canvas, and a little filler: enough for a commit, which reads only the header; an animation
+/// is not rendered.
+pub(crate) fn animated_webp(w: u32, h: u32) -> Vec<u8> {
     let mut v = b"RIFF".to_vec();
     v.extend(56u32.to_le_bytes());
     v.extend(b"WEBPVP8X");
     v.extend(10u32.to_le_bytes());
-    v.extend([0, 0, 0, 0]);
+    v.extend([0x02, 0, 0, 0]);
     v.extend(&(w - 1).to_le_bytes()[..3]);
     v.extend(&(h - 1).to_le_bytes()[..3]);
     v.resize(64, 0);
@@ -420,9 +421,9 @@ async fn hygiene_deletes_a_files_renditions_with_it_and_keeps_the_others() {
 async fn what_cannot_be_rendered_is_refused_with_its_code_and_nothing_is_cached() {
     let app = spawn_app_with(spawn()).await;
     let alice = app.token("alice");
-    // A WebP: not rendered yet.
+    // An animated WebP: not rendered.
     let p = app
-        .uploaded_bytes(&alice, "image", "image/webp", webp(64, 48))
+        .uploaded_bytes(&alice, "image", "image/webp", animated_webp(64, 48))
         .await;
     let h: Value = app
         .commit(&alice, &p.key, None)

@@ -2,8 +2,8 @@
 //! EXIF orientation upright (a bright corner found where it belongs), gray sources, limits and
 //! broken input. Pillow judges real files in the integration tests.
 
-use super::jpeg::{render, Context};
-use super::{Limits, RenderError};
+use super::jpeg::Context;
+use super::{Limits, Output, RenderError, Rendered, Source};
 use crate::domain::image::{Dimensions, Transform};
 use crate::domain::variants::Fit;
 use upcommit_turbojpeg::{Decoder, Encoder, Plane, SAMP_420, SAMP_GRAY};
@@ -11,6 +11,32 @@ use upcommit_turbojpeg::{Decoder, Encoder, Plane, SAMP_420, SAMP_GRAY};
 const LIMITS: Limits = Limits {
     max_pixels: 100_000_000,
 };
+
+/// The JPEG path, to a JPEG of `quality`.
+fn render(
+    ctx: &mut Context,
+    input: &[u8],
+    t: Transform,
+    box_: Dimensions,
+    fit: Fit,
+    quality: u8,
+    limits: &Limits,
+) -> Result<Rendered, RenderError> {
+    super::jpeg::render(ctx, input, t, box_, fit, Output::jpeg(quality), limits)
+}
+
+/// `source` rendered on this thread to a JPEG of `quality`.
+pub(super) fn jpeg_of(
+    source: Source,
+    input: &[u8],
+    t: Transform,
+    box_: Dimensions,
+    fit: Fit,
+    quality: u8,
+    limits: &Limits,
+) -> Result<Rendered, RenderError> {
+    super::render_here(source, input, t, box_, fit, Output::jpeg(quality), limits)
+}
 
 fn d(width: u32, height: u32) -> Dimensions {
     Dimensions { width, height }
@@ -351,3 +377,4 @@ fn a_jpeg_of_too_many_scans_is_refused_before_it_is_decoded() {
 
 mod mutated;
 mod png_gif;
+mod webp;

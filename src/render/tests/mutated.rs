@@ -113,9 +113,9 @@ proptest! {
         let limits = Limits { max_pixels: 1_000_000 };
         let t = Transform::from_exif(o);
         let rendered = match which {
-            5 => crate::render::gif_here(&bytes, t, d(24, 24), fit, 80, &limits),
-            3 | 4 => crate::render::png_here(&bytes, t, d(24, 24), fit, 80, &limits),
-            _ => crate::render::jpeg_here(&bytes, t, d(24, 24), fit, 80, &limits),
+            5 => super::jpeg_of(Source::Gif, &bytes, t, d(24, 24), fit, 80, &limits),
+            3 | 4 => super::jpeg_of(Source::Png, &bytes, t, d(24, 24), fit, 80, &limits),
+            _ => super::jpeg_of(Source::Jpeg, &bytes, t, d(24, 24), fit, 80, &limits),
         };
         if let Ok(r) = rendered {
             prop_assert!(r.width >= 1 && r.height >= 1 && r.width <= 24 && r.height <= 24);

@@ -38,7 +38,15 @@ fn png_render(
     box_: Dimensions,
     orientation: Transform,
 ) -> Result<crate::render::Rendered, RenderError> {
-    crate::render::png_here(bytes, orientation, box_, Fit::Inside, 90, &LIMITS)
+    super::jpeg_of(
+        Source::Png,
+        bytes,
+        orientation,
+        box_,
+        Fit::Inside,
+        90,
+        &LIMITS,
+    )
 }
 
 #[test]
@@ -165,7 +173,8 @@ fn a_png_is_turned_upright_cut_or_refused_like_a_jpeg() {
     ));
     let tight = Limits { max_pixels: 100 };
     assert!(matches!(
-        crate::render::png_here(
+        super::jpeg_of(
+            Source::Png,
             &bytes,
             Transform::UPRIGHT,
             d(20, 40),
@@ -221,7 +230,8 @@ pub(super) fn gif_of(sw: u16, sh: u16, first: (u16, u16, u16, u16), more: usize)
 fn a_gif_renders_its_first_frame_on_its_screen_and_nothing_after() {
     // 40 x 30 screen; the first frame 20 x 10 at (10, 10); then 3,000 blue frames.
     let bytes = gif_of(40, 30, (10, 10, 20, 10), 3000);
-    let r = crate::render::gif_here(
+    let r = super::jpeg_of(
+        Source::Gif,
         &bytes,
         Transform::UPRIGHT,
         d(40, 30),
@@ -253,7 +263,8 @@ fn a_gif_renders_its_first_frame_on_its_screen_and_nothing_after() {
     );
     // A frame reaching past the screen is cut to it; an empty screen or no frame is corrupt.
     let past = gif_of(16, 16, (10, 10, 20, 20), 0);
-    let r = crate::render::gif_here(
+    let r = super::jpeg_of(
+        Source::Gif,
         &past,
         Transform::UPRIGHT,
         d(16, 16),
@@ -265,12 +276,21 @@ fn a_gif_renders_its_first_frame_on_its_screen_and_nothing_after() {
     assert_eq!((r.width, r.height), (16, 16));
     let cut = &bytes[..20];
     assert!(matches!(
-        crate::render::gif_here(cut, Transform::UPRIGHT, d(16, 16), Fit::Inside, 90, &LIMITS),
+        super::jpeg_of(
+            Source::Gif,
+            cut,
+            Transform::UPRIGHT,
+            d(16, 16),
+            Fit::Inside,
+            90,
+            &LIMITS
+        ),
         Err(RenderError::Corrupt(_))
     ));
     let tight = Limits { max_pixels: 100 };
     assert!(matches!(
-        crate::render::gif_here(
+        super::jpeg_of(
+            Source::Gif,
             &bytes,
             Transform::UPRIGHT,
             d(16, 16),

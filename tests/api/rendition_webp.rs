@@ -1,0 +1,158 @@
+//! Issue 37: WebP renditions (`format = "webp"`) and WebP sources, over HTTP on the test
+//! command's store: the rendition is a WebP (its stored Content-Type and its bytes), upright,
+//! transparency kept from a PNG or a WebP, and a JPEG variant of a WebP source flattens it.
+
+use serde_json::Value;
+
+use crate::helpers::{spawn_app_with, Spawn, TestApp};
+use crate::renditions::{jpeg, png_half_clear};
+
+fn spawn() -> Spawn {
+    Spawn {
+        config: Some(
+            r#"
+            [[profiles]]
+            name = "image"
+            content_types = ["image/jpeg", "image/png", "image/webp"]
+            max_size = 10000000
+            final_prefix = "media/images/"
+
+            [[profiles.variants]]
+            name = "card"
+            width = 200
+            height = 200
+            fit = "inside"
+            format = "webp"
+            quality = 80
+
+            [[profiles.variants]]
+            name = "flat"
+            width = 200
+            height = 200
+            fit = "inside"
+            "#
+            .to_owned(),
+        ),
+        ..Spawn::default()
+    }
+}
+
+async fn committed(app: &TestApp, token: &str, content_type: &str, bytes: Vec<u8>) -> String {
+    let p = app
+        .uploaded_bytes(token, "image", content_type, bytes)
+        .await;
+    let h: Value = app
+        .commit(token, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    h["id"].as_str().expect("id").to_owned()
+}
+
+async fn variant(app: &TestApp, token: &str, id: &str, name: &str) -> (Value, Vec<u8>, String) {
+    let r = app
+        .get(&format!("/v1/files/{id}/variants/{name}"), Some(token))
+        .await;
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    let got = app
+        .http
+        .get(body["url"].as_str().expect("url"))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(got.status(), 200);
+    let stored_type = got
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let bytes = got.bytes().await.expect("bytes").to_vec();
+    (body, bytes, stored_type)
+}
+
+fn pixel(px: &[u8], w: u32, x: u32, y: u32) -> [u8; 4] {
+    let i = ((y * w + x) * 4) as usize;
+    [px[i], px[i + 1], px[i + 2], px[i + 3]]
+}
+
+#[tokio::test]
+async fn a_webp_variant_is_a_webp_upright_and_keeps_a_pngs_transparency() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    // A 640 x 480 JPEG shown turned a quarter clockwise (EXIF 6): 480 x 640 upright, its
+    // bright stored top-left corner shown top-right.
+    let id = committed(&app, &alice, "image/jpeg", jpeg(640, 480, 6)).await;
+    let (body, bytes, stored_type) = variant(&app, &alice, &id, "card").await;
+    assert_eq!(body["content_type"], "image/webp");
+    assert_eq!(stored_type, "image/webp", "the object's own Content-Type");
+    assert_eq!(
+        (body["width"].as_u64(), body["height"].as_u64()),
+        (Some(150), Some(200))
+    );
+    assert_eq!(body["size"].as_u64(), Some(bytes.len() as u64));
+    assert!(body["url"].as_str().unwrap_or("").contains(".webp"));
+    let (px, w, h) = upcommit_webp::decode_rgba(&bytes).expect("a WebP");
+    assert_eq!((w, h), (150, 200));
+    assert!(pixel(&px, w, w - 5, 5)[0] > 200, "bright corner top-right");
+    assert!(pixel(&px, w, 5, 5)[0] < 140, "dark top-left");
+    assert!(
+        !bytes.windows(4).any(|c| c == b"EXIF" || c == b"GPSL"),
+        "nothing of the EXIF block"
+    );
+
+    // A PNG, left half transparent: the WebP keeps it; the JPEG variant flattens it.
+    let id = committed(&app, &alice, "image/png", png_half_clear(400, 200)).await;
+    let (_, bytes, _) = variant(&app, &alice, &id, "card").await;
+    let (px, w, _) = upcommit_webp::decode_rgba(&bytes).expect("a WebP");
+    assert_eq!(pixel(&px, w, 20, 50)[3], 0, "transparent stays transparent");
+    let red = pixel(&px, w, 180, 50);
+    assert!(red[3] == 255 && red[0] > 200 && red[1] < 50, "{red:?}");
+    let (flat, bytes, stored_type) = variant(&app, &alice, &id, "flat").await;
+    assert_eq!(
+        (flat["content_type"].as_str(), stored_type.as_str()),
+        (Some("image/jpeg"), "image/jpeg")
+    );
+    assert_eq!(&bytes[..2], &[0xFF, 0xD8]);
+}
+
+#[tokio::test]
+async fn a_webp_source_renders_and_a_broken_one_is_refused_with_nothing_cached() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let mut rgba = Vec::new();
+    for y in 0..300u32 {
+        for x in 0..600u32 {
+            let a = if y < 150 { 255 } else { 0 };
+            rgba.extend_from_slice(&[if x < 300 { 250 } else { 10 }, 20, 20, a]);
+        }
+    }
+    let source = upcommit_webp::encode(&rgba, 600, 300, 4, 90).expect("encode");
+    let id = committed(&app, &alice, "image/webp", source.clone()).await;
+    let (body, bytes, _) = variant(&app, &alice, &id, "card").await;
+    assert_eq!(
+        (body["width"].as_u64(), body["height"].as_u64()),
+        (Some(200), Some(100))
+    );
+    let (px, w, _) = upcommit_webp::decode_rgba(&bytes).expect("a WebP");
+    assert!(pixel(&px, w, 10, 10)[0] > 200 && pixel(&px, w, 190, 10)[0] < 60);
+    assert_eq!(pixel(&px, w, 10, 90)[3], 0, "its transparent half");
+
+    // The same header over broken image data: it commits (the header is read), renders not.
+    let mut broken = source.clone();
+    let n = broken.len();
+    for b in &mut broken[40..n - 8] {
+        *b = 0x55;
+    }
+    let id = committed(&app, &alice, "image/webp", broken).await;
+    let r = app
+        .get(&format!("/v1/files/{id}/variants/card"), Some(&alice))
+        .await;
+    assert_eq!(
+        crate::helpers::error_code(r).await,
+        (422, "image_unrenderable".to_owned())
+    );
+    assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
+}
