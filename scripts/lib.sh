@@ -185,16 +185,18 @@ ensure_browser_installed() {
 }
 
 # Debian's libjpeg-turbo TurboJPEG library and headers (libturbojpeg0-dev, 2.1.5 on bookworm)
-# and libwebp (libwebp-dev, 1.2.4): the renderer's FFI crates (crates/upcommit-turbojpeg,
-# crates/upcommit-webp) link them, so every build needs them.
+# libwebp (libwebp-dev, 1.2.4) and Little CMS (liblcms2-dev, 2.14): the renderer's FFI crates
+# (crates/upcommit-turbojpeg, crates/upcommit-webp, crates/upcommit-lcms) link them, so every
+# build needs them.
 ensure_turbojpeg_installed() {
   if [ -e /usr/include/turbojpeg.h ] && ldconfig -p | grep -q 'libturbojpeg\.so\.0' \
-    && [ -e /usr/include/webp/encode.h ] && ldconfig -p | grep -q 'libwebp\.so\.7'; then
+    && [ -e /usr/include/webp/encode.h ] && ldconfig -p | grep -q 'libwebp\.so\.7' \
+    && [ -e /usr/include/lcms2.h ] && ldconfig -p | grep -q 'liblcms2\.so\.2'; then
     return 0
   fi
-  log "installing Debian's libturbojpeg0-dev and libwebp-dev (the renderer links libjpeg-turbo's TurboJPEG API and libwebp)"
+  log "installing Debian's libturbojpeg0-dev, libwebp-dev and liblcms2-dev (the renderer links libjpeg-turbo's TurboJPEG API, libwebp and Little CMS)"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libturbojpeg0-dev libwebp-dev >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libturbojpeg0-dev libwebp-dev liblcms2-dev >/dev/null
 }
 
 # Debian's prometheus package: promtool for the rules' checks, prometheus for the alerts'

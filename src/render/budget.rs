@@ -53,6 +53,23 @@ pub fn jpeg_bytes(frame: &JpegFrame, orientation: Transform, box_: Dimensions, f
     } else {
         0
     };
+    let (p, scaled) = decoded_pixels(frame, orientation, box_, fit);
+    let decoded = (scaled as f64 * share) as u64;
+    let canvas = u64::from(p.canvas.width) * u64::from(p.canvas.height);
+    // The placed planes, one plane's resized and turned copies on the way, the encoded bytes.
+    let rendition = (canvas as f64 * share * 2.0) as u64 + canvas;
+    coefficients + decoded + rendition + FIXED
+}
+
+/// The plan of a JPEG render and the pixels decoded at the DCT scale that covers it (plus the
+/// 1/8 step the decoder rounds up to).
+fn decoded_pixels(
+    frame: &JpegFrame,
+    orientation: Transform,
+    box_: Dimensions,
+    fit: Fit,
+) -> (crate::domain::variants::Plan, u64) {
+    let (w, h) = (u64::from(frame.width), u64::from(frame.height));
     let stored = Dimensions {
         width: frame.width.max(1),
         height: frame.height.max(1),
@@ -66,15 +83,23 @@ pub fn jpeg_bytes(frame: &JpegFrame, orientation: Transform, box_: Dimensions, f
         stored
     };
     let p = plan(shown, box_, fit);
-    // The scale that covers the rendition, plus the 1/8 step the decoder rounds up to.
     let ratio = (f64::from(p.resized.width) / f64::from(p.crop.width.max(1)))
         .max(f64::from(p.resized.height) / f64::from(p.crop.height.max(1)));
     let scale = (ratio + 0.125).min(1.0);
-    let decoded = ((w as f64 * scale).ceil() * (h as f64 * scale).ceil() * share) as u64;
-    let canvas = u64::from(p.canvas.width) * u64::from(p.canvas.height);
-    // The placed planes, one plane's resized and turned copies on the way, the encoded bytes.
-    let rendition = (canvas as f64 * share * 2.0) as u64 + canvas;
-    coefficients + decoded + rendition + FIXED
+    let scaled = ((w as f64 * scale).ceil() * (h as f64 * scale).ceil()) as u64;
+    (p, scaled)
+}
+
+/// Bytes a JPEG render holds besides [`jpeg_bytes`] when it goes through interleaved pixels (a
+/// CMYK or RGB-stored JPEG, or one whose ICC profile is converted to sRGB): the decoded CMYK or
+/// RGB pixels (4), the converted RGB (3) and full-resolution planes (3) at the scale decoded.
+pub fn jpeg_pixels_bytes(
+    frame: &JpegFrame,
+    orientation: Transform,
+    box_: Dimensions,
+    fit: Fit,
+) -> u64 {
+    decoded_pixels(frame, orientation, box_, fit).1 * 10
 }
 
 /// Bytes the render of a PNG of `stored` size holds at its peak, the source's bytes aside: a

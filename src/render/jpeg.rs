@@ -1,9 +1,15 @@
-//! JPEG to JPEG without leaving YCbCr: decoded at the smallest scale libjpeg-turbo's DCT offers
+//! JPEG sources. The usual one never leaves YCbCr: decoded at the smallest scale libjpeg-turbo's DCT offers
 //! that still covers the target, each plane cropped and resized on its own (Lanczos3 is linear,
 //! and YCbCr is an affine map of the same gamma-encoded RGB, so this is the RGB resize without
 //! two colour conversions and with chroma at its stored resolution), turned upright, padded
-//! where `contain` asks, and encoded from the planes (4:2:0, or gray for a gray source). What
-//! the source carried besides pixels (EXIF with GPS, XMP, comments, ICC) is not written.
+//! where `contain` asks, and encoded from the planes (4:2:0, or gray for a gray source).
+//!
+//! Three kinds go through interleaved pixels at the same reduced scale instead: a CMYK (or
+//! YCCK) JPEG, decoded to CMYK and converted to sRGB by its embedded ICC profile (Little CMS),
+//! or without one by the naive formula (R = (1 − C)(1 − K), …, on Adobe's inverted inks); a
+//! JPEG stored as RGB; and one whose ICC profile is not sRGB (Display P3 from a phone, Adobe
+//! RGB from a camera), converted to sRGB. What the source carried besides pixels (EXIF with
+//! GPS, XMP, comments, ICC) is not written: a rendition is sRGB without a profile.
 
 use fast_image_resize::Resizer;
 
@@ -34,6 +40,22 @@ impl Context {
             resizer: Resizer::new(),
         })
     }
+}
+
+/// CMYK pixels as RGB without a profile: each channel the product of its ink's and black's
+/// complements. `inverted`: the inks are stored inverted (an Adobe JPEG's, 255 = no ink).
+fn naive_cmyk(cmyk: &[u8], inverted: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(cmyk.len() / 4 * 3);
+    for px in cmyk.chunks_exact(4) {
+        let [c, m, y, k] = if inverted {
+            [px[0], px[1], px[2], px[3]]
+        } else {
+            [255 - px[0], 255 - px[1], 255 - px[2], 255 - px[3]]
+        };
+        let times = |a: u8, b: u8| ((u32::from(a) * u32::from(b) + 127) / 255) as u8;
+        out.extend_from_slice(&[times(c, k), times(m, k), times(y, k)]);
+    }
+    out
 }
 
 /// The smallest DCT scale at which `crop` of the `header`'s image is still at least `want`.
@@ -82,14 +104,26 @@ pub fn render(
         height: header.height,
     };
     limits.check_pixels(stored)?;
-    if header.colorspace == tj::CS_CMYK || header.colorspace == tj::CS_YCCK {
-        return Err(RenderError::Unsupported("a CMYK JPEG"));
-    }
+    let cmyk = header.colorspace == tj::CS_CMYK || header.colorspace == tj::CS_YCCK;
+    let colour = crate::domain::image::jpeg_colour(input);
+    let icc = colour.icc.as_deref().and_then(upcommit_lcms::Icc::read);
+    let convert = icc.as_ref().and_then(|p| match (p.space(), cmyk) {
+        (upcommit_lcms::Space::Cmyk, true) => upcommit_lcms::ToSrgb::new(
+            p,
+            if colour.adobe {
+                upcommit_lcms::Input::CmykInverted
+            } else {
+                upcommit_lcms::Input::Cmyk
+            },
+        ),
+        (upcommit_lcms::Space::Rgb, false) if header.subsamp != tj::SAMP_GRAY && !p.is_srgb() => {
+            upcommit_lcms::ToSrgb::new(p, upcommit_lcms::Input::Rgb)
+        }
+        _ => None,
+    });
     // Planes of R, G and B (Adobe transform 0, or components named R, G, B) are not Y, Cb and
     // Cr: encoded as such they came out in the wrong colours (review of issue 37).
-    if header.colorspace == tj::CS_RGB {
-        return Err(RenderError::Unsupported("a JPEG stored as RGB"));
-    }
+    let through_pixels = cmyk || header.colorspace == tj::CS_RGB || convert.is_some();
     let shown = swapped(stored, orientation);
     let p: Plan = plan(shown, box_, fit);
     let crop = stored_rect(p.crop, orientation, shown);
@@ -97,10 +131,27 @@ pub fn render(
 
     let f = scale_for(&header, crop, out);
     let (sw, sh) = (f.apply(header.width), f.apply(header.height));
-    let planes = ctx
-        .decoder
-        .decode_planes(input, &header, sw, sh)
-        .map_err(|e| RenderError::Corrupt(e.0))?;
+    let planes = if through_pixels {
+        let kind = if cmyk {
+            tj::Pixels::Cmyk
+        } else {
+            tj::Pixels::Rgb
+        };
+        let pixels = ctx
+            .decoder
+            .decode_pixels(input, sw, sh, kind)
+            .map_err(|e| RenderError::Corrupt(e.0))?;
+        let rgb = match (&convert, cmyk) {
+            (Some(x), _) => x.apply(&pixels),
+            (None, true) => naive_cmyk(&pixels, colour.adobe),
+            (None, false) => pixels,
+        };
+        super::png::rgb_planes(&rgb, sw, sh)
+    } else {
+        ctx.decoder
+            .decode_planes(input, &header, sw, sh)
+            .map_err(|e| RenderError::Corrupt(e.0))?
+    };
     let scale = f64::from(f.num) / f64::from(f.denom);
     draw(
         &mut ctx.resizer,

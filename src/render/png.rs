@@ -44,6 +44,19 @@ pub(super) fn rgba_planes(
     )
 }
 
+/// Y, Cb and Cr planes of `width` × `height` 8-bit RGB rows without padding.
+pub(super) fn rgb_planes(buf: &[u8], width: u32, height: u32) -> Vec<Plane> {
+    planes(
+        buf,
+        width,
+        height,
+        width as usize * 3,
+        ColorType::Rgb,
+        false,
+    )
+    .0
+}
+
 /// The decoded pixels as planes: Y alone for a gray image, else Y, Cb and Cr at full size;
 /// with an alpha plane (and the others premultiplied) when `keep_alpha` and some pixel is not
 /// opaque, else flattened onto white.

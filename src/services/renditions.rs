@@ -374,7 +374,14 @@ fn estimate(
                     height: frame.height,
                 })
                 .map_err(unrenderable)?;
-            crate::render::budget::jpeg_bytes(&frame, orientation, box_, fit)
+            // CMYK, or an ICC profile or Adobe segment (RGB-stored): perhaps through pixels.
+            let colour = image::jpeg_colour(bytes);
+            let pixels = if frame.sampling.len() == 4 || colour.icc.is_some() || colour.adobe {
+                crate::render::budget::jpeg_pixels_bytes(&frame, orientation, box_, fit)
+            } else {
+                0
+            };
+            crate::render::budget::jpeg_bytes(&frame, orientation, box_, fit) + pixels
         }
         (Format::Png, _, Some(h)) => {
             crate::render::budget::png_bytes(h.stored, orientation, box_, fit)

@@ -21,6 +21,31 @@ pub const SAMP_GRAY: c_int = 3;
 pub const CS_RGB: c_int = 0;
 pub const CS_CMYK: c_int = 3;
 pub const CS_YCCK: c_int = 4;
+/// Interleaved pixels TurboJPEG decodes to (TJPF_RGB, TJPF_CMYK): 3 or 4 bytes a pixel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pixels {
+    Rgb,
+    /// As the file stores them: an Adobe (APP14) CMYK or YCCK JPEG's are inverted (0 is full
+    /// ink), as Photoshop writes them.
+    Cmyk,
+}
+
+impl Pixels {
+    fn code(self) -> c_int {
+        match self {
+            Self::Rgb => 0,
+            Self::Cmyk => 11,
+        }
+    }
+
+    pub fn bytes(self) -> usize {
+        match self {
+            Self::Rgb => 3,
+            Self::Cmyk => 4,
+        }
+    }
+}
+
 /// Stop at the first warning (a corrupt or truncated stream), not only at errors.
 const FLAG_STOPONWARNING: c_int = 8192;
 
@@ -62,6 +87,30 @@ extern "C" {
         width: c_int,
         strides: *mut c_int,
         height: c_int,
+        flags: c_int,
+    ) -> c_int;
+    fn tjDecompress2(
+        h: Handle,
+        buf: *const c_uchar,
+        size: c_ulong,
+        dst: *mut c_uchar,
+        width: c_int,
+        pitch: c_int,
+        height: c_int,
+        pixel_format: c_int,
+        flags: c_int,
+    ) -> c_int;
+    fn tjCompress2(
+        h: Handle,
+        src: *const c_uchar,
+        width: c_int,
+        pitch: c_int,
+        height: c_int,
+        pixel_format: c_int,
+        out: *mut *mut c_uchar,
+        out_size: *mut c_ulong,
+        subsamp: c_int,
+        quality: c_int,
         flags: c_int,
     ) -> c_int;
     fn tjCompressFromYUVPlanes(
@@ -234,6 +283,47 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    /// Decodes `jpeg` at `width` × `height` (a scaled size TurboJPEG offers) into interleaved
+    /// `pixels`, rows without padding (colour conversion by libjpeg: YCbCr to RGB, YCCK to CMYK).
+    pub fn decode_pixels(
+        &mut self,
+        jpeg: &[u8],
+        width: u32,
+        height: u32,
+        pixels: Pixels,
+    ) -> Result<Vec<u8>, TjError> {
+        let pitch = (width as usize)
+            .checked_mul(pixels.bytes())
+            .filter(|&p| p <= c_int::MAX as usize)
+            .ok_or_else(|| TjError("too wide".into()))?;
+        let len = pitch
+            .checked_mul(height as usize)
+            .ok_or_else(|| TjError("too large".into()))?;
+        let mut out = vec![0u8; len];
+        // SAFETY: `out` holds `pitch * height` bytes, the pitch given, for the width and
+        // height given (a scaled size: TurboJPEG writes exactly that many rows of that many
+        // pixels); `jpeg` is read only during the call.
+        let rc = unsafe {
+            tjDecompress2(
+                self.0,
+                jpeg.as_ptr(),
+                jpeg.len() as c_ulong,
+                out.as_mut_ptr(),
+                width as c_int,
+                pitch as c_int,
+                height as c_int,
+                pixels.code(),
+                FLAG_STOPONWARNING,
+            )
+        };
+        if rc != 0 {
+            return Err(error_of(self.0));
+        }
+        Ok(out)
+    }
+}
+
 impl Drop for Decoder {
     fn drop(&mut self) {
         // SAFETY: the handle is ours and not used after this.
@@ -299,6 +389,55 @@ impl Encoder {
                 subsamp,
                 &mut out,
                 &mut size,
+                c_int::from(quality),
+                self.1,
+            )
+        };
+        if rc != 0 {
+            if !out.is_null() {
+                // SAFETY: allocated by TurboJPEG.
+                unsafe { tjFree(out) };
+            }
+            return Err(error_of(self.0));
+        }
+        // SAFETY: TurboJPEG wrote `size` bytes at `out`.
+        let bytes = unsafe { std::slice::from_raw_parts(out, size as usize) }.to_vec();
+        // SAFETY: allocated by TurboJPEG, not used after.
+        unsafe { tjFree(out) };
+        Ok(bytes)
+    }
+
+    /// Encodes interleaved `pixels` rows (no padding) as a JPEG: RGB as YCbCr at `subsamp`,
+    /// CMYK (as stored: inverted, Adobe's way) as an Adobe YCCK JPEG. Tests make CMYK sources
+    /// with it.
+    pub fn encode_pixels(
+        &mut self,
+        data: &[u8],
+        width: u32,
+        height: u32,
+        pixels: Pixels,
+        subsamp: c_int,
+        quality: u8,
+    ) -> Result<Vec<u8>, TjError> {
+        let pitch = width as usize * pixels.bytes();
+        if width == 0 || height == 0 || data.len() < pitch * height as usize {
+            return Err(TjError("pixels of the wrong size".into()));
+        }
+        let mut out: *mut c_uchar = std::ptr::null_mut();
+        let mut size: c_ulong = 0;
+        // SAFETY: `data` holds `pitch * height` bytes (checked); TurboJPEG allocates `out`,
+        // copied and freed with tjFree.
+        let rc = unsafe {
+            tjCompress2(
+                self.0,
+                data.as_ptr(),
+                width as c_int,
+                pitch as c_int,
+                height as c_int,
+                pixels.code(),
+                &mut out,
+                &mut size,
+                subsamp,
                 c_int::from(quality),
                 self.1,
             )

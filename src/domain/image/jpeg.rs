@@ -211,3 +211,116 @@ pub fn read(b: &[u8], complete: bool) -> Parsed {
         at = end;
     }
 }
+
+/// What a JPEG's segments before its first scan say of its colours: the ICC profile (APP2
+/// `ICC_PROFILE` chunks, joined in their sequence order) and whether an Adobe (APP14) segment
+/// is there — an Adobe CMYK or YCCK JPEG stores its inks inverted, as Photoshop writes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Colour {
+    pub icc: Option<Vec<u8>>,
+    pub adobe: bool,
+}
+
+/// The [`Colour`] of the JPEG `b` (the segments up to the first scan; a profile whose chunks
+/// are missing, repeated or out of range is dropped, never half used).
+pub fn colour(b: &[u8]) -> Colour {
+    let mut chunks: Vec<(u8, u8, &[u8])> = Vec::new();
+    let mut adobe = false;
+    let mut at = 2;
+    if b.get(..2) == Some(&[0xFF, 0xD8]) {
+        while let Some(&0xFF) = b.get(at) {
+            let mut code_at = at + 1;
+            while b.get(code_at) == Some(&0xFF) {
+                code_at += 1;
+            }
+            let Some(&marker) = b.get(code_at) else { break };
+            if stands_alone(marker) {
+                at = code_at + 1;
+                continue;
+            }
+            if matches!(marker, 0x00 | SOS | EOI) {
+                break;
+            }
+            let Some(len) = be16(b, code_at + 1).map(usize::from) else {
+                break;
+            };
+            let Some(seg) = (len >= 2)
+                .then(|| b.get(code_at + 3..code_at + 1 + len))
+                .flatten()
+            else {
+                break;
+            };
+            if marker == 0xE2 {
+                if let Some([seq, count, data @ ..]) = seg.strip_prefix(b"ICC_PROFILE\0") {
+                    chunks.push((*seq, *count, data));
+                }
+            }
+            if marker == 0xEE && seg.starts_with(b"Adobe") {
+                adobe = true;
+            }
+            at = code_at + 1 + len;
+        }
+    }
+    chunks.sort_by_key(|c| c.0);
+    let count = chunks.first().map_or(0, |c| c.1);
+    let whole = !chunks.is_empty()
+        && chunks.len() == usize::from(count)
+        && chunks
+            .iter()
+            .enumerate()
+            .all(|(i, c)| usize::from(c.0) == i + 1 && c.1 == count);
+    Colour {
+        icc: whole.then(|| chunks.iter().flat_map(|c| c.2.iter().copied()).collect()),
+        adobe,
+    }
+}
+
+#[cfg(test)]
+mod colour_tests {
+    use super::*;
+
+    fn segment(marker: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![0xFF, marker];
+        v.extend(((body.len() + 2) as u16).to_be_bytes());
+        v.extend(body);
+        v
+    }
+
+    fn icc_chunk(seq: u8, count: u8, data: &[u8]) -> Vec<u8> {
+        let mut body = b"ICC_PROFILE\0".to_vec();
+        body.extend([seq, count]);
+        body.extend(data);
+        segment(0xE2, &body)
+    }
+
+    #[test]
+    fn an_icc_profile_is_joined_in_sequence_order_and_a_broken_one_dropped() {
+        let mut b = vec![0xFF, 0xD8];
+        b.extend(segment(0xE1, b"Exif\0\0whatever"));
+        b.extend(icc_chunk(2, 2, b"world"));
+        b.extend(icc_chunk(1, 2, b"hello "));
+        b.extend(segment(0xEE, b"Adobe\0\x64\0\0\0\0\x02"));
+        b.extend([0xFF, 0xDA, 0, 2]);
+        b.extend(icc_chunk(3, 3, b"after the scan: not read"));
+        let c = colour(&b);
+        assert_eq!(c.icc.as_deref(), Some(&b"hello world"[..]));
+        assert!(c.adobe);
+
+        for broken in [
+            vec![icc_chunk(1, 2, b"only one of two")],
+            vec![icc_chunk(1, 1, b"a"), icc_chunk(1, 1, b"b")],
+            vec![icc_chunk(0, 1, b"sequence zero")],
+            vec![icc_chunk(1, 2, b"a"), icc_chunk(2, 3, b"b")],
+        ] {
+            let mut b = vec![0xFF, 0xD8];
+            for s in broken {
+                b.extend(s);
+            }
+            assert_eq!(colour(&b), Colour::default());
+        }
+        assert_eq!(colour(b"not a jpeg"), Colour::default());
+        let mut cut = vec![0xFF, 0xD8];
+        cut.extend(&icc_chunk(1, 1, b"cut short")[..10]);
+        assert_eq!(colour(&cut), Colour::default());
+    }
+}

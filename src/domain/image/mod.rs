@@ -9,7 +9,10 @@ mod exif;
 mod gif;
 mod isobmff;
 mod jpeg;
-pub use jpeg::{frame as jpeg_frame, scan_count as jpeg_scan_count, Frame as JpegFrame};
+pub use jpeg::{
+    colour as jpeg_colour, frame as jpeg_frame, scan_count as jpeg_scan_count,
+    Colour as JpegColour, Frame as JpegFrame,
+};
 mod png;
 mod transform;
 mod webp;

@@ -237,11 +237,20 @@ fn limits_and_broken_input_are_refused_with_their_reason() {
 }
 
 #[test]
-fn a_jpeg_stored_as_rgb_is_refused_not_drawn_in_the_wrong_colours() {
+fn a_jpeg_stored_as_rgb_is_drawn_in_its_own_colours() {
     let mut ctx = Context::new().expect("context");
-    let ycc = jpeg(64, 64, false);
-    // TurboJPEG writes JFIF right after SOI; an Adobe APP14 with transform 0 in its place
-    // makes the three components R, G and B.
+    // Three full-size components holding R, G and B (200, 50, 100), written as if they were Y,
+    // Cb and Cr; TurboJPEG writes JFIF right after SOI: an Adobe APP14 with transform 0 in its
+    // place makes the components R, G and B.
+    let planes = [
+        Plane::new(64, 64, 200),
+        Plane::new(64, 64, 50),
+        Plane::new(64, 64, 100),
+    ];
+    let ycc = Encoder::new()
+        .expect("encoder")
+        .encode_planes(&planes, 64, 64, upcommit_turbojpeg::SAMP_444, 95)
+        .expect("encode");
     assert_eq!(&ycc[2..4], &[0xFF, 0xE0]);
     let jfif_len = usize::from(u16::from_be_bytes([ycc[4], ycc[5]]));
     let mut rgb = vec![0xFF, 0xD8, 0xFF, 0xEE, 0x00, 0x0E];
@@ -252,18 +261,23 @@ fn a_jpeg_stored_as_rgb_is_refused_not_drawn_in_the_wrong_colours() {
         dec.header(&rgb).expect("header").colorspace,
         upcommit_turbojpeg::CS_RGB
     );
-    assert_eq!(
-        render(
-            &mut ctx,
-            &rgb,
-            Transform::UPRIGHT,
-            d(32, 32),
-            Fit::Cover,
-            80,
-            &LIMITS
-        ),
-        Err(RenderError::Unsupported("a JPEG stored as RGB"))
-    );
+    let r = render(
+        &mut ctx,
+        &rgb,
+        Transform::UPRIGHT,
+        d(32, 32),
+        Fit::Cover,
+        90,
+        &LIMITS,
+    )
+    .expect("render");
+    let px = dec
+        .decode_pixels(&r.bytes, 32, 32, upcommit_turbojpeg::Pixels::Rgb)
+        .expect("decode");
+    let at = &px[(16 * 32 + 16) * 3..][..3];
+    for (got, want) in at.iter().zip([200u8, 50, 100]) {
+        assert!(got.abs_diff(want) <= 6, "{at:?}");
+    }
 }
 
 #[test]
@@ -375,6 +389,7 @@ fn a_jpeg_of_too_many_scans_is_refused_before_it_is_decoded() {
     }
 }
 
+mod colour;
 mod mutated;
 mod png_gif;
 mod webp;

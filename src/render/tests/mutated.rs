@@ -1,7 +1,8 @@
 //! The decoders fed mutated images (issue 37, item 4): valid JPEGs (baseline, progressive,
-//! gray), PNGs and an animated GIF with bytes flipped, runs overwritten, cut short or spliced;
-//! each render answers a rendition or an error, never a panic or a crash, within the pixel
-//! limit.
+//! gray, CMYK, one with a wide-gamut ICC profile), PNGs, an animated GIF and a WebP with bytes
+//! flipped, runs overwritten, cut short or spliced; each render (to a JPEG or a WebP) answers a
+//! rendition or an error, never a panic or a crash, within the pixel limit.
+use super::colour::with_icc;
 use super::png_gif::{gif_of, png_of};
 use super::*;
 use proptest::prelude::*;
@@ -52,6 +53,22 @@ fn sources() -> Vec<Vec<u8>> {
             |x, _| vec![(x * 10) as u8, 7],
         ),
         gif_of(30, 20, (3, 2, 20, 10), 3),
+        {
+            let px: Vec<u8> = (0..32 * 24 * 4).map(|i| (i * 7 % 256) as u8).collect();
+            Encoder::new()
+                .expect("encoder")
+                .encode_pixels(&px, 32, 24, upcommit_turbojpeg::Pixels::Cmyk, SAMP_420, 85)
+                .expect("cmyk")
+        },
+        with_icc(
+            &jpeg(40, 30, false),
+            &upcommit_lcms::rgb_profile([(0.64, 0.33), (0.21, 0.71), (0.15, 0.06)], 2.2)
+                .expect("profile"),
+        ),
+        {
+            let px: Vec<u8> = (0..30 * 20 * 4).map(|i| (i * 13 % 256) as u8).collect();
+            upcommit_webp::encode(&px, 30, 20, 4, 80).expect("webp")
+        },
     ]
 }
 
@@ -103,23 +120,31 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
     #[test]
     fn a_mutated_image_renders_or_is_refused_never_panics(
-        which in 0usize..6,
+        which in 0usize..9,
         muts in proptest::collection::vec(mutation(), 1..4),
         o in 1u16..=8,
         fit in prop_oneof![Just(Fit::Cover), Just(Fit::Contain), Just(Fit::Inside)],
+        webp in any::<bool>(),
     ) {
         let source = sources().swap_remove(which);
         let bytes = muts.iter().fold(source, apply);
         let limits = Limits { max_pixels: 1_000_000 };
         let t = Transform::from_exif(o);
-        let rendered = match which {
-            5 => super::jpeg_of(Source::Gif, &bytes, t, d(24, 24), fit, 80, &limits),
-            3 | 4 => super::jpeg_of(Source::Png, &bytes, t, d(24, 24), fit, 80, &limits),
-            _ => super::jpeg_of(Source::Jpeg, &bytes, t, d(24, 24), fit, 80, &limits),
+        let kind = match which {
+            5 => Source::Gif,
+            3 | 4 => Source::Png,
+            8 => Source::Webp,
+            _ => Source::Jpeg,
         };
+        let out = if webp { Output::webp(80) } else { Output::jpeg(80) };
+        let rendered = crate::render::render_here(kind, &bytes, t, d(24, 24), fit, out, &limits);
         if let Ok(r) = rendered {
             prop_assert!(r.width >= 1 && r.height >= 1 && r.width <= 24 && r.height <= 24);
-            prop_assert!(r.bytes.starts_with(&[0xFF, 0xD8]));
+            if webp {
+                prop_assert!(r.bytes.starts_with(b"RIFF"));
+            } else {
+                prop_assert!(r.bytes.starts_with(&[0xFF, 0xD8]));
+            }
         }
     }
 }
