@@ -2,8 +2,9 @@
 //! 16-bit samples cut to 8; an interlaced image comes out whole; an animated PNG's default
 //! image), turned into full-resolution Y, Cb and Cr planes (BT.601 full range: JPEG's YCbCr) or
 //! a Y plane for a gray image, then drawn as a JPEG's planes are. Transparency is flattened
-//! onto white for a JPEG (it has no alpha) and kept, premultiplied, for a WebP. Nothing of the
-//! PNG's chunks (text, time, EXIF, ICC) is written.
+//! onto white for a JPEG (it has no alpha) and kept, premultiplied, for a WebP. An ICC profile
+//! (iCCP) that is not sRGB is converted to sRGB (Little CMS). Nothing of the PNG's chunks (text,
+//! time, EXIF, ICC) is written.
 
 use fast_image_resize::Resizer;
 use png::{BitDepth, ColorType, Transformations};
@@ -173,8 +174,29 @@ pub fn render(
             pixels: stored.pixels(),
             max: limits.max_pixels,
         })?;
+    // An embedded profile that is not sRGB (a Mac's screenshot is Display P3): its pixels are
+    // converted to sRGB after decoding.
+    let convert = reader
+        .info()
+        .icc_profile
+        .as_deref()
+        .and_then(upcommit_lcms::Icc::read)
+        .filter(|p| !p.is_srgb())
+        .and_then(|p| match color {
+            ColorType::Rgb => upcommit_lcms::ToSrgb::new(&p, upcommit_lcms::Input::Rgb),
+            ColorType::Rgba => upcommit_lcms::ToSrgb::new(&p, upcommit_lcms::Input::Rgba),
+            _ => None,
+        });
     let mut buf = vec![0u8; size];
     let frame = reader.next_frame(&mut buf).map_err(corrupt)?;
+    if let Some(x) = convert {
+        let row = frame.width as usize * if color == ColorType::Rgba { 4 } else { 3 };
+        // Row by row, in place: no second copy of the image.
+        for line in buf.chunks_exact_mut(frame.line_size) {
+            let converted = x.apply(&line[..row]);
+            line[..row].copy_from_slice(&converted);
+        }
+    }
     let (planes, alpha) = planes(
         &buf,
         frame.width,

@@ -1,5 +1,5 @@
 //! Colour: CMYK JPEGs (Adobe's inverted inks, as Photoshop, Pillow and TurboJPEG write them)
-//! and JPEGs whose ICC profile is not sRGB are drawn in sRGB; an sRGB or absent profile leaves
+//! and JPEGs and PNGs whose ICC profile is not sRGB are drawn in sRGB; an sRGB or absent profile leaves
 //! the pixels as they are. Pillow judges CMYK files it writes itself in the integration run.
 
 use super::*;
@@ -118,4 +118,56 @@ fn a_wide_gamut_profile_is_converted_to_srgb_and_an_srgb_one_is_not() {
     )
     .expect("render");
     assert_eq!(crate::domain::image::jpeg_colour(&r.bytes).icc, None);
+}
+
+#[test]
+fn a_pngs_wide_gamut_profile_is_converted_and_its_alpha_kept() {
+    let adobe_rgb = upcommit_lcms::rgb_profile([(0.64, 0.33), (0.21, 0.71), (0.15, 0.06)], 2.2)
+        .expect("profile");
+    let png_with = |icc: Option<&[u8]>| {
+        let mut info = png::Info::with_size(32, 32);
+        info.color_type = png::ColorType::Rgba;
+        info.bit_depth = png::BitDepth::Eight;
+        info.icc_profile = icc.map(|b| std::borrow::Cow::Owned(b.to_vec()));
+        let mut out = Vec::new();
+        {
+            let enc = png::Encoder::with_info(&mut out, info).expect("encoder");
+            let mut w = enc.write_header().expect("header");
+            let px: Vec<u8> = (0..32 * 32)
+                .flat_map(|i| {
+                    if i % 32 < 16 {
+                        [60, 180, 60, 255]
+                    } else {
+                        [60, 180, 60, 0]
+                    }
+                })
+                .collect();
+            w.write_image_data(&px).expect("data");
+        }
+        out
+    };
+    let render_webp = |png: &[u8]| {
+        let r = crate::render::render_here(
+            Source::Png,
+            png,
+            Transform::UPRIGHT,
+            d(32, 32),
+            Fit::Cover,
+            Output::webp(95),
+            &LIMITS,
+        )
+        .expect("render");
+        upcommit_webp::decode_rgba(&r.bytes).expect("webp").0
+    };
+    let plain = render_webp(&png_with(None));
+    let wide = render_webp(&png_with(Some(&adobe_rgb)));
+    let at = |v: &[u8], x: usize| v[(16 * 32 + x) * 4..][..4].to_vec();
+    assert!(
+        close(&at(&plain, 4)[..3], [60, 180, 60], 8),
+        "{:?}",
+        at(&plain, 4)
+    );
+    let g = at(&wide, 4);
+    assert!(g[0] + 10 < 60 && g[1] >= 170 && g[3] == 255, "{g:?}");
+    assert_eq!(at(&wide, 28)[3], 0, "alpha untouched by the conversion");
 }
