@@ -6,7 +6,8 @@
 # No container registry is reachable on these machines, so the base images come from Debian's
 # packages: `debootstrap --variant=minbase bookworm` from the mirror apt is configured with,
 # imported as localhost/upcommit-base:bookworm (the runtime base), and that plus gcc, libc6-dev,
-# ca-certificates, libturbojpeg0-dev, libwebp-dev and liblcms2-dev as localhost/upcommit-builder:bookworm (the build
+# ca-certificates and the renderer's libraries (libturbojpeg0-dev, libwebp-dev, liblcms2-dev,
+# libheif-dev) as localhost/upcommit-builder:bookworm (the build
 # base), whose Rust is the host's toolchain, bind-mounted read-only at build time. Both are kept in podman's storage and
 # reused (CONTAINER_E2E_REBASE=1 makes them again). The Containerfile's cache mounts (cargo's
 # target directory and registry) live under $UPCOMMIT_CACHE/container, so a later run compiles
@@ -103,7 +104,7 @@ mkdir -p "$work/builder"
 cat >"$work/builder/Containerfile" <<EOF
 FROM $BASE_IMAGE
 RUN apt-get update \\
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev ca-certificates libturbojpeg0-dev libwebp-dev liblcms2-dev \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev ca-certificates libturbojpeg0-dev libwebp-dev liblcms2-dev libheif-dev \\
     && rm -rf /var/lib/apt/lists/*
 # As in the rust image: cargo's home here, the toolchain (bind-mounted at build time) on PATH.
 ENV CARGO_HOME=/usr/local/cargo \\
@@ -373,7 +374,7 @@ log "SIGTERM: the commit in flight answered 201, exit code 0, the log says it dr
 # --- the systemd unit, started by systemd ---------------------------------------------------
 # These machines do not run systemd; a container does: systemd as its PID 1 (podman's
 # --systemd=always), CAP_SYS_ADMIN so that it can set up the unit's namespaces (ProtectSystem,
-# PrivateTmp, ...), libturbojpeg0, libwebp7 and liblcms2-2 (the libraries the binary links beyond libc, as
+# PrivateTmp, ...), libturbojpeg0, libwebp7, liblcms2-2 and libheif1 (the libraries the binary links beyond libc, as
 # an operator installs them), the unit and the image's binary mounted read-only where the unit's comment
 # installs them, and an env file that also sets UPCOMMIT_LISTEN=0.0.0.0:8080, which must
 # override the unit's own 127.0.0.1 (EnvironmentFile= after Environment=).
@@ -381,7 +382,7 @@ mkdir -p "$work/systemd"
 cat >"$work/systemd/Containerfile" <<CONTAINERFILE
 FROM $BASE_IMAGE
 RUN apt-get update \\
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd systemd-sysv dbus libturbojpeg0 libwebp7 liblcms2-2 \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends systemd systemd-sysv dbus libturbojpeg0 libwebp7 liblcms2-2 libheif1 \\
     && apt-get clean && rm -rf /var/lib/apt/lists/*
 STOPSIGNAL SIGRTMIN+3
 CMD ["/sbin/init"]

@@ -185,18 +185,19 @@ ensure_browser_installed() {
 }
 
 # Debian's libjpeg-turbo TurboJPEG library and headers (libturbojpeg0-dev, 2.1.5 on bookworm)
-# libwebp (libwebp-dev, 1.2.4) and Little CMS (liblcms2-dev, 2.14): the renderer's FFI crates
-# (crates/upcommit-turbojpeg, crates/upcommit-webp, crates/upcommit-lcms) link them, so every
-# build needs them.
+# libwebp (libwebp-dev, 1.2.4), Little CMS (liblcms2-dev, 2.14) and libheif (libheif-dev, 1.15,
+# with libde265 and dav1d): the renderer's FFI crates (crates/upcommit-turbojpeg, -webp, -lcms,
+# -heif) link them, so every build needs them.
 ensure_turbojpeg_installed() {
   if [ -e /usr/include/turbojpeg.h ] && ldconfig -p | grep -q 'libturbojpeg\.so\.0' \
     && [ -e /usr/include/webp/encode.h ] && ldconfig -p | grep -q 'libwebp\.so\.7' \
-    && [ -e /usr/include/lcms2.h ] && ldconfig -p | grep -q 'liblcms2\.so\.2'; then
+    && [ -e /usr/include/lcms2.h ] && ldconfig -p | grep -q 'liblcms2\.so\.2' \
+    && dpkg -s libheif-dev >/dev/null 2>&1; then
     return 0
   fi
-  log "installing Debian's libturbojpeg0-dev, libwebp-dev and liblcms2-dev (the renderer links libjpeg-turbo's TurboJPEG API, libwebp and Little CMS)"
+  log "installing Debian's libturbojpeg0-dev, libwebp-dev, liblcms2-dev and libheif-dev (the renderer links libjpeg-turbo's TurboJPEG API, libwebp, Little CMS and libheif)"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libturbojpeg0-dev libwebp-dev liblcms2-dev >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libturbojpeg0-dev libwebp-dev liblcms2-dev libheif-dev >/dev/null
 }
 
 # Debian's prometheus package: promtool for the rules' checks, prometheus for the alerts'

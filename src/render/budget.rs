@@ -123,6 +123,14 @@ pub fn png_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, f
     pixels * 7 + canvas * 4 + FIXED
 }
 
+/// Bytes the render of a HEIC or AVIF of `stored` size holds at its peak, the source's bytes
+/// aside: libheif's decoded planes (up to 3 bytes a pixel at 4:4:4) and its RGBA image (4), the
+/// copy handed over (4) and the planes drawn from it (4 with alpha): 15 bytes a pixel, then the
+/// rendition's planes and bytes.
+pub fn heif_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, fit: Fit) -> u64 {
+    png_bytes(stored, orientation, box_, fit) + stored.pixels() * 8
+}
+
 /// Bytes the render of a GIF's first frame on a logical screen of `stored` size holds at its
 /// peak, the source's bytes aside: the frame as RGBA and the screen as RGBA (4 bytes a pixel
 /// each, at most), then the planes, as for a PNG.

@@ -2,12 +2,14 @@
 //! threads, free of I/O. JPEG sources render through libjpeg-turbo's TurboJPEG API at reduced
 //! DCT scale with `fast_image_resize` (docs/architecture.md says why: faster than sharp on its
 //! own benchmark task, BENCHMARKS.md has the figures). PNG, GIF and WebP sources are decoded
-//! whole (the `png` and `gif` crates, libwebp) and drawn from the same planes. A rendition is a
+//! whole (the `png` and `gif` crates, libwebp), as are HEIC and AVIF (libheif), and drawn from
+//! the same planes; an ICC profile that is not sRGB is converted (Little CMS). A rendition is a
 //! JPEG (TurboJPEG) or a WebP (libwebp).
 
 pub mod budget;
 mod draw;
 pub mod gif;
+pub mod heif;
 pub mod jpeg;
 pub mod output;
 pub mod planes;
@@ -33,6 +35,8 @@ pub enum Source {
     Png,
     Gif,
     Webp,
+    /// HEIC or AVIF (libheif).
+    Heif,
 }
 
 /// Renders `input` (a `source`), displayed with `orientation`, into `box_` by `fit`, as `out`,
@@ -61,6 +65,7 @@ pub fn render_here(
         let render = match source {
             Source::Png => png::render,
             Source::Gif => gif::render,
+            Source::Heif => heif::render,
             _ => webp::render,
         };
         render(resizer, encoder, input, orientation, box_, fit, out, limits)

@@ -315,6 +315,8 @@ fn source_of(format: Format) -> Result<Source, AppError> {
         Format::Png => Source::Png,
         Format::Gif => Source::Gif,
         Format::Webp => Source::Webp,
+        Format::Heic if upcommit_heif::can_decode(upcommit_heif::Codec::Hevc) => Source::Heif,
+        Format::Avif if upcommit_heif::can_decode(upcommit_heif::Codec::Av1) => Source::Heif,
         _ => return Err(AppError::ImageNotRendered("this image format")),
     })
 }
@@ -392,6 +394,9 @@ fn estimate(
         // Decoded whole to RGBA, as a PNG is.
         (Format::Webp, _, Some(h)) => {
             crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
+        }
+        (Format::Heic | Format::Avif, _, Some(h)) => {
+            crate::render::budget::heif_bytes(h.stored, orientation, box_, fit)
         }
         _ => crate::render::budget::FIXED,
     };

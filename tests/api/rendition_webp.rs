@@ -1,5 +1,5 @@
-//! Issue 37: WebP renditions (`format = "webp"`) and WebP sources, over HTTP on the test
-//! command's store: the rendition is a WebP (its stored Content-Type and its bytes), upright,
+//! Issue 37: WebP renditions (`format = "webp"`) and WebP, HEIC and AVIF sources, over HTTP on
+//! the test command's store: the rendition is a WebP (its stored Content-Type and its bytes), upright,
 //! transparency kept from a PNG or a WebP, and a JPEG variant of a WebP source flattens it.
 
 use serde_json::Value;
@@ -13,7 +13,7 @@ fn spawn() -> Spawn {
             r#"
             [[profiles]]
             name = "image"
-            content_types = ["image/jpeg", "image/png", "image/webp"]
+            content_types = ["image/jpeg", "image/png", "image/webp", "image/heic", "image/avif"]
             max_size = 10000000
             final_prefix = "media/images/"
 
@@ -155,4 +155,75 @@ async fn a_webp_source_renders_and_a_broken_one_is_refused_with_nothing_cached()
         (422, "image_unrenderable".to_owned())
     );
     assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
+}
+
+#[tokio::test]
+async fn heic_and_avif_sources_commit_with_their_size_and_render() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let (w, h) = (320u32, 160u32);
+    let mut rgba = Vec::new();
+    for _ in 0..h {
+        for x in 0..w {
+            rgba.extend_from_slice(&if x < w / 2 {
+                [230, 20, 20, 255]
+            } else {
+                [20, 20, 230, 255]
+            });
+        }
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    for (codec, content_type) in [
+        (upcommit_heif::Codec::Hevc, "image/heic"),
+        (upcommit_heif::Codec::Av1, "image/avif"),
+    ] {
+        let file = upcommit_heif::encode_for_tests(&rgba, w, h, codec, dir.path()).expect("encode");
+        let p = app
+            .uploaded_bytes(&alice, "image", content_type, file)
+            .await;
+        let handle: Value = app
+            .commit(&alice, &p.key, None)
+            .await
+            .json()
+            .await
+            .expect("handle");
+        assert_eq!(
+            handle["image"],
+            serde_json::json!({"width": w, "height": h}),
+            "{content_type}: {handle}"
+        );
+        let id = handle["id"].as_str().expect("id");
+        for (name, format, stored) in [
+            ("card", "WEBP", "image/webp"),
+            ("flat", "JPEG", "image/jpeg"),
+        ] {
+            let (body, bytes, stored_type) = variant(&app, &alice, id, name).await;
+            assert_eq!(stored_type, stored, "{content_type} {name}");
+            assert_eq!(
+                (body["width"].as_u64(), body["height"].as_u64()),
+                (Some(200), Some(100)),
+                "{content_type} {name}"
+            );
+            let rgb = if format == "WEBP" {
+                let (px, _, _) = upcommit_webp::decode_rgba(&bytes).expect("webp");
+                px.chunks(4).map(|p| [p[0], p[1], p[2]]).collect::<Vec<_>>()
+            } else {
+                let mut dec = upcommit_turbojpeg::Decoder::new().expect("decoder");
+                dec.decode_pixels(&bytes, 200, 100, upcommit_turbojpeg::Pixels::Rgb)
+                    .expect("jpeg")
+                    .chunks(3)
+                    .map(|p| [p[0], p[1], p[2]])
+                    .collect()
+            };
+            let (left, right) = (rgb[50 * 200 + 10], rgb[50 * 200 + 190]);
+            assert!(
+                left[0] > 180 && left[2] < 90,
+                "{content_type} {name} {left:?}"
+            );
+            assert!(
+                right[2] > 180 && right[0] < 90,
+                "{content_type} {name} {right:?}"
+            );
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! The decoders fed mutated images (issue 37, item 4): valid JPEGs (baseline, progressive,
-//! gray, CMYK, one with a wide-gamut ICC profile), PNGs, an animated GIF and a WebP with bytes
+//! gray, CMYK, one with a wide-gamut ICC profile), PNGs, an animated GIF, a WebP, a HEIC and an
+//! AVIF with bytes
 //! flipped, runs overwritten, cut short or spliced; each render (to a JPEG or a WebP) answers a
 //! rendition or an error, never a panic or a crash, within the pixel limit.
 use super::colour::with_icc;
@@ -7,7 +8,13 @@ use super::png_gif::{gif_of, png_of};
 use super::*;
 use proptest::prelude::*;
 
+/// The valid sources, made once (encoding a HEIC and an AVIF takes a while).
 fn sources() -> Vec<Vec<u8>> {
+    static MADE: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    MADE.get_or_init(make_sources).clone()
+}
+
+fn make_sources() -> Vec<Vec<u8>> {
     let progressive = {
         let (w, h) = (48, 40);
         let (cw, ch) = upcommit_turbojpeg::plane_size(1, w, h, SAMP_420);
@@ -69,7 +76,14 @@ fn sources() -> Vec<Vec<u8>> {
             let px: Vec<u8> = (0..30 * 20 * 4).map(|i| (i * 13 % 256) as u8).collect();
             upcommit_webp::encode(&px, 30, 20, 4, 80).expect("webp")
         },
+        heif(upcommit_heif::Codec::Hevc),
+        heif(upcommit_heif::Codec::Av1),
     ]
+}
+
+fn heif(codec: upcommit_heif::Codec) -> Vec<u8> {
+    let px: Vec<u8> = (0..32 * 24 * 4).map(|i| (i * 5 % 256) as u8).collect();
+    upcommit_heif::encode_for_tests(&px, 32, 24, codec, &std::env::temp_dir()).expect("heif")
 }
 
 #[derive(Debug, Clone)]
@@ -120,7 +134,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
     #[test]
     fn a_mutated_image_renders_or_is_refused_never_panics(
-        which in 0usize..9,
+        which in 0usize..11,
         muts in proptest::collection::vec(mutation(), 1..4),
         o in 1u16..=8,
         fit in prop_oneof![Just(Fit::Cover), Just(Fit::Contain), Just(Fit::Inside)],
@@ -134,6 +148,7 @@ proptest! {
             5 => Source::Gif,
             3 | 4 => Source::Png,
             8 => Source::Webp,
+            9 | 10 => Source::Heif,
             _ => Source::Jpeg,
         };
         let out = if webp { Output::webp(80) } else { Output::jpeg(80) };

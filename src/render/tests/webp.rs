@@ -1,4 +1,4 @@
-//! WebP renditions and WebP sources: what libwebp writes is read back with libwebp (Pillow
+//! WebP renditions, WebP sources and HEIC and AVIF sources: what libwebp writes is read back with libwebp (Pillow
 //! judges them again in the integration tests): size, colours, transparency kept (without the
 //! hidden colour of transparent pixels bleeding into their neighbours), orientation, nothing
 //! but image chunks.
@@ -249,4 +249,80 @@ fn an_animated_webp_is_not_rendered() {
         ),
         Err(RenderError::Unsupported(_))
     ));
+}
+
+#[test]
+fn heic_and_avif_sources_render_to_either_format_keeping_alpha_in_a_webp() {
+    let (w, h) = (96u32, 48u32);
+    let mut rgba = Vec::new();
+    for y in 0..h {
+        for x in 0..w {
+            let a = if y < 24 { 255 } else { 0 };
+            rgba.extend_from_slice(&if x < 48 {
+                [230, 20, 20, a]
+            } else {
+                [20, 20, 230, a]
+            });
+        }
+    }
+    let dir = std::env::temp_dir();
+    for codec in [upcommit_heif::Codec::Hevc, upcommit_heif::Codec::Av1] {
+        let file = upcommit_heif::encode_for_tests(&rgba, w, h, codec, &dir).expect("encode");
+        let r = webp_of(
+            Source::Heif,
+            &file,
+            Transform::UPRIGHT,
+            d(48, 48),
+            Fit::Inside,
+        )
+        .expect("render");
+        assert_eq!((r.width, r.height), (48, 24), "{codec:?}");
+        let (px, pw, _) = upcommit_webp::decode_rgba(&r.bytes).expect("webp");
+        let red = rgba_at(&px, pw, 4, 4);
+        let blue = rgba_at(&px, pw, 44, 4);
+        assert!(
+            red[0] > 180 && red[2] < 90 && red[3] == 255,
+            "{codec:?} {red:?}"
+        );
+        assert!(blue[2] > 180 && blue[0] < 90, "{codec:?} {blue:?}");
+        assert_eq!(
+            rgba_at(&px, pw, 4, 20)[3],
+            0,
+            "{codec:?}: its transparent half"
+        );
+        let j = super::jpeg_of(
+            Source::Heif,
+            &file,
+            Transform::UPRIGHT,
+            d(48, 48),
+            Fit::Cover,
+            90,
+            &LIMITS,
+        )
+        .expect("render");
+        assert_eq!((j.width, j.height, j.content_type), (48, 48, "image/jpeg"));
+        let tight = Limits { max_pixels: 1000 };
+        assert!(matches!(
+            super::super::render_here(
+                Source::Heif,
+                &file,
+                Transform::UPRIGHT,
+                d(48, 48),
+                Fit::Cover,
+                Output::jpeg(80),
+                &tight
+            ),
+            Err(RenderError::Corrupt(_))
+        ));
+        assert!(matches!(
+            webp_of(
+                Source::Heif,
+                &file[..file.len() / 2],
+                Transform::UPRIGHT,
+                d(48, 48),
+                Fit::Cover
+            ),
+            Err(RenderError::Corrupt(_))
+        ));
+    }
 }
