@@ -44,6 +44,8 @@ pub enum AppError {
     ImageUnrenderable(String),
     #[error("{0}; retry shortly")]
     RenderBusy(&'static str),
+    #[error("the rendition was not ready within {0} s (UPCOMMIT_RENDER_TIMEOUT_SECS); its render goes on and keeps it when done: ask again")]
+    RenderTimedOut(u64),
     #[error("no such link scan")]
     LinkScanNotFound,
     #[error("no webhook endpoint with this id")]
@@ -276,6 +278,7 @@ impl AppError {
             | CompletionInProgress
             | FileBusy
             | RenderBusy(_)
+            | RenderTimedOut(_)
             | Unavailable(_)
             | Timeout
             | ValidationHookUnavailable
@@ -306,6 +309,7 @@ impl AppError {
             ImageNotRendered(_) => "image_format_not_rendered",
             ImageUnrenderable(_) => "image_unrenderable",
             RenderBusy(_) => "render_busy",
+            RenderTimedOut(_) => "render_timeout",
             LinkScanNotFound => "link_scan_not_found",
             WebhookNotFound => "webhook_not_found",
             WebhookExists => "webhook_exists",
@@ -399,7 +403,7 @@ impl AppError {
             | AppError::RenderBusy(_)
             | AppError::Unavailable(_)
             | AppError::Timeout => Some(1),
-            AppError::ValidationHookUnavailable => Some(5),
+            AppError::ValidationHookUnavailable | AppError::RenderTimedOut(_) => Some(5),
             _ => None,
         }
     }

@@ -148,6 +148,7 @@ pub(super) struct FileSettings {
     pub(super) download_expiry_secs: Option<u64>,
     pub(super) render_concurrency: Option<u64>,
     pub(super) render_memory_mib: Option<u64>,
+    pub(super) render_timeout_secs: Option<u64>,
     pub(super) max_single_copy_bytes: Option<u64>,
     pub(super) copy_part_size_bytes: Option<u64>,
     pub(super) copy_concurrency: Option<usize>,

@@ -29,6 +29,10 @@ pub struct UploadSettings {
     /// a render that could never fit is refused, one that does not fit now waits its turn
     /// (503 `render_busy`).
     pub render_memory_mib: u64,
+    /// How long a request waits for its rendition, in seconds (`UPCOMMIT_RENDER_TIMEOUT_SECS`,
+    /// default 20, 1..=600): past it the request answers 503 `render_timeout` while the render
+    /// goes on (holding its slot and memory) and keeps the rendition when done.
+    pub render_timeout_secs: u64,
     /// Largest object a single CopyObject promotes; larger ones are promoted by a multipart copy
     /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit; at least
     /// 5 MiB, S3's minimum part size: a smaller source is refused in parts by some stores).
@@ -117,6 +121,12 @@ impl UploadSettings {
                 f.render_memory_mib,
                 192,
                 16..=65_536,
+            )?,
+            render_timeout_secs: src.number(
+                "UPCOMMIT_RENDER_TIMEOUT_SECS",
+                f.render_timeout_secs,
+                20,
+                1..=600,
             )?,
             // S3's CopyObject limit; at least S3's minimum part size, since anything smaller
             // goes in one CopyObject anyway, and stores refuse a smaller source in parts

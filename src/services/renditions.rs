@@ -78,9 +78,14 @@ pub async fn rendition(
         )
         .await;
     }
-    // One render of this key on this replica at a time: the others wait, then find it.
+    // One render of this key on this replica at a time: the others wait (as long as a request
+    // waits for its rendition), then find it.
+    let secs = state.settings.uploads.render_timeout_secs;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
     let lock = state.renders.key_lock(&key);
-    let _held = lock.lock().await;
+    let held = tokio::time::timeout_at(deadline, lock.lock_owned())
+        .await
+        .map_err(|_| AppError::RenderTimedOut(secs))?;
     if let Some(h) = state.store.head(&key).await? {
         state.metrics.rendition_cache(true);
         return answer(
@@ -93,17 +98,38 @@ pub async fn rendition(
         .await;
     }
     state.metrics.rendition_cache(false);
-    let mut ran_for = None;
-    let rendered = render_and_store(state, file, &variant, &key, &mut ran_for).await;
-    let outcome = match &rendered {
-        Ok(_) => RenderOutcome::Rendered,
-        Err(AppError::RenderBusy(_)) => RenderOutcome::Busy,
-        Err(AppError::ImageUnrenderable(_)) => RenderOutcome::Unrenderable,
-        Err(AppError::ImageNotRendered(_)) => RenderOutcome::NotRendered,
-        Err(_) => RenderOutcome::Failed,
+    // The render is a task of its own holding the key's lock: a request that stops waiting
+    // (its time limit, or its client gone) does not stop it, and the rendition is kept.
+    let task = {
+        let (state, file, variant, key) = (state.clone(), file.clone(), variant.clone(), key);
+        tokio::spawn(async move {
+            let _held = held;
+            let mut ran_for = None;
+            let rendered = render_and_store(&state, &file, &variant, &key, &mut ran_for).await;
+            let outcome = match &rendered {
+                Ok(_) => RenderOutcome::Rendered,
+                Err(AppError::RenderBusy(_)) => RenderOutcome::Busy,
+                Err(AppError::ImageUnrenderable(_)) => RenderOutcome::Unrenderable,
+                Err(AppError::ImageNotRendered(_)) => RenderOutcome::NotRendered,
+                Err(_) => RenderOutcome::Failed,
+            };
+            state.metrics.render_outcome(outcome, ran_for);
+            rendered
+        })
     };
-    state.metrics.render_outcome(outcome, ran_for);
-    rendered
+    match tokio::time::timeout_at(deadline, task).await {
+        Ok(Ok(rendered)) => rendered,
+        Ok(Err(e)) => Err(AppError::Internal(format!("the render's task: {e}"))),
+        Err(_) => {
+            tracing::warn!(
+                file.id = %file.id,
+                variant = %variant.name,
+                timeout_secs = secs,
+                "a rendition was not ready in time: its render goes on"
+            );
+            Err(AppError::RenderTimedOut(secs))
+        }
+    }
 }
 
 /// Renders `variant` of `file` into `key` (the caller holds the key's lock and found no
@@ -440,6 +466,10 @@ pub fn render_eagerly(state: &AppState, file: &FileHandle) {
                         }
                         Err(AppError::RenderBusy(_)) if attempt < EAGER_ATTEMPTS => {
                             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                        Err(AppError::RenderTimedOut(_)) => {
+                            tracing::info!(file.id = %file.id, variant = %name, "eager render past the time limit: it goes on and keeps the rendition");
+                            break;
                         }
                         Err(e) => {
                             tracing::warn!(file.id = %file.id, variant = %name, error.code = e.code(), error = %e, "eager render not done: the first view renders it");

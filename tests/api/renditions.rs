@@ -1341,3 +1341,86 @@ async fn a_jpeg_of_thousands_of_scans_is_refused_before_it_is_decoded() {
     );
     assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
 }
+
+/// A request waits at most UPCOMMIT_RENDER_TIMEOUT_SECS for its rendition (its own render, or
+/// another request's it waits behind): then 503 `render_timeout` with Retry-After, while the
+/// render goes on and keeps the rendition, which the next request finds in the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_render_past_the_time_limit_answers_503_and_keeps_its_rendition_for_the_next_ask() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(640, 480, 1))
+        .await;
+    let h: Value = app
+        .commit(&alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    let id = h["id"].as_str().expect("id").to_owned();
+    let dir = tempfile::tempdir().expect("gate dir");
+    let gate = dir.path().join("render-gate");
+    let (mut server, base) = crate::helpers::server_process(
+        &app,
+        &[
+            ("UPCOMMIT_RENDER_TIMEOUT_SECS", "1"),
+            ("UPCOMMIT_PAUSE_AT", "render_slot_taken"),
+            ("UPCOMMIT_PAUSE_GATE", gate.to_str().expect("path")),
+            ("RUST_LOG", "warn"),
+        ],
+        std::process::Stdio::null(),
+    )
+    .await;
+    let url = format!("{base}/v1/files/{id}/variants/thumb");
+    let ask = || {
+        let (http, url, token) = (app.http.clone(), url.clone(), alice.clone());
+        tokio::spawn(async move { http.get(url).bearer_auth(token).send().await.expect("ask") })
+    };
+    let first = ask();
+    until_reached(&gate).await;
+    // A second request waits behind the first's render, for as long as it may.
+    let second = ask();
+    for r in [first.await.expect("join"), second.await.expect("join")] {
+        assert_eq!(
+            r.headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap_or("")),
+            Some("5")
+        );
+        assert_eq!(error_code(r).await, (503, "render_timeout".to_owned()));
+    }
+    assert_eq!(
+        app.versions_under(&format!("cache/{id}/")).await,
+        0,
+        "still rendering"
+    );
+    std::fs::write(&gate, b"go").expect("open the gate");
+    let mut kept = 0;
+    for _ in 0..100 {
+        kept = app.versions_under(&format!("cache/{id}/")).await;
+        if kept > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(kept, 1, "the render went on and kept its rendition");
+    let third = app
+        .http
+        .get(&url)
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("third");
+    assert_eq!(third.status(), 200);
+    let body: Value = third.json().await.expect("json");
+    assert_eq!(body["cached"], true, "{body}");
+    let page = scrape(&app, &base).await;
+    assert_eq!(
+        metric(&page, r#"upcommit_renders_total{outcome="rendered"}"#),
+        1.0,
+        "one render for the three requests"
+    );
+    server.kill().ok();
+    server.wait().ok();
+}

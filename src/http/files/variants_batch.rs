@@ -1,7 +1,7 @@
 //! `POST /v1/files/variants/{name}`: many files' rendition URLs for one variant in one call
 //! (issue 37) — a feed of thumbnails without a request per image. Each file is answered as
 //! `GET /v1/files/{id}/variants/{name}` would answer it, in the order asked: a rendition, or
-//! that request's error (`status`, `code`, `message`; `retry_after` for `render_busy`). Files
+//! that request's error (`status`, `code`, `message`; `retry_after` for `render_busy` and `render_timeout`). Files
 //! the caller may not see are `file_not_found`, exactly as an unknown id. Renders of this call
 //! run at most as many at once as the replica has render slots. The database or the store
 //! unavailable answers the whole call 503, as the one-file route would.
