@@ -173,7 +173,7 @@ fn variant(v: FileVariant) -> Result<Variant, String> {
         None => OutputFormat::Jpeg,
         Some(raw) => OutputFormat::parse(raw).ok_or_else(|| {
             format!(
-                "variant {}: format must be jpeg or webp, got {raw:?}",
+                "variant {}: format must be jpeg, webp or avif, got {raw:?}",
                 v.name
             )
         })?,
@@ -422,7 +422,7 @@ mod tests {
             (
                 "\"image/jpeg\"",
                 one("format = \"gif\""),
-                "format must be jpeg or webp",
+                "format must be jpeg, webp or avif",
             ),
             (
                 "\"image/jpeg\"",

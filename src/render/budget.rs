@@ -138,7 +138,7 @@ pub fn gif_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, f
     png_bytes(stored, orientation, box_, fit) + stored.pixels() * 4
 }
 
-/// Bytes a WebP rendition holds besides what [`jpeg_bytes`] or [`png_bytes`] count for the
+/// Bytes a WebP or AVIF rendition holds besides what [`jpeg_bytes`] or [`png_bytes`] count for the
 /// rendition: chroma drawn at full resolution (2 bytes a pixel more than 4:2:0's half), the
 /// RGB(A) rows handed to libwebp (4), and libwebp's own YUV, alpha and output buffers (about
 /// 3). Nothing for a JPEG rendition.
@@ -149,9 +149,12 @@ pub fn output_bytes(
     fit: Fit,
     format: OutputFormat,
 ) -> u64 {
-    if format == OutputFormat::Jpeg {
-        return 0;
-    }
+    let encoder = match format {
+        OutputFormat::Jpeg => return 0,
+        OutputFormat::Webp => 0,
+        // libaom's encoder state, whatever the size (about 30 MiB measured for 720 × 588).
+        OutputFormat::Avif => 32 * 1024 * 1024,
+    };
     let shown = if orientation.transposes() {
         Dimensions {
             width: stored.height.max(1),
@@ -164,7 +167,7 @@ pub fn output_bytes(
         }
     };
     let p = plan(shown, box_, fit);
-    u64::from(p.canvas.width) * u64::from(p.canvas.height) * 9
+    u64::from(p.canvas.width) * u64::from(p.canvas.height) * 9 + encoder
 }
 
 #[cfg(test)]

@@ -80,8 +80,9 @@ pub(super) fn draw(
     let out = swapped(p.resized, orientation);
     let (sw, sh, scale) = (at.width, at.height, at.scale);
     let gray = planes.len() == 1;
-    let webp = target.format == OutputFormat::Webp;
-    // A WebP is encoded from RGB: chroma is drawn at full resolution (libwebp subsamples).
+    let webp = target.format != OutputFormat::Jpeg;
+    // A WebP or AVIF is encoded from RGB: chroma is drawn at full resolution (the encoder
+    // subsamples).
     let out_ss = match (gray, webp) {
         (true, _) => tj::SAMP_GRAY,
         (false, true) => tj::SAMP_444,
@@ -129,12 +130,12 @@ pub(super) fn draw(
     drop(alpha);
     let alpha = if has_alpha { done.pop() } else { None };
     let bytes = if webp {
-        super::output::webp(
+        super::output::from_rgb(
             &done,
             alpha.as_ref(),
             p.canvas.width,
             p.canvas.height,
-            target.quality,
+            target,
         )?
     } else {
         if has_alpha {

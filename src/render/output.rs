@@ -1,6 +1,6 @@
 //! What a rendition is written as: a JPEG (from Y, Cb and Cr planes at 4:2:0, or Y alone), or
-//! a lossy WebP (from the same planes at full resolution, turned into RGB — or RGBA where the
-//! source had transparency — for libwebp). The colour arithmetic between JPEG's YCbCr (BT.601,
+//! a lossy WebP or AVIF (from the same planes at full resolution, turned into RGB — or RGBA
+//! where the source had transparency — for libwebp or libheif's AV1 encoder). The colour arithmetic between JPEG's YCbCr (BT.601,
 //! full range) and RGB is here, and the premultiplied alpha a transparent source is resized
 //! with: colour weighted by its opacity, so a transparent pixel's hidden colour does not bleed
 //! into its neighbours' edges.
@@ -32,9 +32,16 @@ impl Output {
         }
     }
 
+    pub fn avif(quality: u8) -> Self {
+        Self {
+            format: OutputFormat::Avif,
+            quality,
+        }
+    }
+
     /// Whether transparency is kept (drawn through) rather than flattened onto white.
     pub fn keeps_alpha(self) -> bool {
-        self.format == OutputFormat::Webp
+        self.format != OutputFormat::Jpeg
     }
 }
 
@@ -88,13 +95,14 @@ fn unpremultiplied_chroma(v: u8, a: u8) -> u8 {
 }
 
 /// `planes` (Y, or Y, Cb and Cr, all of the canvas's size; premultiplied when `alpha` is
-/// given) encoded as a lossy WebP of `quality`.
-pub(super) fn webp(
+/// given) encoded from RGB(A) as a lossy WebP (libwebp) or AVIF (libheif's AV1 encoder) of
+/// `target`'s quality.
+pub(super) fn from_rgb(
     planes: &[Plane],
     alpha: Option<&Plane>,
     width: u32,
     height: u32,
-    quality: u8,
+    target: Output,
 ) -> Result<Vec<u8>, RenderError> {
     let n = width as usize * height as usize;
     if planes.iter().chain(alpha).any(|p| p.data.len() != n) {
@@ -126,8 +134,19 @@ pub(super) fn webp(
             px.push(a);
         }
     }
-    upcommit_webp::encode(&px, width, height, channels, quality)
-        .map_err(|e| RenderError::Internal(e.0))
+    match target.format {
+        OutputFormat::Avif => upcommit_heif::encode(
+            &px,
+            width,
+            height,
+            channels,
+            upcommit_heif::Codec::Av1,
+            target.quality,
+        )
+        .map_err(|e| RenderError::Internal(e.0)),
+        _ => upcommit_webp::encode(&px, width, height, channels, target.quality)
+            .map_err(|e| RenderError::Internal(e.0)),
+    }
 }
 
 #[cfg(test)]

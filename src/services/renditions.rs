@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::domain::image::{self, Dimensions, Format, Parsed};
 use crate::domain::records::{FileHandle, HandleStatus};
-use crate::domain::variants::Variant;
+use crate::domain::variants::{OutputFormat, Variant};
 use crate::error::AppError;
 use crate::metrics::RenderOutcome;
 use crate::render::{Limits, RenderError, Source};
@@ -61,6 +61,12 @@ pub async fn rendition(
     let format = Format::of_content_type(&file.content_type)
         .ok_or(AppError::ImageNotRendered("a file that is not an image"))?;
     source_of(format)?;
+    if variant.format == OutputFormat::Avif && !upcommit_heif::can_encode(upcommit_heif::Codec::Av1)
+    {
+        return Err(AppError::ImageNotRendered(
+            "an AVIF rendition (this libheif has no AV1 encoder)",
+        ));
+    }
     let key = variant.key(&file.id);
     // Seen in the store within the last minutes: answered without asking it again.
     if let Some(k) = state.renders.known(&key) {

@@ -1,5 +1,5 @@
-//! Issue 37: WebP renditions (`format = "webp"`) and WebP, HEIC and AVIF sources, over HTTP on
-//! the test command's store: the rendition is a WebP (its stored Content-Type and its bytes), upright,
+//! Issue 37: WebP and AVIF renditions (`format = "webp"`, `"avif"`) and WebP, HEIC and AVIF
+//! sources, over HTTP on the test command's store: the rendition is a WebP (its stored Content-Type and its bytes), upright,
 //! transparency kept from a PNG or a WebP, and a JPEG variant of a WebP source flattens it.
 
 use serde_json::Value;
@@ -24,6 +24,14 @@ fn spawn() -> Spawn {
             fit = "inside"
             format = "webp"
             quality = 80
+
+            [[profiles.variants]]
+            name = "small"
+            width = 100
+            height = 100
+            fit = "inside"
+            format = "avif"
+            quality = 60
 
             [[profiles.variants]]
             name = "flat"
@@ -110,6 +118,20 @@ async fn a_webp_variant_is_a_webp_upright_and_keeps_a_pngs_transparency() {
     assert_eq!(pixel(&px, w, 20, 50)[3], 0, "transparent stays transparent");
     let red = pixel(&px, w, 180, 50);
     assert!(red[3] == 255 && red[0] > 200 && red[1] < 50, "{red:?}");
+    // The AVIF variant: an AVIF, its transparency kept too.
+    let (small, bytes, stored_type) = variant(&app, &alice, &id, "small").await;
+    assert_eq!(
+        (small["content_type"].as_str(), stored_type.as_str()),
+        (Some("image/avif"), "image/avif")
+    );
+    let back = upcommit_heif::decode(&bytes, 1_000_000).expect("an AVIF");
+    assert_eq!((back.width, back.height), (100, 50));
+    assert!(back.has_alpha);
+    assert!(
+        back.pixels[(25 * 100 + 10) * 4 + 3] < 20,
+        "transparent half"
+    );
+    assert!(back.pixels[(25 * 100 + 90) * 4 + 3] > 240, "opaque half");
     let (flat, bytes, stored_type) = variant(&app, &alice, &id, "flat").await;
     assert_eq!(
         (flat["content_type"].as_str(), stored_type.as_str()),
@@ -172,12 +194,11 @@ async fn heic_and_avif_sources_commit_with_their_size_and_render() {
             });
         }
     }
-    let dir = tempfile::tempdir().expect("dir");
     for (codec, content_type) in [
         (upcommit_heif::Codec::Hevc, "image/heic"),
         (upcommit_heif::Codec::Av1, "image/avif"),
     ] {
-        let file = upcommit_heif::encode_for_tests(&rgba, w, h, codec, dir.path()).expect("encode");
+        let file = upcommit_heif::encode_for_tests(&rgba, w, h, codec).expect("encode");
         let p = app
             .uploaded_bytes(&alice, "image", content_type, file)
             .await;

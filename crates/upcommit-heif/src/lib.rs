@@ -92,7 +92,15 @@ extern "C" {
         options: *const c_void,
         out: *mut ImageHandle,
     ) -> HeifError;
-    fn heif_context_write_to_file(ctx: Ctx, path: *const c_char) -> HeifError;
+    fn heif_context_write(ctx: Ctx, writer: *mut Writer, userdata: *mut c_void) -> HeifError;
+    fn heif_have_encoder_for_format(format: c_int) -> c_int;
+}
+
+/// libheif's `struct heif_writer` (API version 1).
+#[repr(C)]
+struct Writer {
+    version: c_int,
+    write: extern "C" fn(Ctx, *const c_void, usize, *mut c_void) -> HeifError,
 }
 
 static INIT: Once = Once::new();
@@ -313,21 +321,76 @@ pub fn decode(data: &[u8], max_pixels: u64) -> Result<Decoded, Error> {
 }
 
 /// `rgba` (`width` × `height` rows of RGBA without padding) encoded as a HEIC (`Codec::Hevc`,
-/// x265) or an AVIF (`Codec::Av1`, libaom) at quality 90, written through a file in
-/// `scratch` (a directory): what tests make sources with. Not used by the server.
+/// x265) or an AVIF (`Codec::Av1`, libaom) at quality 90: what tests make sources with.
 pub fn encode_for_tests(
     rgba: &[u8],
     width: u32,
     height: u32,
     codec: Codec,
-    scratch: &std::path::Path,
+) -> Result<Vec<u8>, Error> {
+    encode(rgba, width, height, 4, codec, 90)
+}
+
+/// Whether this libheif has an encoder for `codec`.
+pub fn can_encode(codec: Codec) -> bool {
+    init();
+    // SAFETY: a pure query.
+    unsafe { heif_have_encoder_for_format(compression(codec)) != 0 }
+}
+
+fn compression(codec: Codec) -> c_int {
+    match codec {
+        Codec::Hevc => COMPRESSION_HEVC,
+        Codec::Av1 => COMPRESSION_AV1,
+    }
+}
+
+/// libheif's writer: appends what it is given to the `Vec<u8>` behind `userdata`.
+extern "C" fn append(
+    _ctx: Ctx,
+    data: *const c_void,
+    size: usize,
+    userdata: *mut c_void,
+) -> HeifError {
+    if !data.is_null() && size > 0 {
+        // SAFETY: `userdata` is the `&mut Vec<u8>` `encode` passed, alive for the whole
+        // `heif_context_write` call; `data` holds `size` bytes for this call.
+        unsafe {
+            let out = &mut *userdata.cast::<Vec<u8>>();
+            out.extend_from_slice(std::slice::from_raw_parts(data.cast::<u8>(), size));
+        }
+    }
+    HeifError {
+        code: 0,
+        subcode: 0,
+        message: c"ok".as_ptr(),
+    }
+}
+
+/// `pixels` (`width` × `height` rows of RGB, `channels` 3, or RGBA, 4, without padding)
+/// encoded as a HEIC or an AVIF at `quality` (0–100), in memory: an AVIF rendition.
+pub fn encode(
+    pixels: &[u8],
+    width: u32,
+    height: u32,
+    channels: usize,
+    codec: Codec,
+    quality: u8,
 ) -> Result<Vec<u8>, Error> {
     init();
-    if rgba.len() != width as usize * height as usize * 4 {
+    let chroma = match channels {
+        3 => CHROMA_INTERLEAVED_RGB,
+        4 => CHROMA_INTERLEAVED_RGBA,
+        _ => return Err(Error(format!("{channels} channels"))),
+    };
+    if width == 0 || height == 0 || pixels.len() != width as usize * height as usize * channels {
         return Err(Error("pixels of the wrong size".into()));
     }
     // SAFETY: no arguments.
     let ctx = Context(unsafe { heif_context_alloc() });
+    if ctx.0.is_null() {
+        return Err(Error("heif_context_alloc failed".into()));
+    }
     let mut img: Image = std::ptr::null_mut();
     // SAFETY: sizes and enums are plain values; `img` is written on success.
     check(unsafe {
@@ -335,7 +398,7 @@ pub fn encode_for_tests(
             width as c_int,
             height as c_int,
             COLORSPACE_RGB,
-            CHROMA_INTERLEAVED_RGBA,
+            chroma,
             &mut img,
         )
     })?;
@@ -353,25 +416,21 @@ pub fn encode_for_tests(
     let mut stride: c_int = 0;
     // SAFETY: the plane just added: `height` rows of `stride` bytes.
     let plane = unsafe { heif_image_get_plane(img.0, CHANNEL_INTERLEAVED, &mut stride) };
-    if plane.is_null() {
+    let row = width as usize * channels;
+    if plane.is_null() || (stride.max(0) as usize) < row {
         return Err(Error("no plane".into()));
     }
-    let row = width as usize * 4;
     for y in 0..height as usize {
         // SAFETY: row `y` of the plane has at least `row` writable bytes (stride ≥ row).
         let dst = unsafe { std::slice::from_raw_parts_mut(plane.add(y * stride as usize), row) };
-        dst.copy_from_slice(&rgba[y * row..][..row]);
+        dst.copy_from_slice(&pixels[y * row..][..row]);
     }
     let mut enc: *mut c_void = std::ptr::null_mut();
-    let format = match codec {
-        Codec::Hevc => COMPRESSION_HEVC,
-        Codec::Av1 => COMPRESSION_AV1,
-    };
     // SAFETY: a live context; `enc` is written on success and released below.
-    check(unsafe { heif_context_get_encoder_for_format(ctx.0, format, &mut enc) })?;
+    check(unsafe { heif_context_get_encoder_for_format(ctx.0, compression(codec), &mut enc) })?;
     // SAFETY: a live encoder, image and context; the handle written is the context's.
     let encoded = unsafe {
-        let _ = heif_encoder_set_lossy_quality(enc, 90);
+        let _ = heif_encoder_set_lossy_quality(enc, c_int::from(quality.min(100)));
         let mut h: ImageHandle = std::ptr::null_mut();
         let e = heif_context_encode_image(ctx.0, img.0, enc, std::ptr::null(), &mut h);
         heif_encoder_release(enc);
@@ -381,14 +440,15 @@ pub fn encode_for_tests(
         e
     };
     check(encoded)?;
-    let path = scratch.join(format!("encoded-{}.heif", std::process::id()));
-    let c_path = std::ffi::CString::new(path.to_string_lossy().as_bytes())
-        .map_err(|_| Error("a path with a NUL".into()))?;
-    // SAFETY: a live context and a NUL-terminated path.
-    check(unsafe { heif_context_write_to_file(ctx.0, c_path.as_ptr()) })?;
-    let bytes = std::fs::read(&path).map_err(|e| Error(e.to_string()))?;
-    let _ = std::fs::remove_file(&path);
-    Ok(bytes)
+    let mut out: Vec<u8> = Vec::new();
+    let mut writer = Writer {
+        version: 1,
+        write: append,
+    };
+    // SAFETY: a live context; `writer` and `out` live across the call, and `append` is the
+    // only user of `out`'s pointer, during the call.
+    check(unsafe { heif_context_write(ctx.0, &mut writer, (&mut out as *mut Vec<u8>).cast()) })?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -403,7 +463,6 @@ mod tests {
 
     #[test]
     fn what_it_encodes_decodes_to_its_size_and_colours_and_too_many_pixels_are_refused() {
-        let dir = std::env::temp_dir();
         let (w, h) = (64u32, 32u32);
         let mut rgba = Vec::new();
         for _ in 0..h {
@@ -416,7 +475,7 @@ mod tests {
             }
         }
         for codec in [Codec::Hevc, Codec::Av1] {
-            let file = encode_for_tests(&rgba, w, h, codec, &dir).expect("encode");
+            let file = encode_for_tests(&rgba, w, h, codec).expect("encode");
             assert_eq!(&file[4..8], b"ftyp");
             let d = decode(&file, 1_000_000).expect("decode");
             assert_eq!((d.width, d.height), (w, h), "{codec:?}");

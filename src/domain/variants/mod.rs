@@ -22,6 +22,7 @@ pub const MAX_SIDE: u32 = 8192;
 pub enum OutputFormat {
     Jpeg,
     Webp,
+    Avif,
 }
 
 impl OutputFormat {
@@ -29,6 +30,7 @@ impl OutputFormat {
         Some(match s {
             "jpeg" => Self::Jpeg,
             "webp" => Self::Webp,
+            "avif" => Self::Avif,
             _ => return None,
         })
     }
@@ -37,6 +39,7 @@ impl OutputFormat {
         match self {
             Self::Jpeg => "jpeg",
             Self::Webp => "webp",
+            Self::Avif => "avif",
         }
     }
 
@@ -44,6 +47,7 @@ impl OutputFormat {
         match self {
             Self::Jpeg => "image/jpeg",
             Self::Webp => "image/webp",
+            Self::Avif => "image/avif",
         }
     }
 
@@ -51,6 +55,7 @@ impl OutputFormat {
         match self {
             Self::Jpeg => "jpg",
             Self::Webp => "webp",
+            Self::Avif => "avif",
         }
     }
 }
@@ -71,8 +76,9 @@ pub struct Variant {
 }
 
 /// The version of what a render does: part of every rendition's key, so that a renderer that
-/// draws differently never serves what an older one cached.
-pub const RENDERER_VERSION: u32 = 1;
+/// draws differently never serves what an older one cached. 2: ICC profiles converted to sRGB
+/// (a Display P3 or Adobe RGB source's version 1 rendition had its numbers read as sRGB).
+pub const RENDERER_VERSION: u32 = 2;
 
 /// A variant's name: 1–32 of `[a-z0-9_-]`.
 pub fn is_name(name: &str) -> bool {

@@ -265,9 +265,8 @@ fn heic_and_avif_sources_render_to_either_format_keeping_alpha_in_a_webp() {
             });
         }
     }
-    let dir = std::env::temp_dir();
     for codec in [upcommit_heif::Codec::Hevc, upcommit_heif::Codec::Av1] {
-        let file = upcommit_heif::encode_for_tests(&rgba, w, h, codec, &dir).expect("encode");
+        let file = upcommit_heif::encode_for_tests(&rgba, w, h, codec).expect("encode");
         let r = webp_of(
             Source::Heif,
             &file,
@@ -325,4 +324,43 @@ fn heic_and_avif_sources_render_to_either_format_keeping_alpha_in_a_webp() {
             Err(RenderError::Corrupt(_))
         ));
     }
+}
+
+#[test]
+fn an_avif_rendition_is_an_avif_of_the_right_size_keeping_transparency() {
+    let src = png_of(
+        64,
+        32,
+        png::ColorType::Rgba,
+        png::BitDepth::Eight,
+        None,
+        |x, _| {
+            if x < 32 {
+                vec![230, 20, 20, 255]
+            } else {
+                vec![0, 255, 0, 0]
+            }
+        },
+    );
+    let r = super::super::render_here(
+        Source::Png,
+        &src,
+        Transform::from_exif(6),
+        d(16, 32),
+        Fit::Inside,
+        Output::avif(70),
+        &LIMITS,
+    )
+    .expect("render");
+    assert_eq!(r.content_type, "image/avif");
+    assert_eq!((r.width, r.height), (16, 32), "turned a quarter");
+    assert_eq!(&r.bytes[4..12], b"ftypavif");
+    let back = upcommit_heif::decode(&r.bytes, 10_000).expect("decodes");
+    assert_eq!((back.width, back.height), (16, 32));
+    assert!(back.has_alpha);
+    assert!(back.icc.is_none(), "no profile written");
+    let at = |x: u32, y: u32| &back.pixels[((y * 16 + x) * 4) as usize..][..4];
+    // EXIF 6: the stored left (red, opaque) half is shown on top.
+    assert!(at(8, 4)[0] > 180 && at(8, 4)[3] > 240, "{:?}", at(8, 4));
+    assert!(at(8, 28)[3] < 20, "the transparent half: {:?}", at(8, 28));
 }
