@@ -43,7 +43,7 @@
  *   multipart?: {part_size: number, part_count: number}, expires_at: string, max_size: number,
  *   checksum?: Checksum}} Presigned
  * @typedef {{variant: string, url: string, width: number, height: number,
- *   content_type: "image/jpeg" | "image/webp", size: number, expires_in: number, cached: boolean}} Rendition
+ *   content_type: "image/jpeg" | "image/webp" | "image/avif", size: number, expires_in: number, cached: boolean}} Rendition
  * @typedef {{id: string, status: number, rendition?: Rendition,
  *   error?: {code: string, message: string, retry_after?: number}}} RenditionEntry
  * @typedef {{part_number: number, url: string, headers: Record<string, string>, size: number}} PartUrl
