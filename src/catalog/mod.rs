@@ -464,12 +464,12 @@ pub trait Catalog:
     async fn handle_by_upload(&self, id: &UploadId) -> Result<Option<FileHandle>, CatalogError>;
 
     /// Marks up to `limit` temporary handles whose `expires_at` has passed at `now` as expired
-    /// (oldest expiry first); returns how many it marked. Run until it returns less than `limit`.
+    /// (oldest expiry first); returns the ids it marked. Run until it returns fewer than `limit`.
     async fn mark_expired_handles(
         &self,
         now: DateTime<Utc>,
         limit: i64,
-    ) -> Result<u64, CatalogError>;
+    ) -> Result<Vec<FileId>, CatalogError>;
 
     /// (uploads, bytes) charged to `owner` on `day`.
     async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError>;

@@ -679,7 +679,7 @@ impl Catalog for ObservedCatalog {
         &self,
         now: DateTime<Utc>,
         limit: i64,
-    ) -> Result<u64, CatalogError> {
+    ) -> Result<Vec<FileId>, CatalogError> {
         timed!(self, mark_expired_handles(now, limit))
     }
     async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError> {

@@ -467,7 +467,7 @@ macro_rules! impl_catalog {
                 &self,
                 now: chrono::DateTime<chrono::Utc>,
                 limit: i64,
-            ) -> Result<u64, CatalogError> {
+            ) -> Result<Vec<$crate::domain::ids::FileId>, CatalogError> {
                 // One batch, oldest expiry first; a handle is marked once (`expired_at IS NULL`),
                 // so two sweeps running at once never count one twice.
                 let mut tx = self.pool.begin_with($begin).await?;
@@ -486,7 +486,7 @@ macro_rules! impl_catalog {
                 let events = Self::file_events(&rows, $crate::domain::events::EventType::FileExpired, now)?;
                 Self::insert_events(&mut *tx, &events).await?;
                 tx.commit().await?;
-                Ok(rows.len() as u64)
+                rows.iter().map(|r| Self::handle_row(r).map(|h| h.id)).collect()
             }
 
             #[tracing::instrument(skip_all, fields(upload.id = %id))]

@@ -44,6 +44,11 @@ pub struct SweepSummary {
     pub uploads_marked: u64,
     /// Temporary file handles past their `expires_at`, marked `expired` (none in a dry run).
     pub handles_expired: u64,
+    /// Versions of those files' renditions (`cache/<id>/`) removed after the mark.
+    pub expired_rendition_versions_removed: u64,
+    /// Expired files whose renditions could not be listed or removed (reconcile's
+    /// `--remove-orphan-renditions` finds them later).
+    pub expired_renditions_failed: u64,
     /// Stale `promoting` commits finished or released (see `services::recovery`).
     pub recovery: crate::services::recovery::RecoverySummary,
     /// Tmp objects of settled uploads whose URLs expired (see `services::tmp_cleanup`).
@@ -212,7 +217,10 @@ pub async fn sweep_at(
     summary.settled_tmp = settled;
 
     if !dry_run {
-        summary.handles_expired = mark_expired(catalog, now).await?;
+        let expired = mark_expired(catalog, store.as_ref(), now).await?;
+        summary.handles_expired = expired.marked;
+        summary.expired_rendition_versions_removed = expired.rendition_versions;
+        summary.expired_renditions_failed = expired.renditions_failed;
     }
 
     let done_through = job
@@ -303,15 +311,37 @@ pub async fn sweep_at(
 /// Handles marked per statement: small enough that one batch holds the table briefly.
 const EXPIRE_BATCH: i64 = 500;
 
-/// Marks every temporary handle past its `expires_at` as expired, a batch at a time. Only the
-/// catalog changes: the bucket's lifecycle rule removes the objects (see `domain::temporary`).
-async fn mark_expired(catalog: &Arc<dyn Catalog>, now: DateTime<Utc>) -> Result<u64, SweepError> {
-    let mut marked = 0;
+#[derive(Default)]
+struct Expired {
+    marked: u64,
+    rendition_versions: u64,
+    renditions_failed: u64,
+}
+
+/// Marks every temporary handle past its `expires_at` as expired, a batch at a time; the bucket's
+/// lifecycle rule removes the files' objects (see `domain::temporary`). Their renditions, which
+/// the `cache/` rule would keep for 30 days more, are removed here once the mark (the claim) is
+/// written: an expired file's renditions are never served again (410 `file_expired`).
+async fn mark_expired(
+    catalog: &Arc<dyn Catalog>,
+    store: &dyn ObjectStore,
+    now: DateTime<Utc>,
+) -> Result<Expired, SweepError> {
+    let mut done = Expired::default();
     loop {
-        let n = catalog.mark_expired_handles(now, EXPIRE_BATCH).await?;
-        marked += n;
-        if n < EXPIRE_BATCH.unsigned_abs() {
-            return Ok(marked);
+        let ids = catalog.mark_expired_handles(now, EXPIRE_BATCH).await?;
+        done.marked += ids.len() as u64;
+        for id in &ids {
+            match crate::services::renditions::delete_all(store, id).await {
+                Ok(n) => done.rendition_versions += n,
+                Err(e) => {
+                    done.renditions_failed += 1;
+                    tracing::warn!(file.id = %id, error = %e, "the renditions of an expired file were not removed");
+                }
+            }
+        }
+        if ids.len() < EXPIRE_BATCH.unsigned_abs() as usize {
+            return Ok(done);
         }
     }
 }

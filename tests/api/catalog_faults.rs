@@ -750,7 +750,7 @@ impl Catalog for FaultyCatalog {
         &self,
         now: DateTime<Utc>,
         limit: i64,
-    ) -> Result<u64, CatalogError> {
+    ) -> Result<Vec<upcommit::domain::ids::FileId>, CatalogError> {
         self.inner.mark_expired_handles(now, limit).await
     }
     async fn quota_usage(&self, owner: &str, day: NaiveDate) -> Result<(i64, i64), CatalogError> {

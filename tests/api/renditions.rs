@@ -1424,3 +1424,110 @@ async fn a_render_past_the_time_limit_answers_503_and_keeps_its_rendition_for_th
     server.kill().ok();
     server.wait().ok();
 }
+
+/// A temporary file's renditions go when the sweep marks it expired (its object is the
+/// lifecycle rule's), not 30 days later with the cache's rule; the other files' stay.
+#[tokio::test]
+async fn the_sweep_removes_an_expired_temporary_files_renditions_and_only_those() {
+    use std::sync::Arc;
+    use upcommit::config::Settings;
+    use upcommit::services::sweep::{sweep_at, SweepOutcome};
+    use upcommit::storage::{ObjectStore, S3Store};
+    let config = r#"
+        [[profiles]]
+        name = "image"
+        content_types = ["image/jpeg"]
+        max_size = 10000000
+        final_prefix = "media/images/"
+
+        [[profiles.variants]]
+        name = "thumb"
+        width = 200
+        height = 200
+
+        [[profiles]]
+        name = "story"
+        content_types = ["image/jpeg"]
+        max_size = 10000000
+        final_prefix = "stories/"
+        temporary_ttl = "1d"
+
+        [[profiles.variants]]
+        name = "thumb"
+        width = 200
+        height = 200
+    "#;
+    let app = spawn_app_with(Spawn {
+        config: Some(config.to_owned()),
+        ..Spawn::default()
+    })
+    .await;
+    let alice = app.token("alice");
+    let mut ids = Vec::new();
+    let mut expires = None;
+    for profile in ["image", "story"] {
+        let p = app
+            .uploaded_bytes(&alice, profile, "image/jpeg", jpeg(640, 480, 1))
+            .await;
+        let h: Value = app
+            .commit(&alice, &p.key, None)
+            .await
+            .json()
+            .await
+            .expect("handle");
+        let id = h["id"].as_str().expect("id").to_owned();
+        let r = app
+            .get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+            .await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 1);
+        if profile == "story" {
+            expires = h["expires_at"].as_str().map(str::to_owned);
+        }
+        ids.push(id);
+    }
+    let expires = chrono::DateTime::parse_from_rfc3339(&expires.expect("expires_at"))
+        .expect("RFC 3339")
+        .with_timezone(&chrono::Utc);
+    let settings =
+        Settings::from_sources(Some(config), &|k| app.env.get(k).cloned()).expect("settings");
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(S3Store::connect(&settings.s3).await.expect("store"));
+    let summary = match sweep_at(
+        &app.catalog,
+        &store,
+        &settings,
+        false,
+        expires + chrono::Duration::seconds(1),
+    )
+    .await
+    .expect("sweep")
+    {
+        SweepOutcome::Ran { summary, .. } => *summary,
+        SweepOutcome::Busy => panic!("sweep busy"),
+    };
+    assert_eq!(summary.handles_expired, 1, "{summary:?}");
+    assert_eq!(summary.expired_rendition_versions_removed, 1);
+    assert_eq!(summary.expired_renditions_failed, 0);
+    assert_eq!(
+        app.versions_under(&format!("cache/{}/", ids[1])).await,
+        0,
+        "the expired story's rendition is gone"
+    );
+    assert_eq!(
+        app.versions_under(&format!("cache/{}/", ids[0])).await,
+        1,
+        "the ordinary file's stays"
+    );
+    assert_eq!(
+        error_code(
+            app.get(
+                &format!("/v1/files/{}/variants/thumb", ids[1]),
+                Some(&alice)
+            )
+            .await
+        )
+        .await,
+        (410, "file_expired".to_owned())
+    );
+}
