@@ -211,9 +211,9 @@ pub fn decode(data: &[u8], max_pixels: u64) -> Result<Decoded, Error> {
     if ctx.0.is_null() {
         return Err(Error("heif_context_alloc failed".into()));
     }
-    // No side longer than the pixel limit allows for a one-pixel-wide image, within libheif's
-    // own bound.
-    let side = max_pixels.clamp(1, i32::MAX as u64) as c_int;
+    // No side longer than the pixel limit allows for a one-pixel-wide image, and never past
+    // libheif's own default bound (32,768): this only ever lowers it.
+    let side = max_pixels.clamp(1, 32_768) as c_int;
     // SAFETY: a live context.
     unsafe { heif_context_set_maximum_image_size_limit(ctx.0, side) };
     // SAFETY: `data` outlives the context (dropped at the end of this function, before

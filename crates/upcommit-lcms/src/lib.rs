@@ -125,7 +125,13 @@ impl Icc {
         }
         // SAFETY: `bytes` is live for the call; lcms2 copies what it keeps.
         let p = unsafe { cmsOpenProfileFromMem(bytes.as_ptr().cast(), bytes.len() as u32) };
-        (!p.is_null()).then_some(Self(p))
+        // Not `then_some(Self(p))`: that builds the value first, and dropping an `Icc` of a
+        // null profile would hand null to cmsCloseProfile.
+        if p.is_null() {
+            None
+        } else {
+            Some(Self(p))
+        }
     }
 
     pub fn space(&self) -> Space {
@@ -249,7 +255,13 @@ impl ToSrgb {
         };
         // SAFETY: ours, closed once.
         unsafe { cmsCloseProfile(srgb) };
-        (!xform.is_null()).then_some(Self { xform, input })
+        // Not `then_some`: a `ToSrgb` of a null transform, built and dropped, aborts in
+        // cmsDeleteTransform (found by a garbage profile's test).
+        if xform.is_null() {
+            None
+        } else {
+            Some(Self { xform, input })
+        }
     }
 
     /// `pixels` (interleaved, of the transform's input) as sRGB: 3 bytes a pixel, or 4 with

@@ -171,3 +171,30 @@ fn a_pngs_wide_gamut_profile_is_converted_and_its_alpha_kept() {
     assert!(g[0] + 10 < 60 && g[1] >= 170 && g[3] == 255, "{g:?}");
     assert_eq!(at(&wide, 28)[3], 0, "alpha untouched by the conversion");
 }
+
+#[test]
+fn a_profile_that_is_garbage_cut_or_of_another_colour_space_is_ignored_not_fatal() {
+    let mut px = Vec::new();
+    for _ in 0..32 * 32 {
+        px.extend([60u8, 180, 60]);
+    }
+    let plain = Encoder::new()
+        .expect("encoder")
+        .encode_pixels(&px, 32, 32, Pixels::Rgb, upcommit_turbojpeg::SAMP_444, 95)
+        .expect("encode");
+    let wide = upcommit_lcms::rgb_profile([(0.64, 0.33), (0.21, 0.71), (0.15, 0.06)], 2.2)
+        .expect("profile");
+    let mut cut = wide.clone();
+    cut.truncate(wide.len() / 2);
+    // A gray profile's header on an RGB image: the colour space is not the image's.
+    let mut gray = wide.clone();
+    gray[16..20].copy_from_slice(b"GRAY");
+    for icc in [vec![0x41u8; 3000], cut, gray, vec![0u8; 200]] {
+        let rgb = rendered_rgb(&with_icc(&plain, &icc), 16, 16);
+        assert!(
+            close(&rgb[(8 * 16 + 8) * 3..][..3], [60, 180, 60], 8),
+            "drawn as it is: {:?}",
+            &rgb[(8 * 16 + 8) * 3..][..3]
+        );
+    }
+}
