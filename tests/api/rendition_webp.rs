@@ -248,3 +248,28 @@ async fn heic_and_avif_sources_commit_with_their_size_and_render() {
         }
     }
 }
+
+/// A JPEG whose ICC profile is cut short (lcms2 reads its header, then refuses the transform):
+/// drawn as it is, and the server is still there for the next request. (Before the fix, the
+/// refused transform was dropped as if made, and the process aborted.)
+#[tokio::test]
+async fn a_jpeg_with_a_cut_icc_profile_renders_and_the_server_lives_on() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let profile = upcommit_lcms::rgb_profile([(0.64, 0.33), (0.21, 0.71), (0.15, 0.06)], 2.2)
+        .expect("profile");
+    let source = jpeg(640, 480, 1);
+    let mut body = b"ICC_PROFILE\0\x01\x01".to_vec();
+    body.extend(&profile[..profile.len() / 2]);
+    let mut cut = vec![0xFF, 0xD8, 0xFF, 0xE2];
+    cut.extend(u16::try_from(body.len() + 2).expect("small").to_be_bytes());
+    cut.extend(body);
+    cut.extend(&source[2..]);
+    let id = committed(&app, &alice, "image/jpeg", cut).await;
+    for name in ["flat", "card", "small"] {
+        let (body, bytes, _) = variant(&app, &alice, &id, name).await;
+        assert_eq!(body["size"].as_u64(), Some(bytes.len() as u64), "{name}");
+    }
+    let again = app.get("/healthz", None).await;
+    assert_eq!(again.status(), 200);
+}
