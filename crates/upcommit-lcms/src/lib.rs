@@ -346,6 +346,59 @@ mod tests {
         );
     }
 
+    /// Profiles with bytes flipped, runs overwritten and cut short, each read, described and
+    /// asked for every transform, which is applied: no abort, no crash (a refused transform
+    /// dropped as if made aborted the process once).
+    #[test]
+    fn mutated_profiles_are_read_or_refused_never_a_crash() {
+        let good = [
+            srgb_bytes(),
+            rgb_profile([(0.64, 0.33), (0.21, 0.71), (0.15, 0.06)], 2.2).expect("profile"),
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut read, mut made) = (0, 0);
+        for i in 0..4000 {
+            let mut b = good[i % 2].clone();
+            for _ in 0..1 + next() % 3 {
+                let n = b.len();
+                match next() % 3 {
+                    0 => b[next() as usize % n] ^= 1 << (next() % 8),
+                    1 => {
+                        let at = next() as usize % n;
+                        let end = (at + 1 + next() as usize % 64).min(n);
+                        let byte = next() as u8;
+                        b[at..end].fill(byte);
+                    }
+                    _ if n > 129 => b.truncate(128 + next() as usize % (n - 128)),
+                    _ => {}
+                }
+            }
+            let Some(icc) = Icc::read(&b) else { continue };
+            read += 1;
+            let _ = (icc.space(), icc.description(), icc.is_srgb());
+            for input in [Input::Rgb, Input::Rgba, Input::Cmyk, Input::CmykInverted] {
+                if let Some(x) = ToSrgb::new(&icc, input) {
+                    made += 1;
+                    let out = x.apply(&[128u8; 64]);
+                    assert_eq!(
+                        out.len(),
+                        64 / input.bytes() * if input == Input::Rgba { 4 } else { 3 }
+                    );
+                }
+            }
+        }
+        assert!(
+            read > 100 && made > 10,
+            "the mutations still reach lcms2: {read} read, {made} made"
+        );
+    }
+
     #[test]
     fn garbage_is_not_a_profile() {
         assert!(Icc::read(b"short").is_none());
