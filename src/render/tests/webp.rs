@@ -364,3 +364,31 @@ fn an_avif_rendition_is_an_avif_of_the_right_size_keeping_transparency() {
     assert!(at(8, 4)[0] > 180 && at(8, 4)[3] > 240, "{:?}", at(8, 4));
     assert!(at(8, 28)[3] < 20, "the transparent half: {:?}", at(8, 28));
 }
+
+#[test]
+fn slivers_render_in_every_format() {
+    for (w, h) in [(1, 1), (200, 1), (1, 200), (3, 2)] {
+        let src = png_of(
+            w,
+            h,
+            png::ColorType::Rgb,
+            png::BitDepth::Eight,
+            None,
+            |_, _| vec![200, 100, 50],
+        );
+        for out in [Output::jpeg(80), Output::webp(80), Output::avif(60)] {
+            for fit in [Fit::Cover, Fit::Contain, Fit::Inside] {
+                let r = super::super::render_here(
+                    Source::Png,
+                    &src,
+                    Transform::from_exif(6),
+                    d(60, 60),
+                    fit,
+                    out,
+                    &LIMITS,
+                );
+                assert!(r.is_ok(), "{w}x{h} {out:?} {fit:?}: {r:?}");
+            }
+        }
+    }
+}
