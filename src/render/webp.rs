@@ -1,7 +1,7 @@
 //! WebP sources: a still WebP decoded whole by libwebp to RGBA, then drawn as a PNG's pixels
 //! are (transparency kept for a WebP rendition, flattened onto white for a JPEG). An animated
-//! WebP is not rendered (libwebp's simple decoder reads still images); nothing of the file's
-//! chunks (EXIF, XMP, ICC) is written.
+//! WebP is not rendered (libwebp's simple decoder reads still images). An ICCP profile that is
+//! not sRGB is converted to sRGB; nothing of the file's chunks (EXIF, XMP, ICC) is written.
 
 use fast_image_resize::Resizer;
 use upcommit_turbojpeg::Encoder;
@@ -44,6 +44,18 @@ pub fn render(
         return Err(RenderError::Corrupt(
             "a WebP whose image is not the size its header says".into(),
         ));
+    }
+    // An ICCP profile that is not sRGB: the pixels converted to sRGB, row by row in place.
+    let mut rgba = rgba;
+    if let Some(x) = crate::domain::image::webp_icc(input)
+        .and_then(upcommit_lcms::Icc::read)
+        .filter(|p| !p.is_srgb())
+        .and_then(|p| upcommit_lcms::ToSrgb::new(&p, upcommit_lcms::Input::Rgba))
+    {
+        for line in rgba.chunks_exact_mut(width as usize * 4) {
+            let converted = x.apply(line);
+            line.copy_from_slice(&converted);
+        }
     }
     let (planes, alpha) = rgba_planes(&rgba, width, height, out.keeps_alpha());
     drop(rgba);

@@ -19,6 +19,7 @@ mod webp;
 
 pub use bounds::{ImageBounds, OutOfBounds, DEFAULT_MAX_PIXELS};
 pub use transform::Transform;
+pub use webp::icc as webp_icc;
 
 /// The furthest into an object a header is looked for: a JPEG's frame header can sit behind
 /// 64 KiB of EXIF and more of ICC profile; an AVIF's or HEIC's `meta` box is near the start.

@@ -93,3 +93,71 @@ fn exif_orientation(b: &[u8]) -> Result<u16, usize> {
         }
     }
 }
+
+/// The ICC profile of a WebP (its `ICCP` chunk, which the extended format puts right after
+/// `VP8X`), or `None` when it has none or the chunks cannot be walked to it.
+pub fn icc(b: &[u8]) -> Option<&[u8]> {
+    if b.get(0..4)? != b"RIFF" || b.get(8..12)? != b"WEBP" {
+        return None;
+    }
+    let mut at = 12usize;
+    while let (Some(kind), Some(len)) = (b.get(at..at + 4), le32(b, at + 4)) {
+        let len = usize::try_from(len).ok()?;
+        let end = (at + 8).checked_add(len)?;
+        if kind == b"ICCP" {
+            return b.get(at + 8..end);
+        }
+        // The profile precedes the image data: past it, there is none.
+        if matches!(kind, b"VP8 " | b"VP8L" | b"ANIM" | b"ALPH") {
+            return None;
+        }
+        at = end.checked_add(len & 1)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod icc_tests {
+    use super::icc;
+
+    fn chunk(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
+        let mut v = kind.to_vec();
+        v.extend((body.len() as u32).to_le_bytes());
+        v.extend(body);
+        if body.len() % 2 == 1 {
+            v.push(0);
+        }
+        v
+    }
+
+    fn riff(chunks: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = chunks.concat();
+        let mut v = b"RIFF".to_vec();
+        v.extend(((body.len() + 4) as u32).to_le_bytes());
+        v.extend(b"WEBP");
+        v.extend(body);
+        v
+    }
+
+    #[test]
+    fn the_iccp_chunk_is_found_after_vp8x_and_nowhere_else() {
+        let vp8x = chunk(b"VP8X", &[0x20, 0, 0, 0, 9, 0, 0, 9, 0, 0]);
+        let with = riff(&[
+            vp8x.clone(),
+            chunk(b"ICCP", b"odd"),
+            chunk(b"VP8 ", b"data"),
+        ]);
+        assert_eq!(icc(&with), Some(&b"odd"[..]));
+        let after_image = riff(&[vp8x.clone(), chunk(b"VP8 ", b"data"), chunk(b"ICCP", b"x")]);
+        assert_eq!(icc(&after_image), None);
+        assert_eq!(icc(&riff(&[chunk(b"VP8 ", b"data")])), None);
+        let mut cut = with.clone();
+        cut.truncate(cut.len() - 12);
+        assert_eq!(icc(&cut[..24]), None, "the ICCP chunk cut short");
+        let mut lying = riff(&[vp8x, chunk(b"ICCP", b"abc")]);
+        let at = lying.len() - 8;
+        lying[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(icc(&lying), None, "a length past the file");
+        assert_eq!(icc(b"not a webp"), None);
+    }
+}

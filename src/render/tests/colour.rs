@@ -198,3 +198,42 @@ fn a_profile_that_is_garbage_cut_or_of_another_colour_space_is_ignored_not_fatal
         );
     }
 }
+
+#[test]
+fn a_webps_wide_gamut_iccp_profile_is_converted() {
+    let px: Vec<u8> = (0..32 * 32).flat_map(|_| [60u8, 180, 60, 255]).collect();
+    let plain = upcommit_webp::encode(&px, 32, 32, 4, 95).expect("webp");
+    // The extended form: VP8X (flag: ICC), ICCP, then the plain file's image chunk.
+    let profile = upcommit_lcms::rgb_profile([(0.64, 0.33), (0.21, 0.71), (0.15, 0.06)], 2.2)
+        .expect("profile");
+    let mut body = b"WEBPVP8X".to_vec();
+    body.extend(10u32.to_le_bytes());
+    body.extend([0x20, 0, 0, 0, 31, 0, 0, 31, 0, 0]);
+    body.extend(b"ICCP");
+    body.extend((profile.len() as u32).to_le_bytes());
+    body.extend(&profile);
+    if profile.len() % 2 == 1 {
+        body.push(0);
+    }
+    body.extend(&plain[12..]);
+    let mut wide = b"RIFF".to_vec();
+    wide.extend((body.len() as u32).to_le_bytes());
+    wide.extend(body);
+    assert_eq!(crate::domain::image::webp_icc(&wide), Some(&profile[..]));
+    let render = |src: &[u8]| {
+        let r = crate::render::render_here(
+            Source::Webp,
+            src,
+            Transform::UPRIGHT,
+            d(16, 16),
+            Fit::Cover,
+            Output::webp(95),
+            &LIMITS,
+        )
+        .expect("render");
+        upcommit_webp::decode_rgba(&r.bytes).expect("webp").0[(8 * 16 + 8) * 4..][..3].to_vec()
+    };
+    assert!(close(&render(&plain), [60, 180, 60], 10));
+    let g = render(&wide);
+    assert!(g[0] + 10 < 60 && g[1] >= 165, "converted: {g:?}");
+}
