@@ -10,7 +10,7 @@
 # the integration suite on PostgreSQL, the browser tests (on SQLite) of the demo page, the browser
 # client and its npm package and the admin console (Playwright driving Debian's chromium), the
 # admin console's browser tests again on PostgreSQL, Pillow judging the images the server reads
-# and renders (scripts/pillow_judge.sh, on SQLite and on PostgreSQL), the README's walkthrough run as written
+# and renders (scripts/images_judge.sh, on SQLite and on PostgreSQL), the README's walkthrough run as written
 # (scripts/readme_walkthrough.sh), the OpenAPI conformance run (schemathesis) and the
 # status-coverage check, the store-facing integration suite on Garage 2.5.0 (a second S3
 # implementation) and on Ceph's RADOS Gateway 16.2.15 (versioned and unversioned buckets, and a
@@ -119,11 +119,7 @@ log "the admin console's browser tests on PostgreSQL (its pages read every admin
 UPCOMMIT_TEST_DATABASE=postgres cargo test --locked --test browser console
 
 log "Pillow judges the images the server reads and renders, on SQLite then on PostgreSQL"
-bash scripts/pillow_judge.sh
-judge_db="pillow_judge_$$"
-psql -q "$PG_URL" -c "CREATE DATABASE $judge_db"
-PILLOW_JUDGE_PG_URL="${PG_URL%/*}/$judge_db" bash scripts/pillow_judge.sh
-psql -q "$PG_URL" -c "DROP DATABASE $judge_db"
+IMAGES_JUDGE_NO_SKIPS=1 bash scripts/images_judge.sh
 
 # The store-facing suite again on a second S3 implementation. Left out, and why (docs/stores.md,
 # "The Garage run"): the SQS sink (SQS is LocalStack's, not the store's); the S3 fault proxy
