@@ -31,8 +31,21 @@ pub fn render(
 ) -> Result<Rendered, RenderError> {
     let mut options = gif::DecodeOptions::new();
     options.set_color_output(gif::ColorOutput::RGBA);
-    // What decoding may allocate: the pixel limit's worth of RGBA, and no more.
-    let most = limits.max_pixels.saturating_mul(4).max(1);
+    // What decoding may allocate: the logical screen's RGBA (what the memory budget reserved
+    // for; a first frame larger than its screen is refused rather than decoded past it —
+    // outside review of issue 37: a 9,999² frame on a 16 × 16 screen took 826 MB), within the
+    // pixel limit's.
+    let screen = match input.get(6..10) {
+        Some(b) => {
+            u64::from(u16::from_le_bytes([b[0], b[1]]))
+                * u64::from(u16::from_le_bytes([b[2], b[3]]))
+        }
+        None => return Err(RenderError::Corrupt("a GIF cut before its screen".into())),
+    };
+    let most = screen
+        .min(limits.max_pixels)
+        .saturating_mul(4)
+        .saturating_add(64 * 1024);
     options.set_memory_limit(gif::MemoryLimit::Bytes(
         std::num::NonZeroU64::new(most).unwrap_or(std::num::NonZeroU64::MIN),
     ));

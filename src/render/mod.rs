@@ -58,17 +58,25 @@ pub fn render_here(
         let ctx = slot
             .as_mut()
             .ok_or_else(|| RenderError::Internal("no context".into()))?;
-        if source == Source::Jpeg {
-            return jpeg::render(ctx, input, orientation, box_, fit, out, limits);
-        }
-        let (resizer, encoder) = ctx.resizer_and_encoder();
-        let render = match source {
-            Source::Png => png::render,
-            Source::Gif => gif::render,
-            Source::Heif => heif::render,
-            _ => webp::render,
+        let rendered = if source == Source::Jpeg {
+            jpeg::render(ctx, input, orientation, box_, fit, out, limits)
+        } else {
+            let (resizer, encoder) = ctx.resizer_and_encoder();
+            let render = match source {
+                Source::Png => png::render,
+                Source::Gif => gif::render,
+                Source::Heif => heif::render,
+                _ => webp::render,
+            };
+            render(resizer, encoder, input, orientation, box_, fit, out, limits)
         };
-        render(resizer, encoder, input, orientation, box_, fit, out, limits)
+        // A TurboJPEG handle that failed keeps state that fails the next image it is given
+        // (outside review of issue 37: one corrupt Huffman table made every JPEG render on that
+        // thread fail, for every user): after any error, this thread's handles are made anew.
+        if rendered.is_err() {
+            *slot = None;
+        }
+        rendered
     })
 }
 

@@ -1531,3 +1531,78 @@ async fn the_sweep_removes_an_expired_temporary_files_renditions_and_only_those(
         (410, "file_expired".to_owned())
     );
 }
+
+/// Every EXIF orientation, over HTTP on the test command's store: the handle's size is the
+/// displayed one and the rendition is upright — the stored top-left corner (bright) lands in
+/// the displayed corner EXIF says.
+#[tokio::test]
+async fn every_exif_orientation_renders_upright() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    for (o, corner) in [
+        (1, "tl"),
+        (2, "tr"),
+        (3, "br"),
+        (4, "bl"),
+        (5, "tl"),
+        (6, "tr"),
+        (7, "br"),
+        (8, "bl"),
+    ] {
+        let p = app
+            .uploaded_bytes(&alice, "image", "image/jpeg", jpeg(320, 160, o))
+            .await;
+        let h: Value = app
+            .commit(&alice, &p.key, None)
+            .await
+            .json()
+            .await
+            .expect("handle");
+        let (w, hh) = if o >= 5 { (160, 320) } else { (320, 160) };
+        assert_eq!(
+            h["image"],
+            serde_json::json!({"width": w, "height": hh}),
+            "orientation {o}"
+        );
+        let id = h["id"].as_str().expect("id");
+        let r: Value = app
+            .get(&format!("/v1/files/{id}/variants/whole"), Some(&alice))
+            .await
+            .json()
+            .await
+            .expect("json");
+        let (rw, rh) = (
+            r["width"].as_u64().expect("width") as u32,
+            r["height"].as_u64().expect("height") as u32,
+        );
+        assert_eq!(
+            (rw, rh),
+            if o >= 5 { (100, 200) } else { (200, 100) },
+            "orientation {o}"
+        );
+        let bytes = fetch(&app, &r["url"]).await;
+        let mut dec = Decoder::new().expect("decoder");
+        let hd = dec.header(&bytes).expect("a JPEG");
+        let y = dec
+            .decode_planes(&bytes, &hd, rw, rh)
+            .expect("decode")
+            .remove(0);
+        let mean = |x0: u32, y0: u32| {
+            let mut sum = 0u64;
+            for yy in y0..y0 + rh / 2 {
+                for xx in x0..x0 + rw / 2 {
+                    sum += u64::from(y.data[(yy * y.width + xx) as usize]);
+                }
+            }
+            sum / u64::from(rw / 2 * (rh / 2))
+        };
+        let quadrants = [
+            ("tl", mean(0, 0)),
+            ("tr", mean(rw / 2, 0)),
+            ("bl", mean(0, rh / 2)),
+            ("br", mean(rw / 2, rh / 2)),
+        ];
+        let brightest = quadrants.iter().max_by_key(|q| q.1).expect("four").0;
+        assert_eq!(brightest, corner, "orientation {o}: {quadrants:?}");
+    }
+}

@@ -393,3 +393,40 @@ mod colour;
 mod mutated;
 mod png_gif;
 mod webp;
+
+/// A corrupt JPEG does not break the next render on the same thread (outside review of issue
+/// 37: a bogus Huffman table left the thread's TurboJPEG handle failing every later JPEG).
+#[test]
+fn a_corrupt_jpeg_does_not_poison_the_threads_next_render() {
+    let good = jpeg(64, 48, false);
+    let mut bad = good.clone();
+    let dht = bad
+        .windows(2)
+        .position(|w| w == [0xFF, 0xC4])
+        .expect("a DHT segment");
+    // The table's 16 code counts (after the length and the class/id byte) all 255: bogus.
+    for b in &mut bad[dht + 5..dht + 21] {
+        *b = 0xFF;
+    }
+    let render = |bytes: &[u8]| {
+        jpeg_of(
+            Source::Jpeg,
+            bytes,
+            Transform::UPRIGHT,
+            d(32, 24),
+            Fit::Cover,
+            80,
+            &LIMITS,
+        )
+    };
+    // On one thread, as a blocking thread runs them: bad, then good, a few times over.
+    std::thread::spawn(move || {
+        for _ in 0..3 {
+            assert!(render(&bad).is_err(), "the bogus table is refused");
+            let after = render(&good);
+            assert!(after.is_ok(), "the next JPEG renders: {after:?}");
+        }
+    })
+    .join()
+    .expect("the render thread");
+}

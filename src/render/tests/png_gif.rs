@@ -301,3 +301,31 @@ fn a_gif_renders_its_first_frame_on_its_screen_and_nothing_after() {
         Err(RenderError::TooManyPixels { .. })
     ));
 }
+
+#[test]
+fn a_first_frame_larger_than_its_screen_is_refused_not_decoded() {
+    // A 16 x 16 screen whose first frame is 2,000 x 2,000: the budget reserved the screen.
+    let bomb = gif_of(16, 16, (0, 0, 2000, 2000), 0);
+    let r = super::jpeg_of(
+        Source::Gif,
+        &bomb,
+        Transform::UPRIGHT,
+        d(16, 16),
+        Fit::Inside,
+        90,
+        &LIMITS,
+    );
+    assert!(matches!(r, Err(RenderError::Corrupt(_))), "{r:?}");
+    // A frame a little past its screen (as some writers leave) still renders, cut to it.
+    let past = gif_of(16, 16, (10, 10, 20, 20), 0);
+    assert!(super::jpeg_of(
+        Source::Gif,
+        &past,
+        Transform::UPRIGHT,
+        d(16, 16),
+        Fit::Inside,
+        90,
+        &LIMITS
+    )
+    .is_ok());
+}
