@@ -27,7 +27,11 @@ pub fn render(
     out: Output,
     limits: &Limits,
 ) -> Result<Rendered, RenderError> {
-    // libheif checks the pixel limit against the primary image's size before it decodes.
+    // Every coded image held to its `ispe` first: libheif allocates for the size the bitstream
+    // declares. Then libheif checks the pixel limit against the primary image's size.
+    let work = crate::domain::image::heif_work(input)
+        .map_err(|why| RenderError::Corrupt(why.to_string()))?;
+    limits.check_pixels(work.largest)?;
     let decoded =
         upcommit_heif::decode(input, limits.max_pixels).map_err(|e| RenderError::Corrupt(e.0))?;
     let (width, height) = (decoded.width, decoded.height);

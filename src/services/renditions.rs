@@ -428,7 +428,18 @@ fn estimate(
             crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
         }
         (Format::Heic | Format::Avif, _, Some(h)) => {
+            // Whole, the file's coded images are held to their sizes before any decoding, and
+            // what they take in all (a grid's tiles, an alpha plane) is counted.
+            let decoded = if complete {
+                let work = image::heif_work(bytes)
+                    .map_err(|why| AppError::ImageUnrenderable(why.to_string()))?;
+                limits.check_pixels(work.largest).map_err(unrenderable)?;
+                work.pixels
+            } else {
+                h.stored.pixels()
+            };
             crate::render::budget::heif_bytes(h.stored, orientation, box_, fit)
+                + decoded.saturating_sub(h.stored.pixels()).saturating_mul(4)
         }
         _ => crate::render::budget::FIXED,
     };

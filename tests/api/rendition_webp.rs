@@ -273,3 +273,84 @@ async fn a_jpeg_with_a_cut_icc_profile_renders_and_the_server_lives_on() {
     let again = app.get("/healthz", None).await;
     assert_eq!(again.status(), 200);
 }
+
+/// `file` with every `ispe` of `from` (width, height) rewritten to 64 × 64: an attacker's label
+/// on libheif's own file.
+fn relabelled(mut file: Vec<u8>, from: (u32, u32)) -> Vec<u8> {
+    let mut at = 0;
+    while let Some(i) = file[at..].windows(4).position(|w| w == b"ispe") {
+        let body = at + i + 8;
+        if file[body..body + 8] == [from.0.to_be_bytes(), from.1.to_be_bytes()].concat() {
+            file[body..body + 8].copy_from_slice(&[0, 0, 0, 64, 0, 0, 0, 64]);
+        }
+        at = body;
+    }
+    file
+}
+
+/// An AVIF whose `ispe` says 64 × 64 while its AV1 sequence header allows its real size (the
+/// review of issue 37 took the process to 2 GB with 12,000 × 12,000): refused at commit when
+/// the commit's read holds the file, else committed with the size it claims and refused before
+/// libheif decodes it, nothing in `cache/`.
+#[tokio::test]
+async fn an_avif_coded_larger_than_its_ispe_is_refused_at_commit_or_before_its_render() {
+    if !upcommit_heif::can_encode(upcommit_heif::Codec::Av1) {
+        panic!("this libheif has no AV1 encoder; the test command installs one");
+    }
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let encode = |w: u32, h: u32| {
+        // Noise, so that the large one outgrows the commit's first read of 64 KiB.
+        let mut seed = 7u32;
+        let rgb: Vec<u8> = (0..w * h * 3)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                (seed >> 16) as u8
+            })
+            .collect();
+        let file =
+            upcommit_heif::encode(&rgb, w, h, 3, upcommit_heif::Codec::Av1, 90).expect("encode");
+        relabelled(file, (w, h))
+    };
+
+    let small = encode(400, 40);
+    assert!(small.len() < 64 * 1024);
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/avif", small)
+        .await;
+    let r = app.commit(&alice, &p.key, None).await;
+    assert_eq!(
+        crate::helpers::error_code(r).await,
+        (422, "image_unreadable".to_owned())
+    );
+
+    let large = encode(640, 640);
+    assert!(large.len() > 64 * 1024, "{}", large.len());
+    let handle: Value = app
+        .commit(
+            &alice,
+            &app.uploaded_bytes(&alice, "image", "image/avif", large)
+                .await
+                .key,
+            None,
+        )
+        .await
+        .json()
+        .await
+        .expect("handle");
+    assert_eq!(
+        handle["image"],
+        serde_json::json!({"width": 64, "height": 64}),
+        "{handle}"
+    );
+    let id = handle["id"].as_str().expect("id");
+    let r = app
+        .get(&format!("/v1/files/{id}/variants/card"), Some(&alice))
+        .await;
+    assert_eq!(r.status(), 422);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "image_unrenderable", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("larger than its size"), "{message}");
+    assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
+}

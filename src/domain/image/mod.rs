@@ -4,9 +4,15 @@
 //! of the object's start) and asks again with more when the answer is [`Parsed::NeedMore`].
 //! Issue 37, item 1: dimensions at commit.
 
+mod bits;
 mod bounds;
+mod coded;
 mod exif;
 mod gif;
+mod heif_items;
+mod heif_meta;
+#[cfg(test)]
+mod heif_tests;
 mod isobmff;
 mod jpeg;
 pub use jpeg::{
@@ -18,6 +24,7 @@ mod transform;
 mod webp;
 
 pub use bounds::{ImageBounds, OutOfBounds, DEFAULT_MAX_PIXELS};
+pub use heif_items::Work as HeifWork;
 pub use transform::Transform;
 pub use webp::icc as webp_icc;
 
@@ -53,7 +60,7 @@ impl Format {
 }
 
 /// Width and height in pixels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Dimensions {
     pub width: u32,
     pub height: u32,
@@ -109,7 +116,7 @@ pub fn read_header(format: Format, bytes: &[u8], complete: bool) -> Parsed {
         Format::Png => png::read(bytes, complete),
         Format::Gif => gif::read(bytes),
         Format::Webp => webp::read(bytes, complete),
-        Format::Avif | Format::Heic => isobmff::read(format, bytes),
+        Format::Avif | Format::Heic => isobmff::read(format, bytes, complete),
     };
     match parsed {
         Parsed::Found(h) if h.stored.width == 0 || h.stored.height == 0 => {
@@ -124,6 +131,23 @@ pub fn read_header(format: Format, bytes: &[u8], complete: bool) -> Parsed {
             Parsed::Invalid("no image header within the first MiB")
         }
         other => other,
+    }
+}
+
+/// What decoding the primary image of a whole HEIC or AVIF file (`bytes`) takes, once every coded
+/// image and grid in it is found no larger than its `ispe` says; the reason when one is, or
+/// when the file cannot be read.
+pub fn heif_work(bytes: &[u8]) -> Result<HeifWork, &'static str> {
+    // Whichever of the two its brands name.
+    let read = |format| isobmff::read_work(format, bytes, true);
+    let read = match read(Format::Heic) {
+        Err(Parsed::Invalid(isobmff::OTHER_FORMAT)) => read(Format::Avif),
+        other => other,
+    };
+    match read {
+        Ok((_, work)) => Ok(work),
+        Err(Parsed::Invalid(why)) => Err(why),
+        Err(_) => Err("the file ends inside its header"),
     }
 }
 

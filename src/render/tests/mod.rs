@@ -390,6 +390,7 @@ fn a_jpeg_of_too_many_scans_is_refused_before_it_is_decoded() {
 }
 
 mod colour;
+mod heif_sizes;
 mod mutated;
 mod png_gif;
 mod webp;

@@ -1,0 +1,393 @@
+//! HEIF's items beyond the primary one's size: what each is (`iinf`), how they relate (`iref`:
+//! a grid's tiles, an image's alpha plane), where their data is (`iloc`, `idat`), and what
+//! decoding the primary image takes. libheif 1.15 allocates for the sizes the coded images
+//! themselves declare, not for their `ispe`, so every coded image is held to its `ispe` here
+//! (refused when its parameter sets allow a larger picture) and every grid to its own.
+//! What the file's first bytes do not hold (an item's data in `mdat`) is checked when the
+//! caller has the whole file (`complete`): the render's check, before libheif sees the file.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use super::bytes::{be16, be32, be64};
+use super::coded::{self, Coded};
+use super::heif_meta::{children, Boxed, Meta, Property};
+use super::Dimensions;
+
+/// A coded picture may be larger than its `ispe` by an encoder's padding (HEVC codes whole
+/// blocks of up to 64 × 64 and crops the rest away), never by more.
+const PADDING: u32 = 64;
+
+/// What decoding the primary image (with its alpha plane) takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Work {
+    /// Pixels decoded in all: every coded picture, and each grid's canvas.
+    pub pixels: u64,
+    /// The largest single picture (a coded image or a grid's canvas).
+    pub largest: Dimensions,
+}
+
+impl Work {
+    fn add(&mut self, d: Dimensions) {
+        self.pixels = self.pixels.saturating_add(d.pixels());
+        if d.pixels() > self.largest.pixels() {
+            self.largest = d;
+        }
+    }
+}
+
+struct Items<'a> {
+    b: &'a [u8],
+    meta: &'a Meta,
+    complete: bool,
+    kinds: BTreeMap<u32, [u8; 4]>,
+    /// `iref`: (type, from, to).
+    refs: Vec<([u8; 4], u32, Vec<u32>)>,
+    locations: BTreeMap<u32, Location>,
+}
+
+struct Location {
+    /// 0: offsets in the file; 1: in `idat`.
+    method: u8,
+    extents: Vec<(u64, u64)>,
+}
+
+/// Checks every coded image and grid of the file against its `ispe`, and answers what decoding
+/// the primary image takes.
+pub fn check(b: &[u8], meta: &Meta, complete: bool) -> Result<Work, &'static str> {
+    let items = Items {
+        b,
+        meta,
+        complete,
+        kinds: meta
+            .iinf
+            .map(|i| iinf(b, &i))
+            .transpose()?
+            .unwrap_or_default(),
+        refs: meta
+            .iref
+            .map(|i| iref(b, &i))
+            .transpose()?
+            .unwrap_or_default(),
+        locations: meta
+            .iloc
+            .map(|i| iloc(b, &i))
+            .transpose()?
+            .unwrap_or_default(),
+    };
+    for (&id, kind) in &items.kinds {
+        match kind {
+            b"hvc1" | b"av01" => {
+                items.coded(id)?;
+            }
+            b"grid" => {
+                items.grid(id)?;
+            }
+            _ => {}
+        }
+    }
+    let primary = meta.primary.ok_or("no primary item (pitm)")?;
+    let mut work = Work::default();
+    items.decode(primary, &mut work)?;
+    // Its alpha plane: an item with an `auxl` reference to it and an alpha `auxC`.
+    for (kind, from, to) in &items.refs {
+        let alpha = meta.of(*from).any(|p| matches!(p, Property::Alpha));
+        if kind == b"auxl" && to.contains(&primary) && alpha {
+            items.decode(*from, &mut work)?;
+        }
+    }
+    Ok(work)
+}
+
+impl Items<'_> {
+    fn kind(&self, id: u32) -> Option<&[u8; 4]> {
+        self.kinds.get(&id)
+    }
+
+    /// Adds what decoding item `id` takes.
+    fn decode(&self, id: u32, work: &mut Work) -> Result<(), &'static str> {
+        match self.kind(id) {
+            Some(b"hvc1" | b"av01") => work.add(self.coded(id)?),
+            Some(b"grid") => {
+                let (canvas, tiles) = self.grid(id)?;
+                work.add(canvas);
+                for tile in tiles {
+                    work.add(self.coded(tile)?);
+                }
+            }
+            _ => return Err("a primary image or alpha plane that is neither coded nor a grid"),
+        }
+        Ok(())
+    }
+
+    /// The largest picture coded image `id` decodes to: its `ispe`, once its parameter sets
+    /// are found to allow nothing larger (its padding aside).
+    fn coded(&self, id: u32) -> Result<Dimensions, &'static str> {
+        let size = self
+            .meta
+            .size(id)
+            .ok_or("a coded image without its size (ispe)")?;
+        let av1 = self.kind(id) == Some(b"av01");
+        let config = self
+            .meta
+            .of(id)
+            .find_map(|p| match p {
+                Property::Config { av1: a, body, end } if a == av1 => Some((body, end)),
+                _ => None,
+            })
+            .ok_or("a coded image without its decoder configuration")?;
+        let config = self
+            .b
+            .get(config.0..config.1)
+            .ok_or("a decoder configuration cut short")?;
+        let mut coded = if av1 {
+            coded::av1c(config)?
+        } else {
+            coded::hvcc(config)?
+        };
+        match self.data(id)? {
+            Some(data) if av1 => coded::av1_obus(&data, &mut coded)?,
+            Some(data) => coded::hevc_data(&data, &mut coded)?,
+            None => {}
+        }
+        check_coded(size, &coded)?;
+        Ok(size)
+    }
+
+    /// A grid's canvas and its tiles, the canvas no larger than its `ispe` and the tiles as
+    /// many as its rows and columns.
+    fn grid(&self, id: u32) -> Result<(Dimensions, Vec<u32>), &'static str> {
+        let size = self.meta.size(id).ok_or("a grid without its size (ispe)")?;
+        let tiles: Vec<u32> = self
+            .refs
+            .iter()
+            .filter(|(kind, from, _)| kind == b"dimg" && *from == id)
+            .flat_map(|(_, _, to)| to.iter().copied())
+            .collect();
+        if let Some(data) = self.data(id)? {
+            let (rows, columns, canvas) = grid_data(&data)?;
+            if canvas.width > size.width || canvas.height > size.height {
+                return Err("a grid whose canvas is larger than its size (ispe)");
+            }
+            if tiles.len() != usize::from(rows) * usize::from(columns) {
+                return Err("a grid whose tiles are not as many as its rows and columns");
+            }
+        }
+        for &tile in &tiles {
+            if !matches!(self.kind(tile), Some(b"hvc1" | b"av01")) {
+                return Err("a grid tile that is not a coded image");
+            }
+        }
+        Ok((size, tiles))
+    }
+
+    /// Item `id`'s data, when the bytes given hold it; `Err` when the file is whole and does
+    /// not.
+    fn data(&self, id: u32) -> Result<Option<Cow<'_, [u8]>>, &'static str> {
+        let missing = |complete: bool| {
+            if complete {
+                Err("an item's data lies outside the file")
+            } else {
+                Ok(None)
+            }
+        };
+        let Some(location) = self.locations.get(&id) else {
+            return missing(self.complete);
+        };
+        let (source, base) = match location.method {
+            0 => (self.b, 0usize),
+            1 => {
+                let idat = self
+                    .meta
+                    .idat
+                    .ok_or("an item in idat without an idat box")?;
+                (self.b.get(..idat.end).unwrap_or(self.b), idat.body)
+            }
+            _ => return Err("an item built from other items (iloc construction 2)"),
+        };
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(location.extents.len());
+        for &(offset, length) in &location.extents {
+            let start = usize::try_from(offset)
+                .ok()
+                .and_then(|o| o.checked_add(base));
+            let end = match length {
+                // 0: to the end of what holds it.
+                0 => Some(if location.method == 1 {
+                    source.len()
+                } else {
+                    usize::MAX
+                }),
+                n => usize::try_from(n).ok().and_then(|n| start?.checked_add(n)),
+            };
+            let (Some(start), Some(end)) = (start, end) else {
+                return Err("an item's extent past any file");
+            };
+            if location.method == 0 && length == 0 && self.complete {
+                parts.push(
+                    source
+                        .get(start..)
+                        .ok_or("an item's extent past the file")?,
+                );
+                continue;
+            }
+            match source.get(start..end) {
+                Some(bytes) => parts.push(bytes),
+                None if location.method == 1 => return Err("an item's extent past its idat"),
+                None => return missing(self.complete),
+            }
+        }
+        // One extent (the common case) is read where it lies.
+        Ok(Some(match parts.as_slice() {
+            [one] => Cow::Borrowed(*one),
+            _ => Cow::Owned(parts.concat()),
+        }))
+    }
+}
+
+/// Refused when the parameter sets allow a picture larger than `size` and its padding.
+fn check_coded(size: Dimensions, coded: &Coded) -> Result<(), &'static str> {
+    let padded = |v: u32| v.saturating_add(PADDING - 1) / PADDING * PADDING;
+    match coded.largest {
+        Some(c) if c.width > padded(size.width) || c.height > padded(size.height) => {
+            Err("a coded image larger than its size (ispe) says")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `ImageGrid`: version, flags, rows − 1, columns − 1, then the canvas's width and height (16
+/// or, with flag 1, 32 bits each).
+fn grid_data(d: &[u8]) -> Result<(u16, u16, Dimensions), &'static str> {
+    let short = "a grid's description cut short";
+    let (flags, rows, columns) = match d {
+        [0, flags, rows, columns, ..] => (*flags, *rows, *columns),
+        [_, _, _, _, ..] => return Err("a grid description of an unknown version"),
+        _ => return Err(short),
+    };
+    let canvas = if flags & 1 == 1 {
+        Dimensions {
+            width: be32(d, 4).ok_or(short)?,
+            height: be32(d, 8).ok_or(short)?,
+        }
+    } else {
+        Dimensions {
+            width: u32::from(be16(d, 4).ok_or(short)?),
+            height: u32::from(be16(d, 6).ok_or(short)?),
+        }
+    };
+    Ok((u16::from(rows) + 1, u16::from(columns) + 1, canvas))
+}
+
+/// `iinf`: each item's type (`infe` of version 2 or 3; earlier ones are not images).
+fn iinf(b: &[u8], i: &Boxed) -> Result<BTreeMap<u32, [u8; 4]>, &'static str> {
+    let short = "an iinf box cut short";
+    let version = *b.get(i.body).ok_or(short)?;
+    let first = if version == 0 { i.body + 6 } else { i.body + 8 };
+    let mut out = BTreeMap::new();
+    let entries = children(b, first.min(i.end), i.end).map_err(|_| short)?;
+    for e in entries.iter().filter(|e| &e.kind == b"infe") {
+        let v = *b.get(e.body).filter(|_| e.end > e.body).ok_or(short)?;
+        let (id, at) = match v {
+            2 => (be16(b, e.body + 4).map(u32::from), e.body + 8),
+            3 => (be32(b, e.body + 4), e.body + 10),
+            _ => continue,
+        };
+        let kind = b
+            .get(at..at + 4)
+            .filter(|_| at + 4 <= e.end)
+            .and_then(|k| <[u8; 4]>::try_from(k).ok());
+        let (Some(id), Some(kind)) = (id, kind) else {
+            return Err(short);
+        };
+        if out.insert(id, kind).is_some() {
+            return Err("two items with one ID");
+        }
+    }
+    Ok(out)
+}
+
+type Reference = ([u8; 4], u32, Vec<u32>);
+
+/// `iref`: each reference's type, the item it is from and the items it is to.
+fn iref(b: &[u8], i: &Boxed) -> Result<Vec<Reference>, &'static str> {
+    let short = "an iref box cut short";
+    let wide = *b.get(i.body).ok_or(short)? != 0;
+    let id = |at: usize| {
+        if wide {
+            be32(b, at)
+        } else {
+            be16(b, at).map(u32::from)
+        }
+    };
+    let n = if wide { 4 } else { 2 };
+    let mut out = Vec::new();
+    for r in children(b, (i.body + 4).min(i.end), i.end).map_err(|_| short)? {
+        let from = id(r.body)
+            .filter(|_| r.body + n + 2 <= r.end)
+            .ok_or(short)?;
+        let count = be16(b, r.body + n).ok_or(short)?;
+        let mut to = Vec::with_capacity(usize::from(count));
+        for k in 0..usize::from(count) {
+            let at = r.body + n + 2 + k * n;
+            to.push(id(at).filter(|_| at + n <= r.end).ok_or(short)?);
+        }
+        out.push((r.kind, from, to));
+    }
+    Ok(out)
+}
+
+/// `iloc`: each item's construction method and extents (offset, length).
+fn iloc(b: &[u8], i: &Boxed) -> Result<BTreeMap<u32, Location>, &'static str> {
+    let short = "an iloc box cut short";
+    let end = i.end;
+    let byte = |at: usize| b.get(at).copied().filter(|_| at < end).ok_or(short);
+    let version = byte(i.body)?;
+    let sizes = byte(i.body + 4)?;
+    let more = byte(i.body + 5)?;
+    let (offset_size, length_size) = (sizes >> 4, sizes & 0xF);
+    let (base_size, index_size) = (more >> 4, if version > 0 { more & 0xF } else { 0 });
+    let mut at = i.body + 6;
+    let number = |at: &mut usize, size: u8| -> Result<u64, &'static str> {
+        let v = match size {
+            0 => Some(0),
+            2 => be16(b, *at).map(u64::from),
+            4 => be32(b, *at).map(u64::from),
+            8 => be64(b, *at),
+            _ => return Err("an iloc field of a size other than 0, 4 or 8"),
+        };
+        *at += usize::from(size);
+        v.filter(|_| *at <= end).ok_or(short)
+    };
+    let count = number(&mut at, if version < 2 { 2 } else { 4 })?;
+    let mut out = BTreeMap::new();
+    for _ in 0..count {
+        let id = number(&mut at, if version < 2 { 2 } else { 4 })?;
+        let method = if version > 0 {
+            (number(&mut at, 2)? & 0xF) as u8
+        } else {
+            0
+        };
+        number(&mut at, 2)?; // data_reference_index
+        let base = number(&mut at, base_size)?;
+        let extents = number(&mut at, 2)?;
+        let mut list = Vec::with_capacity(usize::try_from(extents).unwrap_or(0).min(1024));
+        for _ in 0..extents {
+            number(&mut at, index_size)?;
+            let offset = number(&mut at, offset_size)?;
+            let length = number(&mut at, length_size)?;
+            let offset = base
+                .checked_add(offset)
+                .ok_or("an iloc offset past any file")?;
+            list.push((offset, length));
+        }
+        let id = u32::try_from(id).map_err(|_| short)?;
+        out.insert(
+            id,
+            Location {
+                method,
+                extents: list,
+            },
+        );
+    }
+    Ok(out)
+}
