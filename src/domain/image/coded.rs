@@ -12,23 +12,31 @@ const HEVC_SPS: u8 = 33;
 /// AV1's OBU type of a sequence header.
 const AV1_SEQUENCE_HEADER: u8 = 1;
 
-/// What a coded item's parameter sets say: the largest picture any of them allows, and how
-/// long the NAL length prefixes of its data are (HEVC).
+/// What a coded item's parameter sets say: the largest picture any of them declares, the
+/// largest a frame could still be made to decode to (AV1's frame headers may override the
+/// sequence header's size within its field widths), and how long the NAL length prefixes of
+/// its data are (HEVC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Coded {
     pub largest: Option<Dimensions>,
+    pub bound: Option<Dimensions>,
     pub length_size: usize,
 }
 
+fn widest(a: Option<Dimensions>, d: Dimensions) -> Option<Dimensions> {
+    Some(match a {
+        Some(l) => Dimensions {
+            width: l.width.max(d.width),
+            height: l.height.max(d.height),
+        },
+        None => d,
+    })
+}
+
 impl Coded {
-    fn add(&mut self, d: Dimensions) {
-        self.largest = Some(match self.largest {
-            Some(l) => Dimensions {
-                width: l.width.max(d.width),
-                height: l.height.max(d.height),
-            },
-            None => d,
-        });
+    fn add(&mut self, declared: Dimensions, bound: Dimensions) {
+        self.largest = widest(self.largest, declared);
+        self.bound = widest(self.bound, bound);
     }
 }
 
@@ -66,12 +74,16 @@ pub fn hevc_sps(nal: &[u8]) -> Option<Dimensions> {
     Some(Dimensions { width, height })
 }
 
-/// The largest frame an AV1 sequence header (`payload`: the OBU's payload) allows.
-pub fn av1_sequence_header(payload: &[u8]) -> Option<Dimensions> {
+/// The frame size an AV1 sequence header (`payload`: the OBU's payload) declares, and the
+/// largest a frame of it can decode to: the same with the reduced still-picture header, else
+/// what its frame size fields can hold (a frame header may override the size; dav1d holds it
+/// to nothing smaller).
+pub fn av1_sequence_header(payload: &[u8]) -> Option<(Dimensions, Dimensions)> {
     let mut r = Bits::new(payload);
     r.skip(3)?; // seq_profile
     r.skip(1)?; // still_picture
-    if r.bit()? == 1 {
+    let reduced = r.bit()? == 1;
+    if reduced {
         // reduced_still_picture_header
         r.skip(5)?; // seq_level_idx[0]
     } else {
@@ -108,10 +120,19 @@ pub fn av1_sequence_header(payload: &[u8]) -> Option<Dimensions> {
     let height_bits = r.bits(4)? + 1;
     let width = u64::from(r.bits(width_bits)?) + 1;
     let height = u64::from(r.bits(height_bits)?) + 1;
-    Some(Dimensions {
+    let declared = Dimensions {
         width: u32::try_from(width).ok()?,
         height: u32::try_from(height).ok()?,
-    })
+    };
+    let bound = if reduced {
+        declared
+    } else {
+        Dimensions {
+            width: u32::try_from(1u64 << width_bits).ok()?,
+            height: u32::try_from(1u64 << height_bits).ok()?,
+        }
+    };
+    Some((declared, bound))
 }
 
 /// The SPSs of an `hvcC` box's body: every NAL unit of its arrays that is one.
@@ -119,6 +140,7 @@ pub fn hvcc(body: &[u8]) -> Result<Coded, &'static str> {
     let short = "an hvcC box cut short";
     let mut coded = Coded {
         largest: None,
+        bound: None,
         length_size: usize::from(*body.get(21).ok_or(short)? & 3) + 1,
     };
     let arrays = *body.get(22).ok_or(short)?;
@@ -138,7 +160,8 @@ pub fn hvcc(body: &[u8]) -> Result<Coded, &'static str> {
             let nal = body.get(at + 2..at + 2 + len).ok_or(short)?;
             at += 2 + len;
             if nal_type(nal) == Some(HEVC_SPS) {
-                coded.add(hevc_sps(nal).ok_or("an HEVC parameter set that cannot be read")?);
+                let size = hevc_sps(nal).ok_or("an HEVC parameter set that cannot be read")?;
+                coded.add(size, size);
             }
         }
     }
@@ -176,7 +199,8 @@ pub fn hevc_data(data: &[u8], coded: &mut Coded) -> Result<(), &'static str> {
             .ok_or("an HEVC NAL unit longer than its item")?;
         at += len;
         if nal_type(nal) == Some(HEVC_SPS) {
-            coded.add(hevc_sps(nal).ok_or("an HEVC parameter set that cannot be read")?);
+            let size = hevc_sps(nal).ok_or("an HEVC parameter set that cannot be read")?;
+            coded.add(size, size);
         }
     }
     Ok(())
@@ -205,9 +229,9 @@ pub fn av1_obus(data: &[u8], coded: &mut Coded) -> Result<(), &'static str> {
             .ok_or("an AV1 OBU longer than its item")?;
         at += len;
         if kind == AV1_SEQUENCE_HEADER {
-            coded.add(
-                av1_sequence_header(payload).ok_or("an AV1 sequence header that cannot be read")?,
-            );
+            let (declared, bound) =
+                av1_sequence_header(payload).ok_or("an AV1 sequence header that cannot be read")?;
+            coded.add(declared, bound);
         }
     }
     Ok(())

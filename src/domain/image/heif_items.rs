@@ -120,8 +120,9 @@ impl Items<'_> {
         Ok(())
     }
 
-    /// The largest picture coded image `id` decodes to: its `ispe`, once its parameter sets
-    /// are found to allow nothing larger (its padding aside).
+    /// The largest picture coded image `id` may decode to: its `ispe`, once its parameter sets
+    /// are found to declare nothing larger (its padding aside), or what an AV1 frame header
+    /// could still make of it when that is larger.
     fn coded(&self, id: u32) -> Result<Dimensions, &'static str> {
         let size = self
             .meta
@@ -151,7 +152,14 @@ impl Items<'_> {
             None => {}
         }
         check_coded(size, &coded)?;
-        Ok(size)
+        // What the decoder may allocate: a frame may still be as large as its fields hold.
+        Ok(match coded.bound {
+            Some(b) => Dimensions {
+                width: size.width.max(b.width),
+                height: size.height.max(b.height),
+            },
+            None => size,
+        })
     }
 
     /// A grid's canvas and its tiles, the canvas no larger than its `ispe` and the tiles as

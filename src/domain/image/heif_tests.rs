@@ -363,7 +363,8 @@ fn an_honest_hevc_image_padded_to_whole_blocks_is_read() {
         panic!("{:?}", read(Format::Heic, &file, true))
     };
     assert_eq!(h.stored, dims(4030, 3020));
-    assert_eq!(work(&file).pixels, 4030 * 3020);
+    // The decoder allocates the coded picture, padding and all.
+    assert_eq!(work(&file).pixels, 4032 * 3024);
 }
 
 #[test]
@@ -424,6 +425,13 @@ fn av1_sequence_headers_of_either_form_are_read() {
             let mut coded = coded::Coded::default();
             coded::av1_obus(&obu, &mut coded).expect("read");
             assert_eq!(coded.largest, Some(dims(w, h)), "{reduced}");
+            // 16-bit size fields in the full form: a frame header may say up to 2¹⁶.
+            let bound = if reduced {
+                dims(w, h)
+            } else {
+                dims(1 << 16, 1 << 16)
+            };
+            assert_eq!(coded.bound, Some(bound), "{reduced}");
         }
     }
 }
@@ -451,6 +459,19 @@ fn an_av1_image_allowing_a_larger_frame_than_its_ispe_is_refused() {
         read(Format::Avif, &file, false),
         Parsed::Invalid(_)
     ));
+}
+
+#[test]
+fn a_full_av1_sequence_header_counts_what_its_size_fields_can_hold() {
+    // Honest in its declared size, yet a frame header may override it up to 65,536 square
+    // (dav1d checks it against nothing smaller): the render's limit sees that.
+    let mut item = Item::av1(1, (1920, 1080), (1920, 1080));
+    let mut data = av1_sequence(1920, 1080, false);
+    data.extend(obu(6, &[0x10, 0x20]));
+    item.data = data;
+    let file = Heif::new(b"avif", vec![item]).build();
+    assert!(matches!(read(Format::Avif, &file, true), Parsed::Found(_)));
+    assert_eq!(work(&file).largest, dims(65_536, 65_536));
 }
 
 /// A 2 × 2 grid of 512 × 512 tiles on a 1000 × 1000 canvas.
@@ -569,7 +590,7 @@ proptest! {
         let _ = coded::av1_sequence_header(&bytes);
         let _ = coded::hvcc(&bytes);
         let _ = coded::av1c(&bytes);
-        let mut c = coded::Coded { largest: None, length_size };
+        let mut c = coded::Coded { largest: None, bound: None, length_size };
         let _ = coded::hevc_data(&bytes, &mut c);
         let _ = coded::av1_obus(&bytes, &mut c);
     }
