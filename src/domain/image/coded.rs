@@ -14,14 +14,17 @@ const AV1_SEQUENCE_HEADER: u8 = 1;
 
 /// What a coded item's parameter sets say: the largest picture any of them declares, the
 /// largest a frame could still be made to decode to (AV1's frame headers may override the
-/// sequence header's size within its field widths), and how long the NAL length prefixes of
-/// its data are (HEVC).
+/// sequence header's size within its field widths).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Coded {
     pub largest: Option<Dimensions>,
     pub bound: Option<Dimensions>,
-    pub length_size: usize,
 }
+
+/// The length prefix of an HEVC item's NAL units as libheif reads them: 4 bytes, whatever
+/// `hvcC`'s `lengthSizeMinusOne` says (its libde265 plugin reads 4), so they are walked here as
+/// the decoder will see them.
+const NAL_LENGTH: usize = 4;
 
 fn widest(a: Option<Dimensions>, d: Dimensions) -> Option<Dimensions> {
     Some(match a {
@@ -138,11 +141,7 @@ pub fn av1_sequence_header(payload: &[u8]) -> Option<(Dimensions, Dimensions)> {
 /// The SPSs of an `hvcC` box's body: every NAL unit of its arrays that is one.
 pub fn hvcc(body: &[u8]) -> Result<Coded, &'static str> {
     let short = "an hvcC box cut short";
-    let mut coded = Coded {
-        largest: None,
-        bound: None,
-        length_size: usize::from(*body.get(21).ok_or(short)? & 3) + 1,
-    };
+    let mut coded = Coded::default();
     let arrays = *body.get(22).ok_or(short)?;
     let mut at = 23;
     for _ in 0..arrays {
@@ -183,17 +182,17 @@ pub fn av1c(body: &[u8]) -> Result<Coded, &'static str> {
 }
 
 /// Adds the SPSs among the NAL units of an HEVC item's data (each after a big-endian length of
-/// `coded.length_size` bytes).
+/// [`NAL_LENGTH`] bytes).
 pub fn hevc_data(data: &[u8], coded: &mut Coded) -> Result<(), &'static str> {
     let mut at = 0;
     while at < data.len() {
         let prefix = data
-            .get(at..at + coded.length_size)
+            .get(at..at + NAL_LENGTH)
             .ok_or("an HEVC NAL unit's length cut short")?;
         let len = prefix
             .iter()
             .fold(0usize, |v, b| (v << 8) | usize::from(*b));
-        at += coded.length_size;
+        at += NAL_LENGTH;
         let nal = data
             .get(at..at.saturating_add(len))
             .ok_or("an HEVC NAL unit longer than its item")?;
