@@ -31,7 +31,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 use crate::config::HttpSettings;
@@ -82,7 +82,11 @@ fn with_middleware(
             .layer(
                 TraceLayer::new_for_http()
                     .make_span_with(request_span)
-                    .on_response(OnResponse(DefaultOnResponse::new().level(Level::INFO))),
+                    .on_response(OnResponse(DefaultOnResponse::new().level(Level::INFO)))
+                    // A 5xx is a warning here: a 500 is logged at ERROR once, with its detail,
+                    // where the error envelope is made; a 503 (render_busy, render_timeout, a
+                    // database away) is the service shedding load as documented.
+                    .on_failure(DefaultOnFailure::new().level(Level::WARN)),
             )
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
             // Outside everything that answers, so errors, fallbacks and preflights carry it too.
