@@ -389,13 +389,14 @@ fn iloc(b: &[u8], i: &Boxed) -> Result<BTreeMap<u32, Location>, &'static str> {
             list.push((offset, length));
         }
         let id = u32::try_from(id).map_err(|_| short)?;
-        out.insert(
-            id,
-            Location {
-                method,
-                extents: list,
-            },
-        );
+        let location = Location {
+            method,
+            extents: list,
+        };
+        // libheif takes an item's first entry: which one is read must not be a choice.
+        if out.insert(id, location).is_some() {
+            return Err("an item located twice (iloc)");
+        }
     }
     Ok(out)
 }

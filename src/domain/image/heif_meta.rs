@@ -129,7 +129,12 @@ pub(super) fn meta_of(b: &[u8], meta: &Boxed) -> Result<Meta, Parsed> {
         iloc: None,
         idat: None,
     };
-    for child in children(b, meta.body + 4, meta.end)? {
+    let boxes = children(b, meta.body + 4, meta.end)?;
+    once(
+        &boxes,
+        &[b"pitm", b"iinf", b"iref", b"iloc", b"idat", b"iprp"],
+    )?;
+    for child in boxes {
         match &child.kind {
             b"pitm" => {
                 let version = b.get(child.body).filter(|_| child.end >= child.body + 6);
@@ -141,7 +146,9 @@ pub(super) fn meta_of(b: &[u8], meta: &Boxed) -> Result<Meta, Parsed> {
                 m.primary = Some(id.ok_or(bad("a short pitm box"))?);
             }
             b"iprp" => {
-                for p in children(b, child.body, child.end)? {
+                let boxes = children(b, child.body, child.end)?;
+                once(&boxes, &[b"ipco", b"ipma"])?;
+                for p in boxes {
                     match &p.kind {
                         b"ipco" => {
                             for prop in children(b, p.body, p.end)? {
@@ -160,13 +167,55 @@ pub(super) fn meta_of(b: &[u8], meta: &Boxed) -> Result<Meta, Parsed> {
             _ => {}
         }
     }
+    m.one_of_each()?;
     Ok(m)
 }
 
-/// The auxiliary types of an alpha plane (HEIF's and MPEG-B's), NUL included.
-const ALPHA_URNS: [&[u8]; 2] = [
+/// Refuses a box of `kinds` given twice: libheif reads the first, and what it decodes must be
+/// what was checked.
+fn once(boxes: &[Boxed], kinds: &[&[u8; 4]]) -> Result<(), Parsed> {
+    for kind in kinds {
+        if boxes.iter().filter(|b| &b.kind == *kind).count() > 1 {
+            return Err(Parsed::Invalid("a box describing the items given twice"));
+        }
+    }
+    Ok(())
+}
+
+impl Meta {
+    /// Refuses an item associated twice, or an image with two sizes or two decoder
+    /// configurations (which one a decoder takes is its own choice).
+    fn one_of_each(&self) -> Result<(), Parsed> {
+        let mut ids: Vec<u32> = self.associations.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Parsed::Invalid("an item associated twice (ipma)"));
+        }
+        for &id in &ids {
+            let sizes = self
+                .of(id)
+                .filter(|p| matches!(p, Property::Size(_)))
+                .count();
+            let configs = self
+                .of(id)
+                .filter(|p| matches!(p, Property::Config { .. }))
+                .count();
+            if sizes > 1 || configs > 1 {
+                return Err(Parsed::Invalid(
+                    "an image with two sizes (ispe) or two decoder configurations",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The auxiliary types of an alpha plane (MPEG-B's, and HEIF's for HEVC and AVC: libheif
+/// takes all three), NUL included.
+const ALPHA_URNS: [&[u8]; 3] = [
     b"urn:mpeg:mpegB:cicp:systems:auxiliary:alpha\0",
     b"urn:mpeg:hevc:2015:auxid:1\0",
+    b"urn:mpeg:avc:2015:auxid:1\0",
 ];
 
 fn property(b: &[u8], p: &Boxed) -> Result<Property, Parsed> {

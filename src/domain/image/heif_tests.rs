@@ -232,6 +232,10 @@ pub(super) struct Heif {
     pub refs: Vec<([u8; 4], u16, Vec<u16>)>,
     /// Bytes of a `free` box between `meta` and `mdat`.
     pub gap: usize,
+    /// Boxes of `meta` (or of its `iprp`) written twice.
+    pub twice: Vec<[u8; 4]>,
+    /// `iloc` or `ipma`: the first item's entry listed twice.
+    pub twice_entry: Option<[u8; 4]>,
 }
 
 impl Heif {
@@ -242,6 +246,8 @@ impl Heif {
             items,
             refs: Vec::new(),
             gap: 0,
+            twice: Vec::new(),
+            twice_entry: None,
         }
     }
 
@@ -266,12 +272,17 @@ impl Heif {
             .to_vec();
         let mut index = 0u8;
         for item in &self.items {
-            ipma.extend(item.id.to_be_bytes());
-            ipma.push(u8::try_from(item.props.len()).expect("props"));
+            let mut entry = item.id.to_be_bytes().to_vec();
+            entry.push(u8::try_from(item.props.len()).expect("props"));
             for p in &item.props {
                 ipco.extend(p);
                 index += 1;
-                ipma.push(0x80 | index);
+                entry.push(0x80 | index);
+            }
+            ipma.extend(&entry);
+            if self.twice_entry == Some(*b"ipma") && item.id == self.items[0].id {
+                ipma.extend(&entry);
+                ipma[3] += 1;
             }
         }
         let mut iref = Vec::new();
@@ -289,34 +300,47 @@ impl Heif {
         let (mut mdat_at, mut idat_at) = (mdat_data_at, 0u32);
         let mut idat = Vec::new();
         for item in &self.items {
-            iloc.extend(item.id.to_be_bytes());
-            iloc.extend(u16::from(item.in_idat).to_be_bytes());
-            iloc.extend([0, 0, 0, 1]); // data reference 0, one extent
+            let mut entry = item.id.to_be_bytes().to_vec();
+            entry.extend(u16::from(item.in_idat).to_be_bytes());
+            entry.extend([0, 0, 0, 1]); // data reference 0, one extent
             let len = u32::try_from(item.data.len()).expect("len");
             let at = if item.in_idat {
                 &mut idat_at
             } else {
                 &mut mdat_at
             };
-            iloc.extend(at.to_be_bytes());
-            iloc.extend(len.to_be_bytes());
+            entry.extend(at.to_be_bytes());
+            entry.extend(len.to_be_bytes());
+            iloc.extend(&entry);
+            if self.twice_entry == Some(*b"iloc") && item.id == self.items[0].id {
+                iloc.extend(&entry);
+                iloc[3] += 1;
+            }
             *at += len;
             if item.in_idat {
                 idat.extend(&item.data);
             }
         }
+        let boxed = |kind: &[u8; 4], body: &[u8]| {
+            let one = bmff(kind, body);
+            if self.twice.contains(kind) {
+                [one.clone(), one].concat()
+            } else {
+                one
+            }
+        };
         let mut body = bmff(b"hdlr", &full(0, b"\0\0\0\0pict\0\0\0\0\0\0\0\0\0\0\0\0\0"));
-        body.extend(bmff(b"pitm", &full(0, &self.primary.to_be_bytes())));
-        body.extend(bmff(b"iinf", &full(0, &iinf)));
+        body.extend(boxed(b"pitm", &full(0, &self.primary.to_be_bytes())));
+        body.extend(boxed(b"iinf", &full(0, &iinf)));
         if !self.refs.is_empty() {
-            body.extend(bmff(b"iref", &full(0, &iref)));
+            body.extend(boxed(b"iref", &full(0, &iref)));
         }
-        body.extend(bmff(
+        body.extend(boxed(
             b"iprp",
-            &[bmff(b"ipco", &ipco), bmff(b"ipma", &full(0, &ipma))].concat(),
+            &[boxed(b"ipco", &ipco), boxed(b"ipma", &full(0, &ipma))].concat(),
         ));
-        body.extend(bmff(b"iloc", &full(1, &iloc)));
-        body.extend(bmff(b"idat", &idat));
+        body.extend(boxed(b"iloc", &full(1, &iloc)));
+        body.extend(boxed(b"idat", &idat));
         bmff(b"meta", &full(0, &body))
     }
 

@@ -2,6 +2,7 @@
 //! near the start describes the primary item (`pitm`): its size (`ispe`) and the rotation and
 //! mirror (`irot`, `imir`) it is displayed with, in the order `ipma` associates them.
 
+use super::bytes::be32;
 use super::heif_meta::{box_at, meta_of, Meta, Property};
 use super::{Dimensions, Format, Header, Parsed, Transform};
 
@@ -77,6 +78,7 @@ pub fn read_work(
     if b.len() < meta.end {
         return Err(Parsed::NeedMore(meta.end));
     }
+    no_second_meta(b, meta.end)?;
     meta_of(b, &meta).and_then(|m| {
         let (stored, orientation) = primary(&m)?;
         let work = super::heif_items::check(b, &m, complete).map_err(Parsed::Invalid)?;
@@ -89,6 +91,25 @@ pub fn read_work(
             work,
         ))
     })
+}
+
+/// Refuses a second top-level `meta` among the boxes `b` holds after the first (libheif reads
+/// the last, this reader the first). The commit's first bytes may end before it; the render's
+/// check has the whole file.
+fn no_second_meta(b: &[u8], mut at: usize) -> Result<(), Parsed> {
+    while at < b.len() {
+        // Size 0: the last box, to the end of the file.
+        if be32(b, at) == Some(0) {
+            break;
+        }
+        match box_at(b, at, None) {
+            Ok(top) if &top.kind == b"meta" => return Err(Parsed::Invalid("two meta boxes")),
+            Ok(top) => at = top.end,
+            // A box the bytes end inside: nothing after it is a box.
+            Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 /// The primary item's size and orientation.

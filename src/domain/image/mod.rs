@@ -9,6 +9,8 @@ mod bounds;
 mod coded;
 mod exif;
 mod gif;
+#[cfg(test)]
+mod heif_duplicates_tests;
 mod heif_items;
 mod heif_meta;
 #[cfg(test)]
