@@ -354,3 +354,83 @@ async fn an_avif_coded_larger_than_its_ispe_is_refused_at_commit_or_before_its_r
     assert!(message.contains("larger than its size"), "{message}");
     assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
 }
+
+/// The top-level box of type `kind` in an ISO base media file: where it starts and ends.
+fn top_level_box(file: &[u8], kind: &[u8; 4]) -> std::ops::Range<usize> {
+    let mut at = 0;
+    loop {
+        let size = u32::from_be_bytes(file[at..at + 4].try_into().expect("size")) as usize;
+        if &file[at + 4..at + 8] == kind {
+            return at..at + size;
+        }
+        at += size;
+    }
+}
+
+/// A HEIF file with two top-level `meta` boxes (libheif 1.15 decodes what the last says, the
+/// check read the first, the outside review of issue 37 found): refused at commit when its
+/// reads reach the second, else refused before libheif decodes it, nothing in `cache/`.
+#[tokio::test]
+async fn a_heif_with_two_meta_boxes_is_refused_at_commit_or_before_its_render() {
+    if !upcommit_heif::can_encode(upcommit_heif::Codec::Av1) {
+        panic!("this libheif has no AV1 encoder; the test command installs one");
+    }
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let noise = |w: u32, h: u32| {
+        let mut seed = 11u32;
+        let rgb: Vec<u8> = (0..w * h * 3)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                (seed >> 16) as u8
+            })
+            .collect();
+        upcommit_heif::encode(&rgb, w, h, 3, upcommit_heif::Codec::Av1, 90).expect("encode")
+    };
+
+    // A second meta straight after the first: the commit's read holds both.
+    let small = noise(64, 64);
+    let meta = top_level_box(&small, b"meta");
+    let small = [&small[..meta.end], &small[meta.clone()], &small[meta.end..]].concat();
+    let p = app
+        .uploaded_bytes(&alice, "image", "image/avif", small)
+        .await;
+    let r = app.commit(&alice, &p.key, None).await;
+    assert_eq!(
+        crate::helpers::error_code(r).await,
+        (422, "image_unreadable".to_owned())
+    );
+
+    // A second meta after 64 KiB of media data: past the commit's read, not past the render's.
+    let large = noise(640, 640);
+    assert!(large.len() > 64 * 1024, "{}", large.len());
+    let meta = top_level_box(&large, b"meta");
+    let large = [&large[..], &large[meta]].concat();
+    let handle: Value = app
+        .commit(
+            &alice,
+            &app.uploaded_bytes(&alice, "image", "image/avif", large)
+                .await
+                .key,
+            None,
+        )
+        .await
+        .json()
+        .await
+        .expect("handle");
+    assert_eq!(
+        handle["image"],
+        serde_json::json!({"width": 640, "height": 640}),
+        "{handle}"
+    );
+    let id = handle["id"].as_str().expect("id");
+    let r = app
+        .get(&format!("/v1/files/{id}/variants/card"), Some(&alice))
+        .await;
+    assert_eq!(r.status(), 422);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "image_unrenderable", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("two meta boxes"), "{message}");
+    assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
+}
