@@ -22,7 +22,7 @@ fn main() {
         .flat_map(|y| (0..w).map(move |x| (x, y)))
         .flat_map(|(x, y)| {
             seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-            let n = (seed >> 28) as u32;
+            let n = seed >> 28;
             [
                 (x * 255 / w + n) as u8,
                 (y * 255 / h + n) as u8,
