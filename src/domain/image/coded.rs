@@ -11,6 +11,9 @@ use super::Dimensions;
 const HEVC_SPS: u8 = 33;
 /// AV1's OBU type of a sequence header.
 const AV1_SEQUENCE_HEADER: u8 = 1;
+/// AV1's OBU types of a frame header, and of a frame (its header and tiles).
+const AV1_FRAME_HEADER: u8 = 3;
+const AV1_FRAME: u8 = 6;
 
 /// What a coded item's parameter sets say: the largest picture any of them declares, the
 /// largest a frame could still be made to decode to (AV1's frame headers may override the
@@ -19,6 +22,9 @@ const AV1_SEQUENCE_HEADER: u8 = 1;
 pub struct Coded {
     pub largest: Option<Dimensions>,
     pub bound: Option<Dimensions>,
+    /// Pictures begun in the item's data: HEVC slices that start one, AV1 frames and frame
+    /// headers.
+    pub pictures: u32,
 }
 
 /// The length prefix of an HEVC item's NAL units as libheif reads them: 4 bytes, whatever
@@ -197,9 +203,16 @@ pub fn hevc_data(data: &[u8], coded: &mut Coded) -> Result<(), &'static str> {
             .get(at..at.saturating_add(len))
             .ok_or("an HEVC NAL unit longer than its item")?;
         at += len;
-        if nal_type(nal) == Some(HEVC_SPS) {
-            let size = hevc_sps(nal).ok_or("an HEVC parameter set that cannot be read")?;
-            coded.add(size, size);
+        match nal_type(nal) {
+            Some(HEVC_SPS) => {
+                let size = hevc_sps(nal).ok_or("an HEVC parameter set that cannot be read")?;
+                coded.add(size, size);
+            }
+            // A slice (VCL types 0–31) with first_slice_segment_in_pic_flag set.
+            Some(0..=31) if nal.get(2).is_some_and(|b| b & 0x80 != 0) => {
+                coded.pictures = coded.pictures.saturating_add(1);
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -227,10 +240,14 @@ pub fn av1_obus(data: &[u8], coded: &mut Coded) -> Result<(), &'static str> {
             .get(at..at.saturating_add(len))
             .ok_or("an AV1 OBU longer than its item")?;
         at += len;
-        if kind == AV1_SEQUENCE_HEADER {
-            let (declared, bound) =
-                av1_sequence_header(payload).ok_or("an AV1 sequence header that cannot be read")?;
-            coded.add(declared, bound);
+        match kind {
+            AV1_SEQUENCE_HEADER => {
+                let (declared, bound) = av1_sequence_header(payload)
+                    .ok_or("an AV1 sequence header that cannot be read")?;
+                coded.add(declared, bound);
+            }
+            AV1_FRAME_HEADER | AV1_FRAME => coded.pictures = coded.pictures.saturating_add(1),
+            _ => {}
         }
     }
     Ok(())

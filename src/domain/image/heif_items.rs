@@ -88,14 +88,7 @@ pub fn check(b: &[u8], meta: &Meta, complete: bool) -> Result<Work, &'static str
     }
     let primary = meta.primary.ok_or("no primary item (pitm)")?;
     let mut work = Work::default();
-    items.decode(primary, &mut work)?;
-    // Its alpha plane: an item with an `auxl` reference to it and an alpha `auxC`.
-    for (kind, from, to) in &items.refs {
-        let alpha = meta.of(*from).any(|p| matches!(p, Property::Alpha));
-        if kind == b"auxl" && to.contains(&primary) && alpha {
-            items.decode(*from, &mut work)?;
-        }
-    }
+    items.decode(primary, &mut work, true)?;
     Ok(work)
 }
 
@@ -104,20 +97,38 @@ impl Items<'_> {
         self.kinds.get(&id)
     }
 
-    /// Adds what decoding item `id` takes.
-    fn decode(&self, id: u32, work: &mut Work) -> Result<(), &'static str> {
+    /// Adds what decoding item `id` takes: with its alpha plane (`with_alpha`), and each of a
+    /// grid's tiles with theirs, as libheif decodes them.
+    fn decode(&self, id: u32, work: &mut Work, with_alpha: bool) -> Result<(), &'static str> {
         match self.kind(id) {
             Some(b"hvc1" | b"av01") => work.add(self.coded(id)?),
             Some(b"grid") => {
                 let (canvas, tiles) = self.grid(id)?;
                 work.add(canvas);
                 for tile in tiles {
-                    work.add(self.coded(tile)?);
+                    self.decode(tile, work, with_alpha)?;
                 }
             }
             _ => return Err("a primary image or alpha plane that is neither coded nor a grid"),
         }
+        if with_alpha {
+            for plane in self.alpha_planes(id) {
+                self.decode(plane, work, false)?;
+            }
+        }
         Ok(())
+    }
+
+    /// The alpha planes of item `id`: items with an `auxl` reference to it and an alpha `auxC`.
+    fn alpha_planes(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
+        self.refs
+            .iter()
+            .filter(move |(kind, from, to)| {
+                kind == b"auxl"
+                    && to.contains(&id)
+                    && self.meta.of(*from).any(|p| matches!(p, Property::Alpha))
+            })
+            .map(|(_, from, _)| *from)
     }
 
     /// The largest picture coded image `id` may decode to: its `ispe`, once its parameter sets
@@ -146,10 +157,16 @@ impl Items<'_> {
         } else {
             coded::hvcc(config)?
         };
-        match self.data(id)? {
-            Some(data) if av1 => coded::av1_obus(&data, &mut coded)?,
-            Some(data) => coded::hevc_data(&data, &mut coded)?,
-            None => {}
+        if let Some(data) = self.data(id)? {
+            if av1 {
+                coded::av1_obus(&data, &mut coded)?;
+            } else {
+                coded::hevc_data(&data, &mut coded)?;
+            }
+            // A HEIF image item is one picture; a decoder keeps the others it is given.
+            if coded.pictures > 1 {
+                return Err("an image item holding more than one picture");
+            }
         }
         check_coded(size, &coded)?;
         // What the decoder may allocate: a frame may still be as large as its fields hold.
@@ -286,25 +303,40 @@ fn grid_data(d: &[u8]) -> Result<(u16, u16, Dimensions), &'static str> {
     Ok((u16::from(rows) + 1, u16::from(columns) + 1, canvas))
 }
 
-/// `iinf`: each item's type (`infe` of version 2 or 3; earlier ones are not images).
+/// `iinf`: each item's type. `infe` of version 2 or 3 types its item; versions 0 and 1 do not
+/// (their items are not images, typed `[0; 4]` here); a later version, which libheif 1.15 reads
+/// as version 3, is refused, and so is an item given twice under any versions (libheif keeps
+/// the first) or a count other than the entries that follow.
 fn iinf(b: &[u8], i: &Boxed) -> Result<BTreeMap<u32, [u8; 4]>, &'static str> {
     let short = "an iinf box cut short";
     let version = *b.get(i.body).ok_or(short)?;
-    let first = if version == 0 { i.body + 6 } else { i.body + 8 };
+    let (count, first) = if version == 0 {
+        (be16(b, i.body + 4).map(u32::from), i.body + 6)
+    } else {
+        (be32(b, i.body + 4), i.body + 8)
+    };
+    let count = count.filter(|_| first <= i.end).ok_or(short)?;
     let mut out = BTreeMap::new();
-    let entries = children(b, first.min(i.end), i.end).map_err(|_| short)?;
-    for e in entries.iter().filter(|e| &e.kind == b"infe") {
+    let entries = children(b, first, i.end).map_err(|_| short)?;
+    if entries.len() != count as usize || entries.iter().any(|e| &e.kind != b"infe") {
+        return Err("an iinf box whose count is not its item entries");
+    }
+    for e in &entries {
         let v = *b.get(e.body).filter(|_| e.end > e.body).ok_or(short)?;
         let (id, at) = match v {
-            2 => (be16(b, e.body + 4).map(u32::from), e.body + 8),
-            3 => (be32(b, e.body + 4), e.body + 10),
-            _ => continue,
+            0 | 1 => (be16(b, e.body + 4).map(u32::from), None),
+            2 => (be16(b, e.body + 4).map(u32::from), Some(e.body + 8)),
+            3 => (be32(b, e.body + 4), Some(e.body + 10)),
+            _ => return Err("an item entry (infe) of an unknown version"),
         };
-        let kind = b
-            .get(at..at + 4)
-            .filter(|_| at + 4 <= e.end)
-            .and_then(|k| <[u8; 4]>::try_from(k).ok());
-        let (Some(id), Some(kind)) = (id, kind) else {
+        let kind = match at {
+            None => Some([0; 4]),
+            Some(at) => b
+                .get(at..at + 4)
+                .filter(|_| at + 4 <= e.end)
+                .and_then(|k| <[u8; 4]>::try_from(k).ok()),
+        };
+        let (Some(id), Some(kind)) = (id.filter(|_| e.body + 6 <= e.end), kind) else {
             return Err(short);
         };
         if out.insert(id, kind).is_some() {
@@ -330,10 +362,18 @@ fn iref(b: &[u8], i: &Boxed) -> Result<Vec<Reference>, &'static str> {
     let n = if wide { 4 } else { 2 };
     let mut out = Vec::new();
     for r in children(b, (i.body + 4).min(i.end), i.end).map_err(|_| short)? {
+        // libheif reads references back to back, each behind an 8-byte header: a box with
+        // another header or bytes after its IDs would be read two ways.
+        if &r.kind == b"uuid" || r.body != r.start + 8 {
+            return Err("a reference box with a header of another form");
+        }
         let from = id(r.body)
             .filter(|_| r.body + n + 2 <= r.end)
             .ok_or(short)?;
         let count = be16(b, r.body + n).ok_or(short)?;
+        if r.end != r.body + n + 2 + usize::from(count) * n {
+            return Err("a reference box whose size is not its IDs");
+        }
         let mut to = Vec::with_capacity(usize::from(count));
         for k in 0..usize::from(count) {
             let at = r.body + n + 2 + k * n;
@@ -354,6 +394,14 @@ fn iloc(b: &[u8], i: &Boxed) -> Result<BTreeMap<u32, Location>, &'static str> {
     let more = byte(i.body + 5)?;
     let (offset_size, length_size) = (sizes >> 4, sizes & 0xF);
     let (base_size, index_size) = (more >> 4, if version > 0 { more & 0xF } else { 0 });
+    // libheif 1.15 reads fields of 4 and 8 bytes and skips others as 0: refused, so that
+    // nothing is read two ways.
+    if [offset_size, length_size, base_size, index_size]
+        .iter()
+        .any(|s| ![0, 4, 8].contains(s))
+    {
+        return Err("an iloc field of a size other than 0, 4 or 8");
+    }
     let mut at = i.body + 6;
     let number = |at: &mut usize, size: u8| -> Result<u64, &'static str> {
         let v = match size {
@@ -361,7 +409,7 @@ fn iloc(b: &[u8], i: &Boxed) -> Result<BTreeMap<u32, Location>, &'static str> {
             2 => be16(b, *at).map(u64::from),
             4 => be32(b, *at).map(u64::from),
             8 => be64(b, *at),
-            _ => return Err("an iloc field of a size other than 0, 4 or 8"),
+            _ => return Err(short),
         };
         *at += usize::from(size);
         v.filter(|_| *at <= end).ok_or(short)

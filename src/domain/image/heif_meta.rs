@@ -10,6 +10,8 @@ use super::{Dimensions, Parsed, Transform};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Boxed {
     pub kind: [u8; 4],
+    /// Where its header starts.
+    pub start: usize,
     pub body: usize,
     pub end: usize,
 }
@@ -44,7 +46,12 @@ pub(super) fn box_at(b: &[u8], at: usize, limit: Option<usize>) -> Result<Boxed,
             "a box that does not fit its size or its parent",
         ));
     }
-    Ok(Boxed { kind, body, end })
+    Ok(Boxed {
+        kind,
+        start: at,
+        body,
+        end,
+    })
 }
 
 /// The children of the box whose body spans `start..end` (all of which `b` holds).
@@ -210,8 +217,9 @@ impl Meta {
     }
 }
 
-/// The auxiliary types of an alpha plane (MPEG-B's, and HEIF's for HEVC and AVC: libheif
-/// takes all three), NUL included.
+/// The auxiliary types of an alpha plane (MPEG-B's, and HEIF's for HEVC and AVC), NUL
+/// included. libheif 1.15 decodes the first two as alpha; AVC's is counted too, on the safe
+/// side.
 const ALPHA_URNS: [&[u8]; 3] = [
     b"urn:mpeg:mpegB:cicp:systems:auxiliary:alpha\0",
     b"urn:mpeg:hevc:2015:auxid:1\0",

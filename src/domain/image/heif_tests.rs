@@ -160,7 +160,7 @@ pub(super) fn bmff(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
     b
 }
 
-fn full(version: u8, body: &[u8]) -> Vec<u8> {
+pub(super) fn full(version: u8, body: &[u8]) -> Vec<u8> {
     [&[version, 0, 0, 0][..], body].concat()
 }
 
@@ -236,6 +236,12 @@ pub(super) struct Heif {
     pub twice: Vec<[u8; 4]>,
     /// `iloc` or `ipma`: the first item's entry listed twice.
     pub twice_entry: Option<[u8; 4]>,
+    /// `infe` boxes written after the items' own, counted in `iinf`.
+    pub extra_infe: Vec<Vec<u8>>,
+    /// Bytes of padding at the end of each reference box in `iref`.
+    pub iref_pad: usize,
+    /// The width of `iloc`'s offsets: 4 (the default) or 2.
+    pub iloc_offset_size: u8,
 }
 
 impl Heif {
@@ -248,6 +254,9 @@ impl Heif {
             gap: 0,
             twice: Vec::new(),
             twice_entry: None,
+            extra_infe: Vec::new(),
+            iref_pad: 0,
+            iloc_offset_size: 4,
         }
     }
 
@@ -260,11 +269,12 @@ impl Heif {
             v.push(0);
             infe.extend(bmff(b"infe", &full(2, &v)));
         }
-        let mut iinf = u16::try_from(self.items.len())
+        let mut iinf = u16::try_from(self.items.len() + self.extra_infe.len())
             .expect("items")
             .to_be_bytes()
             .to_vec();
         iinf.extend(infe);
+        iinf.extend(self.extra_infe.concat());
         let mut ipco = Vec::new();
         let mut ipma = u32::try_from(self.items.len())
             .expect("n")
@@ -292,10 +302,11 @@ impl Heif {
             for t in to {
                 v.extend(t.to_be_bytes());
             }
+            v.extend(vec![0; self.iref_pad]);
             iref.extend(bmff(kind, &v));
         }
         // iloc version 1: offsets and lengths of 4 bytes, no base offset.
-        let mut iloc = vec![0x44, 0x00];
+        let mut iloc = vec![(self.iloc_offset_size << 4) | 4, 0x00];
         iloc.extend(u16::try_from(self.items.len()).expect("n").to_be_bytes());
         let (mut mdat_at, mut idat_at) = (mdat_data_at, 0u32);
         let mut idat = Vec::new();
@@ -309,7 +320,10 @@ impl Heif {
             } else {
                 &mut mdat_at
             };
-            entry.extend(at.to_be_bytes());
+            match self.iloc_offset_size {
+                2 => entry.extend(u16::try_from(*at).expect("offset").to_be_bytes()),
+                _ => entry.extend(at.to_be_bytes()),
+            }
             entry.extend(len.to_be_bytes());
             iloc.extend(&entry);
             if self.twice_entry == Some(*b"iloc") && item.id == self.items[0].id {
@@ -513,7 +527,7 @@ fn a_full_av1_sequence_header_counts_what_its_size_fields_can_hold() {
 }
 
 /// A 2 × 2 grid of 512 × 512 tiles on a 1000 × 1000 canvas.
-fn grid(tile: (u32, u32)) -> Heif {
+pub(super) fn grid(tile: (u32, u32)) -> Heif {
     let mut items = vec![Item::grid(10, 2, 2, (1000, 1000), (1000, 1000))];
     for id in 1..=4 {
         items.push(Item::hevc(id, (512, 512), tile));

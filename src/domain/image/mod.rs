@@ -14,6 +14,8 @@ mod heif_duplicates_tests;
 mod heif_items;
 mod heif_meta;
 #[cfg(test)]
+mod heif_readings_tests;
+#[cfg(test)]
 mod heif_tests;
 mod isobmff;
 mod jpeg;
