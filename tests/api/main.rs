@@ -39,6 +39,7 @@ mod events_feed;
 mod faults;
 mod filenames;
 mod garage_cluster;
+mod heif_parts;
 mod helpers;
 mod history;
 mod http_contract;

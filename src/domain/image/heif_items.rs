@@ -52,6 +52,17 @@ struct Location {
     extents: Vec<(u64, u64)>,
 }
 
+/// How deep images may nest: the primary, a grid, a tile, its alpha plane (itself perhaps a
+/// grid of tiles): deeper is no image an encoder writes, and is refused rather than followed.
+const MAX_DEPTH: usize = 8;
+
+/// More pictures than a 256 × 256 grid whose every tile has an alpha plane decodes: refused.
+const MAX_PICTURES: u32 = 2 * 256 * 256 + 2;
+
+/// Why extents that overlap are refused: libheif reads each item's extents whole, and every
+/// item's, so bytes named twice are held twice.
+const TWICE: &str = "item extents that name the same bytes twice";
+
 /// Checks every coded image and grid of the file against its `ispe`, and answers what decoding
 /// the primary image takes.
 pub fn check(b: &[u8], meta: &Meta, complete: bool) -> Result<Work, &'static str> {
@@ -75,21 +86,75 @@ pub fn check(b: &[u8], meta: &Meta, complete: bool) -> Result<Work, &'static str
             .transpose()?
             .unwrap_or_default(),
     };
+    items.no_bytes_named_twice()?;
+    // Each item parsed once, however often it is referenced.
+    let mut count = Count::default();
     for (&id, kind) in &items.kinds {
         match kind {
             b"hvc1" | b"av01" => {
-                items.coded(id)?;
+                count.coded.insert(id, items.coded(id)?);
             }
             b"grid" => {
-                items.grid(id)?;
+                count.grids.insert(id, items.grid(id)?);
             }
             _ => {}
         }
     }
+    // An alpha plane: an item with an `auxl` reference to the image and an alpha `auxC`.
+    for (kind, from, to) in &items.refs {
+        if kind == b"auxl" && meta.of(*from).any(|p| matches!(p, Property::Alpha)) {
+            for &image in to {
+                count.alpha.entry(image).or_default().push(*from);
+            }
+        }
+    }
     let primary = meta.primary.ok_or("no primary item (pitm)")?;
-    let mut work = Work::default();
-    items.decode(primary, &mut work, true)?;
-    Ok(work)
+    count.decode(primary)?;
+    Ok(count.work)
+}
+
+/// What decoding takes, counted as libheif 1.15 decodes: an image, each of a grid's tiles
+/// (once per reference), and every image's alpha planes, theirs included.
+#[derive(Default)]
+struct Count {
+    coded: BTreeMap<u32, Dimensions>,
+    grids: BTreeMap<u32, (Dimensions, Vec<u32>)>,
+    alpha: BTreeMap<u32, Vec<u32>>,
+    /// The images being decoded, outermost first.
+    path: Vec<u32>,
+    pictures: u32,
+    work: Work,
+}
+
+impl Count {
+    fn decode(&mut self, id: u32) -> Result<(), &'static str> {
+        self.pictures += 1;
+        if self.pictures > MAX_PICTURES {
+            return Err("an image of more pictures than any grid decodes");
+        }
+        if self.path.contains(&id) {
+            return Err("an image that is part of itself (a reference cycle)");
+        }
+        if self.path.len() >= MAX_DEPTH {
+            return Err("images nested deeper than any encoder writes");
+        }
+        self.path.push(id);
+        if let Some(&size) = self.coded.get(&id) {
+            self.work.add(size);
+        } else if let Some((canvas, tiles)) = self.grids.get(&id).cloned() {
+            self.work.add(canvas);
+            for tile in tiles {
+                self.decode(tile)?;
+            }
+        } else {
+            return Err("a primary image or alpha plane that is neither coded nor a grid");
+        }
+        for plane in self.alpha.get(&id).cloned().unwrap_or_default() {
+            self.decode(plane)?;
+        }
+        self.path.pop();
+        Ok(())
+    }
 }
 
 impl Items<'_> {
@@ -97,38 +162,31 @@ impl Items<'_> {
         self.kinds.get(&id)
     }
 
-    /// Adds what decoding item `id` takes: with its alpha plane (`with_alpha`), and each of a
-    /// grid's tiles with theirs, as libheif decodes them.
-    fn decode(&self, id: u32, work: &mut Work, with_alpha: bool) -> Result<(), &'static str> {
-        match self.kind(id) {
-            Some(b"hvc1" | b"av01") => work.add(self.coded(id)?),
-            Some(b"grid") => {
-                let (canvas, tiles) = self.grid(id)?;
-                work.add(canvas);
-                for tile in tiles {
-                    self.decode(tile, work, with_alpha)?;
-                }
+    /// Refuses extents (of one item or of two) that overlap, in the file or in `idat`: so no
+    /// item's data, nor all of them together, is longer than the file.
+    fn no_bytes_named_twice(&self) -> Result<(), &'static str> {
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for location in self.locations.values() {
+            let (base, whole) = match (location.method, self.meta.idat) {
+                (0, _) => (0, u64::MAX),
+                (1, Some(idat)) => (idat.body as u64, idat.end as u64),
+                // Refused where the item's data is read.
+                _ => continue,
+            };
+            for &(offset, length) in &location.extents {
+                let start = base.saturating_add(offset);
+                let end = match length {
+                    0 => whole,
+                    n => start.saturating_add(n),
+                };
+                spans.push((start, end));
             }
-            _ => return Err("a primary image or alpha plane that is neither coded nor a grid"),
         }
-        if with_alpha {
-            for plane in self.alpha_planes(id) {
-                self.decode(plane, work, false)?;
-            }
+        spans.sort_unstable();
+        if spans.windows(2).any(|w| w[1].0 < w[0].1) {
+            return Err(TWICE);
         }
         Ok(())
-    }
-
-    /// The alpha planes of item `id`: items with an `auxl` reference to it and an alpha `auxC`.
-    fn alpha_planes(&self, id: u32) -> impl Iterator<Item = u32> + '_ {
-        self.refs
-            .iter()
-            .filter(move |(kind, from, to)| {
-                kind == b"auxl"
-                    && to.contains(&id)
-                    && self.meta.of(*from).any(|p| matches!(p, Property::Alpha))
-            })
-            .map(|(_, from, _)| *from)
     }
 
     /// The largest picture coded image `id` may decode to: its `ispe`, once its parameter sets

@@ -242,6 +242,8 @@ pub(super) struct Heif {
     pub iref_pad: usize,
     /// The width of `iloc`'s offsets: 4 (the default) or 2.
     pub iloc_offset_size: u8,
+    /// How many times the first item's extent is listed in `iloc` (1 by default).
+    pub extent_repeat: u16,
 }
 
 impl Heif {
@@ -257,6 +259,7 @@ impl Heif {
             extra_infe: Vec::new(),
             iref_pad: 0,
             iloc_offset_size: 4,
+            extent_repeat: 1,
         }
     }
 
@@ -313,18 +316,26 @@ impl Heif {
         for item in &self.items {
             let mut entry = item.id.to_be_bytes().to_vec();
             entry.extend(u16::from(item.in_idat).to_be_bytes());
-            entry.extend([0, 0, 0, 1]); // data reference 0, one extent
+            let extents = if item.id == self.items[0].id {
+                self.extent_repeat
+            } else {
+                1
+            };
+            entry.extend([0, 0]); // data reference 0
+            entry.extend(extents.to_be_bytes());
             let len = u32::try_from(item.data.len()).expect("len");
             let at = if item.in_idat {
                 &mut idat_at
             } else {
                 &mut mdat_at
             };
-            match self.iloc_offset_size {
-                2 => entry.extend(u16::try_from(*at).expect("offset").to_be_bytes()),
-                _ => entry.extend(at.to_be_bytes()),
+            for _ in 0..extents {
+                match self.iloc_offset_size {
+                    2 => entry.extend(u16::try_from(*at).expect("offset").to_be_bytes()),
+                    _ => entry.extend(at.to_be_bytes()),
+                }
+                entry.extend(len.to_be_bytes());
             }
-            entry.extend(len.to_be_bytes());
             iloc.extend(&entry);
             if self.twice_entry == Some(*b"iloc") && item.id == self.items[0].id {
                 iloc.extend(&entry);

@@ -17,6 +17,8 @@ mod heif_meta;
 mod heif_readings_tests;
 #[cfg(test)]
 mod heif_tests;
+#[cfg(test)]
+mod heif_work_tests;
 mod isobmff;
 mod jpeg;
 pub use jpeg::{
