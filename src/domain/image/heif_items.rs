@@ -7,6 +7,7 @@
 //! caller has the whole file (`complete`): the render's check, before libheif sees the file.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use super::bytes::{be16, be32, be64};
@@ -43,7 +44,12 @@ struct Items<'a> {
     kinds: BTreeMap<u32, [u8; 4]>,
     /// `iref`: (type, from, to).
     refs: Vec<([u8; 4], u32, Vec<u32>)>,
+    /// Each grid's tiles (its `dimg` reference), indexed once.
+    tiles: BTreeMap<u32, Vec<u32>>,
     locations: BTreeMap<u32, Location>,
+    /// Decoder configurations parsed, by where their body starts: one `hvcC` may be every
+    /// tile's, and is read once.
+    configs: RefCell<BTreeMap<usize, Coded>>,
 }
 
 struct Location {
@@ -66,6 +72,11 @@ const TWICE: &str = "item extents that name the same bytes twice";
 /// Checks every coded image and grid of the file against its `ispe`, and answers what decoding
 /// the primary image takes.
 pub fn check(b: &[u8], meta: &Meta, complete: bool) -> Result<Work, &'static str> {
+    let refs = meta
+        .iref
+        .map(|i| iref(b, &i))
+        .transpose()?
+        .unwrap_or_default();
     let items = Items {
         b,
         meta,
@@ -75,16 +86,18 @@ pub fn check(b: &[u8], meta: &Meta, complete: bool) -> Result<Work, &'static str
             .map(|i| iinf(b, &i))
             .transpose()?
             .unwrap_or_default(),
-        refs: meta
-            .iref
-            .map(|i| iref(b, &i))
-            .transpose()?
-            .unwrap_or_default(),
+        tiles: refs
+            .iter()
+            .filter(|(kind, _, _)| kind == b"dimg")
+            .map(|(_, from, to)| (*from, to.clone()))
+            .collect(),
+        refs,
         locations: meta
             .iloc
             .map(|i| iloc(b, &i))
             .transpose()?
             .unwrap_or_default(),
+        configs: RefCell::default(),
     };
     items.no_bytes_named_twice()?;
     // Each item parsed once, however often it is referenced.
@@ -206,14 +219,22 @@ impl Items<'_> {
                 _ => None,
             })
             .ok_or("a coded image without its decoder configuration")?;
-        let config = self
-            .b
-            .get(config.0..config.1)
-            .ok_or("a decoder configuration cut short")?;
-        let mut coded = if av1 {
-            coded::av1c(config)?
-        } else {
-            coded::hvcc(config)?
+        let cached = self.configs.borrow().get(&config.0).copied();
+        let mut coded = match cached {
+            Some(c) => c,
+            None => {
+                let bytes = self
+                    .b
+                    .get(config.0..config.1)
+                    .ok_or("a decoder configuration cut short")?;
+                let c = if av1 {
+                    coded::av1c(bytes)?
+                } else {
+                    coded::hvcc(bytes)?
+                };
+                self.configs.borrow_mut().insert(config.0, c);
+                c
+            }
         };
         if let Some(data) = self.data(id)? {
             if av1 {
@@ -241,12 +262,7 @@ impl Items<'_> {
     /// many as its rows and columns.
     fn grid(&self, id: u32) -> Result<(Dimensions, Vec<u32>), &'static str> {
         let size = self.meta.size(id).ok_or("a grid without its size (ispe)")?;
-        let tiles: Vec<u32> = self
-            .refs
-            .iter()
-            .filter(|(kind, from, _)| kind == b"dimg" && *from == id)
-            .flat_map(|(_, _, to)| to.iter().copied())
-            .collect();
+        let tiles = self.tiles.get(&id).cloned().unwrap_or_default();
         if let Some(data) = self.data(id)? {
             let (rows, columns, canvas) = grid_data(&data)?;
             if canvas.width > size.width || canvas.height > size.height {
@@ -418,6 +434,7 @@ fn iref(b: &[u8], i: &Boxed) -> Result<Vec<Reference>, &'static str> {
         }
     };
     let n = if wide { 4 } else { 2 };
+    let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for r in children(b, (i.body + 4).min(i.end), i.end).map_err(|_| short)? {
         // libheif reads references back to back, each behind an 8-byte header: a box with
@@ -436,6 +453,11 @@ fn iref(b: &[u8], i: &Boxed) -> Result<Vec<Reference>, &'static str> {
         for k in 0..usize::from(count) {
             let at = r.body + n + 2 + k * n;
             to.push(id(at).filter(|_| at + n <= r.end).ok_or(short)?);
+        }
+        // libheif takes an item's first reference of a type: which one is read must not be a
+        // choice.
+        if !seen.insert((r.kind, from)) {
+            return Err("an item's references of one type given twice");
         }
         out.push((r.kind, from, to));
     }

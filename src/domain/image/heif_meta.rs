@@ -3,6 +3,8 @@
 //! type, relate and locate them (`iinf`, `iref`, `iloc`, `idat`), for the header reader
 //! ([`super::isobmff`]) and the items' check ([`super::heif_items`]).
 
+use std::collections::BTreeMap;
+
 use super::bytes::{be16, be32, be64};
 use super::{Dimensions, Parsed, Transform};
 
@@ -93,7 +95,8 @@ pub(super) enum Property {
 pub(super) struct Meta {
     pub primary: Option<u32>,
     pub properties: Vec<Property>,
-    pub associations: Vec<(u32, Vec<u16>)>,
+    /// `ipma`: each item's property indices, in order (one entry per item).
+    pub associations: BTreeMap<u32, Vec<u16>>,
     pub iinf: Option<Boxed>,
     pub iref: Option<Boxed>,
     pub iloc: Option<Boxed>,
@@ -104,9 +107,9 @@ impl Meta {
     /// The properties of `item`, in the order `ipma` lists them.
     pub fn of(&self, item: u32) -> impl Iterator<Item = Property> + '_ {
         self.associations
-            .iter()
-            .filter(move |(id, _)| *id == item)
-            .flat_map(|(_, indices)| indices.iter())
+            .get(&item)
+            .into_iter()
+            .flatten()
             // 1-based; 0 means no property.
             .filter_map(|&index| {
                 usize::from(index)
@@ -130,7 +133,7 @@ pub(super) fn meta_of(b: &[u8], meta: &Boxed) -> Result<Meta, Parsed> {
     let mut m = Meta {
         primary: None,
         properties: Vec::new(),
-        associations: Vec::new(),
+        associations: BTreeMap::new(),
         iinf: None,
         iref: None,
         iloc: None,
@@ -162,7 +165,13 @@ pub(super) fn meta_of(b: &[u8], meta: &Boxed) -> Result<Meta, Parsed> {
                                 m.properties.push(property(b, &prop)?);
                             }
                         }
-                        b"ipma" => m.associations.extend(ipma(b, &p)?),
+                        b"ipma" => {
+                            for (id, indices) in ipma(b, &p)? {
+                                if m.associations.insert(id, indices).is_some() {
+                                    return Err(bad("an item associated twice (ipma)"));
+                                }
+                            }
+                        }
                         _ => {}
                     }
                 }
@@ -190,15 +199,9 @@ fn once(boxes: &[Boxed], kinds: &[&[u8; 4]]) -> Result<(), Parsed> {
 }
 
 impl Meta {
-    /// Refuses an item associated twice, or an image with two sizes or two decoder
-    /// configurations (which one a decoder takes is its own choice).
+    /// Refuses an image with two sizes or two decoder configurations (which one a decoder takes is its own choice).
     fn one_of_each(&self) -> Result<(), Parsed> {
-        let mut ids: Vec<u32> = self.associations.iter().map(|(id, _)| *id).collect();
-        ids.sort_unstable();
-        if ids.windows(2).any(|w| w[0] == w[1]) {
-            return Err(Parsed::Invalid("an item associated twice (ipma)"));
-        }
-        for &id in &ids {
+        for &id in self.associations.keys() {
             let sizes = self
                 .of(id)
                 .filter(|p| matches!(p, Property::Size(_)))

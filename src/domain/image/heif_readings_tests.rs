@@ -143,3 +143,21 @@ fn an_image_item_holding_more_than_one_picture_is_refused() {
     avif.items[0].data.extend(obu(6, &[0x10, 0x20]));
     assert!(heif_work(&avif.build()).is_err());
 }
+
+#[test]
+fn two_references_of_one_type_from_one_item_are_refused() {
+    // libheif takes an item's first `dimg` (or `auxl`, `thmb`): a second would be read here.
+    let mut heif = grid((512, 512));
+    heif.refs.push((*b"dimg", 10, vec![1, 2, 3, 4]));
+    assert!(refused(&heif.build()));
+    let mut heif = one();
+    heif.items.push(Item::hevc(2, (64, 64), (64, 64)));
+    heif.refs.push((*b"thmb", 2, vec![1]));
+    heif.refs.push((*b"cdsc", 2, vec![1]));
+    assert!(matches!(
+        read_header(Format::Heic, &heif.build(), true),
+        Parsed::Found(_)
+    ));
+    heif.refs.push((*b"thmb", 2, vec![1]));
+    assert!(refused(&heif.build()));
+}
