@@ -288,6 +288,18 @@ fn relabelled(mut file: Vec<u8>, from: (u32, u32)) -> Vec<u8> {
     file
 }
 
+/// A w × h AVIF of noise from `seed` (libheif's AV1 encoder, quality 90): noise does not
+/// compress, so a large one outgrows the commit's first read.
+fn noise_avif(w: u32, h: u32, mut seed: u32) -> Vec<u8> {
+    let rgb: Vec<u8> = (0..w * h * 3)
+        .map(|_| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (seed >> 16) as u8
+        })
+        .collect();
+    upcommit_heif::encode(&rgb, w, h, 3, upcommit_heif::Codec::Av1, 90).expect("encode")
+}
+
 /// An AVIF whose `ispe` says 64 × 64 while its AV1 sequence header allows its real size (the
 /// review of issue 37 took the process to 2 GB with 12,000 × 12,000): refused at commit when
 /// the commit's read holds the file, else committed with the size it claims and refused before
@@ -299,19 +311,8 @@ async fn an_avif_coded_larger_than_its_ispe_is_refused_at_commit_or_before_its_r
     }
     let app = spawn_app_with(spawn()).await;
     let alice = app.token("alice");
-    let encode = |w: u32, h: u32| {
-        // Noise, so that the large one outgrows the commit's first read of 64 KiB.
-        let mut seed = 7u32;
-        let rgb: Vec<u8> = (0..w * h * 3)
-            .map(|_| {
-                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                (seed >> 16) as u8
-            })
-            .collect();
-        let file =
-            upcommit_heif::encode(&rgb, w, h, 3, upcommit_heif::Codec::Av1, 90).expect("encode");
-        relabelled(file, (w, h))
-    };
+    // Noise, so that the large one outgrows the commit's first read of 64 KiB.
+    let encode = |w: u32, h: u32| relabelled(noise_avif(w, h, 7), (w, h));
 
     let small = encode(400, 40);
     assert!(small.len() < 64 * 1024);
@@ -377,16 +378,7 @@ async fn a_heif_with_two_meta_boxes_is_refused_at_commit_or_before_its_render() 
     }
     let app = spawn_app_with(spawn()).await;
     let alice = app.token("alice");
-    let noise = |w: u32, h: u32| {
-        let mut seed = 11u32;
-        let rgb: Vec<u8> = (0..w * h * 3)
-            .map(|_| {
-                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                (seed >> 16) as u8
-            })
-            .collect();
-        upcommit_heif::encode(&rgb, w, h, 3, upcommit_heif::Codec::Av1, 90).expect("encode")
-    };
+    let noise = |w: u32, h: u32| noise_avif(w, h, 11);
 
     // A second meta straight after the first: the commit's read holds both.
     let small = noise(64, 64);
