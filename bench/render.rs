@@ -3,6 +3,10 @@
 //! time (each on its own thread, as a replica's blocking pool runs them) for `secs` seconds.
 //! `cargo run --release --example render -- INPUT.jpg THREADS SECS [OUT.jpg]`; prints one JSON
 //! line. bench/render_vs_sharp.sh runs it beside sharp.
+//!
+//! With `UPCOMMIT_BENCH_JAILED=<path to the upcommit binary>` the renders go through the render
+//! jail (issue 46) as the route's do: a warm pool of `THREADS` workers, the source's bytes and
+//! the plan down a pipe, the rendition back; `THREADS` renders in flight at a time.
 use std::time::{Duration, Instant};
 use upcommit::domain::image::{Dimensions, Transform};
 use upcommit::domain::variants::Fit;
@@ -25,6 +29,9 @@ fn main() {
         width: 720,
         height: 588,
     };
+    if let Ok(bin) = std::env::var("UPCOMMIT_BENCH_JAILED") {
+        return jailed(&bin, &input, threads, secs, box_, limits, args.get(4));
+    }
     let t0 = Instant::now();
     let results: Vec<(u64, usize, (u32, u32))> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -68,4 +75,107 @@ fn main() {
         results[0].2 .0,
         results[0].2 .1
     );
+}
+
+fn jailed(
+    bin: &str,
+    input: &[u8],
+    threads: usize,
+    secs: f64,
+    box_: Dimensions,
+    limits: Limits,
+    out: Option<&String>,
+) {
+    use upcommit::jail::{Job, Outcome, Pool, PoolConfig};
+    struct Quiet;
+    impl upcommit::jail::PoolEvents for Quiet {
+        fn worker_started(&self) {}
+        fn worker_died(&self, _: upcommit::jail::Death) {}
+        fn worker_killed_at_limit(&self) {}
+    }
+    let format = std::env::var("UPCOMMIT_BENCH_FORMAT").unwrap_or_else(|_| "jpeg".into());
+    let source = std::env::var("UPCOMMIT_BENCH_SOURCE").unwrap_or_else(|_| "jpeg".into());
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let pool = Pool::new(
+            PoolConfig {
+                program: bin.into(),
+                warm: threads,
+                ceiling: 1 << 30,
+                renders_per_worker: 1000,
+                nice: 0,
+                accept_unfiltered: false,
+                env: vec![("TJ_OPTIMIZE".into(), "1".into())],
+            },
+            std::sync::Arc::new(Quiet),
+        );
+        let started = Instant::now();
+        pool.probe().await.expect("a worker");
+        let first_worker = started.elapsed();
+        let job = Job {
+            source: upcommit::render::Source::parse(&source).expect("source"),
+            orientation: Transform::UPRIGHT,
+            box_,
+            fit: Fit::Cover,
+            out: upcommit::render::Output {
+                format: upcommit::domain::variants::OutputFormat::parse(&format).expect("format"),
+                quality: 80,
+            },
+            limits,
+        };
+        // Warm every worker once.
+        let warmers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (pool, input) = (pool.clone(), input.to_vec());
+                tokio::spawn(async move {
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                    pool.render(&job, &input, 60 << 20, deadline).await
+                })
+            })
+            .collect();
+        for w in warmers {
+            match w.await.expect("task") {
+                Outcome::Answered(Ok(_)) => {}
+                other => panic!("warm-up render: {other:?}"),
+            }
+        }
+        let t0 = Instant::now();
+        let end = t0 + Duration::from_secs_f64(secs);
+        let tasks: Vec<_> = (0..threads)
+            .map(|_| {
+                let (pool, input) = (pool.clone(), input.to_vec());
+                tokio::spawn(async move {
+                    let (mut n, mut last) = (0u64, None);
+                    while Instant::now() < end {
+                        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                        match pool.render(&job, &input, 60 << 20, deadline).await {
+                            Outcome::Answered(Ok(r)) => last = Some(r),
+                            other => panic!("render: {other:?}"),
+                        }
+                        n += 1;
+                    }
+                    (n, last.expect("one render"))
+                })
+            })
+            .collect();
+        let mut n = 0;
+        let mut last = None;
+        for t in tasks {
+            let (k, r) = t.await.expect("task");
+            n += k;
+            last = Some(r);
+        }
+        let r = last.expect("a render");
+        if let Some(out) = out {
+            std::fs::write(out, &r.bytes).expect("write the output");
+        }
+        println!(
+            "{{\"tool\": \"upcommit-jailed\", \"threads\": {threads}, \"renders_per_sec\": {:.1}, \"output_bytes\": {}, \"output\": \"{}x{}\", \"first_worker_ms\": {:.1}}}",
+            n as f64 / t0.elapsed().as_secs_f64(),
+            r.bytes.len(),
+            r.width,
+            r.height,
+            first_worker.as_secs_f64() * 1000.0
+        );
+    });
 }

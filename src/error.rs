@@ -44,7 +44,7 @@ pub enum AppError {
     ImageUnrenderable(String),
     #[error("{0}; retry shortly")]
     RenderBusy(&'static str),
-    #[error("the rendition was not ready within {0} s (UPCOMMIT_RENDER_TIMEOUT_SECS); its render goes on and keeps it when done: ask again")]
+    #[error("the rendition was not ready within {0} s (UPCOMMIT_RENDER_TIMEOUT_SECS): its render was stopped; a file whose render is stopped twice in a row is refused from then on")]
     RenderTimedOut(u64),
     #[error("no such link scan")]
     LinkScanNotFound,

@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod jail;
 pub mod metrics;
 pub mod outbound;
 pub mod pause;

@@ -224,6 +224,21 @@ impl Metrics {
     }
 
     /// A rendition request answered from the cache (`true`) or that had to render.
+    /// A render worker started (issue 46).
+    pub fn render_worker_started(&self) {
+        self.renders.worker_started();
+    }
+
+    /// A render worker died in a render, of `death`.
+    pub fn render_worker_died(&self, death: crate::jail::Death) {
+        self.renders.worker_died(death.as_str());
+    }
+
+    /// A render worker was killed at the time limit.
+    pub fn render_worker_killed_at_limit(&self) {
+        self.renders.worker_killed_at_limit();
+    }
+
     pub fn rendition_cache(&self, hit: bool) {
         self.renders.cache(hit);
     }
@@ -608,5 +623,17 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
+
+impl crate::jail::PoolEvents for Metrics {
+    fn worker_started(&self) {
+        self.render_worker_started();
+    }
+    fn worker_died(&self, death: crate::jail::Death) {
+        self.render_worker_died(death);
+    }
+    fn worker_killed_at_limit(&self) {
+        self.render_worker_killed_at_limit();
     }
 }

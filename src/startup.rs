@@ -39,6 +39,9 @@ pub enum StartupError {
     /// No outgoing HTTP client (no TLS backend) or no AWS credentials.
     #[error("{0}")]
     Outbound(String),
+    /// No render worker started, or none could be filtered and that was not accepted.
+    #[error("render workers: {0}")]
+    RenderWorkers(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -215,7 +218,21 @@ impl Application {
         );
         let render_limit = crate::state::render_limit(&settings);
         let render_memory = settings.uploads.render_memory_mib * 1024 * 1024;
+        // One worker now: what its kernel allows is said at start, and a replica that cannot
+        // filter its workers refuses to serve unless told to accept it (issue 46).
+        let render_workers = crate::state::render_workers(&settings, metrics.clone());
+        match render_workers.probe().await {
+            Ok(hello) if hello.jailed => {
+                tracing::info!("render workers start under their seccomp filter and memory limit")
+            }
+            Ok(hello) => tracing::warn!(
+                why = hello.why.as_deref().unwrap_or(""),
+                "render workers run WITHOUT their seccomp filter (UPCOMMIT_RENDER_ACCEPT_GAPS=seccomp)"
+            ),
+            Err(why) => return Err(StartupError::RenderWorkers(why)),
+        }
         let state = AppState {
+            render_workers,
             verifier,
             http,
             settings: Arc::new(settings),

@@ -23,6 +23,7 @@ mod multipart_queries;
 mod observed;
 mod postgres;
 mod queries;
+mod render_failures;
 mod retention_queries;
 mod rows;
 mod sqlite;
@@ -50,6 +51,7 @@ pub use hygiene::{
 };
 pub use observed::ObservedCatalog;
 pub use postgres::PostgresCatalog;
+pub use render_failures::{RenderFailure, RenderFailureCatalog};
 pub use sqlite::SqliteCatalog;
 
 /// How many keys or ids one batched lookup or update binds: well under SQLite's limit on bound
@@ -344,6 +346,7 @@ pub trait RetentionCatalog: Send + Sync + 'static {
 pub trait Catalog:
     MultipartCatalog
     + AdminCatalog
+    + RenderFailureCatalog
     + JobCatalog
     + HygieneCatalog
     + RetentionCatalog

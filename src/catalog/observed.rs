@@ -116,6 +116,40 @@ impl MultipartCatalog for ObservedCatalog {
 }
 
 #[async_trait]
+impl super::RenderFailureCatalog for ObservedCatalog {
+    async fn render_failure(
+        &self,
+        file: &str,
+        variant: &str,
+    ) -> Result<Option<super::RenderFailure>, CatalogError> {
+        timed!(self, render_failure(file, variant))
+    }
+    async fn record_render_failure(
+        &self,
+        file: &str,
+        variant: &str,
+        cause: &str,
+        at: DateTime<Utc>,
+    ) -> Result<super::RenderFailure, CatalogError> {
+        timed!(self, record_render_failure(file, variant, cause, at))
+    }
+    async fn clear_render_failures(
+        &self,
+        file: &str,
+        variant: Option<&str>,
+    ) -> Result<u64, CatalogError> {
+        timed!(self, clear_render_failures(file, variant))
+    }
+    async fn render_failures(
+        &self,
+        file: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<super::RenderFailure>, CatalogError> {
+        timed!(self, render_failures(file, limit))
+    }
+}
+
+#[async_trait]
 impl super::AdminCatalog for ObservedCatalog {
     async fn endpoint_exists(&self, id: &str) -> Result<bool, CatalogError> {
         timed!(self, endpoint_exists(id))

@@ -14,6 +14,7 @@ use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
+use super::render_failures::impl_render_failure_catalog;
 use super::retention_queries::impl_retention_catalog;
 use super::CatalogError;
 
@@ -118,6 +119,7 @@ impl PostgresCatalog {
 // Presign batches lock the ledger rows they read, so replicas charging one user queue.
 impl_catalog!(PostgresCatalog, Postgres, "BEGIN", " FOR UPDATE");
 impl_multipart_catalog!(PostgresCatalog, Postgres, "BEGIN");
+impl_render_failure_catalog!(PostgresCatalog, Postgres);
 impl_admin_catalog!(
     PostgresCatalog,
     Postgres,

@@ -17,6 +17,7 @@ use super::hygiene_queries::impl_hygiene_catalog;
 use super::job_queries::impl_job_catalog;
 use super::multipart_queries::impl_multipart_catalog;
 use super::queries::impl_catalog;
+use super::render_failures::impl_render_failure_catalog;
 use super::retention_queries::impl_retention_catalog;
 use super::CatalogError;
 
@@ -174,6 +175,7 @@ impl SqliteCatalog {
 // SQLite's write transaction (BEGIN IMMEDIATE) already excludes every other writer.
 impl_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE", "");
 impl_multipart_catalog!(SqliteCatalog, Sqlite, "BEGIN IMMEDIATE");
+impl_render_failure_catalog!(SqliteCatalog, Sqlite);
 impl_admin_catalog!(
     SqliteCatalog,
     Sqlite,

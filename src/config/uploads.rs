@@ -33,6 +33,16 @@ pub struct UploadSettings {
     /// default 20, 1..=600): past it the request answers 503 `render_timeout` while the render
     /// goes on (holding its slot and memory) and keeps the rendition when done.
     pub render_timeout_secs: u64,
+    /// Renders a render worker does before a fresh one replaces it
+    /// (`UPCOMMIT_RENDER_WORKER_RENDERS`, default 200, 1..=100000).
+    pub render_worker_renders: u32,
+    /// Render in workers the kernel could not put under the seccomp filter
+    /// (`UPCOMMIT_RENDER_ACCEPT_GAPS=seccomp`; default none: `serve` refuses to start without
+    /// the filter).
+    pub render_accept_unfiltered: bool,
+    /// The binary the render workers run (`UPCOMMIT_RENDER_WORKER_BIN`; default this process's
+    /// own). Tests whose process is not `upcommit` name it.
+    pub render_worker_bin: Option<std::path::PathBuf>,
     /// Largest object a single CopyObject promotes; larger ones are promoted by a multipart copy
     /// (`UPCOMMIT_MAX_SINGLE_COPY_BYTES`, default and at most 5 GiB, S3's limit; at least
     /// 5 MiB, S3's minimum part size: a smaller source is refused in parts by some stores).
@@ -128,6 +138,25 @@ impl UploadSettings {
                 20,
                 1..=600,
             )?,
+            render_worker_renders: src.number(
+                "UPCOMMIT_RENDER_WORKER_RENDERS",
+                f.render_worker_renders,
+                200,
+                1..=100_000,
+            )?,
+            render_accept_unfiltered: {
+                let gaps = src.list("UPCOMMIT_RENDER_ACCEPT_GAPS", f.render_accept_gaps.take());
+                if let Some(g) = gaps.iter().find(|g| g.as_str() != "seccomp") {
+                    return Err(ConfigError(format!(
+                        "UPCOMMIT_RENDER_ACCEPT_GAPS: {g:?} is not a gap (the one known: seccomp)"
+                    )));
+                }
+                !gaps.is_empty()
+            },
+            render_worker_bin: {
+                let bin = src.string("UPCOMMIT_RENDER_WORKER_BIN", f.render_worker_bin.take(), "");
+                (!bin.is_empty()).then(|| bin.into())
+            },
             // S3's CopyObject limit; at least S3's minimum part size, since anything smaller
             // goes in one CopyObject anyway, and stores refuse a smaller source in parts
             // (Garage: "Source object is too small").

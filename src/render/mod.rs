@@ -39,6 +39,30 @@ pub enum Source {
     Heif,
 }
 
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Jpeg => "jpeg",
+            Source::Png => "png",
+            Source::Gif => "gif",
+            Source::Webp => "webp",
+            Source::Heif => "heif",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Source> {
+        [
+            Source::Jpeg,
+            Source::Png,
+            Source::Gif,
+            Source::Webp,
+            Source::Heif,
+        ]
+        .into_iter()
+        .find(|f| f.as_str() == s)
+    }
+}
+
 /// Renders `input` (a `source`), displayed with `orientation`, into `box_` by `fit`, as `out`,
 /// on this thread (a blocking one), with this thread's TurboJPEG handles and resizer.
 pub fn render_here(
@@ -78,6 +102,20 @@ pub fn render_here(
         }
         rendered
     })
+}
+
+/// Loads what rendering loads from disk (libheif's plugins) and makes this thread's TurboJPEG
+/// handles: a render worker does it before its filter forbids opening files.
+pub fn warm() {
+    let _ = upcommit_heif::can_decode(upcommit_heif::Codec::Hevc);
+    let _ = upcommit_heif::can_decode(upcommit_heif::Codec::Av1);
+    let _ = upcommit_heif::can_encode(upcommit_heif::Codec::Av1);
+    JPEG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = jpeg::Context::new().ok();
+        }
+    });
 }
 
 /// Scans a JPEG source may have (a progressive one has about ten): each scan is another pass

@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use crate::domain::image::{self, Dimensions, Format, Parsed};
 use crate::domain::records::{FileHandle, HandleStatus};
-use crate::domain::variants::{OutputFormat, Variant};
+use crate::domain::variants::{refusal, OutputFormat, Variant};
 use crate::error::AppError;
+use crate::jail::Outcome;
 use crate::metrics::RenderOutcome;
 use crate::render::{Limits, RenderError, Source};
 use crate::state::renders::Known;
@@ -104,6 +105,18 @@ pub async fn rendition(
         .await;
     }
     state.metrics.rendition_cache(false);
+    // A render that killed its worker, or ran past the limit twice in a row, is not tried
+    // again (issue 46): the same bytes would do it again, on every replica.
+    let failed = state
+        .catalog
+        .render_failure(file.id.as_str(), &variant.name)
+        .await?;
+    if let Some(f) = &failed {
+        if refusal::refused(&f.cause, f.count) {
+            state.metrics.render_outcome(RenderOutcome::Refused, None);
+            return Err(AppError::ImageUnrenderable(refused_because(f)));
+        }
+    }
     // The render is a task of its own holding the key's lock: a request that stops waiting
     // (its time limit, or its client gone) does not stop it, and the rendition is kept.
     let task = {
@@ -111,19 +124,34 @@ pub async fn rendition(
         tokio::spawn(async move {
             let _held = held;
             let mut ran_for = None;
-            let rendered = render_and_store(&state, &file, &variant, &key, &mut ran_for).await;
-            let outcome = match &rendered {
-                Ok(_) => RenderOutcome::Rendered,
-                Err(AppError::RenderBusy(_)) => RenderOutcome::Busy,
-                Err(AppError::ImageUnrenderable(_)) => RenderOutcome::Unrenderable,
-                Err(AppError::ImageNotRendered(_)) => RenderOutcome::NotRendered,
-                Err(_) => RenderOutcome::Failed,
+            let mut cause = None;
+            let rendered = render_and_store(
+                &state,
+                &file,
+                &variant,
+                &key,
+                deadline,
+                &mut ran_for,
+                &mut cause,
+            )
+            .await;
+            settle(&state, &file, &variant, failed.is_some(), &rendered, cause).await;
+            let outcome = match (&rendered, cause) {
+                (_, Some(refusal::TIMED_OUT)) => RenderOutcome::TimedOut,
+                (_, Some(_)) => RenderOutcome::WorkerDied,
+                (Ok(_), None) => RenderOutcome::Rendered,
+                (Err(AppError::RenderBusy(_)), _) => RenderOutcome::Busy,
+                (Err(AppError::ImageUnrenderable(_)), _) => RenderOutcome::Unrenderable,
+                (Err(AppError::ImageNotRendered(_)), _) => RenderOutcome::NotRendered,
+                (Err(_), _) => RenderOutcome::Failed,
             };
             state.metrics.render_outcome(outcome, ran_for);
             rendered
         })
     };
-    match tokio::time::timeout_at(deadline, task).await {
+    // The render's worker is killed at the same deadline: a request answers when its task has
+    // given back the slot and the memory (at once, in the usual case), or a moment later.
+    match tokio::time::timeout_at(deadline + AFTER_THE_KILL, task).await {
         Ok(Ok(rendered)) => rendered,
         Ok(Err(e)) => Err(AppError::Internal(format!("the render's task: {e}"))),
         Err(_) => {
@@ -131,7 +159,7 @@ pub async fn rendition(
                 file.id = %file.id,
                 variant = %variant.name,
                 timeout_secs = secs,
-                "a rendition was not ready in time: its render goes on"
+                "a rendition was not ready in time: its worker is killed"
             );
             Err(AppError::RenderTimedOut(secs))
         }
@@ -145,7 +173,9 @@ async fn render_and_store(
     file: &FileHandle,
     variant: &Variant,
     key: &str,
+    deadline: tokio::time::Instant,
     ran_for: &mut Option<std::time::Duration>,
+    failed: &mut Option<&'static str>,
 ) -> Result<RenditionUrl, AppError> {
     let format = Format::of_content_type(&file.content_type)
         .ok_or(AppError::ImageNotRendered("a file that is not an image"))?;
@@ -238,16 +268,55 @@ async fn render_and_store(
         );
     }
     let orientation = header.map_or(image::Transform::UPRIGHT, |h| h.orientation);
+    let reserved: u64 = held
+        .iter()
+        .map(|h| u64::from(h.num_permits() as u32) * 1024)
+        .sum();
     crate::pause::point("render_memory_held").await;
     let started = Instant::now();
-    let rendered = tokio::task::spawn_blocking(move || {
-        // Given back when the work ends, not when a caller stops waiting.
-        let _held = (slot, held);
-        crate::render::render_here(source, &bytes, orientation, box_, fit, target, &limits)
-    })
-    .await
-    .map_err(|e| AppError::Internal(format!("the render's thread: {e}")))?;
+    let job = crate::jail::Job {
+        source,
+        orientation,
+        box_,
+        fit,
+        out: target,
+        limits,
+    };
+    // Past the deadline before a worker has it (a slow store): no worker is started and
+    // killed for nothing, and the file is not blamed.
+    if tokio::time::Instant::now() >= deadline {
+        return Err(AppError::RenderTimedOut(
+            state.settings.uploads.render_timeout_secs,
+        ));
+    }
+    // In a worker of its own, killed at the deadline (issue 46); the slot and the memory are
+    // given back when it has answered, died or been killed and reaped.
+    let outcome = state
+        .render_workers
+        .render(&job, &bytes, reserved, deadline)
+        .await;
+    drop((slot, held, bytes));
     *ran_for = Some(started.elapsed());
+    let rendered = match outcome {
+        Outcome::Answered(r) => r,
+        Outcome::TimedOut => {
+            *failed = Some(refusal::TIMED_OUT);
+            return Err(AppError::RenderTimedOut(
+                state.settings.uploads.render_timeout_secs,
+            ));
+        }
+        Outcome::Died(death) => {
+            *failed = Some(death.as_str());
+            return Err(AppError::ImageUnrenderable(format!(
+                "rendering it ended its worker ({}); this variant of this file is refused from now on",
+                death.as_str()
+            )));
+        }
+        Outcome::Unavailable(why) => {
+            tracing::error!(error = %why, "no render worker");
+            return Err(AppError::RenderBusy("no render worker could be started"));
+        }
+    };
     let rendered = match rendered {
         Ok(r) => r,
         Err(RenderError::Corrupt(why)) => return Err(AppError::ImageUnrenderable(why)),
@@ -290,6 +359,55 @@ async fn render_and_store(
         .collect();
     let k = seen(state, key, rendered.bytes.len() as i64, &meta);
     answer(state, variant, key, k, false).await
+}
+
+/// Records what a render's failure says of the file (`cause`: a worker's death, a time-out)
+/// and forgets earlier failures after a success (`had_failed`: a row was there before it).
+async fn settle(
+    state: &AppState,
+    file: &FileHandle,
+    variant: &Variant,
+    had_failed: bool,
+    rendered: &Result<RenditionUrl, AppError>,
+    cause: Option<&'static str>,
+) {
+    match (rendered, cause) {
+        (Ok(_), _) if had_failed => {
+            if let Err(e) = state
+                .catalog
+                .clear_render_failures(file.id.as_str(), Some(&variant.name))
+                .await
+            {
+                tracing::warn!(error = %e, "a rendered variant's past failures stay recorded");
+            }
+        }
+        (Err(_), Some(cause)) => {
+            tracing::warn!(file.id = %file.id, variant = %variant.name, cause, "a render failed in its worker");
+            if let Err(e) = state
+                .catalog
+                .record_render_failure(file.id.as_str(), &variant.name, cause, chrono::Utc::now())
+                .await
+            {
+                tracing::error!(error = %e, "a failed render could not be recorded");
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Why a variant is refused without a render, for its 422.
+fn refused_because(f: &crate::catalog::RenderFailure) -> String {
+    if f.cause == refusal::TIMED_OUT {
+        format!(
+            "its last {} renders ran past the time limit; refused until an operator clears it (DELETE /v1/admin/files/{{id}}/render-failures)",
+            f.count
+        )
+    } else {
+        format!(
+            "an earlier render of it ended its worker ({}); refused until an operator clears it (DELETE /v1/admin/files/{{id}}/render-failures)",
+            f.cause
+        )
+    }
 }
 
 /// The rendition at `key` as the store holds it (its size, and its dimensions from the
@@ -446,6 +564,10 @@ fn estimate(
     Ok((header, work + extra))
 }
 
+/// How long past its deadline a request waits for its render's task to give its worker, slot
+/// and memory back (the worker is killed at the deadline; reaping it takes milliseconds).
+const AFTER_THE_KILL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Tries an eager render this many times when every slot (or the memory) is taken.
 const EAGER_ATTEMPTS: u32 = 3;
 
@@ -485,7 +607,7 @@ pub fn render_eagerly(state: &AppState, file: &FileHandle) {
                             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                         }
                         Err(AppError::RenderTimedOut(_)) => {
-                            tracing::info!(file.id = %file.id, variant = %name, "eager render past the time limit: it goes on and keeps the rendition");
+                            tracing::info!(file.id = %file.id, variant = %name, "eager render past the time limit: its worker was stopped; the first view tries again");
                             break;
                         }
                         Err(e) => {

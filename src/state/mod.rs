@@ -53,7 +53,38 @@ pub struct AppState {
     pub dry_runs: Arc<DryRuns>,
     /// This replica's renders of image renditions: a bounded number at once, one per key.
     pub renders: Arc<renders::RenderGate>,
+    /// This replica's render workers (issue 46): every decode in a process of its own.
+    pub render_workers: Arc<crate::jail::Pool>,
 }
+
+/// The render workers of a replica with these settings: as many kept warm as it has render
+/// slots, each limited to the renders' memory budget plus the worker's margin, at nice 10.
+pub fn render_workers(settings: &Settings, metrics: Arc<Metrics>) -> Arc<crate::jail::Pool> {
+    let program = settings
+        .uploads
+        .render_worker_bin
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| "upcommit".into());
+    let budget = settings.uploads.render_memory_mib * 1024 * 1024;
+    crate::jail::Pool::new(
+        crate::jail::PoolConfig {
+            program,
+            warm: render_limit(settings),
+            ceiling: budget + crate::jail::pool::MARGIN,
+            renders_per_worker: settings.uploads.render_worker_renders,
+            nice: RENDER_NICE,
+            accept_unfiltered: settings.uploads.render_accept_unfiltered,
+            env: std::env::var("TJ_OPTIMIZE")
+                .map(|v| vec![("TJ_OPTIMIZE".to_owned(), v)])
+                .unwrap_or_else(|_| vec![("TJ_OPTIMIZE".to_owned(), "1".to_owned())]),
+        },
+        metrics,
+    )
+}
+
+/// The render workers' nice value: the CPU goes to presigns and commits first (issue 46).
+pub const RENDER_NICE: i32 = 10;
 
 /// Renders at once on a replica: `UPCOMMIT_RENDER_CONCURRENCY`, or one per core (a render
 /// keeps one core busy).
@@ -82,7 +113,10 @@ impl AppState {
         let http = crate::outbound::client().unwrap_or_default();
         let render_slots = render_limit(&settings);
         let render_memory = settings.uploads.render_memory_mib * 1024 * 1024;
+        let metrics = Arc::new(Metrics::new());
+        let render_workers = render_workers(&settings, metrics.clone());
         Self {
+            render_workers,
             verifier: Arc::new(Verifier::new(&settings.auth, http.clone())),
             http,
             settings: Arc::new(settings),
@@ -90,7 +124,7 @@ impl AppState {
             store,
             bucket_watch: Arc::new(BucketWatch::new()),
             presign_limiter,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             readiness: Arc::new(Readiness::default()),
             job_gauges: Arc::new(JobGauges::new()),
             store_verdict: Arc::new(Verdict::unprobed()),

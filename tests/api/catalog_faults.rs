@@ -169,6 +169,42 @@ impl MultipartCatalog for FaultyCatalog {
 }
 
 #[async_trait]
+impl upcommit::catalog::RenderFailureCatalog for FaultyCatalog {
+    async fn render_failure(
+        &self,
+        file: &str,
+        variant: &str,
+    ) -> Result<Option<upcommit::catalog::RenderFailure>, CatalogError> {
+        self.inner.render_failure(file, variant).await
+    }
+    async fn record_render_failure(
+        &self,
+        file: &str,
+        variant: &str,
+        cause: &str,
+        at: DateTime<Utc>,
+    ) -> Result<upcommit::catalog::RenderFailure, CatalogError> {
+        self.inner
+            .record_render_failure(file, variant, cause, at)
+            .await
+    }
+    async fn clear_render_failures(
+        &self,
+        file: &str,
+        variant: Option<&str>,
+    ) -> Result<u64, CatalogError> {
+        self.inner.clear_render_failures(file, variant).await
+    }
+    async fn render_failures(
+        &self,
+        file: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<upcommit::catalog::RenderFailure>, CatalogError> {
+        self.inner.render_failures(file, limit).await
+    }
+}
+
+#[async_trait]
 impl upcommit::catalog::AdminCatalog for FaultyCatalog {
     async fn endpoint_exists(&self, id: &str) -> Result<bool, CatalogError> {
         self.inner.endpoint_exists(id).await

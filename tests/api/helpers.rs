@@ -289,6 +289,11 @@ pub async fn spawn_app_with(options: Spawn) -> TestApp {
         // Tests presign in bursts; the rate limit has its own test.
         ("UPCOMMIT_PRESIGN_RATE_PER_SEC", "0".to_owned()),
         ("UPCOMMIT_ACCEPT_STORE_GAPS", accepted_store_gaps()),
+        // The render workers are the upcommit binary (this process is the test harness).
+        (
+            "UPCOMMIT_RENDER_WORKER_BIN",
+            env!("CARGO_BIN_EXE_upcommit").to_owned(),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

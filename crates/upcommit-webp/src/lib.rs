@@ -210,3 +210,13 @@ mod tests {
         assert!(encode(&[0; 48], 4, 4, 2, 80).is_err());
     }
 }
+
+/// Writes to an address no process maps: the worker's crash test (issue 46) needs a real
+/// `SIGSEGV` from native code, as a decoder's bug would raise it. Never called outside a debug
+/// build's test probe.
+#[doc(hidden)]
+pub fn crash_for_tests() {
+    let p = std::ptr::without_provenance_mut::<u8>(16);
+    // SAFETY: not sound, on purpose: the write faults, and the process dies of SIGSEGV.
+    unsafe { p.write_volatile(0) }
+}

@@ -2,6 +2,7 @@
 //! and a quality; where a rendition is kept (`cache/`); and the geometry of rendering one.
 
 pub mod geometry;
+pub mod refusal;
 
 pub use geometry::{plan, Fit, Plan, Rect};
 

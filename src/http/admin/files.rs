@@ -27,6 +27,37 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/admin/files", get(find))
         .route("/v1/admin/files/{id}", get(detail))
+        .route(
+            "/v1/admin/files/{id}/render-failures",
+            axum::routing::delete(clear_render_failures),
+        )
+        .route("/v1/admin/render-failures", get(render_failures))
+}
+
+/// Renders that ended their worker or ran past the time limit (issue 46), the latest first:
+/// each row refuses that variant of that file until cleared.
+async fn render_failures(
+    _admin: Admin,
+    State(state): State<AppState>,
+) -> Result<Json<serde_json::Value>, AppError> {
+    let rows = state.catalog.render_failures(None, DETAIL_ROWS).await?;
+    Ok(Json(serde_json::json!({ "failures": rows })))
+}
+
+/// Forgets a file's failed renders (every variant's): its next request renders it again. For
+/// an operator who has looked at the file (or upgraded the decoder that died on it).
+async fn clear_render_failures(
+    _admin: Admin,
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<serde_json::Value>, AppError> {
+    let id = FileId::parse(&id).ok_or(AppError::FileNotFound)?;
+    let cleared = state
+        .catalog
+        .clear_render_failures(id.as_str(), None)
+        .await?;
+    tracing::info!(file.id = %id, cleared, "render failures cleared by an admin");
+    Ok(Json(serde_json::json!({ "cleared": cleared })))
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,9 +200,14 @@ async fn detail(
         .profile(&file.profile)
         .map(|p| p.variants.iter().map(|v| v.name.as_str()).collect())
         .unwrap_or_default();
+    let render_failures = state
+        .catalog
+        .render_failures(Some(id.as_str()), DETAIL_ROWS)
+        .await?;
     Ok(Json(serde_json::json!({
         "file": file,
         "variants": variants,
+        "render_failures": render_failures,
         "copies": copies,
         "links": links,
         "events": events,

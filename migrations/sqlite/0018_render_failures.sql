@@ -1,0 +1,11 @@
+-- SQLite twin of migrations/postgres/0018_render_failures.sql.
+CREATE TABLE render_failures (
+    file_id TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    first_at TEXT NOT NULL,
+    last_at TEXT NOT NULL,
+    PRIMARY KEY (file_id, variant)
+);
+CREATE INDEX render_failures_last ON render_failures (last_at);

@@ -1,0 +1,350 @@
+//! A replica's render workers (issue 46): processes of this same binary (`upcommit
+//! render-worker`), kept warm, one render each at a time. The server hands a worker a plan and
+//! a source's bytes and gets back a rendition or a refusal; it never decodes pixels itself.
+//!
+//! A worker goes back to the pool after a render that succeeded, until it has done
+//! [`PoolConfig::renders_per_worker`] or rendered a large image (whose heap would stay
+//! fragmented under the next render's lower limit); after any refusal, death or time-out it is
+//! gone and a fresh one takes its place. A render past its deadline is `SIGKILL`ed and reaped
+//! before [`Pool::render`] returns, so the caller's slot and memory are free at once.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use super::protocol::{frame_head, Hello, Job, Plan, Reply, MAX_HEADER_BYTES};
+use super::worker::Args;
+use crate::render::{RenderError, Rendered};
+
+/// What a worker holds besides the render's own reservation: its binary's and libraries'
+/// writable data, thread stacks (dav1d, libde265), the allocator's slack. Measured: an idle
+/// worker's `VmData` is about 20 MiB (BENCHMARKS.md).
+pub const MARGIN: u64 = 64 * 1024 * 1024;
+
+/// A worker that rendered with more than this reserved leaves the pool after it.
+const RECYCLE_ABOVE: u64 = 64 * 1024 * 1024;
+
+/// A rendition a worker answers is at most this long: 4 bytes a pixel of its box, and 1 MiB.
+fn max_rendition_bytes(job: &Job) -> u64 {
+    job.box_
+        .pixels()
+        .saturating_mul(4)
+        .saturating_add(1024 * 1024)
+}
+
+/// How long a new worker has to say it is ready.
+const HELLO_WITHIN: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The binary that runs `render-worker` (this one, as a rule).
+    pub program: PathBuf,
+    /// Workers kept ready (the replica's render slots).
+    pub warm: usize,
+    /// Each worker's hard data limit: the replica's render budget plus [`MARGIN`].
+    pub ceiling: u64,
+    /// Renders a worker does before it is replaced.
+    pub renders_per_worker: u32,
+    /// The workers' nice value (0..=19): renders yield the CPU to uploads.
+    pub nice: i32,
+    /// Render with workers the kernel could not filter (`UPCOMMIT_RENDER_ACCEPT_GAPS=seccomp`).
+    pub accept_unfiltered: bool,
+    /// The environment a worker gets (and nothing else of the server's).
+    pub env: Vec<(String, String)>,
+}
+
+/// How a render through a worker ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The worker answered: a rendition, or the renderer's refusal.
+    Answered(Result<Rendered, RenderError>),
+    /// The worker died during the render (what killed it).
+    Died(Death),
+    /// Past the deadline: the worker was killed.
+    TimedOut,
+    /// No worker could be had.
+    Unavailable(String),
+}
+
+/// What ended a worker that died in a render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Death {
+    /// `SIGSYS`: the seccomp filter (a call it may not make).
+    Filtered,
+    /// `SIGABRT`: an allocation refused at its data limit, or a library's own abort.
+    Aborted,
+    /// `SIGSEGV` or `SIGBUS`.
+    Crashed,
+    /// `SIGKILL` from elsewhere (the kernel's OOM killer, an operator).
+    Killed,
+    /// Another signal.
+    Signalled,
+    /// It exited, or broke the protocol.
+    Exited,
+}
+
+impl Death {
+    pub const ALL: [Death; 6] = [
+        Death::Filtered,
+        Death::Aborted,
+        Death::Crashed,
+        Death::Killed,
+        Death::Signalled,
+        Death::Exited,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Death::Filtered => "filtered",
+            Death::Aborted => "aborted",
+            Death::Crashed => "crashed",
+            Death::Killed => "killed",
+            Death::Signalled => "signalled",
+            Death::Exited => "exited",
+        }
+    }
+
+    fn of(status: Option<std::process::ExitStatus>) -> Death {
+        use std::os::unix::process::ExitStatusExt;
+        match status.and_then(|s| s.signal()) {
+            Some(libc::SIGSYS) => Death::Filtered,
+            Some(libc::SIGABRT) => Death::Aborted,
+            Some(libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE) => Death::Crashed,
+            Some(libc::SIGKILL) => Death::Killed,
+            Some(_) => Death::Signalled,
+            None => Death::Exited,
+        }
+    }
+}
+
+/// What the pool counts, for `/metrics`.
+pub trait PoolEvents: Send + Sync {
+    fn worker_started(&self);
+    fn worker_died(&self, death: Death);
+    fn worker_killed_at_limit(&self);
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    renders: u32,
+}
+
+pub struct Pool {
+    config: PoolConfig,
+    idle: Mutex<Vec<Worker>>,
+    events: Arc<dyn PoolEvents>,
+    /// What the first worker said of its filter.
+    hello: Mutex<Option<Hello>>,
+}
+
+impl Pool {
+    pub fn new(config: PoolConfig, events: Arc<dyn PoolEvents>) -> Arc<Pool> {
+        Arc::new(Pool {
+            config,
+            idle: Mutex::new(Vec::new()),
+            events,
+            hello: Mutex::new(None),
+        })
+    }
+
+    /// Starts one worker and keeps it: what it says of its filter is the jail's state. An
+    /// error when no worker starts, or when it is unfiltered and that is not accepted.
+    pub async fn probe(self: &Arc<Self>) -> Result<Hello, String> {
+        let w = self.spawn().await?;
+        let hello = self
+            .hello
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or("the worker said nothing")?;
+        self.give_back(w);
+        Ok(hello)
+    }
+
+    /// Workers idle now.
+    pub fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Renders `job` from `source` in a worker whose data limit is `reserved` plus
+    /// [`MARGIN`], killing it at `deadline`.
+    pub async fn render(
+        self: &Arc<Self>,
+        job: &Job,
+        source: &[u8],
+        reserved: u64,
+        deadline: tokio::time::Instant,
+    ) -> Outcome {
+        let mut w = match self.take().await {
+            Ok(w) => w,
+            Err(why) => return Outcome::Unavailable(why),
+        };
+        let plan = Plan::of(job, reserved.saturating_add(MARGIN));
+        let exchange = async {
+            let json = serde_json::to_vec(&plan).map_err(std::io::Error::other)?;
+            w.stdin.write_all(&frame_head(&json)).await?;
+            w.stdin
+                .write_all(&(source.len() as u64).to_le_bytes())
+                .await?;
+            w.stdin.write_all(source).await?;
+            w.stdin.flush().await?;
+            read_frame::<Reply>(&mut w.stdout, max_rendition_bytes(job)).await
+        };
+        let answered = tokio::time::timeout_at(deadline, exchange).await;
+        match answered {
+            Err(_) => {
+                let _ = w.child.start_kill();
+                let _ = w.child.wait().await;
+                self.events.worker_killed_at_limit();
+                self.refill();
+                Outcome::TimedOut
+            }
+            Ok(Err(_)) => {
+                let death = reap(&mut w.child).await;
+                self.events.worker_died(death);
+                self.refill();
+                Outcome::Died(death)
+            }
+            Ok(Ok((reply, body))) => {
+                w.renders += 1;
+                let result = reply.into_result(body);
+                if result.is_ok()
+                    && w.renders < self.config.renders_per_worker
+                    && reserved <= RECYCLE_ABOVE
+                {
+                    self.give_back(w);
+                } else {
+                    drop(w);
+                    self.refill();
+                }
+                Outcome::Answered(result)
+            }
+        }
+    }
+
+    /// An idle worker, or a new one.
+    async fn take(self: &Arc<Self>) -> Result<Worker, String> {
+        let found = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match found {
+            Some(w) => {
+                self.refill();
+                Ok(w)
+            }
+            None => {
+                let w = self.spawn().await;
+                self.refill();
+                w
+            }
+        }
+    }
+
+    fn give_back(&self, w: Worker) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < self.config.warm {
+            idle.push(w);
+        }
+    }
+
+    /// Starts a worker in the background when fewer than `warm` are idle.
+    fn refill(self: &Arc<Self>) {
+        if self.idle() >= self.config.warm {
+            return;
+        }
+        let pool = self.clone();
+        tokio::spawn(async move {
+            match pool.spawn().await {
+                Ok(w) => pool.give_back(w),
+                Err(why) => tracing::warn!(error = %why, "a render worker did not start"),
+            }
+        });
+    }
+
+    async fn spawn(&self) -> Result<Worker, String> {
+        let args = Args {
+            ceiling: self.config.ceiling,
+            nice: self.config.nice,
+            parent: std::process::id(),
+        };
+        let mut child = tokio::process::Command::new(&self.config.program)
+            .args(args.to_args())
+            .env_clear()
+            .envs(self.config.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "starting {} {}: {e}",
+                    self.config.program.display(),
+                    super::worker::SUBCOMMAND
+                )
+            })?;
+        let (Some(stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("the worker's pipes".into());
+        };
+        self.events.worker_started();
+        let hello = tokio::time::timeout(HELLO_WITHIN, read_frame::<Hello>(&mut stdout, 0))
+            .await
+            .map_err(|_| format!("a render worker said nothing in {HELLO_WITHIN:?}"))?
+            .map_err(|e| format!("a render worker's first words: {e}"))?
+            .0;
+        if !hello.jailed && !self.config.accept_unfiltered {
+            return Err(format!(
+                "the render workers cannot be filtered ({}); set UPCOMMIT_RENDER_ACCEPT_GAPS=seccomp to render without the filter",
+                hello.why.as_deref().unwrap_or("no reason given")
+            ));
+        }
+        self.hello
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(hello);
+        Ok(Worker {
+            child,
+            stdin,
+            stdout,
+            renders: 0,
+        })
+    }
+}
+
+/// How a worker whose pipe broke ended: its exit status when it comes within a second, else
+/// it is killed.
+async fn reap(child: &mut Child) -> Death {
+    match tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
+        Ok(status) => Death::of(status.ok()),
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            Death::Exited
+        }
+    }
+}
+
+/// Reads one frame: its header, and a body of at most `max_body` bytes.
+async fn read_frame<T: for<'de> serde::Deserialize<'de>>(
+    r: &mut ChildStdout,
+    max_body: u64,
+) -> std::io::Result<(T, Vec<u8>)> {
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    let n = r.read_u32_le().await?;
+    if n > MAX_HEADER_BYTES {
+        return Err(invalid(format!("a frame header of {n} bytes")));
+    }
+    let mut json = vec![0u8; n as usize];
+    r.read_exact(&mut json).await?;
+    let header = serde_json::from_slice(&json).map_err(|e| invalid(e.to_string()))?;
+    let len = r.read_u64_le().await?;
+    if len > max_body {
+        return Err(invalid(format!("a frame body of {len} bytes")));
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body).await?;
+    Ok((header, body))
+}

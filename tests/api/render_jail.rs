@@ -1,0 +1,424 @@
+//! Issue 46: every render in a worker process of its own, under a seccomp filter and a data
+//! limit the kernel enforces. A test build's worker obeys a probe named in the source's bytes
+//! (`upcommit-test-probe:<name>;` in a PNG's text chunk; release builds have no such code), so
+//! these tests make a real worker, started by the real route, do what the filter forbids, crash
+//! in native code, hold a render for a signal from outside, or allocate past its limit — and check that only that
+//! render is lost: 422 `image_unrenderable`, the server alive, the next render 200, and the file
+//! refused from then on without another decode until an admin clears it.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::helpers::{
+    counter_sum, error_code, series_value, server_process, spawn_app_with, TestApp,
+};
+use crate::renditions::{png_half_clear, spawn};
+
+/// A real `w` × `h` PNG whose text chunk names `probe`.
+fn probe_png(probe: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, 64, 48);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.add_text_chunk("Comment".into(), format!("upcommit-test-probe:{probe};"))
+            .expect("text chunk");
+        let mut w = enc.write_header().expect("header");
+        w.write_image_data(&vec![90u8; 64 * 48 * 3]).expect("data");
+    }
+    out
+}
+
+/// Commits `bytes` as alice's PNG; its file id.
+async fn committed(app: &TestApp, alice: &str, bytes: Vec<u8>) -> String {
+    let p = app.uploaded_bytes(alice, "image", "image/png", bytes).await;
+    let h: Value = app
+        .commit(alice, &p.key, None)
+        .await
+        .json()
+        .await
+        .expect("handle");
+    h["id"].as_str().expect("id").to_owned()
+}
+
+async fn variant_at(app: &TestApp, base: &str, id: &str, token: &str) -> reqwest::Response {
+    app.http
+        .get(format!("{base}/v1/files/{id}/variants/thumb"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+async fn message(resp: reqwest::Response) -> (u16, String, String) {
+    let status = resp.status().as_u16();
+    let v: Value = resp.json().await.expect("json");
+    (
+        status,
+        v["error"]["code"].as_str().unwrap_or("").to_owned(),
+        v["error"]["message"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_worker_that_opens_a_file_a_socket_execs_or_forks_is_killed_by_the_filter_and_only_that_render_is_lost(
+) {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
+    for probe in ["open", "socket", "exec", "fork"] {
+        let id = committed(&app, &alice, probe_png(probe)).await;
+        let (status, code, why) = message(
+            app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+                .await,
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (422, "image_unrenderable"),
+            "{probe}: {why}"
+        );
+        assert!(
+            why.contains("ended its worker (filtered)"),
+            "{probe}: {why}"
+        );
+        // The server goes on: another file renders.
+        let r = app
+            .get(&format!("/v1/files/{honest}/variants/whole"), Some(&alice))
+            .await;
+        assert_eq!(r.status(), 200, "{probe}: an honest render after it");
+    }
+    let metrics = app.metrics_text().await;
+    assert_eq!(
+        counter_sum(
+            &metrics,
+            "upcommit_render_worker_deaths_total",
+            "cause=\"filtered\""
+        ),
+        4.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        counter_sum(
+            &metrics,
+            "upcommit_renders_total",
+            "outcome=\"worker_died\""
+        ),
+        4.0
+    );
+}
+
+#[tokio::test]
+async fn a_render_past_its_memory_limit_is_stopped_by_the_kernel_and_the_server_goes_on() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let id = committed(&app, &alice, probe_png("alloc")).await;
+    let (status, code, why) = message(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "image_unrenderable"),
+        "{why}"
+    );
+    assert!(why.contains("ended its worker (aborted)"), "{why}");
+    let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
+    let r = app
+        .get(&format!("/v1/files/{honest}/variants/thumb"), Some(&alice))
+        .await;
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn a_file_whose_render_killed_its_worker_is_refused_without_another_render_until_an_admin_clears_it(
+) {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let id = committed(&app, &alice, probe_png("open")).await;
+    let first = app
+        .get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+        .await;
+    assert_eq!(error_code(first).await, (422, "image_unrenderable".into()));
+    let starts = |m: &str| counter_sum(m, "upcommit_render_worker_starts_total", "");
+    let deaths = |m: &str| counter_sum(m, "upcommit_render_worker_deaths_total", "");
+    let before = app.metrics_text().await;
+
+    // Again, and from the other variant's name too: the first is refused at once, the other
+    // variant is a render of its own (and dies the same way).
+    let (status, code, why) = message(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+            .await,
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (422, "image_unrenderable"));
+    assert!(why.contains("refused until an operator clears it"), "{why}");
+    let after = app.metrics_text().await;
+    assert_eq!(deaths(&after), deaths(&before), "no worker died again");
+    assert_eq!(
+        counter_sum(&after, "upcommit_renders_total", "outcome=\"refused\""),
+        1.0
+    );
+
+    // The admin sees it, and clears it: the next request renders (and dies) again.
+    let admin = app.admin_token("root");
+    let listed: Value = app
+        .get("/v1/admin/render-failures", Some(&admin))
+        .await
+        .json()
+        .await
+        .expect("json");
+    let rows = listed["failures"].as_array().expect("failures");
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["file_id"], id.as_str());
+    assert_eq!(rows[0]["variant"], "thumb");
+    assert_eq!(rows[0]["cause"], "filtered");
+    let detail: Value = app
+        .get(&format!("/v1/admin/files/{id}"), Some(&admin))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        detail["render_failures"][0]["cause"], "filtered",
+        "{detail}"
+    );
+    let not_admin = app
+        .delete(
+            &format!("/v1/admin/files/{id}/render-failures"),
+            Some(&alice),
+        )
+        .await;
+    assert_eq!(error_code(not_admin).await.0, 403);
+    let cleared: Value = app
+        .delete(
+            &format!("/v1/admin/files/{id}/render-failures"),
+            Some(&admin),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(cleared["cleared"], 1);
+    let (_, _, why) = message(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+            .await,
+    )
+    .await;
+    assert!(why.contains("ended its worker (filtered)"), "{why}");
+    assert!(starts(&app.metrics_text().await) > starts(&before) - 1.0);
+    assert_eq!(deaths(&app.metrics_text().await), deaths(&before) + 1.0);
+}
+
+/// The pids of `server`'s render workers now in a render held by the `sleep` probe (in
+/// `clock_nanosleep`, where an idle worker waits in `read`).
+fn sleeping_workers(server: u32) -> Vec<u32> {
+    workers_of(server)
+        .into_iter()
+        .filter(|pid| {
+            // A single-threaded worker: its main thread's syscall is the process's.
+            let syscall =
+                std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+            let nr = syscall.split(' ').next().unwrap_or("");
+            nr == "230" || nr == "35"
+        })
+        .collect()
+}
+
+/// The pids of `server`'s render workers.
+fn workers_of(server: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid != Some(server) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmdline.windows(13).any(|w| w == b"render-worker") {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (at most a minute, polling) until exactly one of `server`'s workers is in the
+/// `sleep` probe's render; its pid.
+async fn the_sleeping_worker(server: u32) -> u32 {
+    for _ in 0..1200 {
+        if let [pid] = sleeping_workers(server)[..] {
+            return pid;
+        }
+
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no worker of {server} reached the sleep probe");
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_render_by_sigkill_or_sigsegv_costs_that_render_only_and_a_fresh_one_renders_the_next(
+) {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    // A server process of its own: its workers are its children, found by their parent.
+    let (mut server, base) = server_process(
+        &app,
+        &[
+            ("UPCOMMIT_RENDER_TIMEOUT_SECS", "120"),
+            ("RUST_LOG", "warn"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
+    // A crash in native code (the `segv` probe), and a SIGKILL from outside mid-render.
+    for (signal, cause) in [(None, "crashed"), (Some("-KILL"), "killed")] {
+        let probe = if signal.is_some() { "sleep" } else { "segv" };
+        let id = committed(&app, &alice, probe_png(probe)).await;
+        let request = {
+            let (app_http, base, id, alice) =
+                (app.http.clone(), base.clone(), id.clone(), alice.clone());
+            tokio::spawn(async move {
+                app_http
+                    .get(format!("{base}/v1/files/{id}/variants/thumb"))
+                    .bearer_auth(alice)
+                    .send()
+                    .await
+                    .expect("sent")
+            })
+        };
+        if let Some(signal) = signal {
+            let pid = the_sleeping_worker(server.id()).await;
+            let killed = std::process::Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status()
+                .expect("kill");
+            assert!(killed.success());
+        }
+        let (status, code, why) = message(request.await.expect("task")).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (422, "image_unrenderable"),
+            "{why}"
+        );
+        assert!(why.contains(&format!("({cause})")), "{cause}: {why}");
+        // The next render goes to a fresh worker and succeeds.
+        let r = variant_at(&app, &base, &honest, &alice).await;
+        assert_eq!(r.status(), 200, "{cause}: the next render");
+        let metrics = app.metrics_text_at(&base).await;
+        assert_eq!(
+            counter_sum(
+                &metrics,
+                "upcommit_render_worker_deaths_total",
+                &format!("cause=\"{cause}\"")
+            ),
+            1.0,
+            "{metrics}"
+        );
+        // Refused at once from then on.
+        let (_, _, again) = message(variant_at(&app, &base, &id, &alice).await).await;
+        assert!(again.contains("refused until an operator"), "{again}");
+    }
+    assert!(
+        server.try_wait().expect("status").is_none(),
+        "the server lives"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[tokio::test]
+async fn a_render_past_the_time_limit_is_killed_and_a_second_time_out_in_a_row_refuses_the_file() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let (mut server, base) = server_process(
+        &app,
+        &[
+            // Well past an honest render's store reads and decode on a busy machine; well
+            // short of the probe's 30 s.
+            ("UPCOMMIT_RENDER_TIMEOUT_SECS", "5"),
+            ("UPCOMMIT_RENDER_CONCURRENCY", "1"),
+            ("RUST_LOG", "warn"),
+        ],
+        Stdio::null(),
+    )
+    .await;
+    let id = committed(&app, &alice, probe_png("sleep")).await;
+    let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
+    for n in 1..=2 {
+        let (status, code, _) = message(variant_at(&app, &base, &id, &alice).await).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (503, "render_timeout"),
+            "time-out {n}"
+        );
+        // The slot is free again as the answer comes: with one slot, the next file renders
+        // at once rather than answering render_busy.
+        let r = variant_at(&app, &base, &honest, &alice).await;
+        assert_eq!(r.status(), 200, "after time-out {n}");
+        let _ = app
+            .http
+            .get(format!("{base}/v1/files/{honest}/variants/whole"))
+            .bearer_auth(&alice)
+            .send()
+            .await;
+    }
+    assert!(
+        sleeping_workers(server.id()).is_empty(),
+        "no worker outlives its limit"
+    );
+    let (status, code, why) = message(variant_at(&app, &base, &id, &alice).await).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "image_unrenderable"),
+        "{why}"
+    );
+    assert!(why.contains("ran past the time limit"), "{why}");
+    let metrics = app.metrics_text_at(&base).await;
+    assert_eq!(
+        series_value(&metrics, "upcommit_render_worker_timeouts_total"),
+        Some(2.0),
+        "{metrics}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[tokio::test]
+async fn a_worker_holds_no_secret_of_the_server() {
+    // The worker's environment is what the pool gives it: nothing of the server's.
+    let app = spawn_app_with(spawn()).await;
+    let (mut server, base) = server_process(&app, &[("RUST_LOG", "warn")], Stdio::null()).await;
+    let alice = app.token("alice");
+    let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
+    assert_eq!(variant_at(&app, &base, &honest, &alice).await.status(), 200);
+    let mut checked = 0;
+    for pid in workers_of(server.id()) {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+        let env = String::from_utf8_lossy(&env);
+        for secret in [
+            "UPCOMMIT_JWT_SECRET",
+            "DATABASE_URL",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_ACCESS_KEY_ID",
+        ] {
+            assert!(!env.contains(secret), "{secret} in a worker's environment");
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+        assert!(status.contains("Seccomp:\t2"), "{status}");
+        checked += 1;
+    }
+    assert!(checked >= 1, "a worker of the server was found");
+    let _ = server.kill();
+    let _ = server.wait();
+}
