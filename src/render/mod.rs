@@ -110,6 +110,9 @@ pub fn warm() {
     let _ = upcommit_heif::can_decode(upcommit_heif::Codec::Hevc);
     let _ = upcommit_heif::can_decode(upcommit_heif::Codec::Av1);
     let _ = upcommit_heif::can_encode(upcommit_heif::Codec::Av1);
+    // Little CMS dates every profile it makes (sRGB's, for each conversion) with gmtime, whose
+    // first call reads /etc/localtime: once here, before the filter kills any open.
+    let _ = upcommit_lcms::rgb_profile([(0.64, 0.33), (0.30, 0.60), (0.15, 0.06)], 2.2);
     JPEG.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {

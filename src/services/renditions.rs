@@ -137,7 +137,9 @@ pub async fn rendition(
             .await;
             settle(&state, &file, &variant, failed.is_some(), &rendered, cause).await;
             let outcome = match (&rendered, cause) {
-                (_, Some(refusal::TIMED_OUT)) => RenderOutcome::TimedOut,
+                (_, Some(refusal::TIMED_OUT)) | (Err(AppError::RenderTimedOut(_)), _) => {
+                    RenderOutcome::TimedOut
+                }
                 (_, Some(_)) => RenderOutcome::WorkerDied,
                 (Ok(_), None) => RenderOutcome::Rendered,
                 (Err(AppError::RenderBusy(_)), _) => RenderOutcome::Busy,

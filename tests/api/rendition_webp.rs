@@ -62,8 +62,9 @@ async fn variant(app: &TestApp, token: &str, id: &str, name: &str) -> (Value, Ve
     let r = app
         .get(&format!("/v1/files/{id}/variants/{name}"), Some(token))
         .await;
-    assert_eq!(r.status(), 200);
+    let status = r.status();
     let body: Value = r.json().await.expect("json");
+    assert_eq!(status, 200, "{body}");
     let got = app
         .http
         .get(body["url"].as_str().expect("url"))

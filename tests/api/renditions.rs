@@ -1343,10 +1343,12 @@ async fn a_jpeg_of_thousands_of_scans_is_refused_before_it_is_decoded() {
 }
 
 /// A request waits at most UPCOMMIT_RENDER_TIMEOUT_SECS for its rendition (its own render, or
-/// another request's it waits behind): then 503 `render_timeout` with Retry-After, while the
-/// render goes on and keeps the rendition, which the next request finds in the cache.
+/// another request's it waits behind): then 503 `render_timeout` with Retry-After, and the
+/// render stops there (issue 46: a render cannot outlive its limit). A render held up before
+/// its worker (here, a slow step before the decode) starts no worker past the deadline and
+/// does not count against the file: the next request renders it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_render_past_the_time_limit_answers_503_and_keeps_its_rendition_for_the_next_ask() {
+async fn a_render_past_the_time_limit_answers_503_and_stops_and_the_next_ask_renders_it() {
     let app = spawn_app_with(spawn()).await;
     let alice = app.token("alice");
     let p = app
@@ -1396,15 +1398,21 @@ async fn a_render_past_the_time_limit_answers_503_and_keeps_its_rendition_for_th
         "still rendering"
     );
     std::fs::write(&gate, b"go").expect("open the gate");
-    let mut kept = 0;
+    // The held render gives up when let go: it ends as a time-out, nothing written.
+    let mut stopped = 0.0;
     for _ in 0..100 {
-        kept = app.versions_under(&format!("cache/{id}/")).await;
-        if kept > 0 {
+        stopped = metric(
+            &scrape(&app, &base).await,
+            r#"upcommit_renders_total{outcome="timed_out"}"#,
+        );
+        if stopped > 0.0 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert_eq!(kept, 1, "the render went on and kept its rendition");
+    assert_eq!(stopped, 1.0, "the held render stopped at its limit");
+    assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 0);
+    // Not the file's fault: no worker ran past its limit, so nothing refuses it.
     let third = app
         .http
         .get(&url)
@@ -1414,12 +1422,18 @@ async fn a_render_past_the_time_limit_answers_503_and_keeps_its_rendition_for_th
         .expect("third");
     assert_eq!(third.status(), 200);
     let body: Value = third.json().await.expect("json");
-    assert_eq!(body["cached"], true, "{body}");
+    assert_eq!(body["cached"], false, "{body}");
+    assert_eq!(app.versions_under(&format!("cache/{id}/")).await, 1);
     let page = scrape(&app, &base).await;
     assert_eq!(
         metric(&page, r#"upcommit_renders_total{outcome="rendered"}"#),
         1.0,
-        "one render for the three requests"
+        "one render, for the third request"
+    );
+    assert_eq!(
+        metric(&page, "upcommit_render_worker_timeouts_total"),
+        0.0,
+        "no worker was killed: none had started"
     );
     server.kill().ok();
     server.wait().ok();
