@@ -232,17 +232,40 @@ AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID
 AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY
 UPCOMMIT_JWT_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 UPCOMMIT_ACCEPT_STORE_GAPS=$LOCALSTACK_GAPS
+UPCOMMIT_CONFIG=/etc/upcommit/upcommit.toml
 ENV
 chmod 600 "$work/upcommit.env"
+# The built-in profiles, the image profile with a variant: a rendition is drawn by a render
+# worker (issue 46) inside the container's and the unit's own sandboxes.
+cat >"$work/upcommit.toml" <<'TOML'
+[[profiles]]
+name = "image"
+content_types = ["image/jpeg", "image/png", "image/webp", "image/heic"]
+max_size = 20971520
+final_prefix = "media/images/"
+
+[[profiles.variants]]
+name = "thumb"
+width = 32
+height = 32
+
+[[profiles]]
+name = "recording"
+content_types = ["audio/mpeg", "audio/mp4", "audio/aac", "audio/ogg", "audio/webm", "audio/wav"]
+max_size = 524288000
+final_prefix = "media/recordings/"
+TOML
+chmod 644 "$work/upcommit.toml"
+config_mount=(-v "$work/upcommit.toml:/etc/upcommit/upcommit.toml:ro")
 "$LOCALSTACK_VENV/bin/python" scripts/dev_bucket.py "http://$LOCALSTACK_ADDR" "$UPCOMMIT_BUCKET" "" >/dev/null
 
 # The lifecycle rules first, by a short-lived container of the same image (an operator
 # command: the entrypoint is the binary), so that the server's first bucket check passes.
-podman run --rm --env-file "$work/upcommit.env" "$IMAGE" bucket apply-lifecycle --yes \
+podman run --rm --env-file "$work/upcommit.env" "${config_mount[@]}" "$IMAGE" bucket apply-lifecycle --yes \
   >/dev/null 2>>"$work/podman.log" ||
   { cat "$work/podman.log" >&2; log "upcommit bucket apply-lifecycle --yes in a container failed"; exit 1; }
 app_port=$(free_port)
-podman run -d --name "$name" --env-file "$work/upcommit.env" -p "127.0.0.1:$app_port:8080" \
+podman run -d --name "$name" --env-file "$work/upcommit.env" "${config_mount[@]}" -p "127.0.0.1:$app_port:8080" \
   "$IMAGE" >/dev/null 2>>"$work/podman.log" ||
   { cat "$work/podman.log" >&2; log "podman run failed"; exit 1; }
 base="http://127.0.0.1:$app_port"
@@ -314,6 +337,41 @@ curl -fsS -L -H "Authorization: Bearer $token" "$base/v1/files/$id/content" -o "
   fail "download of $id failed"
 cmp -s "$work/photo.png" "$work/downloaded.png" || fail "the downloaded bytes differ"
 log "presign, curl upload, commit (201, $(field key <"$work/handle.json")), download: identical bytes"
+
+# A real PNG's rendition, drawn by a render worker (a child process under its own seccomp
+# filter and memory limit) inside whatever sandbox the server runs in.
+python3 - "$work/real.png" <<'PY'
+import struct, sys, zlib
+w, h = 64, 48
+raw = b"".join(b"\0" + bytes(v for x in range(w) for v in (x * 4 % 256, y * 5 % 256, 128)) for y in range(h))
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) \
+    + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+open(sys.argv[1], "wb").write(png)
+PY
+rendition_check() {
+  local base=$1 onfail=$2 psize key status rid
+  psize=$(stat -c %s "$work/real.png")
+  curl -fsS -X POST "$base/v1/uploads" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -d "{\"profile\":\"image\",\"content_type\":\"image/png\",\"size\":$psize}" >"$work/rpresign.json" ||
+    "$onfail" "presign of a real PNG failed"
+  status=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$(field url <"$work/rpresign.json")" \
+    -H 'Content-Type: image/png' --data-binary @"$work/real.png")
+  [ "$status" = 200 ] || "$onfail" "upload of a real PNG answered $status"
+  key=$(field key <"$work/rpresign.json")
+  status=$(curl -s -o "$work/rhandle.json" -w '%{http_code}' -X POST "$base/v1/files" \
+    -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "{\"key\":\"$key\"}")
+  [ "$status" = 201 ] || "$onfail" "commit of a real PNG answered $status"
+  rid=$(field id <"$work/rhandle.json")
+  status=$(curl -s -o "$work/rendition.json" -w '%{http_code}' -H "Authorization: Bearer $token" \
+    "$base/v1/files/$rid/variants/thumb")
+  [ "$status" = 200 ] || "$onfail" "the rendition answered $status: $(cat "$work/rendition.json")"
+  curl -fsS "$(field url <"$work/rendition.json")" -o "$work/rendition.jpg" || "$onfail" "the rendition's URL"
+  [ "$(head -c 3 "$work/rendition.jpg" | od -An -tx1 | tr -d ' ')" = ffd8ff ] ||
+    "$onfail" "the rendition is not a JPEG"
+}
+rendition_check "$base" fail
+log "a real PNG's rendition (32 x 32 JPEG) drawn by a render worker in the container"
 
 # --- SIGTERM with a commit in flight --------------------------------------------------------
 presign >"$work/presign2.json" || fail "second presign failed"
@@ -397,6 +455,7 @@ podman run -d --name "$name-systemd" --systemd=always --cap-add SYS_ADMIN \
   -v "$work/bin/upcommit:/usr/local/bin/upcommit:ro" \
   -v "$PWD/deploy/systemd/upcommit.service:/etc/systemd/system/upcommit.service:ro" \
   -v "$work/unit.env:/etc/upcommit/upcommit.env:ro" \
+  "${config_mount[@]}" \
   "$SYSTEMD_IMAGE" >/dev/null 2>>"$work/podman.log" ||
   { cat "$work/podman.log" >&2; log "podman run of systemd failed"; exit 1; }
 in_systemd() { podman exec "$name-systemd" "$@"; }
@@ -437,13 +496,14 @@ status=$(curl -s -o "$work/handle3.json" -w '%{http_code}' -X POST "$base/v1/fil
   -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
   -d "{\"key\":\"$(field key <"$work/presign3.json")\"}")
 [ "$status" = 201 ] || unit_fail "commit answered $status: $(cat "$work/handle3.json")"
+rendition_check "$base" unit_fail
 # docs/operations.md's one-off command: the same dynamic user, so the same uid on the SQLite file.
 report=$(in_systemd systemd-run --pipe --wait --collect -p DynamicUser=yes -p User=upcommit \
   -p StateDirectory=upcommit -p WorkingDirectory=/var/lib/upcommit \
   -p EnvironmentFile=/etc/upcommit/upcommit.env \
   -p Environment=DATABASE_URL=sqlite:///var/lib/upcommit/upcommit.db \
   /usr/local/bin/upcommit report 2>&1) || unit_fail "the one-off report failed: $report"
-echo "$report" | grep -Eq 'file_handles +1 rows' || unit_fail "the one-off report does not see the commit: $report"
+echo "$report" | grep -Eq 'file_handles +2 rows' || unit_fail "the one-off report does not see the commit: $report"
 owner=$(in_systemd stat -c %u /var/lib/private/upcommit/upcommit.db)
 [ "$owner" = "$unit_uid" ] || unit_fail "after the one-off command the database belongs to uid $owner, not $unit_uid"
 in_systemd systemctl stop upcommit
@@ -452,6 +512,6 @@ stopped=$(in_systemd systemctl show upcommit -p Result -p ExecMainStatus -p Acti
 in_systemd journalctl -u upcommit --no-pager | grep -q 'stopped: every in-flight request answered, catalog closed' ||
   unit_fail "the journal does not say the drain finished"
 in_systemd test ! -e /var/lib/private/upcommit/upcommit.db-wal || unit_fail "the WAL is still beside the database"
-log "systemd unit under systemd: dynamic uid $unit_uid, no capabilities, seccomp, / read-only; commit 201 on the env file's UPCOMMIT_LISTEN; the one-off report as the same uid; systemctl stop: exit 0, drained"
+log "systemd unit under systemd: dynamic uid $unit_uid, no capabilities, seccomp, / read-only; commit 201 on the env file's UPCOMMIT_LISTEN; a rendition by a render worker under the unit's filter; the one-off report as the same uid; systemctl stop: exit 0, drained"
 
 log "container e2e passed: build $build_secs s ($kind), image $((image_size / 1000000)) MB, whole run $(elapsed "$started") s"

@@ -230,7 +230,7 @@ impl Metrics {
     }
 
     /// A render worker died in a render, of `death`.
-    pub fn render_worker_died(&self, death: crate::jail::Death) {
+    pub fn render_worker_died(&self, death: crate::domain::variants::refusal::Death) {
         self.renders.worker_died(death.as_str());
     }
 
@@ -623,17 +623,5 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-    }
-}
-
-impl crate::jail::PoolEvents for Metrics {
-    fn worker_started(&self) {
-        self.render_worker_started();
-    }
-    fn worker_died(&self, death: crate::jail::Death) {
-        self.render_worker_died(death);
-    }
-    fn worker_killed_at_limit(&self) {
-        self.render_worker_killed_at_limit();
     }
 }

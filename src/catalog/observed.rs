@@ -54,6 +54,9 @@ macro_rules! timed {
     }};
 }
 
+// Each trait whose calls are observed in a file of its own, past this file's length limit.
+mod render_failures;
+
 /// `error.type` of a failed call: the kind of refusal, never its detail.
 fn error_type(e: &CatalogError) -> &'static str {
     match e {
@@ -112,40 +115,6 @@ impl MultipartCatalog for ObservedCatalog {
         lease_secs: i64,
     ) -> Result<bool, CatalogError> {
         timed!(self, renew_session_claim(id, token, lease_secs))
-    }
-}
-
-#[async_trait]
-impl super::RenderFailureCatalog for ObservedCatalog {
-    async fn render_failure(
-        &self,
-        file: &str,
-        variant: &str,
-    ) -> Result<Option<super::RenderFailure>, CatalogError> {
-        timed!(self, render_failure(file, variant))
-    }
-    async fn record_render_failure(
-        &self,
-        file: &str,
-        variant: &str,
-        cause: &str,
-        at: DateTime<Utc>,
-    ) -> Result<super::RenderFailure, CatalogError> {
-        timed!(self, record_render_failure(file, variant, cause, at))
-    }
-    async fn clear_render_failures(
-        &self,
-        file: &str,
-        variant: Option<&str>,
-    ) -> Result<u64, CatalogError> {
-        timed!(self, clear_render_failures(file, variant))
-    }
-    async fn render_failures(
-        &self,
-        file: Option<&str>,
-        limit: i64,
-    ) -> Result<Vec<super::RenderFailure>, CatalogError> {
-        timed!(self, render_failures(file, limit))
     }
 }
 

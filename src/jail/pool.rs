@@ -69,54 +69,18 @@ pub enum Outcome {
     Unavailable(String),
 }
 
-/// What ended a worker that died in a render.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Death {
-    /// `SIGSYS`: the seccomp filter (a call it may not make).
-    Filtered,
-    /// `SIGABRT`: an allocation refused at its data limit, or a library's own abort.
-    Aborted,
-    /// `SIGSEGV` or `SIGBUS`.
-    Crashed,
-    /// `SIGKILL` from elsewhere (the kernel's OOM killer, an operator).
-    Killed,
-    /// Another signal.
-    Signalled,
-    /// It exited, or broke the protocol.
-    Exited,
-}
+pub use crate::domain::variants::refusal::Death;
 
-impl Death {
-    pub const ALL: [Death; 6] = [
-        Death::Filtered,
-        Death::Aborted,
-        Death::Crashed,
-        Death::Killed,
-        Death::Signalled,
-        Death::Exited,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Death::Filtered => "filtered",
-            Death::Aborted => "aborted",
-            Death::Crashed => "crashed",
-            Death::Killed => "killed",
-            Death::Signalled => "signalled",
-            Death::Exited => "exited",
-        }
-    }
-
-    fn of(status: Option<std::process::ExitStatus>) -> Death {
-        use std::os::unix::process::ExitStatusExt;
-        match status.and_then(|s| s.signal()) {
-            Some(libc::SIGSYS) => Death::Filtered,
-            Some(libc::SIGABRT) => Death::Aborted,
-            Some(libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE) => Death::Crashed,
-            Some(libc::SIGKILL) => Death::Killed,
-            Some(_) => Death::Signalled,
-            None => Death::Exited,
-        }
+/// What ended a worker, from its exit status.
+fn death_of(status: Option<std::process::ExitStatus>) -> Death {
+    use std::os::unix::process::ExitStatusExt;
+    match status.and_then(|s| s.signal()) {
+        Some(libc::SIGSYS) => Death::Filtered,
+        Some(libc::SIGABRT) => Death::Aborted,
+        Some(libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE) => Death::Crashed,
+        Some(libc::SIGKILL) => Death::Killed,
+        Some(_) => Death::Signalled,
+        None => Death::Exited,
     }
 }
 
@@ -318,7 +282,7 @@ impl Pool {
 /// it is killed.
 async fn reap(child: &mut Child) -> Death {
     match tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
-        Ok(status) => Death::of(status.ok()),
+        Ok(status) => death_of(status.ok()),
         Err(_) => {
             let _ = child.start_kill();
             let _ = child.wait().await;

@@ -146,7 +146,7 @@ impl RenderMetrics {
             "Render workers that died in a render, by cause (filtered: the seccomp filter; aborted: an allocation refused at the memory limit or a library's abort; crashed; killed; signalled; exited).",
         );
         if let Ok(map) = self.worker_deaths.lock() {
-            for d in crate::jail::Death::ALL {
+            for d in crate::domain::variants::refusal::Death::ALL {
                 let n = map.get(d.as_str()).copied().unwrap_or(0);
                 let _ = writeln!(
                     out,

@@ -79,8 +79,23 @@ pub fn render_workers(settings: &Settings, metrics: Arc<Metrics>) -> Arc<crate::
                 .map(|v| vec![("TJ_OPTIMIZE".to_owned(), v)])
                 .unwrap_or_else(|_| vec![("TJ_OPTIMIZE".to_owned(), "1".to_owned())]),
         },
-        metrics,
+        Arc::new(RenderEvents(metrics)),
     )
+}
+
+/// The render pool's events, counted in `/metrics`.
+struct RenderEvents(Arc<Metrics>);
+
+impl crate::jail::PoolEvents for RenderEvents {
+    fn worker_started(&self) {
+        self.0.render_worker_started();
+    }
+    fn worker_died(&self, death: crate::jail::Death) {
+        self.0.render_worker_died(death);
+    }
+    fn worker_killed_at_limit(&self) {
+        self.0.render_worker_killed_at_limit();
+    }
 }
 
 /// The render workers' nice value: the CPU goes to presigns and commits first (issue 46).

@@ -3,6 +3,46 @@
 //! ran past the time limit twice in a row (once may be a busy machine; twice, the file). A
 //! render that succeeds forgets both. Pure.
 
+/// What ended a render worker that died in a render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Death {
+    /// `SIGSYS`: the seccomp filter (a call it may not make).
+    Filtered,
+    /// `SIGABRT`: an allocation refused at its data limit, or a library's own abort.
+    Aborted,
+    /// `SIGSEGV`, `SIGBUS`, `SIGILL` or `SIGFPE`.
+    Crashed,
+    /// `SIGKILL` from elsewhere (the kernel's OOM killer, an operator).
+    Killed,
+    /// Another signal.
+    Signalled,
+    /// It exited, or broke the protocol.
+    Exited,
+}
+
+impl Death {
+    pub const ALL: [Death; 6] = [
+        Death::Filtered,
+        Death::Aborted,
+        Death::Crashed,
+        Death::Killed,
+        Death::Signalled,
+        Death::Exited,
+    ];
+
+    /// Its name, in metrics and in the recorded failure.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Death::Filtered => "filtered",
+            Death::Aborted => "aborted",
+            Death::Crashed => "crashed",
+            Death::Killed => "killed",
+            Death::Signalled => "signalled",
+            Death::Exited => "exited",
+        }
+    }
+}
+
 /// The cause recorded for a render killed at the time limit.
 pub const TIMED_OUT: &str = "timed_out";
 

@@ -1,0 +1,45 @@
+//! [`ObservedCatalog`](super::ObservedCatalog)'s failed renders (issue 46): each call timed
+//! and counted like every other catalog call.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tracing::Instrument as _;
+
+use super::{error_type, ObservedCatalog};
+use crate::catalog::CatalogError;
+
+#[async_trait]
+impl crate::catalog::RenderFailureCatalog for ObservedCatalog {
+    async fn render_failure(
+        &self,
+        file: &str,
+        variant: &str,
+    ) -> Result<Option<crate::catalog::RenderFailure>, CatalogError> {
+        timed!(self, render_failure(file, variant))
+    }
+    async fn record_render_failure(
+        &self,
+        file: &str,
+        variant: &str,
+        cause: &str,
+        at: DateTime<Utc>,
+    ) -> Result<crate::catalog::RenderFailure, CatalogError> {
+        timed!(self, record_render_failure(file, variant, cause, at))
+    }
+    async fn clear_render_failures(
+        &self,
+        file: &str,
+        variant: Option<&str>,
+    ) -> Result<u64, CatalogError> {
+        timed!(self, clear_render_failures(file, variant))
+    }
+    async fn render_failures(
+        &self,
+        file: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<crate::catalog::RenderFailure>, CatalogError> {
+        timed!(self, render_failures(file, limit))
+    }
+}
