@@ -193,6 +193,15 @@ async fn a_file_whose_render_killed_its_worker_is_refused_without_another_render
         )
         .await;
     assert_eq!(error_code(not_admin).await.0, 403);
+    let list_not_admin = app.get("/v1/admin/render-failures", Some(&alice)).await;
+    assert_eq!(error_code(list_not_admin).await.0, 403);
+    let no_such_id = app
+        .delete("/v1/admin/files/not-an-id/render-failures", Some(&admin))
+        .await;
+    assert_eq!(
+        error_code(no_such_id).await,
+        (404, "file_not_found".to_owned())
+    );
     let cleared: Value = app
         .delete(
             &format!("/v1/admin/files/{id}/render-failures"),

@@ -728,6 +728,18 @@ async function filePage(view, id) {
           ["Upload", el("code", {}, f.upload_id), "upload_id"],
           ["ETag", el("code", {}, f.etag), "etag"],
         ], { "data-handle": f.id }),
+        // Variants refused because a render killed its worker or timed out twice (issue 46).
+        ...(d.render_failures.length
+          ? [
+            el("h3", {}, `Refused renders (${d.render_failures.length})`),
+            table(
+              [{ title: "Variant" }, { title: "Cause" }, { title: "In a row" }, { title: "Last" }],
+              d.render_failures.map((r) => ({ attrs: { "data-render-failure": r.variant }, cells: [r.variant, r.cause, fmtCount(r.count), fmtTime(r.last_at)] })),
+              { "data-table": "render-failures" },
+            ),
+            el("button", { type: "button", id: "action-clear-render-failures", class: "secondary", onclick: () => act("Clear refused renders", () => callInSession("DELETE", `/v1/admin/files/${enc(id)}/render-failures`)) }, "Clear refused renders"),
+          ]
+          : []),
         el("h3", {}, `Copies (${d.copies.length})`),
         table(
           [{ title: "File" }, { title: "Owner" }, { title: "Status" }, { title: "Created" }],
