@@ -29,6 +29,20 @@ fn div_ceil(a: u64, b: u64) -> u64 {
 /// Bytes the render of `frame` (displayed with `orientation`) into `box_` by `fit` holds at
 /// its peak, the source's bytes aside.
 pub fn jpeg_bytes(frame: &JpegFrame, orientation: Transform, box_: Dimensions, fit: Fit) -> u64 {
+    jpeg_bytes_of_scans(frame, 1, orientation, box_, fit)
+}
+
+/// [`jpeg_bytes`] for a JPEG of `scans` scans: a sequential one of several (one per component,
+/// say) holds every coefficient as a progressive one does (issue 46: a 100-megapixel baseline
+/// JPEG of one scan per component took libjpeg to about 600 MB while the estimate assumed it
+/// streamed).
+pub fn jpeg_bytes_of_scans(
+    frame: &JpegFrame,
+    scans: usize,
+    orientation: Transform,
+    box_: Dimensions,
+    fit: Fit,
+) -> u64 {
     let (w, h) = (u64::from(frame.width), u64::from(frame.height));
     let hmax = u64::from(frame.sampling.iter().map(|s| s.0).max().unwrap_or(1));
     let vmax = u64::from(frame.sampling.iter().map(|s| s.1).max().unwrap_or(1));
@@ -38,7 +52,7 @@ pub fn jpeg_bytes(frame: &JpegFrame, orientation: Transform, box_: Dimensions, f
         .iter()
         .map(|&(hs, vs)| (f64::from(hs) * f64::from(vs)) / (hmax * vmax) as f64)
         .sum();
-    let coefficients = if frame.progressive() {
+    let coefficients = if frame.progressive() || scans > 1 {
         frame
             .sampling
             .iter()
@@ -104,7 +118,8 @@ pub fn jpeg_pixels_bytes(
 
 /// Bytes the render of a PNG of `stored` size holds at its peak, the source's bytes aside: a
 /// PNG is decoded whole (at most 4 bytes a pixel, 8-bit RGBA) and turned into full-size planes
-/// (3 bytes a pixel) before the decoded buffer goes; then the rendition's planes and bytes.
+/// (3 bytes a pixel) before the decoded buffer goes; then the rendition's planes and bytes. Its
+/// compressed chunks ([`png_inflated_bytes`]) come on top.
 pub fn png_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, fit: Fit) -> u64 {
     let pixels = stored.pixels();
     let shown = if orientation.transposes() {
@@ -121,6 +136,13 @@ pub fn png_bytes(stored: Dimensions, orientation: Transform, box_: Dimensions, f
     let p = plan(shown, box_, fit);
     let canvas = u64::from(p.canvas.width) * u64::from(p.canvas.height);
     pixels * 7 + canvas * 4 + FIXED
+}
+
+/// The most a PNG's compressed chunks besides its pixels (`iCCP`, `zTXt`, `iTXt`: `compressed`
+/// bytes in all) inflate to: deflate's limit of about 1,032 to 1 (issue 46: a 400 KB PNG of one
+/// pixel whose `iCCP` inflates to 390 MB).
+pub fn png_inflated_bytes(compressed: u64) -> u64 {
+    compressed.saturating_mul(1032)
 }
 
 /// Bytes the render of a HEIC or AVIF of `stored` size holds at its peak, the source's bytes
@@ -233,6 +255,28 @@ mod tests {
             Fit::Cover,
         );
         assert!((90 * MIB..115 * MIB).contains(&gray), "{}", gray / MIB);
+    }
+
+    #[test]
+    fn a_sequential_jpeg_of_several_scans_holds_every_coefficient_like_a_progressive_one() {
+        let f = frame(0xC0, 8660, 5774, &S420);
+        let one = jpeg_bytes_of_scans(&f, 1, Transform::UPRIGHT, BOX, Fit::Cover);
+        let three = jpeg_bytes_of_scans(&f, 3, Transform::UPRIGHT, BOX, Fit::Cover);
+        let progressive = jpeg_bytes(
+            &frame(0xC2, 8660, 5774, &S420),
+            Transform::UPRIGHT,
+            BOX,
+            Fit::Cover,
+        );
+        assert!(one < 24 * MIB, "{}", one / MIB);
+        assert_eq!(three, progressive);
+    }
+
+    #[test]
+    fn a_pngs_compressed_chunks_count_at_deflates_limit() {
+        assert_eq!(png_inflated_bytes(0), 0);
+        assert!(png_inflated_bytes(400 * 1024) > 390 * MIB);
+        assert_eq!(png_inflated_bytes(u64::MAX), u64::MAX);
     }
 
     #[test]

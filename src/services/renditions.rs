@@ -535,10 +535,20 @@ fn estimate(
             } else {
                 0
             };
-            crate::render::budget::jpeg_bytes(&frame, orientation, box_, fit) + pixels
+            // Whole, its scans are counted (a sequential JPEG of several holds every
+            // coefficient); from the first bytes, a progressive frame says so already.
+            let scans = if complete {
+                image::jpeg_image_scans(bytes)
+            } else {
+                1
+            };
+            crate::render::budget::jpeg_bytes_of_scans(&frame, scans, orientation, box_, fit)
+                + pixels
         }
         (Format::Png, _, Some(h)) => {
-            crate::render::budget::png_bytes(h.stored, orientation, box_, fit)
+            crate::render::budget::png_bytes(h.stored, orientation, box_, fit).saturating_add(
+                crate::render::budget::png_inflated_bytes(image::png_compressed_chunk_bytes(bytes)),
+            )
         }
         (Format::Gif, _, Some(h)) => {
             crate::render::budget::gif_bytes(h.stored, orientation, box_, fit)

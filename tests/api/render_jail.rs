@@ -431,3 +431,65 @@ async fn a_worker_holds_no_secret_of_the_server() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A 1 × 1 PNG whose `iCCP` chunk inflates to `inflated` bytes (a decoder reads the profile
+/// before any pixel): a few hundred kilobytes on the wire.
+fn png_with_a_huge_profile(inflated: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..inflated >> 20 {
+        z.write_all(&zeros).expect("deflate");
+    }
+    let profile = z.finish().expect("deflate");
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut c = (data.len() as u32).to_be_bytes().to_vec();
+        c.extend(kind);
+        c.extend(data);
+        let mut crc = flate2::Crc::new();
+        crc.update(kind);
+        crc.update(data);
+        c.extend(crc.sum().to_be_bytes());
+        c
+    };
+    let mut p = b"\x89PNG\r\n\x1a\n".to_vec();
+    p.extend(chunk(b"IHDR", &[0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0, 0, 0]));
+    let mut iccp = b"icc\0\0".to_vec();
+    iccp.extend(profile);
+    p.extend(chunk(b"iCCP", &iccp));
+    let mut pixel = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    pixel.write_all(&[0, 1, 2, 3]).expect("deflate");
+    p.extend(chunk(b"IDAT", &pixel.finish().expect("deflate")));
+    p.extend(chunk(b"IEND", &[]));
+    p
+}
+
+#[tokio::test]
+async fn a_png_of_one_pixel_whose_profile_inflates_to_390_mb_is_refused_before_any_worker_reads_it()
+{
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let bomb = png_with_a_huge_profile(390 << 20);
+    assert!(bomb.len() < 1 << 20, "{} bytes on the wire", bomb.len());
+    let id = committed(&app, &alice, bomb).await;
+    let (status, code, why) = message(
+        app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "image_unrenderable"),
+        "{why}"
+    );
+    assert!(
+        why.contains("needs about"),
+        "refused by the estimate: {why}"
+    );
+    let metrics = app.metrics_text().await;
+    assert_eq!(
+        counter_sum(&metrics, "upcommit_render_worker_deaths_total", ""),
+        0.0,
+        "no worker was asked"
+    );
+}

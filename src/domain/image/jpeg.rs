@@ -30,6 +30,57 @@ pub fn scan_count(b: &[u8]) -> usize {
     b.windows(2).filter(|w| *w == [0xFF, SOS]).count()
 }
 
+/// The scans of the image itself: its segments walked from SOI by their lengths, each scan's
+/// entropy-coded data skipped to the next marker, up to EOI (an EXIF thumbnail's scans, inside
+/// APP1, are not counted, as [`scan_count`] would count them). A sequential JPEG of more than
+/// one scan (one per component, say) is decoded like a progressive one: libjpeg holds every
+/// DCT coefficient until the last scan. Where the walk fails, the scans found so far.
+pub fn image_scans(b: &[u8]) -> usize {
+    let mut scans = 0;
+    if b.get(..2) != Some(&[0xFF, 0xD8][..]) {
+        return 0;
+    }
+    let mut at = 2;
+    loop {
+        if b.get(at) != Some(&0xFF) {
+            return scans;
+        }
+        let mut code_at = at + 1;
+        while b.get(code_at) == Some(&0xFF) {
+            code_at += 1;
+        }
+        let Some(&marker) = b.get(code_at) else {
+            return scans;
+        };
+        if stands_alone(marker) {
+            at = code_at + 1;
+            continue;
+        }
+        if matches!(marker, 0x00 | EOI) {
+            return scans;
+        }
+        let Some(len) = be16(b, code_at + 1).map(usize::from).filter(|&l| l >= 2) else {
+            return scans;
+        };
+        at = code_at + 1 + len;
+        if marker == SOS {
+            scans += 1;
+            // Entropy-coded data: to the next marker that is not a stuffed byte or a restart.
+            loop {
+                let Some(i) = b.get(at..).and_then(|r| r.iter().position(|&x| x == 0xFF)) else {
+                    return scans;
+                };
+                at += i;
+                match b.get(at + 1) {
+                    Some(0x00 | 0xD0..=0xD7 | 0xFF) => at += 1,
+                    Some(_) => break,
+                    None => return scans,
+                }
+            }
+        }
+    }
+}
+
 /// A JPEG's first frame header (SOFn), as a render's memory estimate needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {

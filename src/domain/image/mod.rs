@@ -22,10 +22,11 @@ mod heif_work_tests;
 mod isobmff;
 mod jpeg;
 pub use jpeg::{
-    colour as jpeg_colour, frame as jpeg_frame, scan_count as jpeg_scan_count,
-    Colour as JpegColour, Frame as JpegFrame,
+    colour as jpeg_colour, frame as jpeg_frame, image_scans as jpeg_image_scans,
+    scan_count as jpeg_scan_count, Colour as JpegColour, Frame as JpegFrame,
 };
 mod png;
+pub use png::compressed_chunk_bytes as png_compressed_chunk_bytes;
 mod transform;
 mod webp;
 

@@ -61,3 +61,30 @@ pub fn read(b: &[u8], complete: bool) -> Parsed {
         at = end;
     }
 }
+
+/// The bytes of a PNG's compressed chunks besides its image data (`iCCP`, `zTXt`, `iTXt`),
+/// walked over the whole file: a decoder inflates them (a PNG decoder reads the colour profile
+/// before any pixel), up to about 1,032 times their length (deflate's limit), whatever the
+/// image's pixels. A walk that fails ends the count there.
+pub fn compressed_chunk_bytes(b: &[u8]) -> u64 {
+    if !b.starts_with(SIGNATURE) {
+        return 0;
+    }
+    let (mut at, mut total) = (8usize, 0u64);
+    while let (Some(len), Some(kind)) = (be32(b, at), b.get(at + 4..at + 8)) {
+        if kind == b"IEND" {
+            break;
+        }
+        if matches!(kind, b"iCCP" | b"zTXt" | b"iTXt") {
+            total = total.saturating_add(u64::from(len));
+        }
+        match usize::try_from(len)
+            .ok()
+            .and_then(|l| (at + 12).checked_add(l))
+        {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    total
+}

@@ -493,3 +493,52 @@ fn an_exif_block_after_the_frame_header_still_turns_the_image() {
         })
     );
 }
+
+#[test]
+fn the_images_own_scans_are_counted_past_entropy_data_and_not_an_exif_thumbnails() {
+    // One scan, an EXIF block holding a thumbnail's own SOS: one.
+    let mut with_thumbnail = vec![0xFF, 0xD8];
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend([0xFF, 0xD8, 0xFF, 0xDA, 0, 2, 0xFF, 0xD9]);
+    with_thumbnail.extend(segment(0xE1, &app1));
+    with_thumbnail.extend(&jpeg(64, 48, None, true, 0)[2..]);
+    assert_eq!(
+        jpeg_scan_count(&with_thumbnail),
+        2,
+        "the raw count sees both"
+    );
+    assert_eq!(jpeg_image_scans(&with_thumbnail), 1);
+    // Three scans (one per component), entropy data with stuffed bytes and restarts between.
+    let mut three = jpeg(64, 48, None, true, 0);
+    three.truncate(three.len() - 2);
+    for c in [2u8, 3] {
+        three.extend([0xFF, 0x00, 0x55, 0xFF, 0xD0, 0x66]);
+        three.extend(segment(0xDA, &[1, c, 0x11, 0, 0x3F, 0]));
+        three.extend([0x77]);
+    }
+    three.extend([0xFF, 0xD9]);
+    assert_eq!(jpeg_image_scans(&three), 3);
+    // Cut short in a scan: the scans found so far.
+    assert_eq!(jpeg_image_scans(&three[..three.len() - 12]), 2);
+    assert_eq!(jpeg_image_scans(b"not a jpeg"), 0);
+}
+
+#[test]
+fn a_pngs_compressed_chunks_are_summed_over_the_whole_file() {
+    let mut p = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = 1u32.to_be_bytes().to_vec();
+    ihdr.extend(1u32.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    p.extend(chunk(b"IHDR", &ihdr));
+    p.extend(chunk(b"iCCP", &[7; 100]));
+    p.extend(chunk(b"IDAT", &[0x78, 0x9C, 0, 0]));
+    p.extend(chunk(b"zTXt", &[7; 50]));
+    p.extend(chunk(b"tEXt", &[7; 500]));
+    p.extend(chunk(b"IEND", &[]));
+    assert_eq!(png_compressed_chunk_bytes(&p), 150);
+    // A chunk that claims more than the file holds still counts its claim (the first read).
+    let mut cut = p[..33].to_vec();
+    cut.extend(400_000u32.to_be_bytes());
+    cut.extend(b"iCCP");
+    assert_eq!(png_compressed_chunk_bytes(&cut), 400_000);
+}
