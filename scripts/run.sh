@@ -4,12 +4,25 @@
 # and the lifecycle rules of infra/lifecycle-rules.json written by `upcommit bucket
 # apply-lifecycle`, then checked by `upcommit doctor`. The demo upload page is on; the admin
 # console (/admin) is on with UPCOMMIT_ADMIN_CONSOLE=true, and then the demo's token minting
-# is off. Ctrl-C stops both.
+# is off. Ctrl-C, or a TERM to this script's own process (a supervisor, `kill` from another
+# terminal), stops both: the server first (its graceful drain, and with it its render workers),
+# then LocalStack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-trap stop_localstack EXIT
+SERVE_PID=""
+stop_all() {
+  if [ -n "$SERVE_PID" ]; then
+    kill -TERM "$SERVE_PID" 2>/dev/null || true
+    wait "$SERVE_PID" 2>/dev/null || true
+  fi
+  stop_localstack
+}
+trap stop_all EXIT
+# A signal ends the script (and so runs stop_all) at once, even while it waits for the server.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 start_localstack
 
 export UPCOMMIT_BUCKET="${UPCOMMIT_BUCKET:-upcommit-local}"
@@ -51,4 +64,7 @@ if [ "$console" = on ]; then
 else
   log "admin console: off (start with UPCOMMIT_ADMIN_CONSOLE=true scripts/run.sh to open it at http://$UPCOMMIT_LISTEN/admin)"
 fi
-target/debug/upcommit serve
+# In the background, waited for: a TERM to this script is handled now, not once serve exits.
+target/debug/upcommit serve &
+SERVE_PID=$!
+wait "$SERVE_PID"

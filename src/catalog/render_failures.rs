@@ -12,6 +12,8 @@ use super::CatalogError;
 pub struct RenderFailure {
     pub file_id: String,
     pub variant: String,
+    /// The bytes (`ETag:size`): another file of the same bytes is refused by this row too.
+    pub content: String,
     pub cause: String,
     pub count: i64,
     pub first_at: DateTime<Utc>,
@@ -20,10 +22,12 @@ pub struct RenderFailure {
 
 #[async_trait]
 pub trait RenderFailureCatalog: Send + Sync + 'static {
-    /// The row of `variant` of `file`, if its renders failed.
+    /// The latest row of `variant` of `file`, or of any file of the same `content` (empty:
+    /// none), if their renders failed.
     async fn render_failure(
         &self,
         file: &str,
+        content: &str,
         variant: &str,
     ) -> Result<Option<RenderFailure>, CatalogError>;
     /// Records a failed render: one more in a row when the cause is the last one's, else the
@@ -31,14 +35,17 @@ pub trait RenderFailureCatalog: Send + Sync + 'static {
     async fn record_render_failure(
         &self,
         file: &str,
+        content: &str,
         variant: &str,
         cause: &str,
         at: DateTime<Utc>,
     ) -> Result<RenderFailure, CatalogError>;
-    /// Forgets the failures of `file` (of one `variant`, when given); how many rows went.
+    /// Forgets the failures of `file` and of its `content` (of one `variant`, when given); how
+    /// many rows went.
     async fn clear_render_failures(
         &self,
         file: &str,
+        content: &str,
         variant: Option<&str>,
     ) -> Result<u64, CatalogError>;
     /// Up to `limit` rows, the latest failure first (of `file` only, when given).
@@ -49,7 +56,7 @@ pub trait RenderFailureCatalog: Send + Sync + 'static {
     ) -> Result<Vec<RenderFailure>, CatalogError>;
 }
 
-pub(super) const COLUMNS: &str = "file_id, variant, cause, count, first_at, last_at";
+pub(super) const COLUMNS: &str = "file_id, variant, content, cause, count, first_at, last_at";
 
 macro_rules! impl_render_failure_catalog {
     ($ty:ty, $db:ty) => {
@@ -61,6 +68,7 @@ macro_rules! impl_render_failure_catalog {
                 Ok(super::render_failures::RenderFailure {
                     file_id: row.try_get("file_id")?,
                     variant: row.try_get("variant")?,
+                    content: row.try_get("content")?,
                     cause: row.try_get("cause")?,
                     count: row.try_get("count")?,
                     first_at: row.try_get("first_at")?,
@@ -74,15 +82,19 @@ macro_rules! impl_render_failure_catalog {
             async fn render_failure(
                 &self,
                 file: &str,
+                content: &str,
                 variant: &str,
             ) -> Result<Option<super::render_failures::RenderFailure>, CatalogError> {
                 let sql = format!(
-                    "SELECT {} FROM render_failures WHERE file_id = $1 AND variant = $2",
+                    "SELECT {} FROM render_failures WHERE variant = $2 \
+                     AND (file_id = $1 OR (content = $3 AND content <> '')) \
+                     ORDER BY last_at DESC LIMIT 1",
                     super::render_failures::COLUMNS
                 );
                 let row = sqlx::query(&sql)
                     .bind(file)
                     .bind(variant)
+                    .bind(content)
                     .fetch_optional(&self.pool)
                     .await?;
                 row.as_ref().map(Self::render_failure_row).transpose()
@@ -91,18 +103,19 @@ macro_rules! impl_render_failure_catalog {
             async fn record_render_failure(
                 &self,
                 file: &str,
+                content: &str,
                 variant: &str,
                 cause: &str,
                 at: chrono::DateTime<chrono::Utc>,
             ) -> Result<super::render_failures::RenderFailure, CatalogError> {
                 let sql = format!(
-                    "INSERT INTO render_failures ({cols}) VALUES ($1, $2, $3, 1, $4, $4) \
+                    "INSERT INTO render_failures ({cols}) VALUES ($1, $2, $5, $3, 1, $4, $4) \
                      ON CONFLICT (file_id, variant) DO UPDATE SET \
                      count = CASE WHEN render_failures.cause = excluded.cause \
                              THEN render_failures.count + 1 ELSE 1 END, \
                      first_at = CASE WHEN render_failures.cause = excluded.cause \
                              THEN render_failures.first_at ELSE excluded.first_at END, \
-                     cause = excluded.cause, last_at = excluded.last_at \
+                     cause = excluded.cause, last_at = excluded.last_at, content = excluded.content \
                      RETURNING {cols}",
                     cols = super::render_failures::COLUMNS
                 );
@@ -111,6 +124,7 @@ macro_rules! impl_render_failure_catalog {
                     .bind(variant)
                     .bind(cause)
                     .bind(at)
+                    .bind(content)
                     .fetch_one(&self.pool)
                     .await?;
                 Self::render_failure_row(&row)
@@ -119,13 +133,16 @@ macro_rules! impl_render_failure_catalog {
             async fn clear_render_failures(
                 &self,
                 file: &str,
+                content: &str,
                 variant: Option<&str>,
             ) -> Result<u64, CatalogError> {
                 let done = sqlx::query(
-                    "DELETE FROM render_failures WHERE file_id = $1 AND ($2 IS NULL OR variant = $2)",
+                    "DELETE FROM render_failures WHERE (file_id = $1 OR (content = $3 AND content <> '')) \
+                     AND ($2 IS NULL OR variant = $2)",
                 )
                 .bind(file)
                 .bind(variant)
+                .bind(content)
                 .execute(&self.pool)
                 .await?;
                 Ok(done.rows_affected())

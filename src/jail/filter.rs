@@ -2,7 +2,8 @@
 //! `seccompiler` (Firecracker's). Two filters, both installed before the worker reads a byte
 //! of a source:
 //!
-//! 1. **What decoding needs**, and nothing else: reading and writing the pipes it was given,
+//! 1. **What decoding needs**, and nothing else: reading its standard input and writing its
+//!    standard output and error (the pipes the server gave it; no other descriptor),
 //!    memory (`mmap`, `brk`, `mremap`, `madvise`…), threads (`clone` with `CLONE_THREAD` only:
 //!    dav1d and libde265 decode on threads), futexes, clocks, signals to itself, and lowering
 //!    its own data limit per render. Any other call fails with `ENOSYS` (so glibc's
@@ -72,10 +73,6 @@ const CLONE_THREAD: u64 = libc::CLONE_THREAD as u64;
 
 fn allowed(own_pid: u32) -> Result<Rules, String> {
     let mut rules: Rules = [
-        libc::SYS_read,
-        libc::SYS_write,
-        libc::SYS_readv,
-        libc::SYS_writev,
         libc::SYS_close,
         libc::SYS_mmap,
         libc::SYS_munmap,
@@ -104,6 +101,21 @@ fn allowed(own_pid: u32) -> Result<Rules, String> {
     .into_iter()
     .map(|n| (n, Vec::new()))
     .collect();
+    // Its pipes only: it reads its standard input and writes its standard output and error,
+    // never a descriptor it inherited by mistake (outside review of issue 46: a server started
+    // from a shell passed a stray pipe down).
+    for n in [libc::SYS_read, libc::SYS_readv] {
+        rules.insert(n, vec![rule(vec![cond(0, SeccompCmpOp::Eq, 0)?])?]);
+    }
+    for n in [libc::SYS_write, libc::SYS_writev] {
+        rules.insert(
+            n,
+            vec![
+                rule(vec![cond(0, SeccompCmpOp::Eq, 1)?])?,
+                rule(vec![cond(0, SeccompCmpOp::Eq, 2)?])?,
+            ],
+        );
+    }
     // Threads only: a new process would share nothing of the filter's purpose.
     rules.insert(
         libc::SYS_clone,

@@ -15,14 +15,22 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use super::protocol::{frame_head, Hello, Job, Plan, Reply, MAX_HEADER_BYTES};
+use super::protocol::{frame_head, Ack, Hello, Job, Plan, Reply, MAX_HEADER_BYTES};
 use super::worker::Args;
 use crate::render::{RenderError, Rendered};
 
-/// What a worker holds besides the render's own reservation: its binary's and libraries'
-/// writable data, thread stacks (dav1d, libde265), the allocator's slack. Measured: an idle
-/// worker's `VmData` is about 20 MiB (BENCHMARKS.md).
+/// What a worker holds besides the render's own reservation, whatever the machine: its
+/// binary's and libraries' writable data, the allocator's slack. Measured: an idle worker's
+/// `VmData` is about 20 MiB (BENCHMARKS.md).
 pub const MARGIN: u64 = 64 * 1024 * 1024;
+
+/// [`MARGIN`] and the decoders' and encoders' thread stacks (8 MiB each, writable private
+/// mappings `RLIMIT_DATA` counts): dav1d, libde265 and libaom start threads by the number of
+/// cores, so a many-core machine needs more (outside review of issue 46).
+pub fn margin() -> u64 {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    MARGIN + cores.min(256) * 2 * 8 * 1024 * 1024
+}
 
 /// A worker that rendered with more than this reserved leaves the pool after it.
 const RECYCLE_ABOVE: u64 = 64 * 1024 * 1024;
@@ -63,7 +71,10 @@ pub enum Outcome {
     Answered(Result<Rendered, RenderError>),
     /// The worker died during the render (what killed it).
     Died(Death),
-    /// Past the deadline: the worker was killed.
+    /// Past the deadline while it rendered: the worker was killed.
+    KilledAtLimit,
+    /// Past the deadline before a worker had the source (none free to start, a slow hand-over):
+    /// nothing was rendered, and the file is not to blame.
     TimedOut,
     /// No worker could be had.
     Unavailable(String),
@@ -98,22 +109,51 @@ struct Worker {
     renders: u32,
 }
 
+impl Worker {
+    /// Whether the process is still there (an idle worker can be killed from outside: the
+    /// OOM killer, an operator). A dead one is reaped here.
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// The pool's workers: those idle, and how many are rendering or starting, so that it keeps
+/// `warm` in all rather than starting a spare for every render.
+#[derive(Default)]
+struct Workers {
+    idle: Vec<Worker>,
+    busy: usize,
+    starting: usize,
+}
+
 pub struct Pool {
     config: PoolConfig,
-    idle: Mutex<Vec<Worker>>,
+    workers: Mutex<Workers>,
     events: Arc<dyn PoolEvents>,
     /// What the first worker said of its filter.
     hello: Mutex<Option<Hello>>,
+}
+
+/// How a worker handed a render went, before its answer is read.
+enum Exchange {
+    /// It read the plan and the source and said so: what happens next is the file's doing.
+    Acknowledged,
+    /// It was gone, or went, before it had the whole source: no fault of the file's.
+    Lost,
 }
 
 impl Pool {
     pub fn new(config: PoolConfig, events: Arc<dyn PoolEvents>) -> Arc<Pool> {
         Arc::new(Pool {
             config,
-            idle: Mutex::new(Vec::new()),
+            workers: Mutex::new(Workers::default()),
             events,
             hello: Mutex::new(None),
         })
+    }
+
+    fn workers(&self) -> std::sync::MutexGuard<'_, Workers> {
+        self.workers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Starts one worker and keeps it: what it says of its filter is the jail's state. An
@@ -126,17 +166,19 @@ impl Pool {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .ok_or("the worker said nothing")?;
-        self.give_back(w);
+        self.workers().idle.push(w);
         Ok(hello)
     }
 
     /// Workers idle now.
     pub fn idle(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.workers().idle.len()
     }
 
     /// Renders `job` from `source` in a worker whose data limit is `reserved` plus
-    /// [`MARGIN`], killing it at `deadline`.
+    /// [`MARGIN`], killing it at `deadline`. A worker that was gone before it had read the
+    /// whole source (killed while idle, say) is replaced once; only what happens after it
+    /// acknowledged the source is the file's doing ([`Outcome::Died`]).
     pub async fn render(
         self: &Arc<Self>,
         job: &Job,
@@ -144,34 +186,52 @@ impl Pool {
         reserved: u64,
         deadline: tokio::time::Instant,
     ) -> Outcome {
-        let mut w = match self.take().await {
-            Ok(w) => w,
-            Err(why) => return Outcome::Unavailable(why),
+        let plan = Plan::of(job, reserved.saturating_add(margin()));
+        let mut tries = 0;
+        let mut w = loop {
+            tries += 1;
+            let mut w = match tokio::time::timeout_at(deadline, self.take()).await {
+                Ok(Ok(w)) => w,
+                Ok(Err(why)) => return Outcome::Unavailable(why),
+                Err(_) => return Outcome::TimedOut,
+            };
+            let handed = tokio::time::timeout_at(deadline, hand(&mut w, &plan, source)).await;
+            match handed {
+                Ok(Exchange::Acknowledged) => break w,
+                Ok(Exchange::Lost) if tries < 2 => {
+                    self.retire(w);
+                }
+                Ok(Exchange::Lost) => {
+                    self.retire(w);
+                    return Outcome::Unavailable("render workers die before they read".into());
+                }
+                Err(_) => {
+                    // Past the deadline while handing it over (a huge source, a stopped
+                    // worker): the file is not blamed.
+                    let _ = w.child.start_kill();
+                    let _ = w.child.wait().await;
+                    self.retire(w);
+                    return Outcome::TimedOut;
+                }
+            }
         };
-        let plan = Plan::of(job, reserved.saturating_add(MARGIN));
-        let exchange = async {
-            let json = serde_json::to_vec(&plan).map_err(std::io::Error::other)?;
-            w.stdin.write_all(&frame_head(&json)).await?;
-            w.stdin
-                .write_all(&(source.len() as u64).to_le_bytes())
-                .await?;
-            w.stdin.write_all(source).await?;
-            w.stdin.flush().await?;
-            read_frame::<Reply>(&mut w.stdout, max_rendition_bytes(job)).await
-        };
-        let answered = tokio::time::timeout_at(deadline, exchange).await;
+        let answered = tokio::time::timeout_at(
+            deadline,
+            read_frame::<Reply>(&mut w.stdout, max_rendition_bytes(job)),
+        )
+        .await;
         match answered {
             Err(_) => {
                 let _ = w.child.start_kill();
                 let _ = w.child.wait().await;
                 self.events.worker_killed_at_limit();
-                self.refill();
-                Outcome::TimedOut
+                self.retire(w);
+                Outcome::KilledAtLimit
             }
             Ok(Err(_)) => {
                 let death = reap(&mut w.child).await;
                 self.events.worker_died(death);
-                self.refill();
+                self.retire(w);
                 Outcome::Died(death)
             }
             Ok(Ok((reply, body))) => {
@@ -183,49 +243,84 @@ impl Pool {
                 {
                     self.give_back(w);
                 } else {
-                    drop(w);
-                    self.refill();
+                    self.retire(w);
                 }
                 Outcome::Answered(result)
             }
         }
     }
 
-    /// An idle worker, or a new one.
+    /// An idle worker that is alive, or a new one.
     async fn take(self: &Arc<Self>) -> Result<Worker, String> {
-        let found = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        match found {
-            Some(w) => {
-                self.refill();
-                Ok(w)
-            }
-            None => {
-                let w = self.spawn().await;
-                self.refill();
+        loop {
+            let found = {
+                let mut ws = self.workers();
+                let w = ws.idle.pop();
+                if w.is_some() {
+                    ws.busy += 1;
+                }
                 w
+            };
+            match found {
+                Some(mut w) => {
+                    if w.alive() {
+                        return Ok(w);
+                    }
+                    // Killed while idle: forgotten (and reaped), the next one tried.
+                    self.retire(w);
+                }
+                None => break,
+            }
+        }
+        self.workers().busy += 1;
+        match self.spawn().await {
+            Ok(w) => Ok(w),
+            Err(why) => {
+                self.workers().busy -= 1;
+                Err(why)
             }
         }
     }
 
+    /// A worker back from a render that went well, kept for the next.
     fn give_back(&self, w: Worker) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < self.config.warm {
-            idle.push(w);
-        }
+        let mut ws = self.workers();
+        ws.busy = ws.busy.saturating_sub(1);
+        ws.idle.push(w);
     }
 
-    /// Starts a worker in the background when fewer than `warm` are idle.
-    fn refill(self: &Arc<Self>) {
-        if self.idle() >= self.config.warm {
-            return;
+    /// A worker that is done (dropped: killed and reaped if still running), and another
+    /// started in its place.
+    fn retire(self: &Arc<Self>, w: Worker) {
+        drop(w);
+        {
+            let mut ws = self.workers();
+            ws.busy = ws.busy.saturating_sub(1);
         }
-        let pool = self.clone();
-        tokio::spawn(async move {
-            match pool.spawn().await {
-                Ok(w) => pool.give_back(w),
-                Err(why) => tracing::warn!(error = %why, "a render worker did not start"),
-            }
-        });
+        self.refill();
+    }
+
+    /// Starts workers in the background until `warm` are idle, rendering or starting.
+    fn refill(self: &Arc<Self>) {
+        let missing = {
+            let mut ws = self.workers();
+            let have = ws.idle.len() + ws.busy + ws.starting;
+            let missing = self.config.warm.saturating_sub(have);
+            ws.starting += missing;
+            missing
+        };
+        for _ in 0..missing {
+            let pool = self.clone();
+            tokio::spawn(async move {
+                let started = pool.spawn().await;
+                let mut ws = pool.workers();
+                ws.starting -= 1;
+                match started {
+                    Ok(w) => ws.idle.push(w),
+                    Err(why) => tracing::warn!(error = %why, "a render worker did not start"),
+                }
+            });
+        }
     }
 
     async fn spawn(&self) -> Result<Worker, String> {
@@ -275,6 +370,24 @@ impl Pool {
             stdout,
             renders: 0,
         })
+    }
+}
+
+/// Writes the plan and the source to `w` and reads its acknowledgement.
+async fn hand(w: &mut Worker, plan: &Plan, source: &[u8]) -> Exchange {
+    let sent = async {
+        let json = serde_json::to_vec(plan).map_err(std::io::Error::other)?;
+        w.stdin.write_all(&frame_head(&json)).await?;
+        w.stdin
+            .write_all(&(source.len() as u64).to_le_bytes())
+            .await?;
+        w.stdin.write_all(source).await?;
+        w.stdin.flush().await?;
+        read_frame::<Ack>(&mut w.stdout, 0).await
+    };
+    match sent.await {
+        Ok((Ack { read }, _)) if read == source.len() as u64 => Exchange::Acknowledged,
+        _ => Exchange::Lost,
     }
 }
 

@@ -28,6 +28,14 @@ pub struct Hello {
     pub why: Option<String>,
 }
 
+/// What a worker says once it has read a plan and its whole source, before it renders: from
+/// then on, what happens to it is the file's doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {
+    /// The source's bytes it read.
+    pub read: u64,
+}
+
 /// One render, as the worker is asked for it: the source's bytes follow as the body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {

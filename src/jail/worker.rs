@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 
-use super::protocol::{read_head, write_frame, Hello, Plan, Reply};
+use super::protocol::{read_head, write_frame, Ack, Hello, Plan, Reply};
 
 /// The subcommand that runs a worker.
 pub const SUBCOMMAND: &str = "render-worker";
@@ -140,6 +140,9 @@ fn serve(input: &mut impl Read, output: &mut impl Write, ceiling: u64) {
         {
             return;
         }
+        if write_frame(output, &Ack { read: len }, &[]).is_err() {
+            return;
+        }
         let (reply, body) = match job {
             Ok(job) => {
                 #[cfg(debug_assertions)]
@@ -170,7 +173,9 @@ fn serve(input: &mut impl Read, output: &mut impl Write, ceiling: u64) {
 /// - `open`, `socket`, `exec`, `fork`: what the filter kills the worker for;
 /// - `sleep`: holds the render 30 s (a test kills the worker or waits for the time limit);
 /// - `alloc`: allocates and touches 4 GiB (past any render's data limit);
-/// - `segv`: writes to an unmapped address from native code (a decoder's crash).
+/// - `segv`: writes to an unmapped address from native code (a decoder's crash);
+/// - `write0`: writes to its standard input, a descriptor the filter does not let it write:
+///   the call must fail with `ENOSYS` (the filter's answer), else the worker aborts.
 #[cfg(debug_assertions)]
 pub mod probe {
     pub const MARKER: &[u8] = b"upcommit-test-probe:";
@@ -199,6 +204,13 @@ pub mod probe {
                 let _ = std::process::Command::new("/bin/true").spawn();
             }
             Some("segv") => upcommit_webp::crash_for_tests(),
+            Some("write0") => {
+                use std::os::fd::AsFd;
+                let stdin = std::io::stdin();
+                if rustix::io::write(stdin.as_fd(), b"x") != Err(rustix::io::Errno::NOSYS) {
+                    std::process::abort();
+                }
+            }
             Some("sleep") => std::thread::sleep(std::time::Duration::from_secs(30)),
             Some("alloc") => {
                 let mut v: Vec<u8> = Vec::new();

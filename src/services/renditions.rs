@@ -109,7 +109,7 @@ pub async fn rendition(
     // again (issue 46): the same bytes would do it again, on every replica.
     let failed = state
         .catalog
-        .render_failure(file.id.as_str(), &variant.name)
+        .render_failure(file.id.as_str(), &content_of(file), &variant.name)
         .await?;
     if let Some(f) = &failed {
         if refusal::refused(&f.cause, f.count) {
@@ -293,6 +293,7 @@ async fn render_and_store(
     }
     // In a worker of its own, killed at the deadline (issue 46); the slot and the memory are
     // given back when it has answered, died or been killed and reaped.
+    let handed_at = tokio::time::Instant::now();
     let outcome = state
         .render_workers
         .render(&job, &bytes, reserved, deadline)
@@ -301,8 +302,19 @@ async fn render_and_store(
     *ran_for = Some(started.elapsed());
     let rendered = match outcome {
         Outcome::Answered(r) => r,
+        Outcome::KilledAtLimit => {
+            // A strike against the file only when its worker had (nearly) the whole limit:
+            // one that started late (behind another render of the key, after a slow store)
+            // and ran out is not the file's doing (outside review of issue 46).
+            let limit = std::time::Duration::from_secs(state.settings.uploads.render_timeout_secs);
+            if deadline.saturating_duration_since(handed_at) >= limit.mul_f64(0.9) {
+                *failed = Some(refusal::TIMED_OUT);
+            }
+            return Err(AppError::RenderTimedOut(
+                state.settings.uploads.render_timeout_secs,
+            ));
+        }
         Outcome::TimedOut => {
-            *failed = Some(refusal::TIMED_OUT);
             return Err(AppError::RenderTimedOut(
                 state.settings.uploads.render_timeout_secs,
             ));
@@ -326,7 +338,12 @@ async fn render_and_store(
             return Err(AppError::ImageUnrenderable(e.to_string()))
         }
         Err(RenderError::Unsupported(what)) => return Err(AppError::ImageNotRendered(what)),
-        Err(RenderError::Internal(why)) => return Err(AppError::Internal(why)),
+        // Inside a worker, a renderer's own failure is what the file drove it to (an
+        // encoder's allocation refused at the memory limit): the file's, not a 500.
+        Err(RenderError::Internal(why)) => {
+            tracing::warn!(file.id = %file.id, variant = %variant.name, error = %why, "a render failed inside its worker");
+            return Err(AppError::ImageUnrenderable(why));
+        }
     };
     tracing::info!(
         variant = %variant.name,
@@ -377,7 +394,7 @@ async fn settle(
         (Ok(_), _) if had_failed => {
             if let Err(e) = state
                 .catalog
-                .clear_render_failures(file.id.as_str(), Some(&variant.name))
+                .clear_render_failures(file.id.as_str(), &content_of(file), Some(&variant.name))
                 .await
             {
                 tracing::warn!(error = %e, "a rendered variant's past failures stay recorded");
@@ -387,13 +404,31 @@ async fn settle(
             tracing::warn!(file.id = %file.id, variant = %variant.name, cause, "a render failed in its worker");
             if let Err(e) = state
                 .catalog
-                .record_render_failure(file.id.as_str(), &variant.name, cause, chrono::Utc::now())
+                .record_render_failure(
+                    file.id.as_str(),
+                    &content_of(file),
+                    &variant.name,
+                    cause,
+                    chrono::Utc::now(),
+                )
                 .await
             {
                 tracing::error!(error = %e, "a failed render could not be recorded");
             }
         }
         _ => {}
+    }
+}
+
+/// A file's bytes as the store names them (`ETag:size`): a failure recorded for one file
+/// refuses every file of the same bytes (an attacker's re-uploads of a file that killed a
+/// worker kill no more workers).
+pub fn content_of(file: &FileHandle) -> String {
+    let etag = file.etag.trim_matches('"');
+    if etag.is_empty() {
+        String::new()
+    } else {
+        format!("{etag}:{}", file.size)
     }
 }
 
@@ -406,7 +441,7 @@ fn refused_because(f: &crate::catalog::RenderFailure) -> String {
         )
     } else {
         format!(
-            "an earlier render of it ended its worker ({}); refused until an operator clears it (DELETE /v1/admin/files/{{id}}/render-failures)",
+            "an earlier render of these bytes ended its worker ({}); refused until an operator clears it (DELETE /v1/admin/files/{{id}}/render-failures)",
             f.cause
         )
     }

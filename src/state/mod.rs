@@ -71,7 +71,7 @@ pub fn render_workers(settings: &Settings, metrics: Arc<Metrics>) -> Arc<crate::
         crate::jail::PoolConfig {
             program,
             warm: render_limit(settings),
-            ceiling: budget + crate::jail::pool::MARGIN,
+            ceiling: budget + crate::jail::pool::margin(),
             renders_per_worker: settings.uploads.render_worker_renders,
             nice: RENDER_NICE,
             accept_unfiltered: settings.uploads.render_accept_unfiltered,

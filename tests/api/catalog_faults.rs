@@ -173,27 +173,32 @@ impl upcommit::catalog::RenderFailureCatalog for FaultyCatalog {
     async fn render_failure(
         &self,
         file: &str,
+        content: &str,
         variant: &str,
     ) -> Result<Option<upcommit::catalog::RenderFailure>, CatalogError> {
-        self.inner.render_failure(file, variant).await
+        self.inner.render_failure(file, content, variant).await
     }
     async fn record_render_failure(
         &self,
         file: &str,
+        content: &str,
         variant: &str,
         cause: &str,
         at: DateTime<Utc>,
     ) -> Result<upcommit::catalog::RenderFailure, CatalogError> {
         self.inner
-            .record_render_failure(file, variant, cause, at)
+            .record_render_failure(file, content, variant, cause, at)
             .await
     }
     async fn clear_render_failures(
         &self,
         file: &str,
+        content: &str,
         variant: Option<&str>,
     ) -> Result<u64, CatalogError> {
-        self.inner.clear_render_failures(file, variant).await
+        self.inner
+            .clear_render_failures(file, content, variant)
+            .await
     }
     async fn render_failures(
         &self,

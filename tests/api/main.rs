@@ -61,6 +61,7 @@ mod presign;
 mod ranged_listing;
 mod readiness;
 mod reconcile;
+mod render_corpus;
 mod render_jail;
 mod rendition_batch;
 mod rendition_webp;

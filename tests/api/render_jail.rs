@@ -493,3 +493,144 @@ async fn a_png_of_one_pixel_whose_profile_inflates_to_390_mb_is_refused_before_a
         "no worker was asked"
     );
 }
+
+#[tokio::test]
+async fn a_worker_cannot_write_to_a_descriptor_other_than_its_output() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let id = committed(&app, &alice, probe_png("write0")).await;
+    let r = app
+        .get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
+        .await;
+    assert_eq!(r.status(), 200, "the write failed with the filter's ENOSYS");
+}
+
+#[tokio::test]
+async fn the_same_bytes_uploaded_again_are_refused_without_killing_another_worker() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let first = committed(&app, &alice, probe_png("open")).await;
+    let (status, _, why) = message(
+        app.get(&format!("/v1/files/{first}/variants/thumb"), Some(&alice))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{why}");
+    // Again and again, as new files (new keys, new ids), by its owner or anyone.
+    for user in ["alice", "mallory"] {
+        let token = app.token(user);
+        let again = committed(&app, &token, probe_png("open")).await;
+        let (status, code, why) = message(
+            app.get(&format!("/v1/files/{again}/variants/thumb"), Some(&token))
+                .await,
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (422, "image_unrenderable"),
+            "{why}"
+        );
+        assert!(why.contains("refused until an operator"), "{why}");
+    }
+    let metrics = app.metrics_text().await;
+    assert_eq!(
+        counter_sum(&metrics, "upcommit_render_worker_deaths_total", ""),
+        1.0,
+        "one worker died, for the first file only"
+    );
+    // An admin's clear of the first file clears its bytes: the copies render (and die) again.
+    let admin = app.admin_token("root");
+    let cleared: Value = app
+        .delete(
+            &format!("/v1/admin/files/{first}/render-failures"),
+            Some(&admin),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(cleared["cleared"], 1);
+}
+
+#[tokio::test]
+async fn a_worker_killed_while_idle_is_not_blamed_on_the_next_file() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let (mut server, base) = server_process(&app, &[("RUST_LOG", "warn")], Stdio::null()).await;
+    // The server's idle worker(s), killed from outside (the OOM killer, an operator).
+    let idle = workers_of(server.id());
+    assert!(!idle.is_empty(), "a worker waits from the start");
+    for pid in &idle {
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+    }
+    let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
+    let r = variant_at(&app, &base, &honest, &alice).await;
+    assert_eq!(r.status(), 200, "an honest file renders on a fresh worker");
+    let admin = app.admin_token("root");
+    let listed: Value = app
+        .http
+        .get(format!("{base}/v1/admin/render-failures"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(listed["failures"], serde_json::json!([]), "nothing blamed");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[tokio::test]
+async fn a_render_that_started_late_behind_another_and_ran_out_is_not_a_strike() {
+    let app = spawn_app_with(spawn()).await;
+    let alice = app.token("alice");
+    let (mut server, base) = server_process(
+        &app,
+        &[("UPCOMMIT_RENDER_TIMEOUT_SECS", "5"), ("RUST_LOG", "warn")],
+        Stdio::null(),
+    )
+    .await;
+    let id = committed(&app, &alice, probe_png("sleep")).await;
+    let ask = || {
+        let (http, base, id, alice) = (app.http.clone(), base.clone(), id.clone(), alice.clone());
+        tokio::spawn(async move {
+            http.get(format!("{base}/v1/files/{id}/variants/thumb"))
+                .bearer_auth(alice)
+                .send()
+                .await
+                .expect("sent")
+        })
+    };
+    // The first holds the key's render for its whole limit; the second, asked once the first's
+    // worker is rendering, waits behind it and starts its own worker with what is left.
+    let first = ask();
+    the_sleeping_worker(server.id()).await;
+    let second = ask();
+    for r in [first.await.expect("first"), second.await.expect("second")] {
+        assert_eq!(error_code(r).await, (503, "render_timeout".to_owned()));
+    }
+    let admin = app.admin_token("root");
+    let listed: Value = app
+        .http
+        .get(format!("{base}/v1/admin/render-failures"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(listed["failures"][0]["cause"], "timed_out", "{listed}");
+    assert_eq!(
+        listed["failures"][0]["count"], 1,
+        "one strike, not two: {listed}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -15,25 +15,31 @@ impl crate::catalog::RenderFailureCatalog for ObservedCatalog {
     async fn render_failure(
         &self,
         file: &str,
+        content: &str,
         variant: &str,
     ) -> Result<Option<crate::catalog::RenderFailure>, CatalogError> {
-        timed!(self, render_failure(file, variant))
+        timed!(self, render_failure(file, content, variant))
     }
     async fn record_render_failure(
         &self,
         file: &str,
+        content: &str,
         variant: &str,
         cause: &str,
         at: DateTime<Utc>,
     ) -> Result<crate::catalog::RenderFailure, CatalogError> {
-        timed!(self, record_render_failure(file, variant, cause, at))
+        timed!(
+            self,
+            record_render_failure(file, content, variant, cause, at)
+        )
     }
     async fn clear_render_failures(
         &self,
         file: &str,
+        content: &str,
         variant: Option<&str>,
     ) -> Result<u64, CatalogError> {
-        timed!(self, clear_render_failures(file, variant))
+        timed!(self, clear_render_failures(file, content, variant))
     }
     async fn render_failures(
         &self,

@@ -52,9 +52,16 @@ async fn clear_render_failures(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<serde_json::Value>, AppError> {
     let id = FileId::parse(&id).ok_or(AppError::FileNotFound)?;
+    // Its bytes' rows too (another file of the same bytes recorded the failure).
+    let content = state
+        .catalog
+        .handle_by_id(&id)
+        .await?
+        .map(|f| crate::services::renditions::content_of(&f))
+        .unwrap_or_default();
     let cleared = state
         .catalog
-        .clear_render_failures(id.as_str(), None)
+        .clear_render_failures(id.as_str(), &content, None)
         .await?;
     tracing::info!(file.id = %id, cleared, "render failures cleared by an admin");
     Ok(Json(serde_json::json!({ "cleared": cleared })))

@@ -242,14 +242,25 @@ async fn hygiene_dry_run(
 ) -> Result<impl IntoResponse, AppError> {
     let (run_id, started) = state
         .dry_runs
-        .one_at_a_time(|| {
-            hygiene::start_dry_run(
-                state.catalog.clone(),
-                state.store.clone(),
-                state.settings.clone(),
-                Some(state.metrics.clone()),
-            )
-        })
+        .one_at_a_time(
+            || {
+                hygiene::start_dry_run(
+                    state.catalog.clone(),
+                    state.store.clone(),
+                    state.settings.clone(),
+                    Some(state.metrics.clone()),
+                )
+            },
+            |id| {
+                let catalog = state.catalog.clone();
+                async move {
+                    matches!(
+                        catalog.run_by_id(&id).await,
+                        Ok(Some(run)) if run.state != crate::domain::jobs::RunState::Running
+                    )
+                }
+            },
+        )
         .await
         .map_err(|e| match e {
             HygieneError::Catalog(e) => e.into(),
