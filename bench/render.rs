@@ -105,7 +105,14 @@ fn jailed(
                 renders_per_worker: 1000,
                 nice: 0,
                 accept_unfiltered: false,
-                env: vec![("TJ_OPTIMIZE".into(), "1".into())],
+                // What the server gives its workers (`state::render_workers`).
+                env: vec![
+                    ("TJ_OPTIMIZE".to_owned(), "1".to_owned()),
+                    (
+                        "GLIBC_TUNABLES".to_owned(),
+                        upcommit::state::WORKER_MALLOC.to_owned(),
+                    ),
+                ],
             },
             std::sync::Arc::new(Quiet),
         );

@@ -133,6 +133,7 @@ fn serve(input: &mut impl Read, output: &mut impl Write, ceiling: u64) {
         let job = plan.job();
         let mut source = Vec::new();
         if len > limit
+            || source.try_reserve_exact(len as usize).is_err()
             || input
                 .take(len)
                 .read_to_end(&mut source)
@@ -215,7 +216,7 @@ pub mod probe {
             Some("alloc") => {
                 let mut v: Vec<u8> = Vec::new();
                 for _ in 0..4096 {
-                    v.extend(std::iter::repeat_n(1u8, 1 << 20));
+                    v.resize(v.len() + (1 << 20), 1u8);
                 }
                 std::hint::black_box(&v);
             }

@@ -75,9 +75,13 @@ pub fn render_workers(settings: &Settings, metrics: Arc<Metrics>) -> Arc<crate::
             renders_per_worker: settings.uploads.render_worker_renders,
             nice: RENDER_NICE,
             accept_unfiltered: settings.uploads.render_accept_unfiltered,
-            env: std::env::var("TJ_OPTIMIZE")
-                .map(|v| vec![("TJ_OPTIMIZE".to_owned(), v)])
-                .unwrap_or_else(|_| vec![("TJ_OPTIMIZE".to_owned(), "1".to_owned())]),
+            env: vec![
+                (
+                    "TJ_OPTIMIZE".to_owned(),
+                    std::env::var("TJ_OPTIMIZE").unwrap_or_else(|_| "1".to_owned()),
+                ),
+                ("GLIBC_TUNABLES".to_owned(), WORKER_MALLOC.to_owned()),
+            ],
         },
         Arc::new(RenderEvents(metrics)),
     )
@@ -97,6 +101,13 @@ impl crate::jail::PoolEvents for RenderEvents {
         self.0.render_worker_killed_at_limit();
     }
 }
+
+/// glibc's allocator in a render worker: freed memory stays in the heap (no trim below 128 MiB,
+/// no `mmap` below 32 MiB), so a warm worker's next render reuses its pages rather than faulting
+/// fresh ones in: about 10 % of a render on sharp's benchmark task (BENCHMARKS.md). A worker is
+/// replaced after a render that reserved more than 64 MiB, so what an idle one keeps is bounded.
+pub const WORKER_MALLOC: &str =
+    "glibc.malloc.trim_threshold=134217728:glibc.malloc.mmap_threshold=33554432";
 
 /// The render workers' nice value: the CPU goes to presigns and commits first (issue 46).
 pub const RENDER_NICE: i32 = 10;

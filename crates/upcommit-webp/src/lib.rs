@@ -216,7 +216,7 @@ mod tests {
 /// build's test probe.
 #[doc(hidden)]
 pub fn crash_for_tests() {
-    let p = std::ptr::without_provenance_mut::<u8>(16);
+    let p = std::ptr::null_mut::<u8>().wrapping_add(16);
     // SAFETY: not sound, on purpose: the write faults, and the process dies of SIGSEGV.
     unsafe { p.write_volatile(0) }
 }
