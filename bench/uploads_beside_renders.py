@@ -11,7 +11,18 @@ import urllib.request
 
 base, token, photo_path, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 photo = open(photo_path, "rb").read()
-small = b"\x89PNG\r\n\x1a\n" + b"\0" * 1000
+
+
+def png(w, h):
+    import struct
+    import zlib
+    raw = b"".join(b"\0" + bytes((x * 7 + y) % 256 for x in range(w * 3)) for y in range(h))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+small = png(16, 16)
 
 
 def call(method, url, body=None, headers=None, auth=True):

@@ -27,6 +27,7 @@ export UPCOMMIT_BUCKET="bench-beside-$$" UPCOMMIT_S3_ENDPOINT="http://$LOCALSTAC
 export DATABASE_URL="sqlite://$work/upcommit.db?mode=rwc" UPCOMMIT_JWT_SECRET=0123456789abcdef0123
 export UPCOMMIT_ACCEPT_STORE_GAPS="$LOCALSTACK_GAPS" UPCOMMIT_PRESIGN_RATE_PER_SEC=0
 export UPCOMMIT_CONFIG="$work/upcommit.toml" UPCOMMIT_RENDER_MEMORY_MIB=512 RUST_LOG=error
+export UPCOMMIT_QUOTA_DAILY_UPLOADS=0 UPCOMMIT_QUOTA_DAILY_BYTES=0
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export UPCOMMIT_LISTEN="127.0.0.1:$port"
 {
