@@ -18,6 +18,7 @@ pub mod prune;
 pub mod ranged_listing;
 pub mod reconcile;
 pub mod recovery;
+pub mod render_failures;
 pub mod renditions;
 pub mod report;
 pub mod sweep;

@@ -13,6 +13,7 @@ use crate::error::AppError;
 use crate::jail::Outcome;
 use crate::metrics::RenderOutcome;
 use crate::render::{Limits, RenderError, Source};
+use crate::services::render_failures::{content_of, refused_because, settle};
 use crate::state::renders::Known;
 use crate::state::AppState;
 use crate::storage::{NewObject, PutOutcome};
@@ -135,7 +136,15 @@ pub async fn rendition(
                 &mut cause,
             )
             .await;
-            settle(&state, &file, &variant, failed.is_some(), &rendered, cause).await;
+            settle(
+                &state,
+                &file,
+                &variant,
+                failed.is_some(),
+                rendered.is_ok(),
+                cause,
+            )
+            .await;
             let outcome = match (&rendered, cause) {
                 (_, Some(refusal::TIMED_OUT)) | (Err(AppError::RenderTimedOut(_)), _) => {
                     RenderOutcome::TimedOut
@@ -378,73 +387,6 @@ async fn render_and_store(
         .collect();
     let k = seen(state, key, rendered.bytes.len() as i64, &meta);
     answer(state, variant, key, k, false).await
-}
-
-/// Records what a render's failure says of the file (`cause`: a worker's death, a time-out)
-/// and forgets earlier failures after a success (`had_failed`: a row was there before it).
-async fn settle(
-    state: &AppState,
-    file: &FileHandle,
-    variant: &Variant,
-    had_failed: bool,
-    rendered: &Result<RenditionUrl, AppError>,
-    cause: Option<&'static str>,
-) {
-    match (rendered, cause) {
-        (Ok(_), _) if had_failed => {
-            if let Err(e) = state
-                .catalog
-                .clear_render_failures(file.id.as_str(), &content_of(file), Some(&variant.name))
-                .await
-            {
-                tracing::warn!(error = %e, "a rendered variant's past failures stay recorded");
-            }
-        }
-        (Err(_), Some(cause)) => {
-            tracing::warn!(file.id = %file.id, variant = %variant.name, cause, "a render failed in its worker");
-            if let Err(e) = state
-                .catalog
-                .record_render_failure(
-                    file.id.as_str(),
-                    &content_of(file),
-                    &variant.name,
-                    cause,
-                    chrono::Utc::now(),
-                )
-                .await
-            {
-                tracing::error!(error = %e, "a failed render could not be recorded");
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A file's bytes as the store names them (`ETag:size`): a failure recorded for one file
-/// refuses every file of the same bytes (an attacker's re-uploads of a file that killed a
-/// worker kill no more workers).
-pub fn content_of(file: &FileHandle) -> String {
-    let etag = file.etag.trim_matches('"');
-    if etag.is_empty() {
-        String::new()
-    } else {
-        format!("{etag}:{}", file.size)
-    }
-}
-
-/// Why a variant is refused without a render, for its 422.
-fn refused_because(f: &crate::catalog::RenderFailure) -> String {
-    if f.cause == refusal::TIMED_OUT {
-        format!(
-            "its last {} renders ran past the time limit; refused until an operator clears it (DELETE /v1/admin/files/{{id}}/render-failures)",
-            f.count
-        )
-    } else {
-        format!(
-            "an earlier render of these bytes ended its worker ({}); refused until an operator clears it (DELETE /v1/admin/files/{{id}}/render-failures)",
-            f.cause
-        )
-    }
 }
 
 /// The rendition at `key` as the store holds it (its size, and its dimensions from the

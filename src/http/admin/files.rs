@@ -57,7 +57,7 @@ async fn clear_render_failures(
         .catalog
         .handle_by_id(&id)
         .await?
-        .map(|f| crate::services::renditions::content_of(&f))
+        .map(|f| crate::services::render_failures::content_of(&f))
         .unwrap_or_default();
     let cleared = state
         .catalog
