@@ -22,7 +22,7 @@ pub(super) const PRUNABLE: &str = "substr(u.key, 1, 4) = 'tmp/' \
      AND NOT EXISTS (SELECT 1 FROM multipart_sessions s WHERE s.upload_id = u.id AND s.state = 'open')";
 
 /// The tables the report sizes: every table of the schema.
-pub(super) const TABLES: [&str; 15] = [
+pub(super) const TABLES: [&str; 16] = [
     "uploads",
     "multipart_sessions",
     "upload_parts",
@@ -38,6 +38,7 @@ pub(super) const TABLES: [&str; 15] = [
     "events",
     "event_endpoints",
     "event_deliveries",
+    "render_failures",
 ];
 
 /// The undelivered deliveries (alias `d`) the retention lets go, as of the cutoff `$1` (now

@@ -52,6 +52,17 @@ async fn variant_at(app: &TestApp, base: &str, id: &str, token: &str) -> reqwest
         .expect("request sent")
 }
 
+/// Asserts `resp` is 422 `image_unrenderable`; its message.
+async fn unrenderable(resp: reqwest::Response) -> String {
+    let (status, code, why) = message(resp).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "image_unrenderable"),
+        "{why}"
+    );
+    why
+}
+
 async fn message(resp: reqwest::Response) -> (u16, String, String) {
     let status = resp.status().as_u16();
     let v: Value = resp.json().await.expect("json");
@@ -70,16 +81,11 @@ async fn a_worker_that_opens_a_file_a_socket_execs_or_forks_is_killed_by_the_fil
     let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
     for probe in ["open", "socket", "exec", "fork"] {
         let id = committed(&app, &alice, probe_png(probe)).await;
-        let (status, code, why) = message(
+        let why = unrenderable(
             app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
                 .await,
         )
         .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (422, "image_unrenderable"),
-            "{probe}: {why}"
-        );
         assert!(
             why.contains("ended its worker (filtered)"),
             "{probe}: {why}"
@@ -115,16 +121,11 @@ async fn a_render_past_its_memory_limit_is_stopped_by_the_kernel_and_the_server_
     let app = spawn_app_with(spawn()).await;
     let alice = app.token("alice");
     let id = committed(&app, &alice, probe_png("alloc")).await;
-    let (status, code, why) = message(
+    let why = unrenderable(
         app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
             .await,
     )
     .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (422, "image_unrenderable"),
-        "{why}"
-    );
     assert!(why.contains("ended its worker (aborted)"), "{why}");
     let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
     let r = app
@@ -147,14 +148,12 @@ async fn a_file_whose_render_killed_its_worker_is_refused_without_another_render
     let deaths = |m: &str| counter_sum(m, "upcommit_render_worker_deaths_total", "");
     let before = app.metrics_text().await;
 
-    // Again, and from the other variant's name too: the first is refused at once, the other
-    // variant is a render of its own (and dies the same way).
-    let (status, code, why) = message(
+    // Again: refused at once, no worker started or killed for it.
+    let why = unrenderable(
         app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
             .await,
     )
     .await;
-    assert_eq!((status, code.as_str()), (422, "image_unrenderable"));
     assert!(why.contains("refused until an operator clears it"), "{why}");
     let after = app.metrics_text().await;
     assert_eq!(deaths(&after), deaths(&before), "no worker died again");
@@ -313,12 +312,7 @@ async fn a_worker_killed_mid_render_by_sigkill_or_sigsegv_costs_that_render_only
                 .expect("kill");
             assert!(killed.success());
         }
-        let (status, code, why) = message(request.await.expect("task")).await;
-        assert_eq!(
-            (status, code.as_str()),
-            (422, "image_unrenderable"),
-            "{why}"
-        );
+        let why = unrenderable(request.await.expect("task")).await;
         assert!(why.contains(&format!("({cause})")), "{cause}: {why}");
         // The next render goes to a fresh worker and succeeds.
         let r = variant_at(&app, &base, &honest, &alice).await;
@@ -385,12 +379,7 @@ async fn a_render_past_the_time_limit_is_killed_and_a_second_time_out_in_a_row_r
         sleeping_workers(server.id()).is_empty(),
         "no worker outlives its limit"
     );
-    let (status, code, why) = message(variant_at(&app, &base, &id, &alice).await).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (422, "image_unrenderable"),
-        "{why}"
-    );
+    let why = unrenderable(variant_at(&app, &base, &id, &alice).await).await;
     assert!(why.contains("ran past the time limit"), "{why}");
     let metrics = app.metrics_text_at(&base).await;
     assert_eq!(
@@ -472,16 +461,11 @@ async fn a_png_of_one_pixel_whose_profile_inflates_to_390_mb_is_refused_before_a
     let bomb = png_with_a_huge_profile(390 << 20);
     assert!(bomb.len() < 1 << 20, "{} bytes on the wire", bomb.len());
     let id = committed(&app, &alice, bomb).await;
-    let (status, code, why) = message(
+    let why = unrenderable(
         app.get(&format!("/v1/files/{id}/variants/thumb"), Some(&alice))
             .await,
     )
     .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (422, "image_unrenderable"),
-        "{why}"
-    );
     assert!(
         why.contains("needs about"),
         "refused by the estimate: {why}"
@@ -520,16 +504,11 @@ async fn the_same_bytes_uploaded_again_are_refused_without_killing_another_worke
     for user in ["alice", "mallory"] {
         let token = app.token(user);
         let again = committed(&app, &token, probe_png("open")).await;
-        let (status, code, why) = message(
+        let why = unrenderable(
             app.get(&format!("/v1/files/{again}/variants/thumb"), Some(&token))
                 .await,
         )
         .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (422, "image_unrenderable"),
-            "{why}"
-        );
         assert!(why.contains("refused until an operator"), "{why}");
     }
     let metrics = app.metrics_text().await;

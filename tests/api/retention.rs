@@ -263,7 +263,8 @@ async fn the_storage_report_shows_every_tables_rows_and_bytes() {
         row("uploads")["bytes"].as_i64().is_some_and(|b| b > 0),
         "both databases tell bytes: {tables:?}"
     );
-    assert_eq!(tables.len(), 15);
+    assert_eq!(row("render_failures")["rows"], 0);
+    assert_eq!(tables.len(), 16);
 }
 
 #[tokio::test]

@@ -46,6 +46,12 @@ const TABLES: &[(&str, Retention)] = &[
         },
     ),
     (
+        "render_failures",
+        Deleted {
+            by: "an admin's DELETE /v1/admin/files/{id}/render-failures, or a render of the variant that succeeds; one row per (file, variant) whose render killed its worker or timed out, kept while it refuses those bytes",
+        },
+    ),
+    (
         "uploads",
         Pruned {
             by: "prune: uploads past UPCOMMIT_UPLOAD_RETENTION (RetentionCatalog::prune_uploads)",
