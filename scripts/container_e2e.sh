@@ -356,7 +356,7 @@ rendition_check() {
     -d "{\"profile\":\"image\",\"content_type\":\"image/png\",\"size\":$psize}" >"$work/rpresign.json" ||
     "$onfail" "presign of a real PNG failed"
   status=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "$(field url <"$work/rpresign.json")" \
-    -H 'Content-Type: image/png' --data-binary @"$work/real.png")
+    -H 'Content-Type: image/png' -H 'If-None-Match: *' --data-binary @"$work/real.png")
   [ "$status" = 200 ] || "$onfail" "upload of a real PNG answered $status"
   key=$(field key <"$work/rpresign.json")
   status=$(curl -s -o "$work/rhandle.json" -w '%{http_code}' -X POST "$base/v1/files" \
