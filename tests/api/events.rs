@@ -591,6 +591,15 @@ async fn a_server_killed_before_delivery_delivers_after_restart() {
     receiver.mode("ok", 0.0).await;
     let (mut child, _) = server_process(&app, &binary_env, Stdio::null()).await;
     let events = receiver.wait_for(1, Duration::from_secs(20)).await;
+    // The receiver has it; the server records the outcome right after (killing it at once raced
+    // that write on a busy machine: PostgreSQL, 2026-12-08).
+    wait_for_a_row(
+        &app,
+        "SELECT COUNT(*) FROM event_deliveries WHERE state = 'delivered'",
+        Duration::from_secs(15),
+        "never recorded as delivered",
+    )
+    .await;
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(events.len(), 1);
