@@ -130,8 +130,6 @@ pub struct Pool {
     config: PoolConfig,
     workers: Mutex<Workers>,
     events: Arc<dyn PoolEvents>,
-    /// What the first worker said of its filter.
-    hello: Mutex<Option<Hello>>,
 }
 
 /// How a worker handed a render went, before its answer is read.
@@ -148,7 +146,6 @@ impl Pool {
             config,
             workers: Mutex::new(Workers::default()),
             events,
-            hello: Mutex::new(None),
         })
     }
 
@@ -159,13 +156,7 @@ impl Pool {
     /// Starts one worker and keeps it: what it says of its filter is the jail's state. An
     /// error when no worker starts, or when it is unfiltered and that is not accepted.
     pub async fn probe(self: &Arc<Self>) -> Result<Hello, String> {
-        let w = self.spawn().await?;
-        let hello = self
-            .hello
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or("the worker said nothing")?;
+        let (w, hello) = self.spawn().await?;
         self.workers().idle.push(w);
         Ok(hello)
     }
@@ -272,14 +263,11 @@ impl Pool {
                 None => break,
             }
         }
+        // Counted busy once it exists: a caller that stops waiting (its deadline) while the
+        // worker starts drops the start, and the count stays true.
+        let (w, _) = self.spawn().await?;
         self.workers().busy += 1;
-        match self.spawn().await {
-            Ok(w) => Ok(w),
-            Err(why) => {
-                self.workers().busy -= 1;
-                Err(why)
-            }
-        }
+        Ok(w)
     }
 
     /// A worker back from a render that went well, kept for the next.
@@ -316,14 +304,15 @@ impl Pool {
                 let mut ws = pool.workers();
                 ws.starting -= 1;
                 match started {
-                    Ok(w) => ws.idle.push(w),
+                    Ok((w, _)) => ws.idle.push(w),
                     Err(why) => tracing::warn!(error = %why, "a render worker did not start"),
                 }
             });
         }
     }
 
-    async fn spawn(&self) -> Result<Worker, String> {
+    /// A new worker, and what it said of its filter.
+    async fn spawn(&self) -> Result<(Worker, Hello), String> {
         let args = Args {
             ceiling: self.config.ceiling,
             nice: self.config.nice,
@@ -360,16 +349,13 @@ impl Pool {
                 hello.why.as_deref().unwrap_or("no reason given")
             ));
         }
-        self.hello
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(hello);
-        Ok(Worker {
+        let w = Worker {
             child,
             stdin,
             stdout,
             renders: 0,
-        })
+        };
+        Ok((w, hello))
     }
 }
 

@@ -279,10 +279,8 @@ async fn render_and_store(
         );
     }
     let orientation = header.map_or(image::Transform::UPRIGHT, |h| h.orientation);
-    let reserved: u64 = held
-        .iter()
-        .map(|h| u64::from(h.num_permits() as u32) * 1024)
-        .sum();
+    // What `held` reserved: the source and the larger of the two estimates.
+    let reserved = source_bytes.saturating_add(work.max(early));
     crate::pause::point("render_memory_held").await;
     let started = Instant::now();
     let job = crate::jail::Job {
