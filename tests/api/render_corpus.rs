@@ -401,3 +401,54 @@ async fn mutated_sources_through_the_routes_with_uploads_beside_them_never_answe
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_stops_waiting_while_a_worker_starts_leaves_the_pool_whole() {
+    let deaths = Arc::new(Counted(std::sync::Mutex::new(Vec::new())));
+    let pool = Pool::new(
+        PoolConfig {
+            program: env!("CARGO_BIN_EXE_upcommit").into(),
+            warm: 2,
+            ceiling: 256 << 20,
+            renders_per_worker: 200,
+            nice: 10,
+            accept_unfiltered: false,
+            env: vec![("TJ_OPTIMIZE".into(), "1".into())],
+        },
+        deaths,
+    );
+    let job = Job {
+        source: Source::Jpeg,
+        orientation: Transform::UPRIGHT,
+        box_: Dimensions {
+            width: 24,
+            height: 18,
+        },
+        fit: Fit::Cover,
+        out: Output::jpeg(80),
+        limits: Limits {
+            max_pixels: 1_000_000,
+        },
+    };
+    // No worker idle: the first render starts one, and its deadline has already passed.
+    let past = tokio::time::Instant::now();
+    assert!(matches!(
+        pool.render(&job, &jpeg(64, 48, false), 32 << 20, past)
+            .await,
+        Outcome::TimedOut
+    ));
+    // A refused render retires its worker; the pool then refills to two idle workers.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    assert!(matches!(
+        pool.render(&job, b"\xFF\xD8 not a jpeg", 32 << 20, deadline)
+            .await,
+        Outcome::Answered(Err(_))
+    ));
+    for _ in 0..600 {
+        if pool.idle() == 2 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the pool has {} idle workers, not 2", pool.idle());
+}
