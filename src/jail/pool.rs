@@ -227,7 +227,7 @@ impl Pool {
             }
             Ok(Ok((reply, body))) => {
                 w.renders += 1;
-                let result = reply.into_result(body);
+                let result = reply.into_result(body, job);
                 if result.is_ok()
                     && w.renders < self.config.renders_per_worker
                     && reserved <= RECYCLE_ABOVE

@@ -161,17 +161,26 @@ impl Reply {
         }
     }
 
-    /// The render's result this reply (with its `body`) stands for.
-    pub fn into_result(self, body: Vec<u8>) -> Result<Rendered, RenderError> {
+    /// The render's result this reply (with its `body`) stands for, as an answer to `job`: a
+    /// rendition larger than the job's box, or of another format, is the worker's lie (it has
+    /// read a stranger's bytes) and is refused, never stored.
+    pub fn into_result(self, body: Vec<u8>, job: &Job) -> Result<Rendered, RenderError> {
         match self {
             Reply::Rendered {
                 width,
                 height,
                 format,
             } => {
-                let format = OutputFormat::parse(&format).ok_or_else(|| {
-                    RenderError::Internal("the worker named an unknown format".into())
-                })?;
+                let lie = |what: &str| {
+                    RenderError::Internal(format!("the worker answered {what} the job did not ask"))
+                };
+                let format = OutputFormat::parse(&format).ok_or_else(|| lie("a format"))?;
+                if format != job.out.format {
+                    return Err(lie("a format"));
+                }
+                if width == 0 || height == 0 || width > job.box_.width || height > job.box_.height {
+                    return Err(lie("a size"));
+                }
                 Ok(Rendered {
                     bytes: body,
                     width,
@@ -264,16 +273,51 @@ mod tests {
             bytes: vec![1, 2, 3],
             width: 4,
             height: 5,
-            content_type: "image/avif",
+            content_type: "image/webp",
         }));
-        let done = reply.into_result(body).expect("rendered");
-        assert_eq!(done.content_type, "image/avif");
+        let done = reply.into_result(body, &job).expect("rendered");
+        assert_eq!(done.content_type, "image/webp");
         assert_eq!(done.bytes, vec![1, 2, 3]);
         let (reply, body) = Reply::of(Err(RenderError::Unsupported("an animated WebP")));
         assert_eq!(
-            reply.into_result(body),
+            reply.into_result(body, &job),
             Err(RenderError::Unsupported("an animated WebP"))
         );
+    }
+
+    #[test]
+    fn a_rendition_larger_than_its_box_or_of_another_format_is_refused_as_a_lie() {
+        let job = Job {
+            source: Source::Jpeg,
+            orientation: Transform::UPRIGHT,
+            box_: Dimensions {
+                width: 320,
+                height: 200,
+            },
+            fit: Fit::Cover,
+            out: Output::jpeg(80),
+            limits: Limits { max_pixels: 1000 },
+        };
+        let rendered = |width, height, format: &str| Reply::Rendered {
+            width,
+            height,
+            format: format.to_owned(),
+        };
+        assert!(rendered(320, 200, "jpeg")
+            .into_result(vec![1], &job)
+            .is_ok());
+        for lie in [
+            rendered(321, 200, "jpeg"),
+            rendered(320, 90_000, "jpeg"),
+            rendered(0, 200, "jpeg"),
+            rendered(320, 200, "webp"),
+            rendered(320, 200, "gif"),
+        ] {
+            assert!(matches!(
+                lie.into_result(vec![1], &job),
+                Err(RenderError::Internal(_))
+            ));
+        }
     }
 
     #[test]
