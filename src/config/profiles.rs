@@ -537,6 +537,20 @@ mod tests {
     }
 
     #[test]
+    fn rendering_without_the_seccomp_filter_is_accepted_only_by_its_name() {
+        let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
+        let s = Settings::from_map(&env(&[secret])).expect("loads");
+        assert!(!s.uploads.render_accept_unfiltered, "refused by default");
+        let s = Settings::from_map(&env(&[secret, ("UPCOMMIT_RENDER_ACCEPT_GAPS", "seccomp")]))
+            .expect("loads");
+        assert!(s.uploads.render_accept_unfiltered);
+        let err = Settings::from_map(&env(&[secret, ("UPCOMMIT_RENDER_ACCEPT_GAPS", "all")]))
+            .expect_err("not a gap")
+            .0;
+        assert!(err.contains("UPCOMMIT_RENDER_ACCEPT_GAPS"), "{err}");
+    }
+
+    #[test]
     fn hygiene_acts_on_no_profile_unless_one_tracks_links() {
         let secret = ("UPCOMMIT_JWT_SECRET", "0123456789abcdef");
         let s = Settings::from_map(&env(&[secret])).expect("loads");

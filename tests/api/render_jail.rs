@@ -52,6 +52,19 @@ async fn variant_at(app: &TestApp, base: &str, id: &str, token: &str) -> reqwest
         .expect("request sent")
 }
 
+/// `GET /v1/admin/render-failures` of the server at `base`, as an admin.
+async fn failures_at(app: &TestApp, base: &str) -> Value {
+    app.http
+        .get(format!("{base}/v1/admin/render-failures"))
+        .bearer_auth(app.admin_token("root"))
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// Asserts `resp` is 422 `image_unrenderable`; its message.
 async fn unrenderable(resp: reqwest::Response) -> String {
     let (status, code, why) = message(resp).await;
@@ -549,17 +562,7 @@ async fn a_worker_killed_while_idle_is_not_blamed_on_the_next_file() {
     let honest = committed(&app, &alice, png_half_clear(300, 200)).await;
     let r = variant_at(&app, &base, &honest, &alice).await;
     assert_eq!(r.status(), 200, "an honest file renders on a fresh worker");
-    let admin = app.admin_token("root");
-    let listed: Value = app
-        .http
-        .get(format!("{base}/v1/admin/render-failures"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let listed = failures_at(&app, &base).await;
     assert_eq!(listed["failures"], serde_json::json!([]), "nothing blamed");
     let _ = server.kill();
     let _ = server.wait();
@@ -594,17 +597,7 @@ async fn a_render_that_started_late_behind_another_and_ran_out_is_not_a_strike()
     for r in [first.await.expect("first"), second.await.expect("second")] {
         assert_eq!(error_code(r).await, (503, "render_timeout".to_owned()));
     }
-    let admin = app.admin_token("root");
-    let listed: Value = app
-        .http
-        .get(format!("{base}/v1/admin/render-failures"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .expect("list")
-        .json()
-        .await
-        .expect("json");
+    let listed = failures_at(&app, &base).await;
     assert_eq!(listed["failures"][0]["cause"], "timed_out", "{listed}");
     assert_eq!(
         listed["failures"][0]["count"], 1,
@@ -612,4 +605,30 @@ async fn a_render_that_started_late_behind_another_and_ran_out_is_not_a_strike()
     );
     let _ = server.kill();
     let _ = server.wait();
+}
+
+#[tokio::test]
+async fn a_servers_workers_die_with_it_even_when_it_is_killed() {
+    let app = spawn_app_with(spawn()).await;
+    let (mut server, _) = server_process(&app, &[("RUST_LOG", "warn")], Stdio::null()).await;
+    let workers = workers_of(server.id());
+    assert!(!workers.is_empty(), "a worker waits from the start");
+    server.kill().expect("SIGKILL");
+    let _ = server.wait();
+    // No orphan: each worker gets SIGKILL from the kernel as its parent dies.
+    for _ in 0..200 {
+        let alive: Vec<u32> = workers
+            .iter()
+            .copied()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| !s.contains(") Z "))
+            })
+            .collect();
+        if alive.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("workers {workers:?} outlived their server");
 }
