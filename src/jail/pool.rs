@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use super::protocol::{frame_head, Ack, Hello, Job, Plan, Reply, MAX_HEADER_BYTES};
+use super::protocol::{frame_head, header_buffer, header_of, Ack, Hello, Job, Plan, Reply};
 use super::worker::Args;
 use crate::render::{RenderError, Rendered};
 
@@ -395,17 +395,15 @@ async fn read_frame<T: for<'de> serde::Deserialize<'de>>(
     r: &mut ChildStdout,
     max_body: u64,
 ) -> std::io::Result<(T, Vec<u8>)> {
-    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
-    let n = r.read_u32_le().await?;
-    if n > MAX_HEADER_BYTES {
-        return Err(invalid(format!("a frame header of {n} bytes")));
-    }
-    let mut json = vec![0u8; n as usize];
+    let mut json = header_buffer(r.read_u32_le().await?)?;
     r.read_exact(&mut json).await?;
-    let header = serde_json::from_slice(&json).map_err(|e| invalid(e.to_string()))?;
+    let header = header_of(&json)?;
     let len = r.read_u64_le().await?;
     if len > max_body {
-        return Err(invalid(format!("a frame body of {len} bytes")));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a frame body of {len} bytes"),
+        ));
     }
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body).await?;

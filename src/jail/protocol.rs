@@ -226,20 +226,29 @@ pub fn frame_head(json: &[u8]) -> Vec<u8> {
 pub fn read_head<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<(T, u64)> {
     let mut n = [0u8; 4];
     r.read_exact(&mut n)?;
-    let n = u32::from_le_bytes(n);
+    let mut json = header_buffer(u32::from_le_bytes(n))?;
+    r.read_exact(&mut json)?;
+    let header = header_of(&json)?;
+    let mut len = [0u8; 8];
+    r.read_exact(&mut len)?;
+    Ok((header, u64::from_le_bytes(len)))
+}
+
+/// The buffer for a frame header of `n` bytes, refused past [`MAX_HEADER_BYTES`] before
+/// anything is allocated (the server reads a worker's frames through the same two steps).
+pub fn header_buffer(n: u32) -> io::Result<Vec<u8>> {
     if n > MAX_HEADER_BYTES {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("a frame header of {n} bytes"),
         ));
     }
-    let mut json = vec![0u8; n as usize];
-    r.read_exact(&mut json)?;
-    let header =
-        serde_json::from_slice(&json).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let mut len = [0u8; 8];
-    r.read_exact(&mut len)?;
-    Ok((header, u64::from_le_bytes(len)))
+    Ok(vec![0u8; n as usize])
+}
+
+/// A frame header's JSON, read.
+pub fn header_of<T: for<'de> Deserialize<'de>>(json: &[u8]) -> io::Result<T> {
+    serde_json::from_slice(json).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 #[cfg(test)]
