@@ -48,10 +48,11 @@ pub trait RenderFailureCatalog: Send + Sync + 'static {
         content: &str,
         variant: Option<&str>,
     ) -> Result<u64, CatalogError>;
-    /// Up to `limit` rows, the latest failure first (of `file` only, when given).
+    /// Up to `limit` rows, the latest failure first: every one, or those that refuse `file`
+    /// (its own, and any of its bytes, `content`) when `of` names it.
     async fn render_failures(
         &self,
-        file: Option<&str>,
+        of: Option<(&str, &str)>,
         limit: i64,
     ) -> Result<Vec<RenderFailure>, CatalogError>;
 }
@@ -150,17 +151,19 @@ macro_rules! impl_render_failure_catalog {
 
             async fn render_failures(
                 &self,
-                file: Option<&str>,
+                of: Option<(&str, &str)>,
                 limit: i64,
             ) -> Result<Vec<super::render_failures::RenderFailure>, CatalogError> {
                 let sql = format!(
-                    "SELECT {} FROM render_failures WHERE ($1 IS NULL OR file_id = $1) \
+                    "SELECT {} FROM render_failures WHERE ($1 IS NULL OR file_id = $1 \
+                     OR (content = $3 AND content <> '')) \
                      ORDER BY last_at DESC, file_id, variant LIMIT $2",
                     super::render_failures::COLUMNS
                 );
                 let rows = sqlx::query(&sql)
-                    .bind(file)
+                    .bind(of.map(|(file, _)| file))
                     .bind(limit)
+                    .bind(of.map(|(_, content)| content))
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter().map(Self::render_failure_row).collect()

@@ -202,10 +202,10 @@ impl upcommit::catalog::RenderFailureCatalog for FaultyCatalog {
     }
     async fn render_failures(
         &self,
-        file: Option<&str>,
+        of: Option<(&str, &str)>,
         limit: i64,
     ) -> Result<Vec<upcommit::catalog::RenderFailure>, CatalogError> {
-        self.inner.render_failures(file, limit).await
+        self.inner.render_failures(of, limit).await
     }
 }
 

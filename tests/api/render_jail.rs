@@ -523,6 +523,22 @@ async fn the_same_bytes_uploaded_again_are_refused_without_killing_another_worke
         )
         .await;
         assert!(why.contains("refused until an operator"), "{why}");
+        // Its admin page shows what refuses it: the first file's row, by its bytes.
+        let detail: Value = app
+            .get(
+                &format!("/v1/admin/files/{again}"),
+                Some(&app.admin_token("root")),
+            )
+            .await
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(
+            detail["render_failures"][0]["file_id"],
+            first.as_str(),
+            "{detail}"
+        );
+        assert_eq!(detail["render_failures"][0]["cause"], "filtered");
     }
     let metrics = app.metrics_text().await;
     assert_eq!(

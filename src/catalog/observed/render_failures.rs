@@ -43,9 +43,9 @@ impl crate::catalog::RenderFailureCatalog for ObservedCatalog {
     }
     async fn render_failures(
         &self,
-        file: Option<&str>,
+        of: Option<(&str, &str)>,
         limit: i64,
     ) -> Result<Vec<crate::catalog::RenderFailure>, CatalogError> {
-        timed!(self, render_failures(file, limit))
+        timed!(self, render_failures(of, limit))
     }
 }

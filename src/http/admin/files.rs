@@ -207,9 +207,12 @@ async fn detail(
         .profile(&file.profile)
         .map(|p| p.variants.iter().map(|v| v.name.as_str()).collect())
         .unwrap_or_default();
+    // Its own rows and its bytes' (another file of the same bytes killed a worker): all that
+    // refuses it.
+    let content = crate::services::render_failures::content_of(&file);
     let render_failures = state
         .catalog
-        .render_failures(Some(id.as_str()), DETAIL_ROWS)
+        .render_failures(Some((id.as_str(), &content)), DETAIL_ROWS)
         .await?;
     Ok(Json(serde_json::json!({
         "file": file,
